@@ -1,0 +1,140 @@
+"""Sessions for the hip-backend monorepo. `nox -l` lists them; plain `nox` runs the defaults.
+
+Every test session installs *wheels*, never the source tree, so `tests(package='hip-core')`
+proves that `pip install hip-core` works with nothing above it present.
+
+The `gpu` sessions also run on a machine with no package registry and no venvs (the lent
+NVIDIA H200): there, `nox --no-venv` uses the interpreter as it is and expects the packages to
+be installed already from the wheelhouse that `nox -s wheelhouse` builds here. README.md has
+the exact command.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+VERSION = (ROOT / "VERSION").read_text().strip()
+PACKAGES = ("hip-ffi", "hip-core", "hip-runtime", "hip-backend")
+WHEELS = ROOT / ".nox" / "_wheels"
+WHEELHOUSE = ROOT / ".whl"  # what travels to the device machine (git ignores it)
+TEST_DEPS = ("pytest>=8", "hypothesis>=6")
+# The device machine runs Python 3.12 on x86-64 Linux; these are the wheels it lacks.
+DEVICE_PYTHON = "3.12"
+DEVICE_EXTRA_WHEELS = ("cffi", "pycparser", "nox")
+
+nox.options.sessions = ["tests", "integration", "lint", "typecheck"]
+nox.options.error_on_missing_interpreters = True
+
+
+def _wheel_name(package: str) -> str:
+    return f"{package.replace('-', '_')}-{VERSION}-py3-none-any.whl"
+
+
+def build_wheels(session: nox.Session, dest: Path = WHEELS) -> dict[str, Path]:
+    """Build all four wheels into `dest` and return them by distribution name."""
+    session.install("hatchling>=1.21", "cffi>=1.17")
+    if dest.exists():
+        for old in dest.glob("hip_*.whl"):
+            old.unlink()
+    dest.mkdir(parents=True, exist_ok=True)
+    for package in PACKAGES:
+        session.run(
+            "python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+            "--wheel-dir", str(dest), str(ROOT / "packages" / package),
+        )  # fmt: skip
+    wheels = {package: dest / _wheel_name(package) for package in PACKAGES}
+    missing = [str(path) for path in wheels.values() if not path.exists()]
+    if missing:
+        session.error(f"wheel build produced no {missing}")
+    return wheels
+
+
+def install_only(session: nox.Session, package: str) -> None:
+    """Install `package` from its wheel, with exactly what it declares (siblings as wheels)."""
+    wheels = build_wheels(session)
+    session.install("--find-links", str(WHEELS), str(wheels[package]), *TEST_DEPS)
+
+
+def run_pytest(session: nox.Session, *paths: str, marker: str) -> None:
+    # --import-mode=importlib keeps pytest from putting the source tree on sys.path: the
+    # packages under test are the installed wheels.
+    session.run(
+        "python", "-m", "pytest", "--import-mode=importlib", "-m", marker, *paths, *session.posargs
+    )
+
+
+@nox.session
+@nox.parametrize("package", PACKAGES)
+def tests(session: nox.Session, package: str) -> None:
+    """One distribution's tests, with only that distribution and its dependencies installed."""
+    install_only(session, package)
+    session.run("python", "tools/check_isolation.py", package)
+    run_pytest(session, f"packages/{package}/tests", marker="not gpu")
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """The whole stack: all four wheels installed together, tests/ at the root."""
+    wheels = build_wheels(session)
+    session.install("--find-links", str(WHEELS), *map(str, wheels.values()), *TEST_DEPS)
+    run_pytest(session, "tests", marker="not gpu")
+
+
+@nox.session(tags=["gpu"], default=False)
+@nox.parametrize("package", PACKAGES)
+def gpu(session: nox.Session, package: str) -> None:
+    """That package's `gpu`-marked tests. On a registry-less machine run with `--no-venv`."""
+    if session.venv_backend != "none":
+        install_only(session, package)
+    run_pytest(session, f"packages/{package}/tests", marker="gpu")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole tree."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy (strict) on every package's src/."""
+    session.install("mypy>=1.10", "numpy>=1.24", "cffi>=1.17", "pytest>=8", "nox")
+    session.run("mypy", *(f"packages/{p}/src" for p in PACKAGES), "noxfile.py", "tools")
+
+
+@nox.session(default=False)
+def wheelhouse(session: nox.Session) -> None:
+    """Build our wheels plus the third-party wheels the device machine lacks into .whl/."""
+    if WHEELHOUSE.exists():
+        shutil.rmtree(WHEELHOUSE)
+    build_wheels(session, WHEELHOUSE)
+    session.run(
+        "python", "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+        "--python-version", DEVICE_PYTHON, "--implementation", "cp",
+        "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+        "--platform", "manylinux2014_x86_64", "--platform", "any",
+        "--dest", str(WHEELHOUSE), *DEVICE_EXTRA_WHEELS,
+    )  # fmt: skip
+
+
+@nox.session(default=False)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (filled in by the documentation issue)."""
+    session.error("the documentation site does not exist yet (issue: meta package and docs)")
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks under bench/ on the current platform; JSON lines plus a table."""
+    install_only(session, "hip-backend")
+    scripts = sorted((ROOT / "bench").glob("bench_*.py"))
+    if not scripts:
+        session.error("no benchmarks under bench/")
+    for script in scripts:
+        session.run("python", str(script), *session.posargs)

@@ -1,0 +1,20 @@
+"""The installed hip-core agrees with itself and pins its siblings at its own version."""
+
+import importlib.metadata
+import re
+
+import hip_core
+
+DIST = "hip-core"
+
+
+def test_version_matches_distribution_metadata() -> None:
+    assert hip_core.__version__ == importlib.metadata.version(DIST)
+
+
+def test_sibling_pins_are_exact_and_lockstep() -> None:
+    requires = importlib.metadata.requires(DIST) or []
+    pins = [r for r in requires if r.startswith("hip-")]
+    for pin in pins:
+        assert re.fullmatch(r"hip-(ffi|core|runtime|backend)==[^;,\s]+", pin), pin
+        assert pin.split("==")[1] == hip_core.__version__, pin

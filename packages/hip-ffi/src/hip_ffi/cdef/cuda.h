@@ -1,0 +1,1 @@
+/* CUDA entry points: filled in for the nvidia platform. */

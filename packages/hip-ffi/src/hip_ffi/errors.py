@@ -1,0 +1,40 @@
+"""Why a platform, a library or a function could not be provided.
+
+These are load-time failures of hip_ffi itself. Errors *returned* by HIP calls are plain
+hipError_t integers at this layer; hip-core turns them into its HipError hierarchy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class HipFfiError(RuntimeError):
+    """Base class of everything hip_ffi raises."""
+
+
+class LibraryNotFoundError(HipFfiError, OSError):
+    """No candidate file of a library could be opened; `tried` lists each with its reason."""
+
+    def __init__(self, role: str, tried: Sequence[tuple[str, str]], hint: str = "") -> None:
+        self.role = role
+        self.tried = list(tried)
+        lines = [f"could not load the {role}; tried:"]
+        lines += [f"  {path}: {reason}" for path, reason in self.tried]
+        if hint:
+            lines.append(hint)
+        super().__init__("\n".join(lines))
+
+
+class PlatformUnavailableError(HipFfiError):
+    """The requested platform cannot be used, or detection found none; says why for each."""
+
+    def __init__(self, reasons: dict[str, str]) -> None:
+        self.reasons = dict(reasons)
+        lines = ["no HIP platform is available:"]
+        lines += [f"  {name}: {why}" for name, why in self.reasons.items()]
+        super().__init__("\n".join(lines))
+
+
+class FunctionUnavailableError(HipFfiError):
+    """A function of the surface that this platform or library release does not provide."""

@@ -1,0 +1,131 @@
+"""The names of the HIP API surface that every platform provides.
+
+Each name is a C function declared in `cdef/` and an attribute of `HipApi`. A platform that
+cannot provide one (an old ROCm, a missing optional library) still has the attribute: calling
+it raises FunctionUnavailableError saying why, and `HipApi.has(name)` is False.
+"""
+
+from __future__ import annotations
+
+RUNTIME = (
+    # init, versions, devices
+    "hipInit",
+    "hipRuntimeGetVersion",
+    "hipDriverGetVersion",
+    "hipGetDeviceCount",
+    "hipGetDevice",
+    "hipSetDevice",
+    "hipDeviceGet",
+    "hipDeviceGetAttribute",
+    "hipGetDeviceProperties",
+    "hipDeviceGetName",
+    "hipDeviceGetPCIBusId",
+    "hipDeviceTotalMem",
+    "hipMemGetInfo",
+    "hipDeviceSynchronize",
+    "hipDeviceCanAccessPeer",
+    "hipDeviceEnablePeerAccess",
+    "hipDeviceDisablePeerAccess",
+    "hipGetErrorName",
+    "hipGetErrorString",
+    "hipGetLastError",
+    "hipPeekAtLastError",
+    # streams
+    "hipStreamCreateWithFlags",
+    "hipStreamCreateWithPriority",
+    "hipDeviceGetStreamPriorityRange",
+    "hipStreamGetFlags",
+    "hipStreamGetPriority",
+    "hipStreamDestroy",
+    "hipStreamSynchronize",
+    "hipStreamQuery",
+    "hipStreamWaitEvent",
+    "hipLaunchHostFunc",
+    # events
+    "hipEventCreateWithFlags",
+    "hipEventRecord",
+    "hipEventSynchronize",
+    "hipEventQuery",
+    "hipEventElapsedTime",
+    "hipEventDestroy",
+    # memory
+    "hipMalloc",
+    "hipFree",
+    "hipMallocAsync",
+    "hipFreeAsync",
+    "hipMallocFromPoolAsync",
+    "hipDeviceGetDefaultMemPool",
+    "hipDeviceGetMemPool",
+    "hipDeviceSetMemPool",
+    "hipMemPoolCreate",
+    "hipMemPoolDestroy",
+    "hipMemPoolSetAttribute",
+    "hipMemPoolGetAttribute",
+    "hipMemPoolTrimTo",
+    "hipHostMalloc",
+    "hipHostFree",
+    "hipHostRegister",
+    "hipHostUnregister",
+    "hipHostGetDevicePointer",
+    "hipMemcpy",
+    "hipMemcpyAsync",
+    "hipMemcpyWithStream",
+    "hipMemcpyHtoD",
+    "hipMemcpyDtoH",
+    "hipMemcpyDtoD",
+    "hipMemcpyHtoDAsync",
+    "hipMemcpyDtoHAsync",
+    "hipMemcpyDtoDAsync",
+    "hipMemcpyPeer",
+    "hipMemcpyPeerAsync",
+    "hipMemset",
+    "hipMemsetAsync",
+    "hipMemsetD8",
+    "hipMemsetD8Async",
+    "hipMemsetD32",
+    "hipMemsetD32Async",
+    "hipPointerGetAttributes",
+    # modules and launch
+    "hipModuleLoad",
+    "hipModuleLoadData",
+    "hipModuleUnload",
+    "hipModuleGetFunction",
+    "hipModuleGetGlobal",
+    "hipModuleLaunchKernel",
+    "hipDrvLaunchKernelEx",
+    "hipFuncGetAttribute",
+    "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+    "hipModuleOccupancyMaxPotentialBlockSize",
+    # graphs
+    "hipStreamBeginCapture",
+    "hipStreamEndCapture",
+    "hipStreamIsCapturing",
+    "hipGraphInstantiate",
+    "hipGraphInstantiateWithFlags",
+    "hipGraphLaunch",
+    "hipGraphExecDestroy",
+    "hipGraphDestroy",
+)
+
+HIPRTC = (
+    "hiprtcVersion",
+    "hiprtcGetErrorString",
+    "hiprtcCreateProgram",
+    "hiprtcDestroyProgram",
+    "hiprtcCompileProgram",
+    "hiprtcGetProgramLogSize",
+    "hiprtcGetProgramLog",
+    "hiprtcGetCodeSize",
+    "hiprtcGetCode",
+)
+
+HIPBLAS = (
+    "hipblasCreate",
+    "hipblasDestroy",
+    "hipblasSetStream",
+    "hipblasGetStream",
+    "hipblasGemmEx",
+    "hipblasGemmStridedBatchedEx",
+)
+
+ALL = RUNTIME + HIPRTC + HIPBLAS
