@@ -21,7 +21,7 @@ VERSION = (ROOT / "VERSION").read_text().strip()
 PACKAGES = ("hip-ffi", "hip-core", "hip-runtime", "hip-backend")
 WHEELS = ROOT / ".nox" / "_wheels"
 WHEELHOUSE = ROOT / ".whl"  # what travels to the device machine (git ignores it)
-TEST_DEPS = ("pytest>=8", "hypothesis>=6")
+TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24")
 # The device machine runs Python 3.12 on x86-64 Linux; these are the wheels it lacks.
 DEVICE_PYTHON = "3.12"
 DEVICE_EXTRA_WHEELS = ("cffi", "pycparser", "nox")

@@ -55,7 +55,7 @@ HIPBLAS = LibrarySpec(
 #: Functions that appeared after ROCm 5.0, with the release that brought them (for messages).
 _INTRODUCED = {
     "hipLaunchHostFunc": "ROCm 5.3",
-    "hipDrvLaunchKernelEx": "ROCm 6.2",
+    "hipDrvLaunchKernelEx": "ROCm 7.0",
     "hipGetDevicePropertiesR0600": "ROCm 6.0",
 }
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-#: hipError_t, name -> value. Several names share a value (hipErrorOutOfMemory and its older
-#: alias hipErrorMemoryAllocation); ERROR_NAMES keeps the first, canonical one.
+#: hipError_t, name -> value, as of ROCm 7 (5.2 lacks only 911 and 912). Several names share a
+#: value (hipErrorOutOfMemory and its older alias hipErrorMemoryAllocation); ERROR_NAMES keeps
+#: the first, canonical one.
 _ERROR_CODES = {
     "hipSuccess": 0,
     "hipErrorInvalidValue": 1,
@@ -87,6 +88,8 @@ _ERROR_CODES = {
     "hipErrorCapturedEvent": 907,
     "hipErrorStreamCaptureWrongThread": 908,
     "hipErrorGraphExecUpdateFailure": 910,
+    "hipErrorInvalidChannelDescriptor": 911,
+    "hipErrorInvalidTexture": 912,
     "hipErrorUnknown": 999,
     "hipErrorRuntimeMemory": 1052,
     "hipErrorRuntimeOther": 1053,
@@ -157,11 +160,11 @@ _DEVICE_ATTRIBUTES = {
     "ComputeCapabilityMinor": 61,
     "MultiGpuBoardGroupID": 62,
     "MultiprocessorCount": 63,
-    "Name": 64,
     "PageableMemoryAccess": 65,
     "PageableMemoryAccessUsesHostPageTables": 66,
     "PciBusId": 67,
     "PciDeviceId": 68,
+    "PciDomainId": 69,
     "PciDomainID": 69,
     "PersistingL2CacheMaxSize": 70,
     "MaxRegistersPerBlock": 71,
@@ -179,14 +182,14 @@ _DEVICE_ATTRIBUTES = {
     "TotalConstantMemory": 83,
     "TotalGlobalMem": 84,
     "UnifiedAddressing": 85,
-    "Uuid": 86,
     "WarpSize": 87,
     "MemoryPoolsSupported": 88,
+    "VirtualMemoryManagementSupported": 89,
+    "HostRegisterSupported": 90,
+    "MemoryPoolSupportedHandleTypes": 91,
+    "HostNumaId": 92,
     "ClockInstructionRate": 10000,
-    "Arch": 10001,
     "MaxSharedMemoryPerMultiprocessor": 10002,
-    "GcnArch": 10003,
-    "GcnArchName": 10004,
     "HdpMemFlushCntl": 10005,
     "HdpRegFlushCntl": 10006,
     "CooperativeMultiDeviceUnmatchedFunc": 10007,
@@ -199,13 +202,20 @@ _DEVICE_ATTRIBUTES = {
     "ImageSupport": 10014,
     "PhysicalMultiProcessorCount": 10015,
     "FineGrainSupport": 10016,
+    "WallClockRate": 10017,
+    "NumberOfXccs": 10018,
+    "MaxAvailableVgprsPerThread": 10019,
+    "PciChipId": 10020,
 }
 ERROR_CODES = MappingProxyType(_ERROR_CODES)
 ERROR_NAMES: MappingProxyType[int, str] = MappingProxyType(
     {code: name for name, code in reversed(_ERROR_CODES.items())}
 )
-#: hipDeviceAttribute_t without its prefix ("WarpSize" -> 87). The CUDA-compatible block is
-#: 0..9999, the AMD-specific one from 10000; the numbering is the same in ROCm 5.x, 6.x, 7.x.
+#: hipDeviceAttribute_t without its prefix ("WarpSize" -> 87), as of ROCm 7. The CUDA-compatible
+#: block is 0..9999, the AMD-specific one from 10000. The numbering is the same in ROCm 5.2, 6.x
+#: and 7.x; 6.0 retired Name (64), Uuid (86), Arch, GcnArch and GcnArchName (10001, 10003,
+#: 10004) — read those from the device properties — and later releases added values
+#: (89-92, 10017-10020) that older runtimes answer with hipErrorInvalidValue.
 DEVICE_ATTRIBUTES = MappingProxyType(_DEVICE_ATTRIBUTES)
 
 #: hipMemcpyKind

@@ -116,6 +116,117 @@ typedef struct hipDeviceProp_tR0000 {
     int pageableMemoryAccessUsesHostPageTables;
 } hipDeviceProp_tR0000;
 
+/* The device properties of ROCm >= 6.0 (hipGetDevicePropertiesR0600). */
+typedef struct hipDeviceProp_tR0600 {
+    char name[256];
+    hipUUID uuid;
+    char luid[8];
+    unsigned int luidDeviceNodeMask;
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;
+    int regsPerBlock;
+    int warpSize;
+    size_t memPitch;
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    int clockRate;
+    size_t totalConstMem;
+    int major;
+    int minor;
+    size_t textureAlignment;
+    size_t texturePitchAlignment;
+    int deviceOverlap;
+    int multiProcessorCount;
+    int kernelExecTimeoutEnabled;
+    int integrated;
+    int canMapHostMemory;
+    int computeMode;
+    int maxTexture1D;
+    int maxTexture1DMipmap;
+    int maxTexture1DLinear;
+    int maxTexture2D[2];
+    int maxTexture2DMipmap[2];
+    int maxTexture2DLinear[3];
+    int maxTexture2DGather[2];
+    int maxTexture3D[3];
+    int maxTexture3DAlt[3];
+    int maxTextureCubemap;
+    int maxTexture1DLayered[2];
+    int maxTexture2DLayered[3];
+    int maxTextureCubemapLayered[2];
+    int maxSurface1D;
+    int maxSurface2D[2];
+    int maxSurface3D[3];
+    int maxSurface1DLayered[2];
+    int maxSurface2DLayered[3];
+    int maxSurfaceCubemap;
+    int maxSurfaceCubemapLayered[2];
+    size_t surfaceAlignment;
+    int concurrentKernels;
+    int ECCEnabled;
+    int pciBusID;
+    int pciDeviceID;
+    int pciDomainID;
+    int tccDriver;
+    int asyncEngineCount;
+    int unifiedAddressing;
+    int memoryClockRate;
+    int memoryBusWidth;
+    int l2CacheSize;
+    int persistingL2CacheMaxSize;
+    int maxThreadsPerMultiProcessor;
+    int streamPrioritiesSupported;
+    int globalL1CacheSupported;
+    int localL1CacheSupported;
+    size_t sharedMemPerMultiprocessor;
+    int regsPerMultiprocessor;
+    int managedMemory;
+    int isMultiGpuBoard;
+    int multiGpuBoardGroupID;
+    int hostNativeAtomicSupported;
+    int singleToDoublePrecisionPerfRatio;
+    int pageableMemoryAccess;
+    int concurrentManagedAccess;
+    int computePreemptionSupported;
+    int canUseHostPointerForRegisteredMem;
+    int cooperativeLaunch;
+    int cooperativeMultiDeviceLaunch;
+    size_t sharedMemPerBlockOptin;
+    int pageableMemoryAccessUsesHostPageTables;
+    int directManagedMemAccessFromHost;
+    int maxBlocksPerMultiProcessor;
+    int accessPolicyMaxWindowSize;
+    size_t reservedSharedMemPerBlock;
+    int hostRegisterSupported;
+    int sparseHipArraySupported;
+    int hostRegisterReadOnlySupported;
+    int timelineSemaphoreInteropSupported;
+    int memoryPoolsSupported;
+    int gpuDirectRDMASupported;
+    unsigned int gpuDirectRDMAFlushWritesOptions;
+    int gpuDirectRDMAWritesOrdering;
+    unsigned int memoryPoolSupportedHandleTypes;
+    int deferredMappingHipArraySupported;
+    int ipcEventSupported;
+    int clusterLaunch;
+    int unifiedFunctionPointers;
+    int reserved[63];
+    int hipReserved[32];
+    char gcnArchName[256];
+    size_t maxSharedMemoryPerMultiProcessor;
+    int clockInstructionRate;
+    hipDeviceArch_t arch;
+    unsigned int* hdpMemFlushCntl;
+    unsigned int* hdpRegFlushCntl;
+    int cooperativeMultiDeviceUnmatchedFunc;
+    int cooperativeMultiDeviceUnmatchedGridDim;
+    int cooperativeMultiDeviceUnmatchedBlockDim;
+    int cooperativeMultiDeviceUnmatchedSharedMem;
+    int isLargeBar;
+    int asicRevision;
+} hipDeviceProp_tR0600;
+
 /* Pointer attributes. ROCm 5.x names the first field memoryType and numbers hipMemoryType
  * Host=0, Device=1; ROCm >= 6 names it type and numbers Unregistered=0, Host=1, Device=2.
  * The layout is the same; hip_ffi translates the value to the ROCm 6 numbering. */
@@ -138,8 +249,8 @@ typedef struct hipMemPoolProps {
     hipMemAllocationHandleType handleTypes;
     hipMemLocation location;
     void* win32SecurityAttributes;
-    /* ROCm >= 6.2 and CUDA carve `size_t maxSize` (and CUDA `unsigned short usage`) out of
-     * this reserved space; zero means "no limit" for both, so zeroed reserved bytes are right
-     * for every release. */
-    unsigned char reserved[64];
+    /* ROCm >= 6 and CUDA carve maxSize out of the reserved bytes of ROCm 5.x (same offset,
+     * same total size); zero means "no limit" for all of them. */
+    size_t maxSize;
+    unsigned char reserved[56];
 } hipMemPoolProps;
