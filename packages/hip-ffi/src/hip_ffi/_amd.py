@@ -5,8 +5,9 @@ surface; wrappers exist only where a release differs:
 - hipGetDeviceProperties binds hipGetDevicePropertiesR0600 from ROCm 6.0 (the plain name keeps
   the old R0000 layout there); on 5.x the plain name is the R0000 layout.
 - hipPointerGetAttributes on 5.x renumbers hipMemoryType to the ROCm 6 values.
-- hipblasGemmEx / hipblasGemmStridedBatchedEx on hipBLAS < 2.0 map hipDataType and
-  hipblasComputeType_t to the older hipblasDatatype_t.
+- hipblasGemmEx / hipblasGemmStridedBatchedEx take hipDataType and hipblasComputeType_t: the
+  plain names on hipBLAS 3, the `_v2` names on hipBLAS 2, translated to the older
+  hipblasDatatype_t on hipBLAS 0 and 1.
 - hipDrvLaunchKernelEx, where the release lacks it, goes through hipModuleLaunchKernel.
 ROCm 7 also changed some launch error codes and hipGetLastError (it returns the last error of
 any call, not only launches); those are HIP's own codes and reach the caller unchanged.
@@ -59,14 +60,14 @@ _INTRODUCED = {
     "hipGetDevicePropertiesR0600": "ROCm 6.0",
 }
 
-#: hipDataType -> hipblasDatatype_t, for hipBLAS < 2.0 (which predates hipDataType in gemm-ex).
+#: hipDataType -> hipblasDatatype_t, for the gemm-ex ABI of hipBLAS 0 and 1.
 _HIPBLAS_V1_DATATYPE = {
     constants.HIP_R_16F: 150,
     constants.HIP_R_32F: 151,
     constants.HIP_R_64F: 152,
     constants.HIP_R_16BF: 168,
 }
-#: hipblasComputeType_t -> the hipblasDatatype_t that hipBLAS < 2.0 takes as compute type.
+#: hipblasComputeType_t -> the hipblasDatatype_t that ABI takes as compute type.
 _HIPBLAS_V1_COMPUTE = {
     constants.HIPBLAS_COMPUTE_32F: 151,
     constants.HIPBLAS_COMPUTE_32F_FAST_TF32: 151,
@@ -127,11 +128,7 @@ def load() -> HipApi:
         libraries["hipblas"] = blas_path
         opened.append(blas)
         _bind(functions, blas, surface.HIPBLAS, release)
-        if _hipblas_major(blas_path, major) < 2:
-            functions["hipblasGemmEx"] = _hipblas_v1_gemm(blas.hipblasGemmEx, (8, 11, 15), 17)
-            functions["hipblasGemmStridedBatchedEx"] = _hipblas_v1_gemm(
-                blas.hipblasGemmStridedBatchedEx, (8, 12, 17), 21
-            )
+        _bind_gemm(functions, blas, _hipblas_major(blas_path, major))
 
     return HipApi(
         platform="amd",
@@ -176,7 +173,26 @@ def _hipblas_major(path: str, rocm_major: int) -> int:
     match = re.search(r"libhipblas\.so\.(\d+)", path)
     if match:
         return int(match.group(1))
-    return 2 if rocm_major >= 6 else 1
+    return {5: 1, 6: 2}.get(rocm_major, 3)
+
+
+def _bind_gemm(functions: dict[str, Callable[..., Any]], blas: Any, hipblas_major: int) -> None:
+    """gemm-ex with hipDataType / hipblasComputeType_t arguments, whatever the hipBLAS release.
+
+    hipBLAS 3 takes them under the plain names; hipBLAS 2 exports them as `*_v2` (its plain
+    names keep the hipblasDatatype_t ABI); hipBLAS 0 and 1 only have the older ABI, so their
+    arguments are translated.
+    """
+    for name, datatype_args, compute_arg in (
+        ("hipblasGemmEx", (8, 11, 15), 17),
+        ("hipblasGemmStridedBatchedEx", (8, 12, 17), 21),
+    ):
+        if hipblas_major >= 3:
+            continue  # already bound under the plain name
+        try:
+            functions[name] = getattr(blas, name + "_v2")
+        except (AttributeError, ffi.error):
+            functions[name] = _hipblas_v1_gemm(getattr(blas, name), datatype_args, compute_arg)
 
 
 def _rocm5_pointer_attributes(native: Callable[..., int]) -> Callable[..., int]:
@@ -196,7 +212,7 @@ def _rocm5_pointer_attributes(native: Callable[..., int]) -> Callable[..., int]:
 def _hipblas_v1_gemm(
     native: Callable[..., int], datatype_args: tuple[int, ...], compute_arg: int
 ) -> Callable[..., int]:
-    """Wrap a hipBLAS < 2.0 gemm-ex so it takes hipDataType / hipblasComputeType_t."""
+    """Wrap a hipblasDatatype_t-ABI gemm-ex so it takes hipDataType / hipblasComputeType_t."""
 
     def gemm(*args: Any) -> int:
         converted = list(args)
