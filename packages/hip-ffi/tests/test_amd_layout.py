@@ -39,7 +39,11 @@ def _header_major(root: Path) -> int:
 
 def _structs(major: int) -> dict[str, str]:
     """cffi struct name -> the C type to compare it with, for headers of that major release."""
-    pairs = {"hipUUID": "hipUUID", "hipMemLocation": "hipMemLocation", "hipMemPoolProps": "hipMemPoolProps"}
+    pairs = {
+        "hipUUID": "hipUUID",
+        "hipMemLocation": "hipMemLocation",
+        "hipMemPoolProps": "hipMemPoolProps",
+    }
     pairs["hipPointerAttribute_t"] = "hipPointerAttribute_t"
     pairs["hipDeviceArch_t"] = "hipDeviceArch_t"
     if major >= 6:

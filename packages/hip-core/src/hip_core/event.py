@@ -1,0 +1,72 @@
+"""Events: points in a stream to wait on and to time between."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hip_core._hip import hip
+from hip_core._resource import Resource
+from hip_core.errors import check
+from hip_ffi.constants import EVENT_DEFAULT, EVENT_DISABLE_TIMING
+
+if TYPE_CHECKING:
+    from hip_core.device import Device
+    from hip_core.stream import Stream
+
+_NOT_READY = 600  # hipErrorNotReady
+
+
+class Event(Resource):
+    """A HIP event. `timing=False` makes record/wait cheaper but `elapsed_ms` impossible."""
+
+    __slots__ = ("device", "handle", "timing")
+
+    def __init__(self, device: Device, *, timing: bool = True) -> None:
+        api = hip()
+        out = api.ffi.new("hipEvent_t*")
+        flags = EVENT_DEFAULT if timing else EVENT_DISABLE_TIMING
+        with device:
+            check(api.hipEventCreateWithFlags(out, flags), "hipEventCreateWithFlags")
+        self.handle = out[0]
+        self.device = device
+        self.timing = timing
+        self._own(_destroy_event, api, self.handle)
+
+    def record(self, stream: Stream) -> None:
+        """Capture the work queued on `stream` so far; the event completes when it has run."""
+        self._check_open()
+        check(hip().hipEventRecord(self.handle, stream.handle), "hipEventRecord")
+
+    def sync(self) -> None:
+        """Block the calling thread until the event has completed."""
+        self._check_open()
+        check(hip().hipEventSynchronize(self.handle), "hipEventSynchronize")
+
+    @property
+    def done(self) -> bool:
+        """True once the recorded work has completed (does not block)."""
+        self._check_open()
+        status = hip().hipEventQuery(self.handle)
+        if status == _NOT_READY:
+            return False
+        check(status, "hipEventQuery")
+        return True
+
+    def elapsed_ms(self, end: Event) -> float:
+        """Milliseconds of device time from this event to `end`; both must have completed."""
+        self._check_open()
+        end._check_open()
+        if not (self.timing and end.timing):
+            raise ValueError("elapsed time needs two events created with timing=True")
+        api = hip()
+        ms = api.ffi.new("float*")
+        check(api.hipEventElapsedTime(ms, self.handle, end.handle), "hipEventElapsedTime")
+        return float(ms[0])
+
+    def __sub__(self, start: Event) -> float:
+        """`end - start`: elapsed milliseconds."""
+        return start.elapsed_ms(self)
+
+
+def _destroy_event(api: Any, handle: Any) -> None:
+    check(api.hipEventDestroy(handle), "hipEventDestroy")

@@ -1,0 +1,158 @@
+"""Kernels: typed, checked launches that reuse their argument packing.
+
+Each Kernel owns one argument buffer laid out like the C parameter list, a `void*[]` pointing
+into it, and one HIP_LAUNCH_CONFIG. A launch with the same arguments (compared by equality,
+buffers by identity) and the same geometry as the previous one writes nothing: it only calls
+hipDrvLaunchKernelEx. Any released resource (a freed buffer, a closed stream) invalidates that
+reuse, so a stale pointer is never launched. The runtime copies the arguments at launch, so the
+buffer may be rewritten by the next launch at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from hip_core import _resource
+from hip_core._hip import hip
+from hip_core.errors import check, error_for
+from hip_core.signature import Param, value_writer
+from hip_ffi.constants import FUNC_ATTRIBUTES
+
+if TYPE_CHECKING:
+    from hip_core.module import Module
+    from hip_core.stream import Stream
+
+Dim3 = int | Sequence[int]
+_MAX_DIM = 2**31 - 1
+
+
+def _dim3(value: Dim3, what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in dims
+    ):
+        raise TypeError(f"{what} must be an int or 1-3 ints, not {value!r}")
+    if not all(1 <= d <= _MAX_DIM for d in dims):
+        raise ValueError(f"{what} dimensions must be between 1 and {_MAX_DIM}, not {value!r}")
+    return (*dims, 1, 1)[:3]  # type: ignore[return-value]
+
+
+class Kernel:
+    """A `__global__` function of a loaded Module, with its parameter types.
+
+    `launch(grid, block, *args, shared_mem=0, stream=None)` queues it on `stream` (the null
+    stream when None) and returns at once. Arguments are checked against the parameter types
+    first: a wrong count or type raises TypeError naming the parameter, and nothing is launched.
+    """
+
+    def __init__(self, module: Module, name: str, handle: Any, params: Sequence[Param]) -> None:
+        api = hip()
+        ffi = api.ffi
+        self.module = module  # keeps the code loaded as long as the kernel exists
+        self.name = name
+        self.handle = handle
+        self.params = tuple(params)
+        self._launch = api.hipDrvLaunchKernelEx
+        self._null = ffi.NULL
+        self._lock = threading.Lock()
+        # One argument buffer, each slot aligned to its own size, as the C ABI lays them out.
+        offsets, end = [], 0
+        for p in self.params:
+            end = -(-end // p.size) * p.size
+            offsets.append(end)
+            end += p.size
+        self._storage = ffi.new("char[]", max(end, 1))
+        base = ffi.cast("char*", self._storage)
+        self._pointers = ffi.new(
+            "void*[]", [ffi.cast("void*", base + o) for o in offsets] or [ffi.NULL]
+        )
+        self._writers = tuple(
+            value_writer(p, ffi.cast(p.storage + "*", base + o))
+            for p, o in zip(self.params, offsets, strict=True)
+        )
+        self._config = ffi.new("HIP_LAUNCH_CONFIG*")
+        self._packed: tuple[Any, ...] | None = None
+        self._geometry: tuple[Any, ...] | None = None
+        self._generation = -1
+
+    def launch(
+        self,
+        grid: Dim3,
+        block: Dim3,
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Stream | None = None,
+    ) -> None:
+        """Queue one launch of `grid` blocks of `block` threads with `shared_mem` dynamic bytes."""
+        with self._lock:
+            if self._generation != _resource.generation:  # something was released since
+                self.module._check_open()
+                self._packed = self._geometry = None
+                self._generation = _resource.generation
+            if args != self._packed:
+                self._pack(args)
+            geometry = (grid, block, shared_mem, stream)
+            if geometry != self._geometry:
+                self._configure(geometry)
+            status = self._launch(self._config, self.handle, self._pointers, self._null)
+        if status:
+            raise error_for(status, "hipDrvLaunchKernelEx", f"kernel {self.name}")
+
+    def __call__(
+        self, grid: Dim3, block: Dim3, *args: Any, shared_mem: int = 0, stream: Stream | None = None
+    ) -> None:
+        self.launch(grid, block, *args, shared_mem=shared_mem, stream=stream)
+
+    def _pack(self, args: tuple[Any, ...]) -> None:
+        self._packed = None  # a failure below must not leave a half-written "valid" packing
+        if len(args) != len(self.params):
+            signature = ", ".join(p.decl for p in self.params)
+            raise TypeError(
+                f"{self.name}({signature}) takes {len(self.params)} arguments, got {len(args)}"
+            )
+        for write, value in zip(self._writers, args, strict=True):
+            write(value)
+        self._packed = args
+
+    def _configure(self, geometry: tuple[Any, ...]) -> None:
+        self._geometry = None
+        grid, block, shared_mem, stream = geometry
+        gx, gy, gz = _dim3(grid, "grid")
+        bx, by, bz = _dim3(block, "block")
+        if not isinstance(shared_mem, int) or shared_mem < 0:
+            raise ValueError(f"shared_mem must be a byte count >= 0, not {shared_mem!r}")
+        if stream is not None:
+            stream._check_open()
+        config = self._config
+        config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
+        config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
+        config.sharedMemBytes = shared_mem
+        config.hStream = self._null if stream is None else stream.handle
+        self._geometry = geometry
+
+    def attribute(self, name: str) -> int:
+        """hipFuncGetAttribute, e.g. "NUM_REGS", "MAX_THREADS_PER_BLOCK", "SHARED_SIZE_BYTES"."""
+        api = hip()
+        value = api.ffi.new("int*")
+        check(
+            api.hipFuncGetAttribute(value, FUNC_ATTRIBUTES[name], self.handle),
+            "hipFuncGetAttribute",
+        )
+        return int(value[0])
+
+    def max_active_blocks(self, block_size: int, shared_mem: int = 0) -> int:
+        """Blocks of `block_size` threads that fit on one multiprocessor at once (occupancy)."""
+        api = hip()
+        value = api.ffi.new("int*")
+        check(
+            api.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(
+                value, self.handle, block_size, shared_mem
+            ),
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+        )
+        return int(value[0])
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.name}({', '.join(p.decl for p in self.params)})>"

@@ -1,0 +1,257 @@
+"""Device and pinned host buffers: allocation, views, copies and fills.
+
+Copies without `stream=` are synchronous: they return when the data has arrived. With
+`stream=`, they are queued on that stream and return at once; a host object involved is kept
+referenced by the stream until its next `sync()`. Only copies between device memory and
+*pinned* host memory (PinnedBuffer) are truly asynchronous: HIP stages pageable host memory
+(bytes, numpy arrays) through its own buffers, so such a copy may return only once the host
+side has been read (H2D) or may not overlap other work (D2H).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hip_core._hip import hip
+from hip_core._resource import ClosedError, Resource
+from hip_core.errors import check
+from hip_ffi.constants import (
+    HOST_MALLOC_DEFAULT,
+    MEMCPY_DEVICE_TO_DEVICE,
+    MEMCPY_DEVICE_TO_HOST,
+    MEMCPY_HOST_TO_DEVICE,
+)
+
+if TYPE_CHECKING:
+    from hip_core.device import Device
+    from hip_core.stream import Stream
+
+
+class _Allocation(Resource):
+    """The owner of one allocation; freed exactly once, by whoever closes it first."""
+
+    __slots__ = ("ptr", "size")
+
+    def __init__(self, ptr: int, size: int, free: Any, *free_args: Any) -> None:
+        self.ptr = ptr
+        self.size = size
+        self._own(_free, free, *free_args)
+
+
+def _free(free: Any, *args: Any) -> None:
+    free(*args)
+
+
+def _checked_range(offset: int, size: int, limit: int, what: str) -> None:
+    if offset < 0 or size < 0 or offset + size > limit:
+        raise ValueError(
+            f"{what} [{offset}, {offset + size}) is outside the buffer's {limit} bytes"
+        )
+
+
+class _BufferBase:
+    """What device and pinned buffers share: an address range inside an `_Allocation`."""
+
+    __slots__ = ("_closed", "_owner", "ptr", "size")
+
+    def __init__(self, owner: _Allocation, ptr: int, size: int) -> None:
+        self._owner = owner  # a view holds its parent's allocation: never freed before the view
+        self.ptr = ptr  # address (int)
+        self.size = size  # bytes
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._owner.closed
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedError(f"{type(self).__name__} is closed")
+
+    @property
+    def is_view(self) -> bool:
+        return self.ptr != self._owner.ptr or self.size != self._owner.size
+
+    def close(self) -> None:
+        """Free the memory now (a view only stops being usable: it never frees its parent)."""
+        self._closed = True
+        if not self.is_view:
+            self._owner.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _view_range(self, offset: int, size: int | None) -> tuple[int, int]:
+        self._check_open()
+        size = self.size - offset if size is None else size
+        _checked_range(offset, size, self.size, "view")
+        return self.ptr + offset, size
+
+
+class DeviceBuffer(_BufferBase):
+    """A range of device memory. `ptr` is the device address, `size` its length in bytes."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, owner: _Allocation, ptr: int, size: int, device: Device) -> None:
+        super().__init__(owner, ptr, size)
+        self.device = device
+
+    @classmethod
+    def allocate(cls, device: Device, size: int) -> DeviceBuffer:
+        """hipMalloc `size` bytes on `device` (synchronous); HipOutOfMemoryError if none left."""
+        if size < 0:
+            raise ValueError(f"cannot allocate {size} bytes")
+        api = hip()
+        out = api.ffi.new("void**")
+        with device:
+            check(api.hipMalloc(out, size), "hipMalloc")
+        ptr = int(api.ffi.cast("uintptr_t", out[0]))
+        return cls(_Allocation(ptr, size, _hip_free, api, out[0]), ptr, size, device)
+
+    @classmethod
+    def from_allocation(cls, owner: _Allocation, device: Device) -> DeviceBuffer:
+        """Wrap an allocation made elsewhere (e.g. a pool) whose owner frees it."""
+        return cls(owner, owner.ptr, owner.size, device)
+
+    def view(self, offset: int, size: int | None = None) -> DeviceBuffer:
+        """Bytes [offset, offset+size) of this buffer, sharing its memory and keeping it alive."""
+        ptr, size = self._view_range(offset, size)
+        return DeviceBuffer(self._owner, ptr, size, self.device)
+
+    def copy_from(self, source: Any, *, stream: Stream | None = None) -> None:
+        """Copy all of `source` into the start of this buffer.
+
+        `source`: a DeviceBuffer, a PinnedBuffer, or any C-contiguous bytes-like object
+        (bytes, bytearray, memoryview, numpy array). Its size must not exceed this buffer's.
+        """
+        self._copy(source, to_device=True, stream=stream)
+
+    def copy_to(self, destination: Any, *, stream: Stream | None = None) -> None:
+        """Copy the first len(destination) bytes of this buffer into `destination`.
+
+        `destination`: a DeviceBuffer, a PinnedBuffer, or a writable C-contiguous bytes-like
+        object. With `stream=`, read it only after `stream.sync()`.
+        """
+        self._copy(destination, to_device=False, stream=stream)
+
+    def _copy(self, other: Any, *, to_device: bool, stream: Stream | None) -> None:
+        self._check_open()
+        api = hip()
+        if isinstance(other, DeviceBuffer):
+            other._check_open()
+            pointer, nbytes, kind = (
+                api.ffi.cast("void*", other.ptr),
+                other.size,
+                MEMCPY_DEVICE_TO_DEVICE,
+            )
+        else:
+            pointer, nbytes = host_pointer(other, writable=not to_device)
+            kind = MEMCPY_HOST_TO_DEVICE if to_device else MEMCPY_DEVICE_TO_HOST
+        if nbytes > self.size:
+            direction = "source" if to_device else "destination"
+            raise ValueError(f"{direction} holds {nbytes} bytes; this buffer only {self.size}")
+        mine = api.ffi.cast("void*", self.ptr)
+        dst, src = (mine, pointer) if to_device else (pointer, mine)
+        if stream is None:
+            check(api.hipMemcpy(dst, src, nbytes, kind), "hipMemcpy")
+        else:
+            stream._check_open()
+            check(api.hipMemcpyAsync(dst, src, nbytes, kind, stream.handle), "hipMemcpyAsync")
+            stream.keep_until_sync((self, other, pointer))
+
+    def fill(self, byte: int, *, stream: Stream | None = None) -> None:
+        """Set every byte to `byte` (0-255); synchronous unless `stream=` is given."""
+        self._check_open()
+        if not 0 <= byte <= 255:
+            raise ValueError(f"fill takes a byte value 0-255, not {byte}")
+        api = hip()
+        pointer = api.ffi.cast("void*", self.ptr)
+        if stream is None:
+            check(api.hipMemset(pointer, byte, self.size), "hipMemset")
+        else:
+            stream._check_open()
+            check(api.hipMemsetAsync(pointer, byte, self.size, stream.handle), "hipMemsetAsync")
+            stream.keep_until_sync(self)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"0x{self.ptr:x}"
+        return f"<DeviceBuffer {self.size} bytes at {state} on device {self.device.ordinal}>"
+
+
+class PinnedBuffer(_BufferBase):
+    """Page-locked host memory: the fast, truly asynchronous side of host-device copies.
+
+    `memoryview()` and `numpy()` expose the memory without a copy; they must not be used after
+    `close()`.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def allocate(cls, size: int, flags: int = HOST_MALLOC_DEFAULT) -> PinnedBuffer:
+        if size < 0:
+            raise ValueError(f"cannot allocate {size} bytes")
+        api = hip()
+        out = api.ffi.new("void**")
+        check(api.hipHostMalloc(out, size, flags), "hipHostMalloc")
+        ptr = int(api.ffi.cast("uintptr_t", out[0]))
+        return cls(_Allocation(ptr, size, _hip_host_free, api, out[0]), ptr, size)
+
+    def view(self, offset: int, size: int | None = None) -> PinnedBuffer:
+        ptr, size = self._view_range(offset, size)
+        return PinnedBuffer(self._owner, ptr, size)
+
+    def memoryview(self) -> memoryview:
+        """The bytes as a writable memoryview (no copy)."""
+        self._check_open()
+        ffi = hip().ffi
+        return memoryview(ffi.buffer(ffi.cast("char*", self.ptr), self.size))
+
+    def numpy(self, dtype: Any = "uint8", shape: Any = None) -> Any:
+        """A numpy array over this memory (no copy); imports numpy on first use."""
+        import numpy as np
+
+        array = np.frombuffer(self.memoryview(), dtype=dtype)
+        return array if shape is None else array.reshape(shape)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"0x{self.ptr:x}"
+        return f"<PinnedBuffer {self.size} bytes at {state}>"
+
+
+def host_pointer(obj: Any, *, writable: bool) -> tuple[Any, int]:
+    """(pointer cdata, nbytes) for a PinnedBuffer or a C-contiguous buffer-protocol object."""
+    ffi = hip().ffi
+    if isinstance(obj, PinnedBuffer):
+        obj._check_open()
+        return ffi.cast("void*", obj.ptr), obj.size
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise TypeError(
+            f"expected a DeviceBuffer, PinnedBuffer or bytes-like object, not {type(obj).__name__}"
+        ) from None
+    if not view.c_contiguous:
+        raise ValueError("host memory must be C-contiguous")
+    if writable and view.readonly:
+        raise ValueError(f"the destination {type(obj).__name__} is read-only")
+    # The from_buffer cdata keeps the exporting object alive as long as it is referenced.
+    return ffi.from_buffer(view, require_writable=writable), view.nbytes
+
+
+def _hip_free(api: Any, pointer: Any) -> None:
+    check(api.hipFree(pointer), "hipFree")
+
+
+def _hip_host_free(api: Any, pointer: Any) -> None:
+    check(api.hipHostFree(pointer), "hipHostFree")
+
+
+__all__ = ["ClosedError", "DeviceBuffer", "PinnedBuffer", "host_pointer"]

@@ -1,0 +1,241 @@
+"""Stream-ordered memory pools.
+
+`MemoryPool(device)` uses a HIP memory pool (hipMemPoolCreate + hipMallocFromPoolAsync) where
+the device supports pools, else a caching allocator over hipMalloc. Either way:
+
+- `allocate(size, stream=)` returns a DeviceBuffer usable by work queued on `stream` after the
+  call; closing the buffer returns its memory *in stream order* (after the work queued on that
+  stream so far), without synchronizing.
+- `stats()` reports bytes in use, cached (held by the pool, free for reuse) and the peak in use.
+- `limit` caps the bytes in use; an allocation above it, or one the device cannot satisfy,
+  first releases cached memory (`trim()`), retries once, then raises HipOutOfMemoryError —
+  after which the pool and the process keep working.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hip_core._hip import hip
+from hip_core._resource import Resource
+from hip_core.errors import HipOutOfMemoryError, check, error_for
+from hip_core.memory import DeviceBuffer, _Allocation
+from hip_ffi.constants import (
+    ERROR_CODES,
+    MEM_ALLOCATION_TYPE_PINNED,
+    MEM_LOCATION_TYPE_DEVICE,
+    MEM_POOL_ATTRIBUTES,
+)
+
+if TYPE_CHECKING:
+    from hip_core.device import Device
+    from hip_core.stream import Stream
+
+_OUT_OF_MEMORY = ERROR_CODES["hipErrorOutOfMemory"]
+_GRANULE = 512  # the caching allocator rounds sizes up to this many bytes
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """Bytes in use by live buffers, cached by the pool for reuse, and the peak in use."""
+
+    in_use: int
+    cached: int
+    peak: int
+
+
+class MemoryPool(Resource):
+    """Stream-ordered allocations on one device, with statistics, `trim()` and a limit.
+
+    Args:
+        device: where the memory lives.
+        limit: most bytes in use at once (None: only the device's memory bounds it).
+        backend: "hip" (HIP memory pool), "caching" (caching allocator), or None to use a HIP
+            pool when the device supports one.
+    """
+
+    __slots__ = ("_backend", "_in_use", "_lock", "_peak", "device", "limit")
+
+    def __init__(
+        self, device: Device, *, limit: int | None = None, backend: str | None = None
+    ) -> None:
+        if backend is None:
+            backend = "hip" if device.attribute("MemoryPoolsSupported") else "caching"
+        if backend not in ("hip", "caching"):
+            raise ValueError(f"backend must be 'hip' or 'caching', not {backend!r}")
+        self.device = device
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._in_use = 0
+        self._peak = 0
+        self._backend: _HipPool | _CachingAllocator = (
+            _HipPool(device) if backend == "hip" else _CachingAllocator(device)
+        )
+        self._own(self._backend.destroy)
+
+    @property
+    def backend(self) -> str:
+        return "hip" if isinstance(self._backend, _HipPool) else "caching"
+
+    def allocate(self, size: int, *, stream: Stream) -> DeviceBuffer:
+        """`size` bytes, usable by work on `stream` queued after this call."""
+        self._check_open()
+        if size < 0:
+            raise ValueError(f"cannot allocate {size} bytes")
+        with self._lock:
+            over_limit = self.limit is not None and self._in_use + size > self.limit
+        if over_limit:
+            self.trim()
+            with self._lock:
+                if self._in_use + size > self.limit:  # type: ignore[operator]
+                    raise error_for(
+                        _OUT_OF_MEMORY,
+                        "MemoryPool.allocate",
+                        f"{size} bytes would exceed the pool limit of {self.limit} "
+                        f"({self._in_use} in use)",
+                    )
+        try:
+            ptr = self._backend.allocate(size, stream)
+        except HipOutOfMemoryError:
+            self.trim()  # give cached blocks back to the device, then one more try
+            ptr = self._backend.allocate(size, stream)
+        with self._lock:
+            self._in_use += size
+            self._peak = max(self._peak, self._in_use)
+        owner = _Allocation(ptr, size, self._release, ptr, size, stream)
+        return DeviceBuffer.from_allocation(owner, self.device)
+
+    def _release(self, ptr: int, size: int, stream: Stream) -> None:
+        with self._lock:
+            self._in_use -= size
+        self._backend.free(ptr, size, stream)
+
+    def stats(self) -> PoolStats:
+        with self._lock:
+            return PoolStats(self._in_use, self._backend.cached(), self._peak)
+
+    def trim(self) -> None:
+        """Return cached memory to the device. Waits for the device's pending frees first."""
+        self._check_open()
+        self._backend.trim()
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return f"<MemoryPool {self.backend} in_use={s.in_use} cached={s.cached} peak={s.peak}>"
+
+
+class _HipPool:
+    """A HIP memory pool of the device's own (not the default pool other code shares)."""
+
+    def __init__(self, device: Device) -> None:
+        self.api = api = hip()
+        props = api.ffi.new("hipMemPoolProps*")
+        props.allocType = MEM_ALLOCATION_TYPE_PINNED
+        props.location.type = MEM_LOCATION_TYPE_DEVICE
+        props.location.id = device.ordinal
+        out = api.ffi.new("hipMemPool_t*")
+        with device:
+            check(api.hipMemPoolCreate(out, props), "hipMemPoolCreate")
+        self.handle = out[0]
+        self.device = device
+
+    def allocate(self, size: int, stream: Stream) -> int:
+        out = self.api.ffi.new("void**")
+        status = self.api.hipMallocFromPoolAsync(out, size, self.handle, stream.handle)
+        check(status, "hipMallocFromPoolAsync")
+        return int(self.api.ffi.cast("uintptr_t", out[0]))
+
+    def free(self, ptr: int, size: int, stream: Stream) -> None:
+        check(self.api.hipFreeAsync(self.api.ffi.cast("void*", ptr), stream.handle), "hipFreeAsync")
+
+    def cached(self) -> int:
+        reserved = self._attribute("ReservedMemCurrent")
+        used = self._attribute("UsedMemCurrent")
+        return max(reserved - used, 0)
+
+    def _attribute(self, name: str) -> int:
+        value = self.api.ffi.new("uint64_t*")
+        check(
+            self.api.hipMemPoolGetAttribute(self.handle, MEM_POOL_ATTRIBUTES[name], value),
+            "hipMemPoolGetAttribute",
+        )
+        return int(value[0])
+
+    def trim(self) -> None:
+        self.device.synchronize()  # frees queued on streams must land before they can be trimmed
+        check(self.api.hipMemPoolTrimTo(self.handle, 0), "hipMemPoolTrimTo")
+
+    def destroy(self) -> None:
+        self.device.synchronize()
+        check(self.api.hipMemPoolDestroy(self.handle), "hipMemPoolDestroy")
+
+
+class _CachingAllocator:
+    """hipMalloc'd blocks kept for reuse, by rounded size.
+
+    A freed block remembers the stream it was freed on: reusing it on that same stream is
+    ordered by the stream itself; another stream first waits on an event recorded at the free.
+    """
+
+    def __init__(self, device: Device) -> None:
+        self.api = hip()
+        self.device = device
+        self.lock = threading.Lock()
+        self.free_blocks: dict[int, list[tuple[int, Stream, Any]]] = defaultdict(list)
+        self.block_size: dict[int, int] = {}  # ptr -> rounded size, for every live block
+        self.destroyed = False  # after destroy(), blocks still in use are freed when released
+
+    def allocate(self, size: int, stream: Stream) -> int:
+        rounded = max(_GRANULE, -(-size // _GRANULE) * _GRANULE)
+        with self.lock:
+            blocks = self.free_blocks.get(rounded)
+            entry = blocks.pop() if blocks else None
+        if entry is not None:
+            ptr, freed_on, event = entry
+            if freed_on is not stream and event is not None:
+                stream.wait(event)
+            if event is not None:
+                event.close()
+            return ptr
+        out = self.api.ffi.new("void**")
+        with self.device:
+            check(self.api.hipMalloc(out, rounded), "hipMalloc")
+        ptr = int(self.api.ffi.cast("uintptr_t", out[0]))
+        with self.lock:
+            self.block_size[ptr] = rounded
+        return ptr
+
+    def free(self, ptr: int, size: int, stream: Stream) -> None:
+        if self.destroyed:
+            if not stream.closed:
+                stream.sync()  # work queued before the free may still read the block
+            with self.lock:
+                del self.block_size[ptr]
+            check(self.api.hipFree(self.api.ffi.cast("void*", ptr)), "hipFree")
+            return
+        event = None if stream.closed else stream.record()
+        with self.lock:
+            self.free_blocks[self.block_size[ptr]].append((ptr, stream, event))
+
+    def cached(self) -> int:
+        with self.lock:
+            return sum(size * len(blocks) for size, blocks in self.free_blocks.items())
+
+    def trim(self) -> None:
+        self.device.synchronize()
+        with self.lock:
+            entries = [entry for blocks in self.free_blocks.values() for entry in blocks]
+            self.free_blocks.clear()
+            for ptr, _, _ in entries:
+                del self.block_size[ptr]
+        for ptr, _, event in entries:
+            if event is not None:
+                event.close()
+            check(self.api.hipFree(self.api.ffi.cast("void*", ptr)), "hipFree")
+
+    def destroy(self) -> None:
+        self.destroyed = True
+        self.trim()

@@ -1,0 +1,173 @@
+"""Programs: HIP C++ compiled at run time for a device, with a disk cache of code objects.
+
+The cache lives in `$HIP_CORE_CACHE_DIR`, else `$XDG_CACHE_HOME/hip-core/programs`, else
+`~/.cache/hip-core/programs`; `HIP_CORE_CACHE=0` turns it off. An entry is keyed on the
+platform, the compiler's identity and version, the target arch, the options, the source and
+every header, so any change compiles again. Entries are written atomically (temporary file +
+rename) and carry a checksum: a corrupt or truncated entry is detected, discarded and rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hip_core._hip import hip
+from hip_core.errors import check_hiprtc
+
+if TYPE_CHECKING:
+    from hip_core.device import Device
+    from hip_core.module import Module
+
+_MAGIC = b"HIPCORE1"
+
+
+def cache_dir() -> Path | None:
+    """Where compiled programs are cached, or None when caching is switched off."""
+    if os.environ.get("HIP_CORE_CACHE", "1") == "0":
+        return None
+    explicit = os.environ.get("HIP_CORE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hip-core" / "programs"
+
+
+def compiler_identity() -> str:
+    """The platform, its release and the hiprtc version: part of every cache key."""
+    api = hip()
+    major, minor = api.ffi.new("int*"), api.ffi.new("int*")
+    check_hiprtc(api.hiprtcVersion(major, minor), "hiprtcVersion")
+    return f"{api.platform}|{api.platform_version}|hiprtc {major[0]}.{minor[0]}"
+
+
+class Program:
+    """HIP C++ source to be compiled by the platform's hiprtc.
+
+    Args:
+        source: the translation unit.
+        name: its file name in diagnostics.
+        options: compiler options (e.g. "-O3", "-DBLOCK=256"); the target arch is added by
+            `compile`.
+        headers: {include name: content} made available to `#include "name"`.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        name: str = "program.hip",
+        options: Sequence[str] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.source = source
+        self.name = name
+        self.options = tuple(options)
+        self.headers = dict(headers or {})
+
+    def cache_key(self, arch: str) -> str:
+        digest = hashlib.sha256()
+        parts = [compiler_identity(), arch, self.name, *self.options, self.source]
+        for include, content in sorted(self.headers.items()):
+            parts += [include, content]
+        for part in parts:
+            encoded = part.encode()
+            digest.update(len(encoded).to_bytes(8, "little"))  # unambiguous concatenation
+            digest.update(encoded)
+        return digest.hexdigest()
+
+    def compile(self, device: Device) -> bytes:
+        """The code object for `device`'s arch: from the disk cache, else compiled now.
+
+        Raises HipCompileError carrying the compiler's full log.
+        """
+        arch = device.arch
+        directory = cache_dir()
+        entry = directory / f"{self.cache_key(arch)}.bin" if directory else None
+        if entry is not None:
+            cached = _read_entry(entry)
+            if cached is not None:
+                return cached
+        code = self._compile(arch)
+        if entry is not None:
+            _write_entry(entry, code)
+        return code
+
+    def load(self, device: Device) -> Module:
+        """Compile (or fetch from cache) and load as a Module that knows this source's kernels."""
+        from hip_core.module import Module
+
+        return Module.from_bytes(self.compile(device), device, source=self.source)
+
+    def _compile(self, arch: str) -> bytes:
+        api = hip()
+        ffi = api.ffi
+        program = ffi.new("hiprtcProgram*")
+        names = [ffi.new("char[]", n.encode()) for n in self.headers]
+        contents = [ffi.new("char[]", c.encode()) for c in self.headers.values()]
+        check_hiprtc(
+            api.hiprtcCreateProgram(
+                program,
+                self.source.encode(),
+                self.name.encode(),
+                len(names),
+                ffi.new("char*[]", contents) if names else ffi.NULL,
+                ffi.new("char*[]", names) if names else ffi.NULL,
+            ),
+            "hiprtcCreateProgram",
+        )
+        try:
+            options = [
+                ffi.new("char[]", o.encode()) for o in (*self.options, f"--offload-arch={arch}")
+            ]
+            status = api.hiprtcCompileProgram(program[0], len(options), ffi.new("char*[]", options))
+            check_hiprtc(status, "hiprtcCompileProgram", _log(api, program[0]) if status else "")
+            size = ffi.new("size_t*")
+            check_hiprtc(api.hiprtcGetCodeSize(program[0], size), "hiprtcGetCodeSize")
+            code = ffi.new("char[]", size[0])
+            check_hiprtc(api.hiprtcGetCode(program[0], code), "hiprtcGetCode")
+            return bytes(ffi.buffer(code, size[0]))
+        finally:
+            api.hiprtcDestroyProgram(program)
+
+
+def _log(api: Any, program: Any) -> str:
+    size = api.ffi.new("size_t*")
+    if api.hiprtcGetProgramLogSize(program, size) != 0 or size[0] == 0:
+        return ""
+    log = api.ffi.new("char[]", size[0])
+    if api.hiprtcGetProgramLog(program, log) != 0:
+        return ""
+    return str(api.ffi.string(log).decode(errors="replace"))
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """The payload of a cache entry, or None when missing or corrupt (a corrupt one is removed)."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    header = len(_MAGIC) + 32
+    payload = blob[header:]
+    if (
+        blob[: len(_MAGIC)] == _MAGIC
+        and hashlib.sha256(payload).digest() == blob[len(_MAGIC) : header]
+    ):
+        return payload
+    path.unlink(missing_ok=True)
+    return None
+
+
+def _write_entry(path: Path, payload: bytes) -> None:
+    """Write atomically: a reader sees the old entry, no entry, or the whole new one."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as tmp:
+            tmp.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
+        os.replace(tmp.name, path)
+    except OSError:
+        pass  # a cache that cannot be written only costs a recompile next time

@@ -1,0 +1,216 @@
+"""Kernel parameter types: parsed from `extern "C" __global__` declarations, or declared.
+
+A `Param` knows its C type, its size and alignment in the argument buffer, and how to write a
+Python value into that buffer exactly as the C type (with a TypeError naming the parameter
+when the value does not fit).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: C scalar spellings -> (cffi type used to store it, size in bytes, kind).
+_SCALARS: dict[str, tuple[str, int, str]] = {}
+for _names, _entry in (
+    (("bool", "_Bool"), ("_Bool", 1, "bool")),
+    (("char", "signed char", "int8_t"), ("int8_t", 1, "int")),
+    (("unsigned char", "uint8_t"), ("uint8_t", 1, "int")),
+    (("short", "short int", "signed short", "int16_t"), ("int16_t", 2, "int")),
+    (("unsigned short", "unsigned short int", "uint16_t"), ("uint16_t", 2, "int")),
+    (("int", "signed", "signed int", "int32_t"), ("int32_t", 4, "int")),
+    (("unsigned", "unsigned int", "uint32_t"), ("uint32_t", 4, "int")),
+    (
+        ("long", "long int", "long long", "long long int", "int64_t", "ptrdiff_t", "ssize_t"),
+        ("int64_t", 8, "int"),
+    ),
+    (
+        (
+            "unsigned long",
+            "unsigned long int",
+            "unsigned long long",
+            "unsigned long long int",
+            "uint64_t",
+            "size_t",
+        ),
+        ("uint64_t", 8, "int"),
+    ),
+    (("float",), ("float", 4, "float")),
+    (("double",), ("double", 8, "float")),
+    (("__half", "half", "_Float16"), ("uint16_t", 2, "half")),
+    (
+        ("__hip_bfloat16", "hip_bfloat16", "__nv_bfloat16", "__bf16", "bfloat16"),
+        ("uint16_t", 2, "bfloat16"),
+    ),
+):
+    for _name in _names:
+        _SCALARS[_name] = _entry
+
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b")
+_KERNEL = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+    r"(\w+)\s*\(([^)]*)\)"
+)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: `decl` as written, stored as `storage` (a cffi type)."""
+
+    index: int
+    decl: str
+    storage: str  # cffi type of the slot: "int32_t", "float", "uint16_t", "uintptr_t"...
+    size: int
+    kind: str  # "int", "float", "half", "bfloat16", "bool" or "pointer"
+
+    def describe(self) -> str:
+        return f"parameter {self.index} ({self.decl})"
+
+
+def parse_param(index: int, decl: str) -> Param:
+    """A Param from one C parameter declaration, e.g. "const float* __restrict__ x"."""
+    text = " ".join(_QUALIFIERS.sub(" ", decl).split())
+    if "*" in text or "[" in text:
+        return Param(index, decl.strip(), "uintptr_t", 8, "pointer")
+    words = text.split()
+    # Drop a trailing parameter name: what remains must be a known type.
+    for candidate in (" ".join(words), " ".join(words[:-1])):
+        if candidate in _SCALARS:
+            storage, size, kind = _SCALARS[candidate]
+            return Param(index, decl.strip(), storage, size, kind)
+    raise TypeError(f"parameter {index} ({decl.strip()}): unsupported kernel parameter type")
+
+
+def parse_signature(types: Sequence[str]) -> tuple[Param, ...]:
+    """Params from C type spellings, e.g. ("const float*", "int")."""
+    return tuple(parse_param(i, t) for i, t in enumerate(types))
+
+
+def kernels_in_source(source: str) -> dict[str, tuple[Param, ...]]:
+    """Every `__global__` function of a source with its parameters, by name."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+    found = {}
+    for name, params in _KERNEL.findall(code):
+        decls = [p for p in params.split(",") if p.strip() and p.strip() != "void"]
+        found[name] = parse_signature(decls)
+    return found
+
+
+# --- writing values --------------------------------------------------------------------------
+
+
+def device_address(value: Any) -> int:
+    """The device address of a pointer argument.
+
+    Accepts hip-core buffers (anything with an int `ptr` and a `closed` flag), objects with
+    `__cuda_array_interface__` (CuPy, torch on CUDA, Numba), objects with `data_ptr()`
+    (torch), a `DevicePointer`, or None (a null pointer). A plain int is refused: it is too
+    easy to pass a host address or a length by mistake; wrap it in DevicePointer.
+    """
+    ptr = getattr(value, "ptr", None)
+    if type(ptr) is int:
+        if getattr(value, "closed", False):
+            raise TypeError("is closed")
+        return ptr
+    if value is None:
+        return 0
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is not None:
+        return int(interface["data"][0])
+    data_ptr = getattr(value, "data_ptr", None)
+    if callable(data_ptr):
+        return int(data_ptr())
+    raise TypeError(
+        f"expects a device pointer (a buffer, view, DevicePointer), got {type(value).__name__}"
+    )
+
+
+@dataclass(frozen=True)
+class DevicePointer:
+    """A raw device address passed to a pointer parameter."""
+
+    ptr: int
+    closed: bool = False
+
+
+def _half_bits(value: float) -> int:
+    try:
+        return int.from_bytes(struct.pack("<e", value), "little")
+    except OverflowError:  # beyond half's range: infinity, as a C conversion gives
+        return 0xFC00 if value < 0 else 0x7C00
+
+
+def _bfloat16_bits(value: float) -> int:
+    bits = int.from_bytes(struct.pack("<f", value), "little")
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
+        return (bits >> 16) | 0x40  # NaN stays NaN (quiet)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # round to nearest even
+
+
+def _float_value(value: Any) -> float:
+    if type(value) is float:
+        return value
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"expects a number, got {type(value).__name__}")
+    return float(value)
+
+
+def value_writer(param: Param, slot: Any) -> Callable[[Any], None]:
+    """A function storing a Python value into `slot` (a typed cffi pointer) as `param`'s type."""
+    where = param.describe()
+
+    def fail(error: Exception) -> TypeError:
+        return TypeError(f"{where}: {error}")
+
+    if param.kind == "pointer":
+
+        def write_pointer(value: Any) -> None:
+            try:
+                slot[0] = device_address(value)
+            except TypeError as error:
+                raise fail(error) from None
+
+        return write_pointer
+    if param.kind == "int":
+
+        def write_int(value: Any) -> None:
+            if type(value) is not int:
+                # numpy integers and other __index__ types are integers; a bool is a mistake.
+                if isinstance(value, bool) or not hasattr(value, "__index__"):
+                    raise fail(TypeError(f"expects an integer, got {type(value).__name__}"))
+                value = value.__index__()
+            try:
+                slot[0] = value
+            except OverflowError:
+                raise fail(OverflowError(f"{value} does not fit in {param.storage}")) from None
+
+        return write_int
+    if param.kind == "bool":
+
+        def write_bool(value: Any) -> None:
+            if not isinstance(value, int) or value not in (0, 1):
+                raise fail(TypeError(f"expects a bool, got {value!r}"))
+            slot[0] = bool(value)
+
+        return write_bool
+    if param.kind == "float":
+
+        def write_float(value: Any) -> None:
+            try:
+                slot[0] = _float_value(value)
+            except TypeError as error:
+                raise fail(error) from None
+
+        return write_float
+    to_bits = _half_bits if param.kind == "half" else _bfloat16_bits
+
+    def write_16bit_float(value: Any) -> None:
+        try:
+            slot[0] = to_bits(_float_value(value))
+        except TypeError as error:
+            raise fail(error) from None
+
+    return write_16bit_float

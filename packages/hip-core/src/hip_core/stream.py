@@ -1,0 +1,158 @@
+"""Streams: ordered queues of device work."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from hip_core._hip import hip
+from hip_core._resource import Resource
+from hip_core.errors import check
+from hip_ffi.constants import STREAM_DEFAULT, STREAM_NON_BLOCKING
+
+if TYPE_CHECKING:
+    from hip_core.device import Device
+    from hip_core.event import Event
+
+
+class Stream(Resource):
+    """A HIP stream on one device.
+
+    Work queued on a stream runs in order. A blocking stream (the default) also orders with the
+    null stream; `non_blocking=True` does not. `priority`: lower numbers are higher priority,
+    clamped by HIP to `Stream.priority_range()`.
+
+    Host objects handed to asynchronous operations on this stream are kept referenced until
+    the next `sync()` of this stream, so they cannot be freed while the device reads them.
+    """
+
+    __slots__ = ("_host_funcs", "_keep", "device", "handle", "non_blocking", "priority")
+
+    def __init__(self, device: Device, *, non_blocking: bool = False, priority: int = 0) -> None:
+        api = hip()
+        out = api.ffi.new("hipStream_t*")
+        flags = STREAM_NON_BLOCKING if non_blocking else STREAM_DEFAULT
+        with device:
+            check(
+                api.hipStreamCreateWithPriority(out, flags, priority), "hipStreamCreateWithPriority"
+            )
+        self.handle = out[0]
+        self.device = device
+        self.non_blocking = non_blocking
+        self.priority = priority
+        self._keep: list[Any] = []
+        self._host_funcs: dict[int, Any] = {}
+        self._own(_destroy_stream, api, self.handle)
+
+    @classmethod
+    def null(cls, device: Device) -> Stream:
+        """The device's null stream: synchronizes with every blocking stream; never destroyed."""
+        stream = cls.__new__(cls)
+        stream.handle = hip().ffi.NULL
+        stream.device = device
+        stream.non_blocking = False
+        stream.priority = 0
+        stream._keep = []
+        stream._host_funcs = {}
+        stream._own(_nothing)
+        return stream
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(least, greatest) priority; greatest is the numerically lowest."""
+        api = hip()
+        least, greatest = api.ffi.new("int*"), api.ffi.new("int*")
+        check(
+            api.hipDeviceGetStreamPriorityRange(least, greatest), "hipDeviceGetStreamPriorityRange"
+        )
+        return int(least[0]), int(greatest[0])
+
+    def sync(self) -> None:
+        """Block the calling thread until all work queued so far on this stream is done."""
+        self._check_open()
+        check(hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
+        self._keep.clear()
+
+    @property
+    def done(self) -> bool:
+        """True when all work queued so far has finished (hipStreamQuery; does not block)."""
+        self._check_open()
+        status = hip().hipStreamQuery(self.handle)
+        if status == 600:  # hipErrorNotReady
+            return False
+        check(status, "hipStreamQuery")
+        return True
+
+    def wait(self, event: Event) -> None:
+        """Make later work on this stream wait for `event` (on the device, not the host)."""
+        self._check_open()
+        check(hip().hipStreamWaitEvent(self.handle, event.handle, 0), "hipStreamWaitEvent")
+
+    def record(self, event: Event | None = None) -> Event:
+        """Record `event` (a new timing event when None) at this point of the stream."""
+        from hip_core.event import Event
+
+        event = event or Event(self.device)
+        event.record(self)
+        return event
+
+    def launch_host_func(self, function: Callable[[], Any]) -> None:
+        """Queue `function()` to run on a runtime thread once prior work on the stream is done.
+
+        It must not call HIP stream or event functions (HIP forbids that in host callbacks);
+        exceptions it raises are printed by cffi and otherwise ignored.
+        """
+        self._check_open()
+        api = hip()
+        token = next(_tokens)
+        handle = api.ffi.new_handle((self, token, function))
+        self._host_funcs[token] = handle
+        check(
+            api.hipLaunchHostFunc(self.handle, _host_func_trampoline(), handle), "hipLaunchHostFunc"
+        )
+
+    def keep_until_sync(self, obj: Any) -> None:
+        """Hold a reference to `obj` until the next `sync()` (host memory in flight)."""
+        self._keep.append(obj)
+
+    def __repr__(self) -> str:
+        kind = (
+            "null"
+            if self.handle == hip().ffi.NULL
+            else ("non-blocking" if self.non_blocking else "blocking")
+        )
+        return f"<Stream {kind} on device {self.device.ordinal}>"
+
+
+def _destroy_stream(api: Any, handle: Any) -> None:
+    check(api.hipStreamDestroy(handle), "hipStreamDestroy")
+
+
+def _nothing() -> None:
+    pass
+
+
+_tokens = itertools.count()
+_trampoline_lock = threading.Lock()
+_trampoline: Any = None
+
+
+def _host_func_trampoline() -> Any:
+    """One C callback for all host functions; unpacks (stream, token, function) from userData."""
+    global _trampoline
+    with _trampoline_lock:
+        if _trampoline is None:
+            ffi = hip().ffi
+
+            @ffi.callback("void(void*)")
+            def trampoline(user_data: Any) -> None:
+                stream, token, function = ffi.from_handle(user_data)
+                try:
+                    function()
+                finally:
+                    stream._host_funcs.pop(token, None)
+
+            _trampoline = trampoline
+    return _trampoline
