@@ -1,0 +1,118 @@
+"""Devices, streams and events on the selected platform."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from hip_core import ClosedError, Device, Event, devices
+
+
+def test_device_properties_are_plausible(device: Device, platform: str) -> None:
+    props = device.properties
+    assert Device.count() >= 1 and devices()[0] == device
+    assert props.name and props.arch
+    assert props.total_memory > 2**28
+    assert props.multiprocessors >= 1
+    assert props.warp_size in (1, 32, 64) and props.warp_size >= 1
+    assert props.max_threads_per_block >= 256
+    assert props.shared_memory_per_block >= 48 * 1024
+    assert props.platform == platform
+    if platform == "nvidia":
+        assert props.arch.startswith("sm_")
+    free, total = device.mem_info()
+    assert 0 < free <= total
+
+
+def test_device_ordinal_out_of_range(device: Device) -> None:
+    with pytest.raises(ValueError, match="no device 99"):
+        Device(99)
+
+
+def test_with_device_sets_and_restores_the_current_device(device: Device) -> None:
+    with device as entered:
+        assert entered is device
+        assert Device.current() == device
+    assert Device.current() == device  # device 0 is also the default
+
+
+def test_stream_orders_work_and_reports_done(device: Device) -> None:
+    stream = device.create_stream(non_blocking=True)
+    buffer = device.allocate(1 << 20)
+    buffer.fill(7, stream=stream)
+    stream.sync()
+    assert stream.done
+    out = bytearray(1 << 20)
+    buffer.copy_to(out)
+    assert out == bytes([7]) * (1 << 20)
+    stream.close()
+    with pytest.raises(ClosedError):
+        stream.sync()
+    stream.close()  # twice is harmless
+
+
+def test_priority_range_and_priority_streams(device: Device) -> None:
+    least, greatest = device.create_stream().priority_range()
+    assert greatest <= least
+    with device.create_stream(priority=greatest) as stream:
+        stream.sync()
+
+
+def test_events_time_and_order_two_streams(device: Device) -> None:
+    producer, consumer = device.create_stream(), device.create_stream()
+    size = 8 << 20
+    source, middle, sink = device.allocate(size), device.allocate(size), device.allocate(size)
+    source.fill(3)
+    start = producer.record()
+    middle.copy_from(source, stream=producer)
+    ready = producer.record()
+    consumer.wait(ready)  # the consumer's copy must see the producer's
+    sink.copy_from(middle, stream=consumer)
+    consumer.sync()
+    out = bytearray(size)
+    sink.copy_to(out)
+    assert out == bytes([3]) * size
+    assert ready.done and start.done
+    elapsed = start.elapsed_ms(ready)
+    assert elapsed >= 0.0
+    assert ready - start == pytest.approx(elapsed)
+
+
+def test_event_without_timing_cannot_time(device: Device) -> None:
+    a, b = device.create_event(timing=False), device.create_event(timing=False)
+    stream = device.create_stream()
+    a.record(stream)
+    b.record(stream)
+    b.sync()
+    with pytest.raises(ValueError, match="timing=True"):
+        a.elapsed_ms(b)
+    assert isinstance(a, Event)
+
+
+def test_host_func_runs_after_prior_work(device: Device) -> None:
+    stream = device.create_stream()
+    buffer = device.allocate(4096)
+    buffer.fill(9, stream=stream)
+    seen: list[bytes] = []
+    ran = threading.Event()
+
+    def after_fill() -> None:
+        seen.append(b"ran")
+        ran.set()
+
+    stream.launch_host_func(after_fill)
+    stream.sync()
+    assert ran.wait(5.0) and seen == [b"ran"]
+
+
+def test_device_synchronize_waits_for_every_stream(device: Device) -> None:
+    streams = [device.create_stream() for _ in range(3)]
+    buffers = [device.allocate(1 << 20) for _ in streams]
+    for value, (stream, buffer) in enumerate(zip(streams, buffers, strict=True)):
+        buffer.fill(value + 1, stream=stream)
+    started = time.perf_counter()
+    device.synchronize()
+    assert time.perf_counter() - started < 30
+    assert all(s.done for s in streams)

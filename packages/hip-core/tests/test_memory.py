@@ -1,0 +1,144 @@
+"""Buffers, views, copies and fills: data integrity, lifetimes and bad input."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from hip_core import ClosedError, Device, DeviceBuffer, HipOutOfMemoryError, PinnedBuffer
+
+
+def test_round_trip_bytes_and_numpy(device: Device) -> None:
+    data = np.random.default_rng().integers(0, 256, size=3 << 20, dtype=np.uint8)
+    with device.allocate(data.nbytes) as buffer:
+        buffer.copy_from(data)
+        back = np.empty_like(data)
+        buffer.copy_to(back)
+        assert np.array_equal(back, data)
+        raw = bytearray(data.nbytes)
+        buffer.copy_to(raw)
+        assert bytes(raw) == data.tobytes()
+
+
+def test_async_copies_through_pinned_memory(device: Device) -> None:
+    stream = device.create_stream()
+    values = np.random.default_rng().standard_normal(1 << 18).astype(np.float32)
+    pinned_in = device.allocate_pinned(values.nbytes)
+    pinned_in.numpy(np.float32)[:] = values
+    pinned_out = PinnedBuffer.allocate(values.nbytes)
+    buffer = device.allocate(values.nbytes)
+    buffer.copy_from(pinned_in, stream=stream)
+    buffer.copy_to(pinned_out, stream=stream)
+    stream.sync()
+    assert np.array_equal(pinned_out.numpy(np.float32), values)
+    assert bytes(pinned_out.memoryview()) == values.tobytes()
+
+
+def test_device_to_device_and_fill(device: Device) -> None:
+    a, b = device.allocate(1000), device.allocate(1000)
+    a.fill(0xAB)
+    b.copy_from(a)
+    out = bytearray(1000)
+    b.copy_to(out)
+    assert out == b"\xab" * 1000
+
+
+def test_view_shares_memory_and_keeps_the_parent_alive(device: Device) -> None:
+    parent = device.allocate(4096)
+    parent.fill(0)
+    view = parent.view(1024, 512)
+    assert view.is_view and view.size == 512 and view.ptr == parent.ptr + 1024
+    del parent
+    gc.collect()  # the view still holds the allocation
+    view.fill(5)
+    out = bytearray(512)
+    view.copy_to(out)
+    assert out == b"\x05" * 512
+
+
+def test_closing_a_view_never_frees_the_parent(device: Device) -> None:
+    parent = device.allocate(4096)
+    view = parent.view(0, 100)
+    view.close()
+    assert view.closed and not parent.closed
+    parent.fill(1)  # still usable
+    with pytest.raises(ClosedError):
+        view.fill(1)
+
+
+def test_closing_the_parent_closes_its_views(device: Device) -> None:
+    parent = device.allocate(4096)
+    view = parent.view(100)
+    parent.close()
+    assert view.closed
+    with pytest.raises(ClosedError):
+        view.copy_to(bytearray(10))
+
+
+@pytest.mark.parametrize(("offset", "size"), [(-1, 10), (0, 4097), (4000, 200), (4096, 1)])
+def test_out_of_range_views_are_refused(device: Device, offset: int, size: int) -> None:
+    with pytest.raises(ValueError, match="outside the buffer"):
+        device.allocate(4096).view(offset, size)
+
+
+def test_oversized_copies_are_refused_before_copying(device: Device) -> None:
+    buffer = device.allocate(16)
+    buffer.fill(1)
+    with pytest.raises(ValueError, match="holds 17 bytes"):
+        buffer.copy_from(b"x" * 17)
+    with pytest.raises(ValueError, match="holds 17 bytes"):
+        buffer.copy_to(bytearray(17))
+    out = bytearray(16)
+    buffer.copy_to(out)
+    assert out == b"\x01" * 16  # nothing was overwritten
+
+
+def test_bad_host_objects_are_clear_errors(device: Device) -> None:
+    buffer = device.allocate(64)
+    with pytest.raises(TypeError, match="bytes-like"):
+        buffer.copy_from("a string")
+    with pytest.raises(ValueError, match="read-only"):
+        buffer.copy_to(b"immutable" * 4)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        buffer.copy_from(np.zeros((8, 8), dtype=np.uint8)[:, ::2])
+    with pytest.raises(ValueError, match="byte value"):
+        buffer.fill(256)
+
+
+def test_use_after_close(device: Device) -> None:
+    buffer = device.allocate(64)
+    buffer.close()
+    for action in (lambda: buffer.fill(0), lambda: buffer.copy_from(b"x"), lambda: buffer.view(0)):
+        with pytest.raises(ClosedError):
+            action()
+    pinned = device.allocate_pinned(64)
+    pinned.close()
+    with pytest.raises(ClosedError):
+        pinned.memoryview()
+
+
+def test_out_of_memory_is_an_exception_and_the_process_goes_on(device: Device) -> None:
+    with pytest.raises(HipOutOfMemoryError) as caught:
+        device.allocate(1 << 60)
+    assert caught.value.api == "hipMalloc" and caught.value.recoverable
+    with device.allocate(1 << 20) as ok:
+        ok.fill(0)
+
+
+def test_finalizer_frees_without_close(device: Device, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hip_core import memory
+
+    freed: list[object] = []
+    real_free = memory._hip_free
+
+    def counting_free(api: object, pointer: object) -> None:
+        freed.append(pointer)
+        real_free(api, pointer)
+
+    monkeypatch.setattr(memory, "_hip_free", counting_free)
+    for _ in range(4):
+        DeviceBuffer.allocate(device, 1 << 20)  # dropped at once, never closed
+    gc.collect()
+    assert len(freed) == 4

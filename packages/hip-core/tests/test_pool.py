@@ -1,0 +1,88 @@
+"""Stream-ordered pools: reuse, statistics, trim, limits and out-of-memory recovery."""
+
+from __future__ import annotations
+
+import pytest
+
+from hip_core import Device, HipOutOfMemoryError, MemoryPool
+
+BACKENDS = ["caching", "auto"]
+
+
+def _pool(device: Device, backend: str, **kwargs: int) -> MemoryPool:
+    return MemoryPool(device, backend=None if backend == "auto" else backend, **kwargs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_allocations_are_usable_and_counted(device: Device, backend: str) -> None:
+    stream = device.create_stream()
+    with _pool(device, backend) as pool:
+        a = pool.allocate(1 << 20, stream=stream)
+        b = pool.allocate(3 << 20, stream=stream)
+        a.fill(1, stream=stream)
+        b.copy_from(b"\x02" * (3 << 20), stream=stream)
+        stream.sync()
+        out = bytearray(1 << 20)
+        a.copy_to(out)
+        assert out == b"\x01" * (1 << 20)
+        assert pool.stats().in_use == 4 << 20
+        a.close()
+        b.close()
+        stream.sync()
+        stats = pool.stats()
+        assert stats.in_use == 0 and stats.peak == 4 << 20
+        pool.trim()
+        assert pool.stats().cached == 0
+
+
+def test_caching_allocator_reuses_freed_blocks(device: Device) -> None:
+    stream = device.create_stream()
+    with MemoryPool(device, backend="caching") as pool:
+        first = pool.allocate(1 << 20, stream=stream)
+        address = first.ptr
+        first.close()
+        assert pool.stats().cached == 1 << 20
+        second = pool.allocate(1 << 20, stream=stream)
+        assert second.ptr == address and pool.stats().cached == 0
+        other = device.create_stream()
+        second.close()
+        third = pool.allocate(1 << 20, stream=other)  # another stream waits on the free's event
+        assert third.ptr == address
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_limit_raises_out_of_memory_and_the_pool_recovers(device: Device, backend: str) -> None:
+    stream = device.create_stream()
+    with _pool(device, backend, limit=4 << 20) as pool:
+        held = pool.allocate(3 << 20, stream=stream)
+        with pytest.raises(HipOutOfMemoryError, match="pool limit"):
+            pool.allocate(2 << 20, stream=stream)
+        assert pool.stats().in_use == 3 << 20
+        held.close()
+        again = pool.allocate(4 << 20, stream=stream)  # cached memory is trimmed, then it fits
+        again.fill(0, stream=stream)
+        stream.sync()
+        assert pool.stats().in_use == 4 << 20
+
+
+def test_device_exhaustion_trims_retries_then_raises(device: Device) -> None:
+    stream = device.create_stream()
+    with MemoryPool(device, backend="caching") as pool:
+        cached = pool.allocate(1 << 20, stream=stream)
+        cached.close()
+        with pytest.raises(HipOutOfMemoryError):
+            pool.allocate(1 << 60, stream=stream)
+        assert pool.stats().cached == 0  # the retry gave the cached block back first
+        ok = pool.allocate(1 << 20, stream=stream)
+        ok.fill(0, stream=stream)
+        stream.sync()
+
+
+def test_buffers_outliving_their_pool_are_still_freed(device: Device) -> None:
+    stream = device.create_stream()
+    pool = MemoryPool(device, backend="caching")
+    survivor = pool.allocate(1 << 20, stream=stream)
+    pool.close()
+    survivor.fill(1, stream=stream)
+    survivor.close()
+    stream.sync()
