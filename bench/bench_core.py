@@ -1,0 +1,243 @@
+"""hip-core on the current platform beside its anchors: launch, graph replay, objects, copies.
+
+Measures, in one run (numbers from different runs are not comparable on shared machines):
+- empty two-argument kernel: `Kernel.launch` vs cuda.core `launch`, CuPy `RawKernel`, and raw C
+  (a `<<<>>>` loop built with nvcc) — microseconds per launch, host wall time over many
+  back-to-back launches, median of repeats;
+- graph replay: microseconds per captured kernel;
+- stream and event creation (create + destroy), beside cuda.core;
+- 4 KiB and 256 MiB pinned host<->device copies, synchronous, beside cuda.core (or CuPy).
+Anchors that are not importable (no GPU, no nvcc) are reported as skipped, not guessed.
+Prints JSON lines, then a table.
+
+    python bench/bench_core.py [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EMPTY = 'extern "C" __global__ void empty(float* p, int n) {}\n'
+ROWS: list[dict[str, Any]] = []
+
+
+def emit(**row: Any) -> None:
+    ROWS.append(row)
+    print(json.dumps(row), flush=True)
+
+
+def per_call_us(
+    fn: Callable[[], None], calls: int, sync: Callable[[], None], repeats: int = 7
+) -> float:
+    """Median over `repeats` of (wall time of `calls` calls + one sync) / calls, in µs."""
+    for _ in range(max(calls // 10, 10)):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def bench_hip_core(calls: int, copy_sizes: list[int]) -> None:
+    import hip_core
+
+    device = hip_core.Device(0)
+    stream = device.create_stream()
+    buffer = device.allocate(1024)
+    kernel = hip_core.Program(EMPTY).load(device).get_kernel("empty")
+    us = per_call_us(lambda: kernel.launch(1, 1, buffer, 0, stream=stream), calls, stream.sync)
+    emit(bench="launch", impl="hip_core", us=us, platform=hip_core._hip.hip().platform)
+
+    per_graph = 1000
+    with hip_core.capture(stream) as captured:
+        for _ in range(per_graph):
+            kernel.launch(1, 1, buffer, 0, stream=stream)
+    graph = captured.graph.instantiate()  # type: ignore[union-attr]
+    us = per_call_us(lambda: graph.launch(stream), 20, stream.sync) / per_graph
+    emit(bench="graph_replay_per_kernel", impl="hip_core", us=us)
+
+    emit(
+        bench="stream_create",
+        impl="hip_core",
+        us=per_call_us(lambda: device.create_stream().close(), 2000, stream.sync),
+    )
+    emit(
+        bench="event_create",
+        impl="hip_core",
+        us=per_call_us(lambda: device.create_event().close(), 2000, stream.sync),
+    )
+
+    for size in copy_sizes:
+        pinned, dev = device.allocate_pinned(size), device.allocate(size)
+        calls_for_size = 2000 if size <= 65536 else 10
+        us = per_call_us(lambda d=dev, p=pinned: d.copy_from(p), calls_for_size, stream.sync)
+        emit(bench="h2d", impl="hip_core", bytes=size, us=us, gb_s=size / us / 1e3)
+        us = per_call_us(lambda d=dev, p=pinned: d.copy_to(p), calls_for_size, stream.sync)
+        emit(bench="d2h", impl="hip_core", bytes=size, us=us, gb_s=size / us / 1e3)
+
+
+def _cuda_core() -> Any:
+    try:
+        import cuda.core as cc
+
+        cc.Device  # noqa: B018 - newer releases export here
+        return cc
+    except (ImportError, AttributeError):
+        import cuda.core.experimental as cc
+
+        return cc
+
+
+def bench_cuda_core(calls: int, copy_sizes: list[int]) -> None:
+    cc = _cuda_core()
+    import numpy as np
+
+    device = cc.Device()
+    device.set_current()
+    stream = device.create_stream()
+    arch = "".join(str(v) for v in device.compute_capability)
+    program = cc.Program(EMPTY, code_type="c++", options=cc.ProgramOptions(arch=f"sm_{arch}"))
+    kernel = program.compile("cubin").get_kernel("empty")
+    buffer = device.allocate(1024, stream=stream)
+    config = cc.LaunchConfig(grid=1, block=1)
+    n = np.int32(0)
+    us = per_call_us(lambda: cc.launch(stream, config, kernel, buffer, n), calls, stream.sync)
+    emit(bench="launch", impl="cuda.core", us=us)
+    emit(
+        bench="stream_create",
+        impl="cuda.core",
+        us=per_call_us(lambda: device.create_stream().close(), 2000, stream.sync),
+    )
+    emit(
+        bench="event_create",
+        impl="cuda.core",
+        us=per_call_us(lambda: device.create_event().close(), 2000, stream.sync),
+    )
+    pinned_resource = cc.LegacyPinnedMemoryResource()
+    for size in copy_sizes:
+        pinned = pinned_resource.allocate(size)
+        dev = device.allocate(size, stream=stream)
+        calls_for_size = 2000 if size <= 65536 else 10
+
+        def h2d(d: Any = dev, p: Any = pinned) -> None:
+            p.copy_to(d, stream=stream)
+            stream.sync()
+
+        def d2h(d: Any = dev, p: Any = pinned) -> None:
+            d.copy_to(p, stream=stream)
+            stream.sync()
+
+        us = per_call_us(h2d, calls_for_size, stream.sync)
+        emit(bench="h2d", impl="cuda.core", bytes=size, us=us, gb_s=size / us / 1e3)
+        us = per_call_us(d2h, calls_for_size, stream.sync)
+        emit(bench="d2h", impl="cuda.core", bytes=size, us=us, gb_s=size / us / 1e3)
+
+
+def bench_cupy(calls: int) -> None:
+    import cupy as cp
+    import numpy as np
+
+    kernel = cp.RawKernel(EMPTY, "empty")
+    array = cp.empty(256, dtype=cp.float32)
+    n = np.int32(0)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        us = per_call_us(lambda: kernel((1,), (1,), (array, n)), calls, stream.synchronize)
+    emit(bench="launch", impl="cupy", us=us)
+
+
+RAW_C = r"""
+#include <cstdio>
+#include <chrono>
+#include <algorithm>
+#include <vector>
+__global__ void empty(float* p, int n) {}
+int main(int argc, char** argv) {
+    int calls = atoi(argv[1]);
+    float* p; cudaMalloc(&p, 1024);
+    cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    for (int i = 0; i < calls / 10; ++i) empty<<<1, 1, 0, s>>>(p, 0);
+    cudaStreamSynchronize(s);
+    std::vector<double> us;
+    for (int r = 0; r < 7; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) empty<<<1, 1, 0, s>>>(p, 0);
+        cudaStreamSynchronize(s);
+        auto t1 = std::chrono::steady_clock::now();
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
+    }
+    std::sort(us.begin(), us.end());
+    if (cudaGetLastError() != cudaSuccess) return 1;
+    printf("%f\n", us[us.size() / 2]);
+    return 0;
+}
+"""
+
+
+def bench_raw_c(calls: int) -> None:
+    nvcc = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+    )
+    if nvcc is None:
+        raise RuntimeError("no nvcc")
+    with tempfile.TemporaryDirectory() as tmp:
+        source, binary = Path(tmp, "launch.cu"), Path(tmp, "launch")
+        source.write_text(RAW_C)
+        subprocess.run([nvcc, "-O2", "-arch=native", str(source), "-o", str(binary)], check=True)
+        out = subprocess.run([str(binary), str(calls)], check=True, capture_output=True, text=True)
+    emit(bench="launch", impl="raw C", us=float(out.stdout))
+
+
+def table() -> None:
+    by_key: dict[tuple[Any, ...], dict[str, float]] = {}
+    for row in ROWS:
+        if "us" in row:
+            by_key.setdefault((row["bench"], row.get("bytes")), {})[row["impl"]] = row["us"]
+    header = ("benchmark", "hip_core µs", "cuda.core", "cupy", "raw C", "vs cuda.core")
+    print("\n{:<26}{:>12}{:>12}{:>12}{:>12}{:>14}".format(*header))
+    for (bench, size), impls in by_key.items():
+        name = bench if size is None else f"{bench} {size // 1024} KiB"
+        ours, anchor = impls.get("hip_core"), impls.get("cuda.core")
+        ratio = f"{ours / anchor:.2f}x" if ours and anchor else "-"
+        cells = [impls.get(k) for k in ("hip_core", "cuda.core", "cupy", "raw C")]
+        print(
+            f"{name:<26}"
+            + "".join(f"{c:>11.2f} " if c else f"{'-':>11} " for c in cells)
+            + f"{ratio:>12}"
+        )
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    calls = 2000 if quick else 20000
+    sizes = [4096, 4096 if quick else 256 << 20]
+    sizes = sorted(set(sizes))
+    for name, run in (
+        ("hip_core", lambda: bench_hip_core(calls, sizes)),
+        ("cuda.core", lambda: bench_cuda_core(calls, sizes)),
+        ("cupy", lambda: bench_cupy(calls)),
+        ("raw C", lambda: bench_raw_c(calls)),
+    ):
+        try:
+            run()
+        except Exception as error:  # an anchor missing here is reported, not fatal
+            emit(bench="skipped", impl=name, reason=f"{type(error).__name__}: {error}"[:300])
+    table()
+
+
+if __name__ == "__main__":
+    main()
