@@ -1,0 +1,306 @@
+"""The nvidia platform: the HIP surface over libcudart, libcuda, libnvrtc and libcublas.
+
+HIP on NVIDIA is header-only (every hip* call is an inline wrapper over CUDA), so there is no
+hip library to open: this module does what those headers do, at run time. Each HIP function is
+bound to the CUDA call with the same meaning (RUNTIME_CALLS / DRIVER_CALLS below, or a wrapper
+where arguments differ), returns HIP's codes (_nvidia_errors) and takes HIP's enum values
+(_nvidia_tables). Requires CUDA >= 12 (cuLaunchKernelEx, the three-argument
+cudaGraphInstantiate). Libraries are found as _nvidia_libraries describes; without NVRTC or
+cuBLAS only the hiprtc* / hipblas* functions become unavailable, saying why.
+
+Stream semantics are CUDA's, which HIP copied: the null stream is the legacy default stream,
+hipStreamNonBlocking streams do not synchronize with it, and every *Async call is ordered on
+its stream only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hip_ffi import surface
+from hip_ffi._ffi import ffi
+from hip_ffi._nvidia_blas import bind as bind_blas
+from hip_ffi._nvidia_device import (
+    device_attribute,
+    device_prop_type,
+    device_properties,
+    pointer_attributes,
+)
+from hip_ffi._nvidia_libraries import cublas_spec, cudart_spec, libcuda_spec, nvrtc_spec
+from hip_ffi._nvidia_rtc import bind as bind_rtc
+from hip_ffi._nvidia_tables import ATTRIBUTE_TO_CUDA
+from hip_ffi._nvidia_wrappers import (
+    DriverState,
+    Native,
+    error_name,
+    error_string,
+    event_create,
+    graph_instantiate,
+    host_malloc,
+    last_error,
+    launch_kernel_ex,
+    module_launch_kernel,
+    occupancy_max_potential_block_size,
+    runtime,
+)
+from hip_ffi._shims import memcpy_with_stream
+from hip_ffi.api import HipApi, Unavailable
+from hip_ffi.errors import LibraryNotFoundError
+from hip_ffi.libraries import LibrarySpec, open_library
+
+MIN_CUDA_VERSION = 12000
+
+#: HIP function -> the runtime-API function with the same arguments and enum values.
+RUNTIME_CALLS = {
+    "hipRuntimeGetVersion": "cudaRuntimeGetVersion",
+    "hipDriverGetVersion": "cudaDriverGetVersion",
+    "hipGetDeviceCount": "cudaGetDeviceCount",
+    "hipGetDevice": "cudaGetDevice",
+    "hipSetDevice": "cudaSetDevice",
+    "hipDeviceGetPCIBusId": "cudaDeviceGetPCIBusId",
+    "hipMemGetInfo": "cudaMemGetInfo",
+    "hipDeviceSynchronize": "cudaDeviceSynchronize",
+    "hipDeviceCanAccessPeer": "cudaDeviceCanAccessPeer",
+    "hipDeviceEnablePeerAccess": "cudaDeviceEnablePeerAccess",
+    "hipDeviceDisablePeerAccess": "cudaDeviceDisablePeerAccess",
+    "hipStreamCreateWithFlags": "cudaStreamCreateWithFlags",
+    "hipStreamCreateWithPriority": "cudaStreamCreateWithPriority",
+    "hipDeviceGetStreamPriorityRange": "cudaDeviceGetStreamPriorityRange",
+    "hipStreamGetFlags": "cudaStreamGetFlags",
+    "hipStreamGetPriority": "cudaStreamGetPriority",
+    "hipStreamDestroy": "cudaStreamDestroy",
+    "hipStreamSynchronize": "cudaStreamSynchronize",
+    "hipStreamQuery": "cudaStreamQuery",
+    "hipStreamWaitEvent": "cudaStreamWaitEvent",
+    "hipLaunchHostFunc": "cudaLaunchHostFunc",
+    "hipEventRecord": "cudaEventRecord",
+    "hipEventSynchronize": "cudaEventSynchronize",
+    "hipEventQuery": "cudaEventQuery",
+    "hipEventElapsedTime": "cudaEventElapsedTime",
+    "hipEventDestroy": "cudaEventDestroy",
+    "hipMalloc": "cudaMalloc",
+    "hipFree": "cudaFree",
+    "hipMallocAsync": "cudaMallocAsync",
+    "hipFreeAsync": "cudaFreeAsync",
+    "hipMallocFromPoolAsync": "cudaMallocFromPoolAsync",
+    "hipDeviceGetDefaultMemPool": "cudaDeviceGetDefaultMemPool",
+    "hipDeviceGetMemPool": "cudaDeviceGetMemPool",
+    "hipDeviceSetMemPool": "cudaDeviceSetMemPool",
+    "hipMemPoolCreate": "cudaMemPoolCreate",
+    "hipMemPoolDestroy": "cudaMemPoolDestroy",
+    "hipMemPoolSetAttribute": "cudaMemPoolSetAttribute",
+    "hipMemPoolGetAttribute": "cudaMemPoolGetAttribute",
+    "hipMemPoolTrimTo": "cudaMemPoolTrimTo",
+    "hipHostFree": "cudaFreeHost",
+    "hipHostRegister": "cudaHostRegister",
+    "hipHostUnregister": "cudaHostUnregister",
+    "hipHostGetDevicePointer": "cudaHostGetDevicePointer",
+    "hipMemcpy": "cudaMemcpy",
+    "hipMemcpyAsync": "cudaMemcpyAsync",
+    "hipMemcpyPeer": "cudaMemcpyPeer",
+    "hipMemcpyPeerAsync": "cudaMemcpyPeerAsync",
+    "hipMemset": "cudaMemset",
+    "hipMemsetAsync": "cudaMemsetAsync",
+    "hipStreamBeginCapture": "cudaStreamBeginCapture",
+    "hipStreamEndCapture": "cudaStreamEndCapture",
+    "hipStreamIsCapturing": "cudaStreamIsCapturing",
+    "hipGraphInstantiateWithFlags": "cudaGraphInstantiateWithFlags",
+    "hipGraphLaunch": "cudaGraphLaunch",
+    "hipGraphExecDestroy": "cudaGraphExecDestroy",
+    "hipGraphDestroy": "cudaGraphDestroy",
+}
+
+#: HIP function -> the driver-API function with the same arguments (CUdeviceptr declared as a
+#: pointer: cdef/cuda.h says why). These need a current context, recovered on first need.
+DRIVER_CALLS = {
+    "hipModuleLoad": "cuModuleLoad",
+    "hipModuleLoadData": "cuModuleLoadData",
+    "hipModuleUnload": "cuModuleUnload",
+    "hipModuleGetFunction": "cuModuleGetFunction",
+    "hipModuleGetGlobal": "cuModuleGetGlobal_v2",
+    "hipFuncGetAttribute": "cuFuncGetAttribute",
+    "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor": (
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor"
+    ),
+    "hipMemsetD8": "cuMemsetD8_v2",
+    "hipMemsetD8Async": "cuMemsetD8Async",
+    "hipMemsetD32": "cuMemsetD32_v2",
+    "hipMemsetD32Async": "cuMemsetD32Async",
+    "hipMemcpyHtoD": "cuMemcpyHtoD_v2",
+    "hipMemcpyDtoH": "cuMemcpyDtoH_v2",
+    "hipMemcpyDtoD": "cuMemcpyDtoD_v2",
+    "hipMemcpyHtoDAsync": "cuMemcpyHtoDAsync_v2",
+    "hipMemcpyDtoHAsync": "cuMemcpyDtoHAsync_v2",
+    "hipMemcpyDtoDAsync": "cuMemcpyDtoDAsync_v2",
+}
+#: Driver calls that need only an initialized driver, no context.
+DEVICE_CALLS = {
+    "hipInit": "cuInit",
+    "hipDeviceGet": "cuDeviceGet",
+    "hipDeviceGetName": "cuDeviceGetName",
+    "hipDeviceTotalMem": "cuDeviceTotalMem_v2",
+}
+
+
+def load() -> HipApi:
+    """Open the CUDA libraries and bind the HIP surface over them (no GPU work, no context)."""
+    cudart, cudart_path = open_library(ffi, cudart_spec())
+    runtime_version = _version(cudart.cudaRuntimeGetVersion, cudart_path)
+    if runtime_version < MIN_CUDA_VERSION:
+        reason = f"CUDA {_release(runtime_version)} runtime; hip_ffi needs CUDA >= 12"
+        raise LibraryNotFoundError("CUDA runtime (libcudart)", [(cudart_path, reason)])
+    cuda, cuda_path = open_library(ffi, libcuda_spec())
+    driver_version = _version(cudart.cudaDriverGetVersion, cudart_path)
+    release = f"CUDA {_release(runtime_version)} (driver {_release(driver_version)})"
+    libraries = {"cuda runtime": cudart_path, "cuda driver": cuda_path}
+    opened: list[Any] = [cudart, cuda]
+
+    state = DriverState(cudart.cudaFree, cuda.cuInit)
+    functions: dict[str, Callable[..., Any]] = {}
+    for hip_name, cuda_name in RUNTIME_CALLS.items():
+        functions[hip_name] = _bind(cudart, cuda_name, hip_name, release, runtime)
+    for hip_name, cuda_name in DRIVER_CALLS.items():
+        functions[hip_name] = _bind(cuda, cuda_name, hip_name, release, state.context_call)
+    for hip_name, cuda_name in DEVICE_CALLS.items():
+        functions[hip_name] = _bind(cuda, cuda_name, hip_name, release, state.device_call)
+    functions.update(_special(cudart, cuda, state, functions, release))
+
+    prop_type = device_prop_type()
+    functions["hipGetDeviceProperties"] = device_properties(
+        cudart.cudaDeviceGetAttribute,
+        functions["hipDeviceGetName"],
+        functions["hipDeviceTotalMem"],
+        _uuid_query(cuda, state),
+        prop_type,
+    )
+
+    rtc_spec, blas_spec = nvrtc_spec(), cublas_spec()
+    try:
+        nvrtc, nvrtc_path = open_library(ffi, rtc_spec)
+    except LibraryNotFoundError as error:
+        functions.update(_unavailable(surface.HIPRTC, "NVRTC", rtc_spec, error))
+    else:
+        libraries["nvrtc"] = nvrtc_path
+        opened.append(nvrtc)
+        functions.update(_bind_nvrtc(nvrtc, cudart))
+    try:
+        cublas, cublas_path = open_library(ffi, blas_spec)
+    except LibraryNotFoundError as error:
+        functions.update(_unavailable(surface.HIPBLAS, "cuBLAS", blas_spec, error))
+    else:
+        libraries["cublas"] = cublas_path
+        opened.append(cublas)
+        functions.update(bind_blas(cublas))
+
+    return HipApi(
+        platform="nvidia",
+        ffi=ffi,
+        functions=functions,
+        runtime_version=runtime_version,
+        platform_version=release,
+        libraries=libraries,
+        device_prop_type=prop_type,
+        keep_alive=(*opened, state),
+    )
+
+
+def _special(
+    cudart: Any, cuda: Any, state: DriverState, bound: dict[str, Callable[..., Any]], release: str
+) -> dict[str, Callable[..., Any]]:
+    """The functions whose arguments, flags or results need more than a code translation."""
+    get_name = error_name()
+    return {
+        "hipDeviceGetAttribute": device_attribute(
+            cudart.cudaDeviceGetAttribute,
+            state.device_call(cuda.cuDeviceGetAttribute, "cuDeviceGetAttribute"),
+            bound["hipDeviceTotalMem"],
+            state,
+        ),
+        "hipGetErrorName": get_name,
+        "hipGetErrorString": error_string(cudart.cudaGetErrorString, get_name),
+        "hipGetLastError": last_error(cudart.cudaGetLastError, state, reset=True),
+        "hipPeekAtLastError": last_error(cudart.cudaPeekAtLastError, state, reset=False),
+        "hipEventCreateWithFlags": event_create(cudart.cudaEventCreateWithFlags),
+        "hipHostMalloc": host_malloc(cudart.cudaHostAlloc),
+        "hipMemcpyWithStream": memcpy_with_stream(
+            bound["hipMemcpyAsync"], bound["hipStreamSynchronize"]
+        ),
+        "hipPointerGetAttributes": pointer_attributes(
+            cudart.cudaPointerGetAttributes, cudart.cudaHostGetFlags
+        ),
+        "hipModuleLaunchKernel": module_launch_kernel(cuda.cuLaunchKernel, state),
+        "hipDrvLaunchKernelEx": _bind(
+            cuda,
+            "cuLaunchKernelEx",
+            "hipDrvLaunchKernelEx",
+            release,
+            lambda native, _: launch_kernel_ex(native, state),  # keeps its own name
+        ),
+        "hipModuleOccupancyMaxPotentialBlockSize": occupancy_max_potential_block_size(
+            cuda.cuOccupancyMaxPotentialBlockSize, state
+        ),
+        "hipGraphInstantiate": graph_instantiate(cudart.cudaGraphInstantiate),
+    }
+
+
+def _bind_nvrtc(nvrtc: Any, cudart: Any) -> dict[str, Native]:
+    major_attr = ATTRIBUTE_TO_CUDA["ComputeCapabilityMajor"]
+    minor_attr = ATTRIBUTE_TO_CUDA["ComputeCapabilityMinor"]
+
+    def current_arch() -> str | None:
+        """sm_XY of the current device, or None when there is none (nvrtc's default then)."""
+        device, major, minor = ffi.new("int*"), ffi.new("int*"), ffi.new("int*")
+        if (
+            cudart.cudaGetDevice(device)
+            or cudart.cudaDeviceGetAttribute(major, major_attr, device[0])
+            or cudart.cudaDeviceGetAttribute(minor, minor_attr, device[0])
+        ):
+            return None
+        return f"sm_{major[0]}{minor[0]}"
+
+    return bind_rtc(nvrtc, current_arch)
+
+
+def _unavailable(
+    names: tuple[str, ...], what: str, spec: LibrarySpec, error: LibraryNotFoundError
+) -> dict[str, Any]:
+    """Stand-ins for `names` when an optional library is missing; the reason lists the paths."""
+    tried = ", ".join(path for path, _ in error.tried) or "nothing"
+    reason = f"no {what} library (tried {tried}; {spec.env} picks one)"
+    return {name: Unavailable(name, reason) for name in names}
+
+
+def _uuid_query(cuda: Any, state: DriverState) -> Native | None:
+    try:
+        native = cuda.cuDeviceGetUuid_v2
+    except (AttributeError, ffi.error):  # a driver older than CUDA 11.4
+        return None
+    return state.device_call(native, "cuDeviceGetUuid_v2")
+
+
+def _bind(
+    library: Any,
+    cuda_name: str,
+    hip_name: str,
+    release: str,
+    wrap: Callable[[Native, str], Callable[..., Any]],
+) -> Callable[..., Any]:
+    """`wrap(library.cuda_name, hip_name)`, or an Unavailable when the symbol is missing."""
+    try:
+        native = getattr(library, cuda_name)
+    except (AttributeError, ffi.error):  # cffi raises ffi.error for a missing symbol
+        return Unavailable(hip_name, f"{cuda_name} is not in {release}'s libraries")
+    return wrap(native, hip_name)
+
+
+def _version(query: Callable[[Any], int], path: str) -> int:
+    value = ffi.new("int*")
+    if query(value) != 0:
+        raise LibraryNotFoundError("CUDA runtime (libcudart)", [(path, "version query failed")])
+    return int(value[0])
+
+
+def _release(version: int) -> str:
+    """CUDA's packed version (major*1000 + minor*10) as "13.0"; 0 (no driver) as "none"."""
+    return f"{version // 1000}.{version % 1000 // 10}" if version else "none"

@@ -1,0 +1,85 @@
+"""hipBLAS over cuBLAS: handles, streams and GEMM with HIP's enum values and status codes.
+
+Arguments keep their order (hipBLAS copied cuBLAS's signatures); only the enums differ:
+hipblasOperation_t (111.. -> 0..), hipblasComputeType_t (2 -> CUBLAS_COMPUTE_32F = 68...) and
+hipblasGemmAlgo_t (default -> -1). hipDataType values are cudaDataType's and pass unchanged.
+An enum value with no cuBLAS counterpart returns HIPBLAS_STATUS_INVALID_ENUM before anything
+reaches the GPU. GEMMs are asynchronous on the handle's stream (hipblasSetStream).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hip_ffi import constants
+from hip_ffi._nvidia_errors import CUBLAS_TO_HIPBLAS, HIPBLAS_UNKNOWN
+from hip_ffi._nvidia_tables import BLAS_COMPUTE_TYPE, BLAS_GEMM_ALGO, BLAS_OPERATION
+from hip_ffi._nvidia_wrappers import Native
+
+INVALID_ENUM = constants.HIPBLAS_STATUSES["HIPBLAS_STATUS_INVALID_ENUM"]
+
+
+def bind(cublas: Any) -> dict[str, Native]:
+    """The HIPBLAS surface over an opened libcublas."""
+    table = CUBLAS_TO_HIPBLAS.get
+    op = BLAS_OPERATION.get
+    compute_type = BLAS_COMPUTE_TYPE.get
+    algorithm = BLAS_GEMM_ALGO.get
+    native_gemm = cublas.cublasGemmEx
+    native_batched = cublas.cublasGemmStridedBatchedEx
+
+    def mapped(native: Native, name: str) -> Native:
+        def call(*args: Any) -> int:
+            status = native(*args)
+            return table(status, HIPBLAS_UNKNOWN) if status else 0
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def hipblasGemmEx(
+        handle: Any, trans_a: int, trans_b: int, m: int, n: int, k: int,
+        alpha: Any, a: Any, a_type: int, lda: int, b: Any, b_type: int, ldb: int,
+        beta: Any, c: Any, c_type: int, ldc: int, compute: int, algo: int,
+    ) -> int:  # fmt: skip
+        """C = alpha·op(A)·op(B) + beta·C, column-major; alpha/beta on the host (pointer mode
+        host, the default) in the compute type's precision; asynchronous on the handle's
+        stream."""
+        op_a, op_b, cu_compute, cu_algo = (
+            op(trans_a), op(trans_b), compute_type(compute), algorithm(algo)
+        )  # fmt: skip
+        if op_a is None or op_b is None or cu_compute is None or cu_algo is None:
+            return INVALID_ENUM
+        status = native_gemm(
+            handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb,
+            beta, c, c_type, ldc, cu_compute, cu_algo,
+        )  # fmt: skip
+        return table(status, HIPBLAS_UNKNOWN) if status else 0
+
+    def hipblasGemmStridedBatchedEx(
+        handle: Any, trans_a: int, trans_b: int, m: int, n: int, k: int,
+        alpha: Any, a: Any, a_type: int, lda: int, stride_a: int,
+        b: Any, b_type: int, ldb: int, stride_b: int,
+        beta: Any, c: Any, c_type: int, ldc: int, stride_c: int,
+        batch: int, compute: int, algo: int,
+    ) -> int:  # fmt: skip
+        """`batch` GEMMs as hipblasGemmEx, matrix i at A + i·stride_a elements (and B, C)."""
+        op_a, op_b, cu_compute, cu_algo = (
+            op(trans_a), op(trans_b), compute_type(compute), algorithm(algo)
+        )  # fmt: skip
+        if op_a is None or op_b is None or cu_compute is None or cu_algo is None:
+            return INVALID_ENUM
+        status = native_batched(
+            handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, stride_a,
+            b, b_type, ldb, stride_b, beta, c, c_type, ldc, stride_c,
+            batch, cu_compute, cu_algo,
+        )  # fmt: skip
+        return table(status, HIPBLAS_UNKNOWN) if status else 0
+
+    return {
+        "hipblasCreate": mapped(cublas.cublasCreate_v2, "hipblasCreate"),
+        "hipblasDestroy": mapped(cublas.cublasDestroy_v2, "hipblasDestroy"),
+        "hipblasSetStream": mapped(cublas.cublasSetStream_v2, "hipblasSetStream"),
+        "hipblasGetStream": mapped(cublas.cublasGetStream_v2, "hipblasGetStream"),
+        "hipblasGemmEx": hipblasGemmEx,
+        "hipblasGemmStridedBatchedEx": hipblasGemmStridedBatchedEx,
+    }
