@@ -327,9 +327,21 @@ CURESULT_TO_HIP = MappingProxyType(_resolve(CURESULT_ERRORS, constants.ERROR_COD
 NVRTC_TO_HIPRTC = MappingProxyType(_resolve(NVRTC_RESULTS, constants.HIPRTC_RESULTS))
 CUBLAS_TO_HIPBLAS = MappingProxyType(_resolve(CUBLAS_STATUSES, constants.HIPBLAS_STATUSES))
 
-#: HIP code -> the cudaError_t of the same number and meaning, for hipGetErrorString (CUDA's
-#: description of it). HIP codes with no such twin are described by their HIP name.
-HIP_TO_CUDART = MappingProxyType({hip: cuda for cuda, hip in CUDART_TO_HIP.items() if hip == cuda})
+
+def _same_meaning(cuda_code: int, cuda_name: str, hip_code: int, hip_name: str) -> bool:
+    """Same number (HIP copied CUDA's), or the same name after the prefix (911, 912)."""
+    return cuda_code == hip_code or cuda_name[len("cudaError") :] == hip_name[len("hipError") :]
+
+
+#: HIP code -> the cudaError_t of the same meaning, for hipGetErrorString (CUDA's description
+#: of it). HIP codes with no such twin are described by their HIP name.
+HIP_TO_CUDART = MappingProxyType(
+    {
+        constants.ERROR_CODES[hip]: cuda
+        for cuda, name, hip in CUDART_ERRORS
+        if _same_meaning(cuda, name, constants.ERROR_CODES[hip], hip)
+    }
+)
 #: hiprtcResult -> nvrtcResult of the same meaning, for hiprtcGetErrorString.
 HIPRTC_TO_NVRTC = MappingProxyType(
     {hip: nvrtc for nvrtc, hip in NVRTC_TO_HIPRTC.items() if hip == nvrtc}

@@ -1,0 +1,132 @@
+"""Where the nvidia platform looks for the CUDA libraries, and how it fails when there are none."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hip_ffi import _nvidia, _nvidia_libraries, selection
+from hip_ffi.errors import LibraryNotFoundError
+
+ENV_OVERRIDES = ("HIP_FFI_CUDART_PATH", "HIP_FFI_LIBCUDA_PATH", "HIP_FFI_NVRTC_PATH")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*ENV_OVERRIDES, "HIP_FFI_CUBLAS_PATH", "CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def make_wheel_tree(site: Path) -> None:
+    """A site-packages folder holding NVIDIA's CUDA 13 and CUDA 12 wheel layouts."""
+    for folder, library in (
+        ("nvidia/cu13/lib", "libcudart.so.13"),
+        ("nvidia/cuda_runtime/lib", "libcudart.so.12"),
+        ("nvidia/cublas/lib", "libcublas.so.12"),
+    ):
+        (site / folder).mkdir(parents=True)
+        (site / folder / library).write_bytes(b"")
+    (site / "nvidia" / "not_a_package").write_text("")
+
+
+def test_wheel_folders_are_found_under_every_site_packages(tmp_path: Path) -> None:
+    make_wheel_tree(tmp_path / "site")
+    found = _nvidia_libraries.wheel_dirs([str(tmp_path / "elsewhere"), str(tmp_path / "site")])
+    assert found == [
+        str(tmp_path / "site/nvidia/cu13/lib"),
+        str(tmp_path / "site/nvidia/cublas/lib"),
+        str(tmp_path / "site/nvidia/cuda_runtime/lib"),
+    ]
+
+
+def test_mapped_libraries_are_read_from_the_process_maps(tmp_path: Path) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f01 r-xp 00000000 08:01 1 /opt/venv/nvidia/cu13/lib/libcudart.so.13\n"
+        "7f01-7f02 r--p 00000000 08:01 1 /opt/venv/nvidia/cu13/lib/libcudart.so.13\n"
+        "7f02-7f03 r-xp 00000000 08:01 2 /usr/lib/libc.so.6\n"
+        "7f03-7f04 rw-p 00000000 00:00 0 [heap]\n"
+    )
+    found = _nvidia_libraries.mapped_dirs(("libcudart.so.13",), maps=str(maps))
+    assert found == ["/opt/venv/nvidia/cu13/lib"]
+    assert _nvidia_libraries.mapped_dirs(("x",), maps=str(tmp_path / "missing")) == []
+
+
+def test_search_order_mapped_then_cuda_home_then_system_then_wheels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_wheel_tree(tmp_path / "site")
+    monkeypatch.setattr(_nvidia_libraries, "mapped_dirs", lambda names: ["/already/mapped"])
+    monkeypatch.setattr(_nvidia_libraries, "SYSTEM_CUDA", (str(tmp_path / "sys"),))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
+    (tmp_path / "link").symlink_to(tmp_path / "home")
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "link"))  # the same folders again: kept once
+    dirs = _nvidia_libraries.toolkit_dirs(("libcudart.so.13",), [str(tmp_path / "site")])
+    assert dirs[:3] == ["/already/mapped", str(tmp_path / "home/lib64"), str(tmp_path / "home/lib")]
+    assert dirs.index(str(tmp_path / "sys")) < dirs.index(str(tmp_path / "site/nvidia/cu13/lib"))
+    assert len({os.path.realpath(d) for d in dirs}) == len(dirs)
+
+
+def test_cudart_candidates_prefer_found_files_then_the_linker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_wheel_tree(tmp_path / "site")
+    monkeypatch.setattr("sys.path", [str(tmp_path / "site")])
+    monkeypatch.setattr(_nvidia_libraries, "SYSTEM_CUDA", ())
+    monkeypatch.setattr(_nvidia_libraries, "mapped_dirs", lambda names: [])
+    candidates = _nvidia_libraries.cudart_spec().candidates()
+    assert candidates == [
+        str(tmp_path / "site/nvidia/cu13/lib/libcudart.so.13"),
+        str(tmp_path / "site/nvidia/cuda_runtime/lib/libcudart.so.12"),
+        *_nvidia_libraries.CUDART_NAMES,
+    ]
+
+
+def test_override_is_the_only_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIP_FFI_NVRTC_PATH", "/opt/cuda/libnvrtc.so.13")
+    monkeypatch.setenv("HIP_FFI_LIBCUDA_PATH", "/drivers/libcuda.so.1")
+    assert _nvidia_libraries.nvrtc_spec().candidates() == ["/opt/cuda/libnvrtc.so.13"]
+    assert _nvidia_libraries.libcuda_spec().candidates() == ["/drivers/libcuda.so.1"]
+
+
+def test_the_driver_is_looked_up_through_the_linker_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "libcuda.so.1").write_bytes(b"")
+    monkeypatch.setattr(_nvidia_libraries, "DRIVER_DIRS", (str(tmp_path),))
+    assert _nvidia_libraries.libcuda_spec().candidates() == [
+        "libcuda.so.1",
+        "libcuda.so",
+        str(tmp_path / "libcuda.so.1"),
+    ]
+
+
+def test_load_without_cuda_lists_every_path_tried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.path", [str(tmp_path)])
+    monkeypatch.setattr(_nvidia_libraries, "SYSTEM_CUDA", (str(tmp_path),))
+    monkeypatch.setattr(_nvidia_libraries, "CUDART_NAMES", ("libcudart.so.99", "libcudart-x.so"))
+    (tmp_path / "libcudart.so.99").write_bytes(b"not an ELF file")
+    with pytest.raises(LibraryNotFoundError) as caught:
+        _nvidia.load()
+    message = str(caught.value)
+    assert "could not load the CUDA runtime (libcudart)" in message
+    assert [path for path, _ in caught.value.tried] == [
+        str(tmp_path / "libcudart.so.99"),
+        "libcudart.so.99",
+        "libcudart-x.so",
+    ]
+    assert "HIP_FFI_CUDART_PATH" in message
+
+
+def test_explicit_nvidia_platform_reports_the_missing_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forced = tmp_path / "libcudart.so.13"
+    monkeypatch.setenv("HIP_FFI_CUDART_PATH", str(forced))
+    monkeypatch.setattr(selection, "_loaded", {})
+    with pytest.raises(LibraryNotFoundError, match=str(forced)):
+        selection.select("nvidia")
