@@ -78,8 +78,11 @@ def test_device_properties(prop_type: str) -> None:
         uuid.bytes = b"0123456789abcdef"
         return 0
 
+    def checked(value: Any, attr: int, device: int) -> int:  # HIP codes, as wrapped
+        return E["hipErrorInvalidDevice"] if fake_get_attribute(value, attr, device) else 0
+
     call = _nvidia_device.device_properties(
-        fake_get_attribute, fake_name, fake_total_mem, fake_uuid, prop_type
+        checked, fake_get_attribute, fake_name, fake_total_mem, fake_uuid, prop_type
     )
     props = ffi.new(prop_type + "*")
     props.warpSize = -7  # poison: every field must be written or zeroed
@@ -197,13 +200,15 @@ def _code(rtc: dict[str, Any]) -> bytes:
 
 def test_rtc_program_gets_hip_headers_translated_options_and_cubin() -> None:
     nvrtc = FakeNvrtc(cubin=b"\x7fELF-cubin")
-    rtc = _nvidia_rtc.bind(nvrtc, lambda: "sm_90")
+    rtc = _nvidia_rtc.bind(nvrtc, lambda: "sm_90", "/opt/cuda/include")
     program = ffi.new("hiprtcProgram*")
     assert rtc["hiprtcCreateProgram"](program, b"src", b"k.hip", 0, ffi.NULL, ffi.NULL) == 0
     assert "__HIP_PLATFORM_NVIDIA__" in nvrtc.created["hip/hip_runtime.h"]
+    assert "<cuda_fp16.h>" in nvrtc.created["hip/hip_fp16.h"]
+    assert "__nv_bfloat16 __hip_bfloat16" in nvrtc.created["hip/hip_bf16.h"]
     options = [ffi.new("char[]", b"--offload-arch=sm_90a")]
     assert rtc["hiprtcCompileProgram"](program[0], 1, ffi.new("const char*[]", options)) == 0
-    assert nvrtc.options == ["-arch=sm_90a"]
+    assert nvrtc.options == ["-arch=sm_90a", "-I/opt/cuda/include"]
     assert _code(rtc) == b"\x7fELF-cubin"
 
 
@@ -213,7 +218,8 @@ def test_rtc_callers_header_wins_and_virtual_arch_gives_ptx() -> None:
     mine = [ffi.new("char[]", b"// mine")], [ffi.new("char[]", b"hip/hip_runtime.h")]
     headers, names = (ffi.new("const char*[]", x) for x in mine)
     assert rtc["hiprtcCreateProgram"](ffi.new("hiprtcProgram*"), b"s", b"n", 1, headers, names) == 0
-    assert nvrtc.created == {"hip/hip_runtime.h": "// mine"}
+    assert nvrtc.created["hip/hip_runtime.h"] == "// mine"
+    assert set(nvrtc.created) == {"hip/hip_runtime.h", "hip/hip_fp16.h", "hip/hip_bf16.h"}
     assert rtc["hiprtcCompileProgram"](ffi.NULL, 0, ffi.NULL) == 0
     assert nvrtc.options == []
     assert _code(rtc) == b"// ptx\0"

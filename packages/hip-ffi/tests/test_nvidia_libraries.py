@@ -130,3 +130,32 @@ def test_explicit_nvidia_platform_reports_the_missing_library(
     monkeypatch.setattr(selection, "_loaded", {})
     with pytest.raises(LibraryNotFoundError, match=str(forced)):
         selection.select("nvidia")
+
+
+def test_cuda_headers_are_found_beside_the_library_then_under_cuda_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_nvidia_libraries, "SYSTEM_CUDA_ROOT", str(tmp_path / "none"))
+    wheel = tmp_path / "nvidia/cu13"
+    (wheel / "lib").mkdir(parents=True)
+    (wheel / "include").mkdir()
+    library = wheel / "lib/libnvrtc.so.13"
+    library.write_bytes(b"")
+    assert _nvidia_libraries.cuda_include_dir(str(library)) is None
+    (tmp_path / "home/include").mkdir(parents=True)
+    (tmp_path / "home/include/cuda_fp16.h").write_text("")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
+    assert _nvidia_libraries.cuda_include_dir(str(library)) == str(tmp_path / "home/include")
+    (wheel / "include/cuda_fp16.h").write_text("")
+    assert _nvidia_libraries.cuda_include_dir(str(library)) == str(wheel / "include")
+
+
+def test_a_library_opened_by_soname_is_reported_by_its_file(tmp_path: Path) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/libcudart.so.13\n"
+        "7f01-7f02 r-xp 00000000 08:01 2 /usr/local/nvidia/lib64/libcuda.so.580.159.04\n"
+    )
+    found = _nvidia_libraries.loaded_path("libcuda.so.1", "libcuda.so", maps=str(maps))
+    assert found == "/usr/local/nvidia/lib64/libcuda.so.580.159.04"
+    assert _nvidia_libraries.loaded_path("/x/libcuda.so.1", "libcuda.so") == "/x/libcuda.so.1"

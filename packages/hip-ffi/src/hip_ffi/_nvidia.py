@@ -27,7 +27,14 @@ from hip_ffi._nvidia_device import (
     device_properties,
     pointer_attributes,
 )
-from hip_ffi._nvidia_libraries import cublas_spec, cudart_spec, libcuda_spec, nvrtc_spec
+from hip_ffi._nvidia_libraries import (
+    cublas_spec,
+    cuda_include_dir,
+    cudart_spec,
+    libcuda_spec,
+    loaded_path,
+    nvrtc_spec,
+)
 from hip_ffi._nvidia_rtc import bind as bind_rtc
 from hip_ffi._nvidia_tables import ATTRIBUTE_TO_CUDA
 from hip_ffi._nvidia_wrappers import (
@@ -151,6 +158,7 @@ def load() -> HipApi:
         reason = f"CUDA {_release(runtime_version)} runtime; hip_ffi needs CUDA >= 12"
         raise LibraryNotFoundError("CUDA runtime (libcudart)", [(cudart_path, reason)])
     cuda, cuda_path = open_library(ffi, libcuda_spec())
+    cuda_path = loaded_path(cuda_path, "libcuda.so")
     driver_version = _version(cudart.cudaDriverGetVersion, cudart_path)
     release = f"CUDA {_release(runtime_version)} (driver {_release(driver_version)})"
     libraries = {"cuda runtime": cudart_path, "cuda driver": cuda_path}
@@ -168,7 +176,8 @@ def load() -> HipApi:
 
     prop_type = device_prop_type()
     functions["hipGetDeviceProperties"] = device_properties(
-        cudart.cudaDeviceGetAttribute,
+        state.device_call(cuda.cuDeviceGetAttribute, "cuDeviceGetAttribute"),
+        cuda.cuDeviceGetAttribute,
         functions["hipDeviceGetName"],
         functions["hipDeviceTotalMem"],
         _uuid_query(cuda, state),
@@ -183,7 +192,7 @@ def load() -> HipApi:
     else:
         libraries["nvrtc"] = nvrtc_path
         opened.append(nvrtc)
-        functions.update(_bind_nvrtc(nvrtc, cudart))
+        functions.update(_bind_nvrtc(nvrtc, cudart, cuda_include_dir(nvrtc_path)))
     try:
         cublas, cublas_path = open_library(ffi, blas_spec)
     except LibraryNotFoundError as error:
@@ -244,7 +253,7 @@ def _special(
     }
 
 
-def _bind_nvrtc(nvrtc: Any, cudart: Any) -> dict[str, Native]:
+def _bind_nvrtc(nvrtc: Any, cudart: Any, include_dir: str | None) -> dict[str, Native]:
     major_attr = ATTRIBUTE_TO_CUDA["ComputeCapabilityMajor"]
     minor_attr = ATTRIBUTE_TO_CUDA["ComputeCapabilityMinor"]
 
@@ -259,7 +268,7 @@ def _bind_nvrtc(nvrtc: Any, cudart: Any) -> dict[str, Native]:
             return None
         return f"sm_{major[0]}{minor[0]}"
 
-    return bind_rtc(nvrtc, current_arch)
+    return bind_rtc(nvrtc, current_arch, include_dir)
 
 
 def _unavailable(

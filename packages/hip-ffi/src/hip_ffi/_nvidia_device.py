@@ -94,6 +94,7 @@ def device_attribute(
 
 def device_properties(
     get_attribute: Native,
+    read_attribute: Native,
     get_name: Native,
     total_mem: Native,
     get_uuid: Native | None,
@@ -101,27 +102,29 @@ def device_properties(
 ) -> Native:
     """hipGetDeviceProperties(void* prop, int device), filling a `prop_type` struct.
 
-    `get_attribute` is the raw cudaDeviceGetAttribute; `get_name`, `total_mem` and `get_uuid`
-    are the wrapped hipDeviceGetName / hipDeviceTotalMem and cuDeviceGetUuid (None: uuid stays
-    zero). Attributes that this CUDA release does not know leave their field at zero.
+    `get_attribute` is the wrapped cuDeviceGetAttribute (HIP codes; initializes the driver on
+    first need), used once to validate the ordinal; `read_attribute` the raw one, which reads
+    every other field: a failed read leaves no last error behind (the driver API keeps none), and
+    an attribute this CUDA release does not know leaves its field at zero. CUdevice_attribute
+    numbers are cudaDeviceAttr's. `get_name`, `total_mem` and `get_uuid` are the wrapped
+    hipDeviceGetName / hipDeviceTotalMem and cuDeviceGetUuid_v2 (None: uuid stays zero).
     `gcnArchName` reads like "sm_90" (what --offload-arch takes on this platform).
     """
     fields = dict(ffi.typeof(prop_type).fields)
     size = ffi.sizeof(prop_type)
     plan = [(name, source) for name, source in PROPERTY_ATTRIBUTES.items() if name in fields]
     arch_bits = [name for name, _ in ffi.typeof("hipDeviceArch_t").fields]
-    table = CUDART_TO_HIP.get
 
     def hipGetDeviceProperties(prop: Any, device: int) -> int:
         value = ffi.new("int*")
         status = get_attribute(value, _CC_MAJOR, device)  # also validates the ordinal
         if status:
-            return table(status, HIP_UNKNOWN)
+            return status
         props = ffi.cast(prop_type + "*", prop)
         ffi.memmove(props, bytes(size), size)
 
         def read(attr: int) -> int:
-            return int(value[0]) if get_attribute(value, attr, device) == 0 else 0
+            return int(value[0]) if read_attribute(value, attr, device) == 0 else 0
 
         for name, source in plan:
             if isinstance(source, tuple):

@@ -26,7 +26,8 @@ CUDART_NAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
 NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
 CUBLAS_NAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so")
 LIBCUDA_NAMES = ("libcuda.so.1", "libcuda.so")
-SYSTEM_CUDA = ("/usr/local/cuda/lib64", "/usr/local/cuda/lib")
+SYSTEM_CUDA_ROOT = "/usr/local/cuda"
+SYSTEM_CUDA = (f"{SYSTEM_CUDA_ROOT}/lib64", f"{SYSTEM_CUDA_ROOT}/lib")
 #: Where driver packages and container runtimes put libcuda when the linker is not told.
 DRIVER_DIRS = (
     "/usr/lib/x86_64-linux-gnu",
@@ -127,3 +128,31 @@ def cublas_spec() -> LibrarySpec:
         names=CUBLAS_NAMES,
         dirs=toolkit_dirs(CUBLAS_NAMES),
     )
+
+
+def cuda_include_dir(library_path: str) -> str | None:
+    """The CUDA headers that go with a toolkit library (for nvrtc's `-I`): `../include` beside
+    it (/usr/local/cuda/lib64 -> /usr/local/cuda/include, nvidia/cu13/lib -> nvidia/cu13/include),
+    else $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include; None without one."""
+    beside = Path(os.path.realpath(library_path)).parent.parent / "include"
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), SYSTEM_CUDA_ROOT]
+    for folder in (beside, *(Path(r) / "include" for r in roots if r)):
+        if (folder / "cuda_fp16.h").is_file():
+            return str(folder)
+    return None
+
+
+def loaded_path(name: str, prefix: str, maps: str = "/proc/self/maps") -> str:
+    """The file behind a library opened by bare soname (`name`): the first mapped file whose
+    name starts with `prefix` (libcuda.so.1 is a link to libcuda.so.<driver version>)."""
+    if os.sep in name:
+        return name
+    try:
+        with open(maps) as lines:
+            for line in lines:
+                path = line.rsplit(" ", 1)[-1].strip()
+                if path.startswith("/") and Path(path).name.startswith(prefix):
+                    return path
+    except OSError:
+        pass
+    return name

@@ -6,7 +6,8 @@
   does, so that the result is machine code for this GPU.
 - Code: hiprtcGetCode returns the CUBIN when the program was compiled for a real architecture
   (sm_XX), else the PTX (compute_XX), which the driver compiles at module load.
-- Headers: sources may `#include <hip/hip_runtime.h>`; nvrtc gets a stand-in for it.
+- Headers: sources may `#include <hip/hip_runtime.h>`, `<hip/hip_fp16.h>` and
+  `<hip/hip_bf16.h>`; nvrtc gets stand-ins for them and the toolkit's include folder.
 - Compile errors come back as HIPRTC_ERROR_COMPILATION with the log in hiprtcGetProgramLog.
 """
 
@@ -58,9 +59,14 @@ def _c_strings(values: Sequence[str]) -> tuple[Any, list[Any]]:
     return ffi.new("const char*[]", buffers), buffers
 
 
-def bind(nvrtc: Any, default_arch: Callable[[], str | None]) -> dict[str, Native]:
-    """The HIPRTC surface over an opened libnvrtc. `default_arch` gives e.g. "sm_90" or None."""
+def bind(
+    nvrtc: Any, default_arch: Callable[[], str | None], include_dir: str | None = None
+) -> dict[str, Native]:
+    """The HIPRTC surface over an opened libnvrtc. `default_arch` gives e.g. "sm_90" or None;
+    `include_dir` (the toolkit's headers, for cuda_fp16.h and cuda_bf16.h) goes to every compile
+    as `-I`, after the caller's own options."""
     table = NVRTC_TO_HIPRTC.get
+    extra_options = [f"-I{include_dir}"] if include_dir else []
 
     def mapped(native: Native, name: str) -> Native:
         def call(*args: Any) -> int:
@@ -97,7 +103,7 @@ def bind(nvrtc: Any, default_arch: Callable[[], str | None]) -> dict[str, Native
 
     def hiprtcCompileProgram(prog: Any, count: int, options: Any) -> int:
         given = _strings(options, count) if count else []
-        translated = translate_options(given, default_arch())
+        translated = translate_options(given, default_arch()) + extra_options
         option_array, _buffers = _c_strings(translated)  # alive through the call
         status = nvrtc.nvrtcCompileProgram(prog, len(translated), option_array)
         return table(status, HIPRTC_UNKNOWN) if status else 0

@@ -327,7 +327,9 @@ RTC_OPTIONS: MappingProxyType[str, str | None] = MappingProxyType(
 #: Option prefixes by which nvrtc names a target; when none is given, hip_ffi adds the current
 #: device's (as hiprtc does), so the result is a CUBIN rather than PTX for an old default.
 RTC_ARCH_PREFIXES = ("-arch", "--gpu-architecture", "--offload-arch")
-#: Headers nvrtc lacks but HIP sources include; a caller's header of the same name wins.
+#: Headers nvrtc lacks but HIP sources include; a caller's header of the same name wins. The
+#: 16-bit float ones forward to CUDA's (found through the toolkit's include folder, which hip_ffi
+#: passes to nvrtc), whose type and function names HIP copied, bf16's type name aside.
 RTC_HEADERS = MappingProxyType(
     {
         "hip/hip_runtime.h": (
@@ -337,6 +339,13 @@ RTC_HEADERS = MappingProxyType(
             "#ifndef __HIP_PLATFORM_NVIDIA__\n"
             "#define __HIP_PLATFORM_NVIDIA__ 1\n"
             "#endif\n"
+        ),
+        "hip/hip_fp16.h": "#pragma once\n#include <cuda_fp16.h>\n",
+        "hip/hip_bf16.h": (
+            "#pragma once\n"
+            "#include <cuda_bf16.h>\n"
+            "typedef __nv_bfloat16 __hip_bfloat16;\n"
+            "typedef __nv_bfloat162 __hip_bfloat162;\n"
         ),
     }
 )

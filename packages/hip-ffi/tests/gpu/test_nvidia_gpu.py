@@ -320,6 +320,54 @@ def test_nvrtc_targets_and_compile_errors(hip: HipApi) -> None:
     assert "COMPILATION" in message.upper()
 
 
+HALF_KERNEL = r"""
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_bf16.h>
+extern "C" __global__ void narrow(const float* x, __half* h, __hip_bfloat16* b, float* sum, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        h[i] = __float2half(x[i]);
+        b[i] = __float2bfloat16(x[i]);
+        sum[i] = __half2float(h[i]) + __bfloat162float(b[i]);
+    }
+}
+"""
+
+
+def test_hip_half_and_bfloat16_headers_compile_with_nvrtc(hip: HipApi) -> None:
+    ffi, n = hip.ffi, 4099
+    status, code, log = compile_program(hip, HALF_KERNEL, [f"--offload-arch={arch(hip)}"])
+    assert status == 0, log
+    handle = ffi.new("hipModule_t*")
+    check(hip, hip.hipModuleLoadData(handle, code))
+    x = np.random.default_rng().standard_normal(n, dtype=np.float32) * 100
+    buffers = [malloc(hip, n * 4) for _ in range(4)]
+    try:
+        check(hip, hip.hipMemcpy(buffers[0], ffi.from_buffer(x), n * 4, H2D))
+        boxes = [ffi.new("void**", b) for b in buffers] + [ffi.new("int*", n)]
+        params, _ = kernel_params(hip, *boxes)
+        narrow = function(hip, handle[0], "narrow")
+        check(hip, hip.hipModuleLaunchKernel(
+            narrow, (n + 127) // 128, 1, 1, 128, 1, 1, 0, ffi.NULL, params, ffi.NULL
+        ))  # fmt: skip
+        half, bf16 = np.zeros(n, np.uint16), np.zeros(n, np.uint16)
+        total = np.full(n, np.nan, np.float32)
+        for out, device, size in (
+            (half, buffers[1], 2),
+            (bf16, buffers[2], 2),
+            (total, buffers[3], 4),
+        ):
+            check(hip, hip.hipMemcpy(ffi.from_buffer(out), device, n * size, D2H))
+        assert np.array_equal(half, x.astype(np.float16).view(np.uint16))
+        assert np.array_equal(bf16, _bf16(x))
+        assert np.array_equal(total, half.view(np.float16).astype(np.float32) + _from_bf16(bf16))
+    finally:
+        for device in buffers:
+            check(hip, hip.hipFree(device))
+        check(hip, hip.hipModuleUnload(handle[0]))
+
+
 def test_a_driver_call_on_a_fresh_thread_finds_its_context(hip: HipApi) -> None:
     status, code, log = compile_program(hip, KERNELS, [f"--offload-arch={arch(hip)}"])
     assert status == 0, log
