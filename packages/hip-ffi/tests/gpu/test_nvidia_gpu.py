@@ -6,17 +6,22 @@ inputs are random and outputs are poisoned first, so an unwritten result cannot 
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import struct
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import hip_ffi
-from hip_ffi import constants
+from hip_ffi import _nvidia_libraries, constants
 from hip_ffi.api import HipApi
 
 pytestmark = pytest.mark.gpu
@@ -559,3 +564,35 @@ def test_pointer_attributes_host_callbacks_and_pools(hip: HipApi, module: Any) -
     finally:
         check(hip, hip.hipHostFree(pinned[0]))
         check(hip, hip.hipFree(device))
+
+
+WHEELS_ONLY = r"""
+import json, sys
+from hip_ffi import _nvidia, _nvidia_libraries as libraries
+libraries.SYSTEM_CUDA, libraries.SYSTEM_CUDA_ROOT = (), "/nonexistent"  # hide the system CUDA
+libraries.mapped_dirs = lambda names: []
+api = _nvidia.load()
+ffi, program = api.ffi, api.ffi.new("hiprtcProgram*")
+source = sys.argv[1].encode()
+assert api.hiprtcCreateProgram(program, source, b"k.hip", 0, ffi.NULL, ffi.NULL) == 0
+status = api.hiprtcCompileProgram(program[0], 0, ffi.NULL)
+handle = ffi.new("hipblasHandle_t*")
+blas = api.hipblasCreate(handle)
+print(json.dumps({"libraries": api.libraries, "compile": status, "blas": blas}))
+"""
+
+
+def test_nvidia_wheels_alone_are_enough() -> None:
+    wheels = [d for d in _nvidia_libraries.wheel_dirs() if any(Path(d).glob("libcudart.so.*"))]
+    if not wheels:
+        pytest.skip("no NVIDIA CUDA runtime wheel (nvidia/*/lib) on sys.path here")
+    environment = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    out = subprocess.run(
+        [sys.executable, "-c", WHEELS_ONLY, HALF_KERNEL],
+        capture_output=True, text=True, env=environment, check=True,
+    )  # fmt: skip
+    result = json.loads(out.stdout.splitlines()[-1])
+    for role in ("cuda runtime", "nvrtc", "cublas"):
+        assert "/nvidia/" in result["libraries"][role], result["libraries"]
+    assert result["compile"] == 0, "hip_fp16/hip_bf16 through the wheel's headers"
+    assert result["blas"] == 0
