@@ -1,0 +1,296 @@
+"""hiprtc on the cpu platform: HIP C++ compiled by the host C++ compiler.
+
+A program is compiled in a private temporary directory (its headers written beside it) in two
+passes: the preprocessor finds the kernels and extern shared arrays (source_scan.py), then
+the compiler builds the program, the executor and one entry point per kernel into a shared
+object, with hip_cpu_prelude.h force-included. That shared object *is* the code object
+(hiprtcGetCode), loadable with hipModuleLoadData. Diagnostics come back as the program log,
+with file names as the program named them. Results are cached on disk (toolchain.py): the key
+covers the compiler, flags, host CPU, prelude, program, headers and options; the user headers
+found through -I are recorded with their hashes and checked on every hit.
+
+Options: -D, -U, -I (attached or as --define-macro= / --undefine-macro= / --include-path=),
+-O0..-O3/-Os, -std=/--std= (C++17 at least), -ffast-math/--use_fast_math, -g, -w, -W....
+GPU code-generation options (--offload-arch=, --gpu-architecture=, -arch=, -fgpu-rdc, -mcumode,
+-ftz=, -prec-div=, ...) are accepted and have no effect: there is one target, the host.
+Anything else is HIPRTC_ERROR_INVALID_OPTION.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hip_ffi._cpu import source_scan, toolchain
+from hip_ffi._cpu.handles import Registry, c_string, is_null, items
+from hip_ffi._ffi import ffi
+from hip_ffi.constants import HIPRTC_RESULTS
+
+SUCCESS = HIPRTC_RESULTS["HIPRTC_SUCCESS"]
+INVALID_INPUT = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_INPUT"]
+INVALID_PROGRAM = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_PROGRAM"]
+INVALID_OPTION = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_OPTION"]
+COMPILATION = HIPRTC_RESULTS["HIPRTC_ERROR_COMPILATION"]
+
+_IGNORED = re.compile(
+    r"(--offload-arch=|--gpu-architecture=|-arch=|--gpu-max-threads-per-block=|-ftz=|--ftz=|"
+    r"-prec-div=|-prec-sqrt=|-fmad=|--fmad=|-rdc=|--relocatable-device-code=|-dopt=|-maxrregcount=|"
+    r"--maxrregcount=|-mcode-object-version=).*|-fgpu-rdc|-fno-gpu-rdc|-mcumode|-mno-cumode|"
+    r"-mwavefrontsize64|-mno-wavefrontsize64|-munsafe-fp-atomics|-mno-unsafe-fp-atomics|-lineinfo|"
+    r"--generate-line-info|-default-device|--device-debug|-G|-dlto|-ewp|-restrict|"
+    r"--extensible-whole-program|-fno-gpu-flush-denormals-to-zero|-fgpu-flush-denormals-to-zero|"
+    r"-fhip-new-launch-api|-fno-hip-new-launch-api"
+)
+_PASSED = re.compile(r"-[DUI].+|-O[0-3s]|-g|-w|-W[\w=+-]+|-ffast-math")
+_OLD_STANDARDS = {"c++03", "c++11", "c++14", "gnu++11", "gnu++14"}
+
+
+class OptionError(ValueError):
+    pass
+
+
+def parse_options(options: list[str]) -> list[str]:
+    """The compiler flags for hiprtc `options`; raises OptionError for an unknown one."""
+    flags: list[str] = []
+    for option in options:
+        for long, short in (
+            ("--define-macro=", "-D"),
+            ("--undefine-macro=", "-U"),
+            ("--include-path=", "-I"),
+        ):
+            if option.startswith(long):
+                option = short + option[len(long) :]
+        if option.startswith(("-std=", "--std=")):
+            standard = option.split("=", 1)[1]
+            if standard not in _OLD_STANDARDS:  # older ones: the prelude needs C++17
+                flags.append(f"-std={standard}")
+        elif option in ("--use_fast_math", "-use_fast_math"):
+            flags.append("-ffast-math")
+        elif _PASSED.fullmatch(option):
+            flags.append(option)
+        elif not _IGNORED.fullmatch(option):
+            raise OptionError(f"hiprtc (cpu): unknown option {option!r}")
+    return flags
+
+
+class Program:
+    def __init__(self, source: str, name: str, headers: dict[str, str]) -> None:
+        self.source = source
+        self.name = name
+        self.headers = headers
+        self.log = ""
+        self.code: bytes | None = None
+
+
+PROGRAMS: Registry[Program] = Registry("hiprtcProgram")
+
+
+def _file_name(name: str) -> str:
+    base = Path(name).name
+    return base if base and base not in (".", "..") else "hiprtc_program.hip"
+
+
+def _clean(log: str, work: Path) -> str:
+    return log.replace(f"{work}/", "").replace(str(toolchain.INCLUDE_DIR), "<hip-ffi cpu>")
+
+
+def _dependencies(depfile: Path, work: Path) -> list[list[str]]:
+    """User headers the compile read (from -MMD), except ours and the program's own."""
+    try:
+        text = depfile.read_text().replace("\\\n", " ")
+    except OSError:
+        return []
+    files = text.split(":", 1)[1].split() if ":" in text else []
+    found = []
+    for name in files:
+        path = (work / name).resolve()
+        if path.is_relative_to(work.resolve()) or path.is_relative_to(toolchain.INCLUDE_DIR):
+            continue
+        found.append([str(path), toolchain.digest(path.read_bytes())])
+    return found
+
+
+def _still_valid(dependencies: list[list[str]]) -> bool:
+    for path, digest in dependencies:
+        try:
+            if toolchain.digest(Path(path).read_bytes()) != digest:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, str]:
+    """(code object or None, log)."""
+    compiler = toolchain.find_compiler()
+    if compiler is None:
+        return None, toolchain.no_compiler_message()
+    all_flags = (*toolchain.BASE_FLAGS, *flags)
+    headers = sorted(program.headers.items())
+    key = toolchain.digest(
+        toolchain.toolchain_key(compiler, all_flags),
+        program.name,
+        program.source,
+        *(part for pair in headers for part in pair),
+    )
+    directory = toolchain.cache_dir()
+    cached = directory / f"kernel-{key[:40]}.so" if directory else None
+    meta = cached.with_suffix(".json") if cached else None
+    if cached is not None and meta is not None and meta.exists() and cached.exists():
+        try:
+            info = json.loads(meta.read_text())
+            if _still_valid(info["dependencies"]):
+                toolchain.count("cache_hits")
+                return cached.read_bytes(), str(info["log"])
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged entry: rebuild it
+    with tempfile.TemporaryDirectory(prefix="hip-ffi-hiprtc-") as temporary:
+        work = Path(temporary)
+        for name, text in headers:
+            path = (work / name).resolve()
+            if not path.is_relative_to(work.resolve()):
+                return None, f"hiprtc (cpu): header name {name!r} leaves the program directory"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        source = work / _file_name(program.name)
+        source.write_text(program.source)
+        common = [
+            compiler.path,
+            *all_flags,
+            "-x", "c++",
+            f"-I{work}", f"-I{toolchain.INCLUDE_DIR}",
+            "-include", "hip_cpu_prelude.h",
+        ]  # fmt: skip
+        status, output = toolchain.run([*common, "-E", "-DHIPCPU_SCAN", source.name], work)
+        if status != 0:
+            return None, _clean(output, work)
+        kernels = source_scan.find_kernels(output)
+        shared = source_scan.find_dynamic_shared(output)
+        source.write_text(program.source + source_scan.entry_points(kernels, shared))
+        depfile = work / "program.d"
+        library = work / "program.so"
+        command = [*common, "-MMD", "-MF", str(depfile), source.name, "-o", str(library)]
+        status, log = toolchain.run([*command, "-Wl,-z,defs"], work)
+        log = _clean(log, work)
+        if status != 0:
+            return None, log
+        code = library.read_bytes()
+        if cached is not None and meta is not None:
+            try:
+                toolchain.write_atomically(cached, code)
+                info = {"log": log, "dependencies": _dependencies(depfile, work)}
+                toolchain.write_atomically(meta, json.dumps(info).encode())
+            except OSError:
+                pass  # a full or read-only cache only costs a rebuild next time
+        return code, log
+
+
+# ---- the surface ---------------------------------------------------------------------------
+
+
+def hiprtcVersion(major: Any, minor: Any) -> int:
+    """The host compiler's version (it is what compiles programs here)."""
+    if major == ffi.NULL or minor == ffi.NULL:
+        return INVALID_INPUT
+    compiler = toolchain.find_compiler()
+    major[0], minor[0] = (compiler.major, compiler.minor) if compiler else (0, 0)
+    return SUCCESS
+
+
+def hiprtcCreateProgram(
+    program: Any, source: Any, name: Any, count: int, headers: Any, names: Any
+) -> int:
+    text = c_string(source)
+    if is_null(program) or text is None or count < 0:
+        return INVALID_INPUT
+    if count and (is_null(headers) or is_null(names)):
+        return INVALID_INPUT
+    header_names = [c_string(n) for n in items(names, count)]
+    header_texts = [c_string(h) for h in items(headers, count)]
+    pairs = zip(header_names, header_texts, strict=True)
+    included = {n: h for n, h in pairs if n and h is not None}
+    if len(included) != count:
+        return INVALID_INPUT
+    created = Program(text, c_string(name) or "hiprtc_program.hip", included)
+    program[0] = PROGRAMS.cdata(PROGRAMS.add(created))
+    return SUCCESS
+
+
+def hiprtcDestroyProgram(program: Any) -> int:
+    if is_null(program) or PROGRAMS.remove(program[0]) is None:
+        return INVALID_PROGRAM
+    program[0] = ffi.NULL
+    return SUCCESS
+
+
+def hiprtcCompileProgram(program: Any, count: int, options: Any) -> int:
+    """Compile (or take from the disk cache); the log holds the compiler's diagnostics."""
+    found = PROGRAMS.get(program)
+    if found is None:
+        return INVALID_PROGRAM
+    if count < 0 or (count and is_null(options)):
+        return INVALID_INPUT
+    given = [c_string(option) for option in items(options, count)]
+    if None in given:
+        return INVALID_INPUT
+    try:
+        flags = parse_options([option for option in given if option is not None])
+    except OptionError as error:
+        found.log = str(error)
+        return INVALID_OPTION
+    found.code, found.log = compile_program(found, flags)
+    return SUCCESS if found.code is not None else COMPILATION
+
+
+def hiprtcGetProgramLogSize(program: Any, size: Any) -> int:
+    """Bytes of the log including its terminating NUL."""
+    found = PROGRAMS.get(program)
+    if found is None:
+        return INVALID_PROGRAM
+    if size == ffi.NULL:
+        return INVALID_INPUT
+    size[0] = len(found.log.encode()) + 1
+    return SUCCESS
+
+
+def hiprtcGetProgramLog(program: Any, log: Any) -> int:
+    found = PROGRAMS.get(program)
+    if found is None:
+        return INVALID_PROGRAM
+    if is_null(log):
+        return INVALID_INPUT
+    text = found.log.encode() + b"\0"
+    ffi.memmove(log, text, len(text))
+    return SUCCESS
+
+
+def hiprtcGetCodeSize(program: Any, size: Any) -> int:
+    found = PROGRAMS.get(program)
+    if found is None or found.code is None:
+        return INVALID_PROGRAM
+    if size == ffi.NULL:
+        return INVALID_INPUT
+    size[0] = len(found.code)
+    return SUCCESS
+
+
+def hiprtcGetCode(program: Any, code: Any) -> int:
+    found = PROGRAMS.get(program)
+    if found is None or found.code is None:
+        return INVALID_PROGRAM
+    if is_null(code):
+        return INVALID_INPUT
+    ffi.memmove(code, found.code, len(found.code))
+    return SUCCESS
+
+
+FUNCTIONS = {
+    name: globals()[name]
+    for name in (
+        "hiprtcVersion", "hiprtcCreateProgram", "hiprtcDestroyProgram", "hiprtcCompileProgram",
+        "hiprtcGetProgramLogSize", "hiprtcGetProgramLog", "hiprtcGetCodeSize", "hiprtcGetCode",
+    )
+}  # fmt: skip

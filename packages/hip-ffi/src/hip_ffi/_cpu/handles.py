@@ -1,0 +1,92 @@
+"""Opaque handles (hipStream_t, hipEvent_t, hipModule_t...) of the cpu platform.
+
+A handle is a pointer value that the platform hands out and maps back to a Python object. The
+values come from one counter shared by every kind of handle, so a handle of one kind passed
+where another kind is expected is simply not found (the caller gets hipErrorInvalidHandle or
+the matching error, never a crash). They are multiples of 16 from 0x10000 up: never NULL, never
+a value that HIP reserves (0x1 hipStreamLegacy, 0x2 hipStreamPerThread), and they point at no
+memory, so dereferencing one faults instead of reading garbage.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Generic, TypeVar
+
+from hip_ffi._ffi import ffi
+
+T = TypeVar("T")
+
+_values = itertools.count(0x10000, 16)
+_values_lock = threading.Lock()
+
+
+def address(pointer: Any) -> int:
+    """The integer value of a pointer argument: a cdata pointer or array, an int, or None."""
+    if pointer is None:
+        return 0
+    if isinstance(pointer, int):
+        return pointer
+    return int(ffi.cast("uintptr_t", pointer))
+
+
+def c_string(value: Any) -> str | None:
+    """A `const char*` argument as str (None for NULL): cdata, or the bytes that cffi also
+    accepts for a char* parameter."""
+    if value is None or isinstance(value, int):
+        return None if not value else ffi.string(ffi.cast("char*", value)).decode()
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).split(b"\0", 1)[0].decode()
+    if isinstance(value, str):
+        return value
+    return None if value == ffi.NULL else ffi.string(value).decode(errors="replace")
+
+
+def items(array: Any, count: int) -> list[Any]:
+    """The first `count` elements of a C array argument: cdata, or the list/tuple that cffi
+    also accepts for a `T**` parameter."""
+    if isinstance(array, list | tuple):
+        return list(array[:count])
+    return [array[i] for i in range(count)]
+
+
+def is_null(value: Any) -> bool:
+    """True for NULL, None and 0 (cdata or Python)."""
+    if value is None or isinstance(value, int):
+        return not value
+    if isinstance(value, bytes | bytearray | str | list | tuple):
+        return False
+    return bool(value == ffi.NULL)
+
+
+class Registry(Generic[T]):
+    """Handle value -> object, for one kind of handle (thread-safe)."""
+
+    def __init__(self, ctype: str) -> None:
+        self.ctype = ctype  # the C type of the handle, e.g. "hipStream_t"
+        self._objects: dict[int, T] = {}
+        self._lock = threading.Lock()
+
+    def add(self, obj: T) -> int:
+        with _values_lock:
+            value = next(_values)
+        with self._lock:
+            self._objects[value] = obj
+        return value
+
+    def get(self, handle: Any) -> T | None:
+        """The object behind `handle`, or None for NULL and for unknown values."""
+        return self._objects.get(address(handle))
+
+    def remove(self, handle: Any) -> T | None:
+        with self._lock:
+            return self._objects.pop(address(handle), None)
+
+    def cdata(self, value: int) -> Any:
+        """`value` as a cdata of this registry's handle type (what the C API writes out)."""
+        return ffi.cast(self.ctype, value)
+
+    def values(self) -> list[T]:
+        with self._lock:
+            return list(self._objects.values())

@@ -1,0 +1,50 @@
+/* The contract between hip_ffi's cpu platform (Python), its runtime library and the code
+ * objects that its hiprtc produces. Bump HIPCPU_ABI_VERSION whenever anything here changes:
+ * a code object built for another version is refused at load (hipErrorNoBinaryForGpu), and the
+ * version is part of every disk-cache key, so stale objects are never picked up.
+ */
+#ifndef HIP_CPU_ABI_H
+#define HIP_CPU_ABI_H
+
+#define HIPCPU_ABI_VERSION 1u
+
+/* A launch is described by an array of unsigned long long "slots" (no struct: the Python side
+ * builds it with cffi without declaring a new C type). */
+#define HIPCPU_SLOT_ABI 0          /* HIPCPU_ABI_VERSION */
+#define HIPCPU_SLOT_GRID 1         /* 1, 2, 3: gridDim.x, .y, .z (blocks) */
+#define HIPCPU_SLOT_BLOCK 4        /* 4, 5, 6: blockDim.x, .y, .z (threads) */
+#define HIPCPU_SLOT_DYN_SHARED 7   /* dynamic shared memory, bytes */
+#define HIPCPU_SLOT_ARGS 8         /* address of the packed kernel arguments */
+#define HIPCPU_SLOT_RUNTIME 9      /* address of the runtime's hipcpu_runtime table */
+#define HIPCPU_SLOT_MESSAGE 10     /* address of a char buffer for a failure message */
+#define HIPCPU_SLOT_MESSAGE_SIZE 11
+#define HIPCPU_SLOT_COUNT 12
+
+/* Dynamic shared memory available to every block (bytes): the size of the thread-local buffer
+ * that all `extern __shared__` arrays of a module alias. */
+#define HIPCPU_MAX_DYNAMIC_SHARED 65536
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void (*hipcpu_range_fn)(void* context, unsigned long long begin, unsigned long long end);
+
+/* What the runtime library lends to code objects (it owns the threads and the fiber stacks). */
+typedef struct hipcpu_runtime {
+    unsigned abi_version;
+    unsigned threads; /* worker threads including the launching one */
+    /* Run fn over [0, n) in chunks on every worker; returns when all chunks are done. */
+    void (*parallel_for)(unsigned long long n, hipcpu_range_fn fn, void* context);
+    /* `count` fiber stacks of the calling OS thread: stack i is [base + i*stride + guard,
+     * base + (i+1)*stride); its lowest page is a guard page. Valid until the next call. */
+    char* (*fiber_stacks)(unsigned count, unsigned long long* stride);
+    /* Scratch memory of the calling OS thread, at least `bytes`, 64-byte aligned. */
+    void* (*scratch)(unsigned long long bytes);
+} hipcpu_runtime;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HIP_CPU_ABI_H */

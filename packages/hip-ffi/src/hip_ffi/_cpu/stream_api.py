@@ -1,0 +1,183 @@
+"""hipStream*, hipEvent*, hipLaunchHostFunc and hipDeviceSynchronize over streams.ENGINE.
+
+Stream semantics are described in hip_ffi._cpu.streams. Priorities are accepted and reported
+back but do not change scheduling (the priority range is [0, 0]).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hip_ffi._cpu import status
+from hip_ffi._cpu.handles import Registry
+from hip_ffi._cpu.streams import ENGINE, Event
+from hip_ffi._ffi import ffi
+from hip_ffi.constants import (
+    EVENT_BLOCKING_SYNC,
+    EVENT_DISABLE_TIMING,
+    EVENT_INTERPROCESS,
+    STREAM_NON_BLOCKING,
+)
+
+EVENTS: Registry[Event] = Registry("hipEvent_t")
+_EVENT_FLAGS = EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING | EVENT_INTERPROCESS
+
+
+def hipStreamCreateWithFlags(stream: Any, flags: int) -> int:
+    return hipStreamCreateWithPriority(stream, flags, 0)
+
+
+def hipStreamCreateWithPriority(stream: Any, flags: int, priority: int) -> int:
+    if stream == ffi.NULL or flags & ~STREAM_NON_BLOCKING:
+        return status.INVALID_VALUE
+    created = ENGINE.create(flags, 0)  # priorities clamp to the range [0, 0]
+    stream[0] = ENGINE.handles.cdata(created.handle)
+    return status.SUCCESS
+
+
+def hipStreamGetFlags(stream: Any, flags: Any) -> int:
+    resolved = ENGINE.resolve(stream)
+    if resolved is None:
+        return status.INVALID_HANDLE
+    if flags == ffi.NULL:
+        return status.INVALID_VALUE
+    flags[0] = resolved.flags
+    return status.SUCCESS
+
+
+def hipStreamGetPriority(stream: Any, priority: Any) -> int:
+    resolved = ENGINE.resolve(stream)
+    if resolved is None:
+        return status.INVALID_HANDLE
+    if priority == ffi.NULL:
+        return status.INVALID_VALUE
+    priority[0] = resolved.priority
+    return status.SUCCESS
+
+
+def hipStreamDestroy(stream: Any) -> int:
+    """Returns at once; work already queued still runs, then the stream is released."""
+    resolved = ENGINE.handles.get(stream)  # the null and per-thread streams cannot be destroyed
+    if resolved is None:
+        return status.INVALID_HANDLE
+    ENGINE.destroy(resolved)
+    return status.SUCCESS
+
+
+def hipStreamSynchronize(stream: Any) -> int:
+    resolved = ENGINE.resolve(stream)
+    if resolved is None:
+        return status.INVALID_HANDLE
+    return ENGINE.synchronize(resolved)
+
+
+def hipStreamQuery(stream: Any) -> int:
+    """hipSuccess when all work enqueued on the stream has finished, else hipErrorNotReady."""
+    resolved = ENGINE.resolve(stream)
+    if resolved is None:
+        return status.INVALID_HANDLE
+    return ENGINE.query(resolved)
+
+
+def hipStreamWaitEvent(stream: Any, event: Any, flags: int) -> int:
+    """Work enqueued on `stream` after this call waits for `event`'s latest record."""
+    resolved = ENGINE.resolve(stream)
+    waited = EVENTS.get(event)
+    if resolved is None or waited is None:
+        return status.INVALID_HANDLE
+    if flags != 0:
+        return status.INVALID_VALUE
+    return ENGINE.wait_event(resolved, waited)
+
+
+def hipLaunchHostFunc(stream: Any, function: Any, user_data: Any) -> int:
+    """Enqueue a call of `function(user_data)` (a C function pointer, e.g. a cffi callback) on
+    `stream`; it runs on the stream's worker thread and must not call the HIP API."""
+    resolved = ENGINE.resolve(stream)
+    if resolved is None:
+        return status.INVALID_HANDLE
+    if function == ffi.NULL:
+        return status.INVALID_VALUE
+
+    def call() -> int:
+        function(user_data)
+        return status.SUCCESS
+
+    return ENGINE.submit(resolved, call)
+
+
+def hipDeviceSynchronize() -> int:
+    """Wait for all work on every stream (blocking or not); returns the first async error."""
+    return ENGINE.synchronize_device()
+
+
+def hipEventCreateWithFlags(event: Any, flags: int) -> int:
+    if event == ffi.NULL or flags & ~_EVENT_FLAGS:
+        return status.INVALID_VALUE
+    event[0] = EVENTS.cdata(EVENTS.add(Event(flags)))
+    return status.SUCCESS
+
+
+def hipEventRecord(event: Any, stream: Any) -> int:
+    """Mark the current end of `stream`; the event completes when the stream gets there."""
+    recorded = EVENTS.get(event)
+    resolved = ENGINE.resolve(stream)
+    if recorded is None or resolved is None:
+        return status.INVALID_HANDLE
+    return ENGINE.record(recorded, resolved)
+
+
+def hipEventSynchronize(event: Any) -> int:
+    waited = EVENTS.get(event)
+    if waited is None:
+        return status.INVALID_HANDLE
+    ENGINE.event_synchronize(waited)
+    return status.SUCCESS
+
+
+def hipEventQuery(event: Any) -> int:
+    """hipSuccess once the stream reached the event (or it was never recorded)."""
+    queried = EVENTS.get(event)
+    if queried is None:
+        return status.INVALID_HANDLE
+    return status.SUCCESS if ENGINE.event_done(queried) else status.NOT_READY
+
+
+def hipEventElapsedTime(ms: Any, start: Any, stop: Any) -> int:
+    """Milliseconds between the two events' timestamps (host monotonic clock, ns resolution).
+
+    hipErrorInvalidHandle when either was never recorded or has timing disabled,
+    hipErrorNotReady when either has not completed yet.
+    """
+    first, second = EVENTS.get(start), EVENTS.get(stop)
+    if first is None or second is None:
+        return status.INVALID_HANDLE
+    if ms == ffi.NULL:
+        return status.INVALID_VALUE
+    if (first.flags | second.flags) & EVENT_DISABLE_TIMING:
+        return status.INVALID_HANDLE
+    if first.record is None or second.record is None:
+        return status.INVALID_HANDLE
+    if not (ENGINE.event_done(first) and ENGINE.event_done(second)):
+        return status.NOT_READY
+    begin, end = first.record.time_ns, second.record.time_ns
+    if begin is None or end is None:  # completed, but its stamp not yet stored
+        return status.NOT_READY
+    ms[0] = (end - begin) / 1e6
+    return status.SUCCESS
+
+
+def hipEventDestroy(event: Any) -> int:
+    return status.SUCCESS if EVENTS.remove(event) is not None else status.INVALID_HANDLE
+
+
+FUNCTIONS = {
+    name: globals()[name]
+    for name in (
+        "hipStreamCreateWithFlags", "hipStreamCreateWithPriority", "hipStreamGetFlags",
+        "hipStreamGetPriority", "hipStreamDestroy", "hipStreamSynchronize", "hipStreamQuery",
+        "hipStreamWaitEvent", "hipLaunchHostFunc", "hipDeviceSynchronize",
+        "hipEventCreateWithFlags", "hipEventRecord", "hipEventSynchronize", "hipEventQuery",
+        "hipEventElapsedTime", "hipEventDestroy",
+    )
+}  # fmt: skip

@@ -1,0 +1,300 @@
+"""Streams and events of the cpu platform: ordered queues executed by worker threads.
+
+Semantics (HIP's, shared/DESIGN.md §4):
+- Work enqueued on a stream runs in enqueue order on that stream's worker thread (a Python
+  thread started on first use; the C work it calls releases the GIL), never on the thread
+  that enqueued it. The asynchronous calls return as soon as the work is queued.
+- The null stream (NULL, or hipStreamLegacy) is HIP's legacy default stream: work on it starts
+  only after all work enqueued earlier on every *blocking* stream has finished, and work
+  enqueued on a blocking stream starts only after all work enqueued earlier on the null stream.
+  Streams created with hipStreamNonBlocking take no part in this. hipStreamPerThread is one
+  blocking stream per host thread.
+- Synchronous calls (hipMemcpy, hipMemset, copies from pageable memory) are ordered the same
+  way and return when done; when there is nothing to wait for they run on the calling thread
+  (no hand-off), which is indistinguishable from the worker running them.
+- An event marks a point of a stream; it completes, and takes its timestamp (the host's
+  monotonic clock, time.perf_counter_ns), when the stream reaches it.
+- A failing asynchronous operation (a kernel's assert) does not stop its stream; its error is
+  returned by the next synchronize of that stream or of the device, then cleared.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hip_ffi._cpu import status
+from hip_ffi._cpu.handles import Registry, address
+from hip_ffi.constants import STREAM_NON_BLOCKING
+
+Work = Callable[[], int]  # runs one operation; returns a hipError_t
+Dependency = tuple["Stream", int]  # (stream, ticket): done once stream.completed >= ticket
+
+LEGACY_STREAM = 0x1  # hipStreamLegacy
+PER_THREAD_STREAM = 0x2  # hipStreamPerThread
+
+
+class Stream:
+    """One queue. Tickets number its operations 1, 2, ...; `completed` is the last finished."""
+
+    def __init__(self, flags: int, priority: int, *, null: bool = False) -> None:
+        self.handle = 0
+        self.flags = flags
+        self.priority = priority
+        self.null = null
+        self.blocking = not null and not (flags & STREAM_NON_BLOCKING)
+        self.queue: deque[_Op] = deque()
+        self.enqueued = 0
+        self.completed = 0
+        self.error = status.SUCCESS
+        self.thread: threading.Thread | None = None
+        self.capture: list[Work] | None = None  # operations recorded by stream capture
+        self.destroyed = False
+
+
+class _Op:
+    __slots__ = ("deps", "result", "sticky", "ticket", "work")
+
+    def __init__(self, ticket: int, deps: Sequence[Dependency], work: Work, sticky: bool) -> None:
+        self.ticket = ticket
+        self.deps = deps
+        self.work = work
+        self.sticky = sticky  # an error of asynchronous work is kept for the next synchronize
+        self.result = status.SUCCESS
+
+
+class _Record:
+    __slots__ = ("stream", "ticket", "time_ns")
+
+    def __init__(self, stream: Stream, ticket: int) -> None:
+        self.stream = stream
+        self.ticket = ticket
+        self.time_ns: int | None = None
+
+
+class Event:
+    def __init__(self, flags: int) -> None:
+        self.flags = flags
+        self.record: _Record | None = None  # the latest hipEventRecord
+
+
+def _done(deps: Sequence[Dependency]) -> bool:
+    return all(stream.completed >= ticket for stream, ticket in deps)
+
+
+class Engine:
+    """Every stream of the device and the one lock/condition that orders them."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.null = Stream(0, 0, null=True)
+        self.live: list[Stream] = [self.null]  # not destroyed, or still draining
+        self.handles: Registry[Stream] = Registry("hipStream_t")
+        self._per_thread = threading.local()
+
+    # ---- streams ------------------------------------------------------------------------
+    def create(self, flags: int, priority: int) -> Stream:
+        stream = Stream(flags, priority)
+        stream.handle = self.handles.add(stream)
+        with self.cond:
+            self.live.append(stream)
+        return stream
+
+    def resolve(self, handle: Any) -> Stream | None:
+        """The stream behind a hipStream_t (NULL and hipStreamLegacy: the null stream)."""
+        value = address(handle)
+        if value in (0, LEGACY_STREAM):
+            return self.null
+        if value == PER_THREAD_STREAM:
+            stream: Stream | None = getattr(self._per_thread, "stream", None)
+            if stream is None:
+                stream = self._per_thread.stream = self.create(0, 0)
+            return stream
+        return self.handles.get(value)
+
+    def destroy(self, stream: Stream) -> None:
+        """Release `stream` once its queued work is done (the caller does not wait)."""
+        self.handles.remove(stream.handle)
+        with self.cond:
+            stream.destroyed = True
+            if stream.thread is None and stream in self.live:
+                self.live.remove(stream)
+            self.cond.notify_all()
+
+    # ---- enqueueing -----------------------------------------------------------------------
+    def _implicit(self, stream: Stream) -> list[Dependency]:
+        """What work newly enqueued on `stream` waits for, besides the stream's own order."""
+        if stream.null:
+            return [
+                (other, other.enqueued)
+                for other in self.live
+                if other.blocking and other.enqueued > other.completed
+            ]
+        null = self.null
+        if stream.blocking and null.enqueued > null.completed:
+            return [(null, null.enqueued)]
+        return []
+
+    def _ready(self, stream: Stream, op: _Op) -> bool:
+        return stream.completed >= op.ticket - 1 and _done(op.deps)
+
+    def _start(self, stream: Stream) -> None:
+        if stream.thread is None:
+            stream.thread = threading.Thread(
+                target=self._worker, args=(stream,), name="hip-ffi cpu stream", daemon=True
+            )
+            stream.thread.start()
+
+    def submit(self, stream: Stream, work: Work, deps: Sequence[Dependency] = ()) -> int:
+        """Enqueue asynchronous work; during stream capture, record it instead.
+
+        Returns hipSuccess; a failure of `work` is reported by the next synchronize.
+        """
+        with self.cond:
+            if stream.capture is not None:
+                stream.capture.append(work)
+                return status.SUCCESS
+            stream.enqueued += 1
+            op = _Op(stream.enqueued, [*self._implicit(stream), *deps], work, sticky=True)
+            stream.queue.append(op)
+            self._start(stream)
+            self.cond.notify_all()
+        return status.SUCCESS
+
+    def run_sync(self, stream: Stream, work: Work) -> int:
+        """Run `work` in `stream`'s order and wait for it; returns its result."""
+        with self.cond:
+            if stream.capture is not None:
+                return status.CAPTURE_UNSUPPORTED
+            deps = self._implicit(stream)
+            idle = not stream.queue and stream.completed == stream.enqueued and _done(deps)
+            stream.enqueued += 1
+            ticket = stream.enqueued
+            if not idle:
+                op = _Op(ticket, deps, work, sticky=False)
+                stream.queue.append(op)
+                self._start(stream)
+                self.cond.notify_all()
+        if idle:
+            try:
+                return work()
+            finally:
+                with self.cond:
+                    stream.completed = ticket
+                    self.cond.notify_all()
+        with self.cond:
+            self.cond.wait_for(lambda: stream.completed >= ticket)
+        return op.result
+
+    def _worker(self, stream: Stream) -> None:
+        cond = self.cond
+        while True:
+            with cond:
+                while True:
+                    if stream.queue:
+                        op = stream.queue[0]
+                        if self._ready(stream, op):
+                            break
+                    elif stream.destroyed:
+                        stream.thread = None
+                        self.live.remove(stream)
+                        cond.notify_all()
+                        return
+                    cond.wait()
+            try:
+                result = op.work()
+            except Exception:  # a platform bug: report it, keep the stream alive
+                traceback.print_exc()
+                result = status.LAUNCH_FAILURE
+            with cond:
+                stream.queue.popleft()
+                op.result = result
+                stream.completed = op.ticket
+                if result and op.sticky and not stream.error:
+                    stream.error = result
+                cond.notify_all()
+
+    # ---- waiting ------------------------------------------------------------------------
+    def _pending_for(self, stream: Stream) -> list[Dependency]:
+        """Everything a synchronize of `stream` waits for."""
+        own = (stream, stream.enqueued)
+        return [*self._implicit(stream), own] if stream.null else [own]
+
+    def synchronize(self, stream: Stream) -> int:
+        """Wait for all work enqueued so far on `stream` (for the null stream: also on every
+        blocking stream); returns and clears the stream's asynchronous error."""
+        with self.cond:
+            if stream.capture is not None:
+                return status.CAPTURE_UNSUPPORTED
+            deps = self._pending_for(stream)
+            self.cond.wait_for(lambda: _done(deps))
+            error, stream.error = stream.error, status.SUCCESS
+        return error
+
+    def query(self, stream: Stream) -> int:
+        with self.cond:
+            return status.SUCCESS if _done(self._pending_for(stream)) else status.NOT_READY
+
+    def wait_all(self) -> None:
+        """Wait for all work on every stream, leaving their errors for their synchronize."""
+        with self.cond:
+            deps = [(stream, stream.enqueued) for stream in self.live]
+            self.cond.wait_for(lambda: _done(deps))
+
+    def synchronize_device(self) -> int:
+        """Wait for all work on every stream; returns (and clears) the first stream error."""
+        with self.cond:
+            deps = [(stream, stream.enqueued) for stream in self.live]
+            self.cond.wait_for(lambda: _done(deps))
+            error = status.SUCCESS
+            for stream in self.live:
+                error = error or stream.error
+                stream.error = status.SUCCESS
+        return error
+
+    # ---- events ---------------------------------------------------------------------------
+    def record(self, event: Event, stream: Stream) -> int:
+        with self.cond:
+            if stream.capture is not None:
+                return status.CAPTURE_UNSUPPORTED
+            deps = self._implicit(stream)
+            stream.enqueued += 1
+            record = _Record(stream, stream.enqueued)
+            if not stream.queue and stream.completed == record.ticket - 1 and _done(deps):
+                record.time_ns = time.perf_counter_ns()  # the stream is there already
+                stream.completed = record.ticket
+            else:
+
+                def stamp() -> int:
+                    record.time_ns = time.perf_counter_ns()
+                    return status.SUCCESS
+
+                stream.queue.append(_Op(record.ticket, deps, stamp, sticky=True))
+                self._start(stream)
+            event.record = record
+            self.cond.notify_all()
+        return status.SUCCESS
+
+    def event_done(self, event: Event) -> bool:
+        record = event.record
+        return record is None or record.stream.completed >= record.ticket
+
+    def event_synchronize(self, event: Event) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.event_done(event))
+
+    def wait_event(self, stream: Stream, event: Event) -> int:
+        """Make later work on `stream` wait for `event` (as recorded now)."""
+        record = event.record
+        if record is None:
+            return status.SUCCESS  # never recorded: nothing to wait for
+        if stream.capture is not None:
+            return status.SUCCESS if record.stream is stream else status.CAPTURE_UNSUPPORTED
+        return self.submit(stream, lambda: status.SUCCESS, [(record.stream, record.ticket)])
+
+
+ENGINE = Engine()
