@@ -1,8 +1,12 @@
-"""Where the nvidia platform looks for the CUDA libraries, and how it fails when there are none."""
+"""Where the nvidia platform looks for the CUDA libraries, and how it fails when there are none
+(plus one gpu-marked check that NVIDIA's PyPI wheels alone are enough)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +163,49 @@ def test_a_library_opened_by_soname_is_reported_by_its_file(tmp_path: Path) -> N
     found = _nvidia_libraries.loaded_path("libcuda.so.1", "libcuda.so", maps=str(maps))
     assert found == "/usr/local/nvidia/lib64/libcuda.so.580.159.04"
     assert _nvidia_libraries.loaded_path("/x/libcuda.so.1", "libcuda.so") == "/x/libcuda.so.1"
+
+
+HALF_SOURCE = r"""
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_bf16.h>
+extern "C" __global__ void narrow(const float* x, __half* h, __hip_bfloat16* b) {
+    h[threadIdx.x] = __float2half(x[threadIdx.x]);
+    b[threadIdx.x] = __float2bfloat16(x[threadIdx.x]);
+}
+"""
+
+WHEELS_ONLY = r"""
+import json, sys
+from hip_ffi import _nvidia, _nvidia_libraries as libraries
+libraries.SYSTEM_CUDA, libraries.SYSTEM_CUDA_ROOT = (), "/nonexistent"  # hide the system CUDA
+libraries.mapped_dirs = lambda names: []
+api = _nvidia.load()
+ffi, program = api.ffi, api.ffi.new("hiprtcProgram*")
+source = sys.argv[1].encode()
+assert api.hiprtcCreateProgram(program, source, b"k.hip", 0, ffi.NULL, ffi.NULL) == 0
+status = api.hiprtcCompileProgram(program[0], 0, ffi.NULL)
+size = ffi.new("size_t*")
+api.hiprtcGetProgramLogSize(program[0], size)
+log = ffi.new("char[]", max(size[0], 1))
+api.hiprtcGetProgramLog(program[0], log)
+blas = api.hipblasCreate(ffi.new("hipblasHandle_t*"))
+result = {"libraries": api.libraries, "compile": status, "blas": blas}
+print(json.dumps({**result, "log": ffi.string(log).decode(errors="replace")}))
+"""
+
+
+@pytest.mark.gpu
+def test_nvidia_wheels_alone_are_enough() -> None:
+    """On a GPU machine with NVIDIA's wheels (the H200's torch): no system CUDA needed."""
+    wheels = [d for d in _nvidia_libraries.wheel_dirs() if any(Path(d).glob("libcudart.so.*"))]
+    if not wheels:
+        pytest.skip("no NVIDIA CUDA runtime wheel (nvidia/*/lib) on sys.path here")
+    environment = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    command = [sys.executable, "-c", WHEELS_ONLY, HALF_SOURCE]
+    out = subprocess.run(command, capture_output=True, text=True, env=environment, check=True)
+    result = json.loads(out.stdout.splitlines()[-1])
+    for role in ("cuda runtime", "nvrtc", "cublas"):
+        assert "/nvidia/" in result["libraries"][role], result["libraries"]
+    assert result["compile"] == 0, result["log"]  # hip_fp16/hip_bf16 via the wheel's headers
+    assert result["blas"] == 0
