@@ -23,11 +23,15 @@ _values_lock = threading.Lock()
 
 
 def address(pointer: Any) -> int:
-    """The integer value of a pointer argument: a cdata pointer or array, an int, or None."""
+    """The integer value of a pointer argument: a cdata pointer or array, an int, None, or
+    the bytes/bytearray that cffi also accepts for a pointer parameter (its address is valid
+    while the caller holds the object, i.e. for the call)."""
     if pointer is None:
         return 0
     if isinstance(pointer, int):
         return pointer
+    if isinstance(pointer, bytes | bytearray | memoryview):
+        return int(ffi.cast("uintptr_t", ffi.from_buffer(pointer)))
     return int(ffi.cast("uintptr_t", pointer))
 
 

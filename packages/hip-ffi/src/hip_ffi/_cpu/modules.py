@@ -124,6 +124,8 @@ def hipModuleLoadData(module: Any, image: Any) -> int:
     """Load a code object from memory; its size is read from its ELF header."""
     if module == ffi.NULL or address(image) == 0:
         return status.INVALID_VALUE
+    if isinstance(image, bytes):
+        return _store(module, image)
     start = ffi.cast("char*", image)
     header = ffi.buffer(start, elf.HEADER_SIZE)[:]
     if not elf.is_elf64(header):

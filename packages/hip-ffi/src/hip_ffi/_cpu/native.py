@@ -28,11 +28,12 @@ MAX_DYNAMIC_SHARED = 65536  # HIPCPU_MAX_DYNAMIC_SHARED
 class SharedObject:
     """A dlopen()ed library: symbol addresses by name, and an explicit close()."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fd: int = -1) -> None:
         # RTLD_LOCAL: every code object keeps its own symbols (two loads of one kernel never
         # share globals); RTLD_NOW: a missing symbol fails here, not at the first call.
         self._library: ctypes.CDLL | None = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
         self.path = path
+        self._fd = fd  # the memfd behind `path`, closed with the library
 
     def symbol(self, name: str) -> int | None:
         """The address of `name`, or None when the library does not export it."""
@@ -50,11 +51,16 @@ class SharedObject:
         if self._library is not None:
             _ctypes.dlclose(self._library._handle)
             self._library = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def load_image(image: bytes) -> SharedObject:
     """dlopen a shared object held in memory: through a memfd, so each load is a separate
-    instance of the code (its own globals), and nothing is left on disk."""
+    instance of the code (its own globals), and nothing is left on disk. The memfd stays open
+    while the library is loaded: dlopen recognizes libraries by path, and a closed descriptor's
+    number (hence /proc/self/fd/N) would be reused by the next load."""
     try:
         fd = os.memfd_create("hip-ffi-code-object", os.MFD_CLOEXEC)
     except (AttributeError, OSError):
@@ -62,10 +68,8 @@ def load_image(image: bytes) -> SharedObject:
     if fd >= 0:
         try:
             os.write(fd, image)
-            return SharedObject(f"/proc/self/fd/{fd}")
+            return SharedObject(f"/proc/self/fd/{fd}", fd)
         except OSError:
-            pass
-        finally:
             os.close(fd)
     directory = toolchain.cache_dir() or toolchain.private_dir()
     with tempfile.NamedTemporaryFile(dir=directory, suffix=".so", delete=False) as file:

@@ -1,0 +1,4 @@
+/* hip_ffi cpu platform: <hip/hip_fp16.h> is the prelude, which the compiler already force-includes
+ * (this shim lets portable sources include it). */
+#pragma once
+#include "../hip_cpu_prelude.h"
