@@ -8,14 +8,17 @@ HipApi in between. Kernel programs are compiled once per platform into a private
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 import hip_ffi
-from hip_core import Device, Module, _hip
+from hip_core import Device, DeviceBuffer, Kernel, Module, _hip
 from hip_ffi.errors import LibraryNotFoundError
 from hip_runtime import kernel_sources
 
@@ -81,3 +84,104 @@ def amd() -> Any:
         if os.environ.get("HIP_FFI_REQUIRE_ROCM") == "1":
             pytest.fail(f"ROCm is required here: {error}")
         pytest.skip(f"ROCm runtime not installed (apt-get install {ROCM_PACKAGES}): {error}")
+
+
+# --- kernel numerics harness -----------------------------------------------------------------
+
+GUARD = 64  # poisoned bytes after every output
+
+
+class Output:
+    """A device array poisoned with all bits set (NaN in every float type), followed by a
+    guard band that must stay poisoned: a forgotten element or a write past the end shows."""
+
+    def __init__(self, device: Device, shape: Any, dtype: np.dtype[Any]) -> None:
+        self.shape, self.dtype = tuple(np.atleast_1d(shape)), dtype
+        self.nbytes = int(np.prod(self.shape)) * dtype.itemsize
+        self.buffer = device.allocate(self.nbytes + GUARD)
+        self.buffer.fill(0xFF)
+
+    def read(self) -> np.ndarray:
+        self.buffer.device.synchronize()
+        raw = np.empty(self.nbytes + GUARD, np.uint8)
+        self.buffer.copy_to(raw)
+        assert (raw[self.nbytes :] == 0xFF).all(), "the kernel wrote past the end of its output"
+        return raw[: self.nbytes].view(self.dtype).reshape(self.shape)
+
+
+class KernelHarness:
+    """What a kernel test needs: the device, the kernels, fresh random inputs, poisoned outputs
+    and comparisons with a float64 reference. (A fixture, because test modules cannot import
+    conftest under --import-mode=importlib.)"""
+
+    DTYPES: ClassVar[dict[str, np.dtype[Any]]] = {
+        "f32": np.dtype(np.float32),
+        "f16": np.dtype(np.float16),
+        "bf16": np.dtype(ml_dtypes.bfloat16),
+    }
+    #: (rtol, atol) per output type: twice the unit roundoff of f16 (2^-11) and bf16 (2^-8);
+    #: for f32, the few ulps of expf/erff/tanhf and of f32 accumulation over long rows.
+    TOLERANCE: ClassVar[dict[str, tuple[float, float]]] = {
+        "f32": (1e-5, 1e-6),
+        "f16": (1e-3, 1e-5),
+        "bf16": (8e-3, 1e-5),
+    }
+
+    def __init__(self, device: Device, load: Callable[[str], Module]) -> None:
+        self.device = device
+        self._load = load
+        seed = secrets.randbits(64)
+        print(f"random seed {seed}")  # shown with a failure
+        self.rng = np.random.default_rng(seed)
+
+    def kernel(self, source: str, name: str) -> Kernel:
+        return self._load(source).get_kernel(name)
+
+    def random(self, shape: Any, dtype: str, scale: float = 1.0, shift: float = 0.0) -> np.ndarray:
+        """Normal numbers stored as `dtype` (so the reference sees what the kernel sees)."""
+        values = self.rng.standard_normal(shape) * scale + shift
+        return np.asarray(values, dtype=self.DTYPES[dtype])
+
+    def upload(self, array: np.ndarray) -> DeviceBuffer:
+        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        buffer = self.device.allocate(max(data.size, 1))
+        buffer.copy_from(data)
+        return buffer
+
+    def output(self, shape: Any, dtype: str) -> Output:
+        return Output(self.device, shape, self.DTYPES[dtype])
+
+    def assert_close(
+        self, got: np.ndarray, expected: np.ndarray, dtype: str, magnitude: Any = 0.0
+    ) -> None:
+        """|got - expected| <= rtol * max(|expected|, magnitude) + atol, elementwise.
+
+        `magnitude`: the size of the terms that make up each result where it exceeds the result
+        (a sum that cancels), since f32 rounding errors scale with the terms."""
+        assert got.dtype == self.DTYPES[dtype]
+        rtol, atol = self.TOLERANCE[dtype]
+        actual = got.astype(np.float64)
+        bound = rtol * np.maximum(np.abs(expected), magnitude) + atol
+        bad = ~(np.abs(actual - expected) <= bound)  # NaN is bad too
+        if bad.any():
+            where = np.unravel_index(np.argmax(bad), bad.shape)
+            raise AssertionError(
+                f"{np.count_nonzero(bad)} of {bad.size} elements out of tolerance; first at "
+                f"{tuple(map(int, where))}: got {actual[where]!r}, expected {expected[where]!r}, "
+                f"allowed error {bound[where]!r} (rtol {rtol}, atol {atol})"
+            )
+
+    @staticmethod
+    def assert_bits_equal(got: np.ndarray, expected: np.ndarray) -> None:
+        """Bit for bit, except that any NaN matches any NaN (payloads differ by hardware)."""
+        assert got.dtype == expected.dtype
+        with np.errstate(invalid="ignore"):  # converting a signalling NaN raises "invalid"
+            nan = np.isnan(expected.astype(np.float64))
+            np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
+        bits = np.dtype(f"u{got.dtype.itemsize}")
+        np.testing.assert_array_equal(got.view(bits)[~nan], expected.view(bits)[~nan])
+
+
+@pytest.fixture
+def harness(device: Device, kernel_module: Callable[[str], Module]) -> KernelHarness:
+    return KernelHarness(device, kernel_module)
