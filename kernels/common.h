@@ -37,7 +37,7 @@
 #else
 #define HIPK_MAX_WARPS 1024
 #endif
-// Floats of __shared__ scratch a block reduction needs: one partial per warp plus the result.
+// Floats of one block reduction's __shared__ partials: one per warp, plus the result (CPU).
 #define HIPK_SCRATCH (HIPK_MAX_WARPS + 1)
 
 namespace hipk {
@@ -70,7 +70,13 @@ HIPK_DEVICE float to_float(float x) { return x; }
 HIPK_DEVICE float to_float(bf16 x) { return bits_float((unsigned int)x.bits << 16); }
 
 // float -> bfloat16, round to nearest even; NaN stays a (quiet) NaN instead of rounding to inf.
+// NVIDIA GPUs from sm_80 do it in one instruction; elsewhere a few integer operations.
 HIPK_DEVICE unsigned short bf16_bits_from_float(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned short b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+    return b;
+#endif
     unsigned int u = float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -249,34 +255,62 @@ template <typename Op> HIPK_DEVICE float warp_reduce(float v, int present, Op op
     return v;
 }
 
-// op() over `v` of every thread of a (1-D) block, returned to all of them. Every thread must
-// call it (it synchronizes the block); `scratch` is __shared__ float[HIPK_SCRATCH] and may be
-// reused as soon as this returns.
-template <typename Op>
-HIPK_DEVICE float block_reduce(float v, float identity, float* scratch, Op op) {
-    const int threads = (int)blockDim.x, width = warp_lanes();
-    const int lane = (int)threadIdx.x % width, warp = (int)threadIdx.x / width;
-    const int warps = (threads + width - 1) / width;
-    v = warp_reduce(v, imin(width, threads - warp * width), op);
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        // On a GPU there are at most warpSize partials; on the CPU, lane 0 folds them all.
-        float partial = identity;
-        for (int i = lane; i < warps; i += width) partial = op(partial, scratch[i]);
-        partial = warp_reduce(partial, imin(width, threads), op);
-        if (lane == 0) scratch[HIPK_MAX_WARPS] = partial;
+// The value of lane 0, in every lane of the warp (`present` as above).
+HIPK_DEVICE float warp_broadcast(float v, int present) {
+#if defined(__CUDA_ARCH__)
+    return __shfl_sync(present >= 32 ? 0xffffffffu : ((1u << present) - 1u), v, 0);
+#elif HIPK_GPU
+    (void)present;
+    return __shfl(v, 0);
+#else
+    (void)present;
+    return v;
+#endif
+}
+
+// Block-wide reductions of a 1-D block: op() over one float of every thread, returned to all.
+// Every thread of the block must make the same sequence of calls (they synchronize it).
+//
+// Each warp reduces its lanes with shuffles and parks the result in shared memory; after one
+// barrier every warp folds those (at most warpSize, blocks have <= 1024 threads) partials
+// itself, so nobody waits for a broadcast. Reusing the partials' slots right away would let a
+// fast warp overwrite them while a slow one still reads, so consecutive reductions alternate
+// between two halves of the scratch: before writing a half again, a thread has passed the
+// barrier of the reduction in between, which every reader of the half reached after reading.
+// Without shuffles (the CPU platform: one-lane warps, up to 1024 partials) thread 0 folds the
+// partials and a second barrier publishes the result.
+struct BlockReducer {
+    float* scratch;  // __shared__ float[2 * HIPK_SCRATCH]
+    int turn;        // which half the next reduction uses
+
+    template <typename Op> HIPK_DEVICE float reduce(float v, float identity, Op op) {
+        float* partials = scratch + (turn++ & 1) * HIPK_SCRATCH;
+        const int threads = (int)blockDim.x, width = warp_lanes();
+        const int lane = (int)threadIdx.x % width, warp = (int)threadIdx.x / width;
+        const int warps = (threads + width - 1) / width;
+        const int present = imin(width, threads - warp * width);  // lanes of this warp
+        v = warp_reduce(v, present, op);
+        if (lane == 0) partials[warp] = v;
+        __syncthreads();
+#if HIPK_GPU
+        v = identity;  // usually one partial per lane; a stub last warp has fewer lanes
+        for (int i = lane; i < warps; i += present) v = op(v, partials[i]);
+        return warp_broadcast(warp_reduce(v, present, op), present);
+#else
+        if (threadIdx.x == 0) {
+            for (int i = 1; i < warps; ++i) v = op(v, partials[i]);
+            partials[HIPK_MAX_WARPS] = v;
+        }
+        __syncthreads();
+        return partials[HIPK_MAX_WARPS];
+#endif
     }
-    __syncthreads();
-    const float result = scratch[HIPK_MAX_WARPS];
-    __syncthreads();  // every thread has read the result before anyone writes scratch again
-    return result;
-}
 
-HIPK_DEVICE float block_sum(float v, float* scratch) { return block_reduce(v, 0.0f, scratch, Sum()); }
+    HIPK_DEVICE float sum(float v) { return reduce(v, 0.0f, Sum()); }
+    HIPK_DEVICE float max(float v) { return reduce(v, neg_inf(), Max()); }
+};
 
-HIPK_DEVICE float block_max(float v, float* scratch) {
-    return block_reduce(v, neg_inf(), scratch, Max());
-}
+// Floats of __shared__ scratch a BlockReducer needs.
+#define HIPK_REDUCER_SCRATCH (2 * HIPK_SCRATCH)
 
 }  // namespace hipk

@@ -34,10 +34,11 @@ template <typename T> struct LayerNormRow {
     T* y;
     int cols;
     float eps;
-    float* scratch;
+    float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
     // Mean, then the variance of the centred registers: exact two-pass statistics, one read.
     template <int N, int ITEMS> HIPK_DEVICE void regs() const {
+        BlockReducer reduce = {scratch, 0};
         RowTile<T, N, ITEMS> row;
         row.load(x, cols, 0.0f);
         float sum = 0.0f;
@@ -45,7 +46,7 @@ HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
 HIPK_UNROLL
             for (int i = 0; i < N; ++i) sum += row.v[k][i];
-        const float mean = block_sum(sum, scratch) / (float)cols;
+        const float mean = reduce.sum(sum) / (float)cols;
         float squares = 0.0f;
 HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
@@ -56,7 +57,7 @@ HIPK_UNROLL
                 squares += d * d;
             }
         }
-        const float rstd = 1.0f / sqrtf(block_sum(squares, scratch) / (float)cols + eps);
+        const float rstd = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
 HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
             if (row.valid(k, cols))
@@ -66,6 +67,7 @@ HIPK_UNROLL
     // Welford per thread during the first read, Chan's merge across the block (two block sums
     // of well-conditioned terms, unlike sum(x^2) - n * mean^2), a second read to normalize.
     template <int N> HIPK_DEVICE void stream() const {
+        BlockReducer reduce = {scratch, 0};
         const int vectors = cols / N;
         float count = 0.0f, mean = 0.0f, m2 = 0.0f;
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
@@ -79,9 +81,9 @@ HIPK_UNROLL
                 m2 += d * (v[i] - mean);
             }
         }
-        const float row_mean = block_sum(count * mean, scratch) / (float)cols;
+        const float row_mean = reduce.sum(count * mean) / (float)cols;
         const float d = mean - row_mean;
-        const float var = block_sum(m2 + count * d * d, scratch) / (float)cols;
+        const float var = reduce.sum(m2 + count * d * d) / (float)cols;
         const float rstd = 1.0f / sqrtf(var + eps);
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
             float v[N];
@@ -94,7 +96,7 @@ HIPK_UNROLL
 template <typename T>
 HIPK_DEVICE void layernorm(const T* x, const T* weight, const T* bias, T* y, int rows, int cols,
                            float eps) {
-    __shared__ float scratch[HIPK_SCRATCH];
+    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const long long r = block_row();
     if (r >= rows) return;  // the whole block: no __syncthreads is skipped by some threads only
     const LayerNormRow<T> op = {x + r * cols, weight, bias, y + r * cols, cols, eps, scratch};
@@ -108,9 +110,10 @@ template <typename T> struct RmsNormRow {
     T* y;
     int cols;
     float eps;
-    float* scratch;
+    float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
     template <int N, int ITEMS> HIPK_DEVICE void regs() const {
+        BlockReducer reduce = {scratch, 0};
         RowTile<T, N, ITEMS> row;
         row.load(x, cols, 0.0f);
         float squares = 0.0f;
@@ -118,7 +121,7 @@ HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
 HIPK_UNROLL
             for (int i = 0; i < N; ++i) squares += row.v[k][i] * row.v[k][i];
-        const float rrms = 1.0f / sqrtf(block_sum(squares, scratch) / (float)cols + eps);
+        const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
 HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
             if (row.valid(k, cols))
@@ -127,6 +130,7 @@ HIPK_UNROLL
     }
 
     template <int N> HIPK_DEVICE void stream() const {
+        BlockReducer reduce = {scratch, 0};
         const int vectors = cols / N;
         float squares = 0.0f;
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
@@ -135,7 +139,7 @@ HIPK_UNROLL
 HIPK_UNROLL
             for (int i = 0; i < N; ++i) squares += v[i] * v[i];
         }
-        const float rrms = 1.0f / sqrtf(block_sum(squares, scratch) / (float)cols + eps);
+        const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
             float v[N];
             load_floats<T, N>(x + (long long)j * N, v);
@@ -146,7 +150,7 @@ HIPK_UNROLL
 
 template <typename T>
 HIPK_DEVICE void rmsnorm(const T* x, const T* weight, T* y, int rows, int cols, float eps) {
-    __shared__ float scratch[HIPK_SCRATCH];
+    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const long long r = block_row();
     if (r >= rows) return;
     const RmsNormRow<T> op = {x + r * cols, weight, y + r * cols, cols, eps, scratch};

@@ -21,12 +21,13 @@ template <typename T> struct SoftmaxRow {
     int cols;
     float scale;
     int last;  // the last key this row sees (cols - 1 without a mask; < 0: none)
-    float* scratch;
+    float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
     // The scaled score of element c, or -inf where masked.
     HIPK_DEVICE float score(float value, int c) const { return c <= last ? value * scale : neg_inf(); }
 
     template <int N, int ITEMS> HIPK_DEVICE void regs() const {
+        BlockReducer reduce = {scratch, 0};
         RowTile<T, N, ITEMS> row;
         row.load(x, cols, 0.0f);
         float m = neg_inf();
@@ -41,7 +42,7 @@ HIPK_UNROLL
             }
         }
         // With no visible key at all, every score is -inf: exp(-inf - 0) = 0 and the row is 0.
-        const float row_max = block_max(m, scratch);
+        const float row_max = reduce.max(m);
         const float base = row_max == neg_inf() ? 0.0f : row_max;
         float sum = 0.0f;
 HIPK_UNROLL
@@ -51,7 +52,7 @@ HIPK_UNROLL
                 row.v[k][i] = expf(row.v[k][i] - base);
                 sum += row.v[k][i];
             }
-        const float total = block_sum(sum, scratch);
+        const float total = reduce.sum(sum);
         const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
 HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
@@ -66,6 +67,7 @@ HIPK_UNROLL
     // Online softmax in one read: each thread keeps a running max and a sum rescaled to it;
     // the block merges them (max, then sums rescaled to the row max); a second read writes.
     template <int N> HIPK_DEVICE void stream() const {
+        BlockReducer reduce = {scratch, 0};
         const int vectors = cols / N;
         float m = neg_inf(), sum = 0.0f;
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
@@ -82,9 +84,9 @@ HIPK_UNROLL
                 }
             }
         }
-        const float row_max = block_max(m, scratch);
+        const float row_max = reduce.max(m);
         const float base = row_max == neg_inf() ? 0.0f : row_max;  // as in regs()
-        const float total = block_sum(m == neg_inf() ? 0.0f : sum * expf(m - base), scratch);
+        const float total = reduce.sum(m == neg_inf() ? 0.0f : sum * expf(m - base));
         const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
             float v[N];
@@ -98,7 +100,7 @@ HIPK_UNROLL
 
 template <typename T>
 HIPK_DEVICE void softmax(const T* x, T* y, int rows, int cols, float scale, int causal_rows) {
-    __shared__ float scratch[HIPK_SCRATCH];
+    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const long long r = block_row();
     if (r >= rows) return;
     const int last = causal_rows > 0 ? (int)(r % causal_rows) + cols - causal_rows : cols - 1;
