@@ -76,11 +76,12 @@ HIPK_DEVICE unsigned short bf16_bits_from_float(float f) {
     unsigned short b;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
     return b;
-#endif
+#else
     unsigned int u = float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (unsigned short)(u >> 16);
+#endif
 }
 
 #if HIPK_GPU
@@ -191,13 +192,13 @@ HIPK_DEVICE bool aligned(const void* p, unsigned long long bytes) {
 // p[0..N) as floats. `p` must be aligned to sizeof(T) * N.
 template <typename T, int N> HIPK_DEVICE void load_floats(const T* p, float (&out)[N]) {
     const Vec<T, N> packed = *reinterpret_cast<const Vec<T, N>*>(p);
-HIPK_UNROLL
+    HIPK_UNROLL
     for (int i = 0; i < N; ++i) out[i] = to_float(packed.v[i]);
 }
 
 template <typename T, int N> HIPK_DEVICE void store_floats(T* p, const float (&in)[N]) {
     Vec<T, N> packed;
-HIPK_UNROLL
+    HIPK_UNROLL
     for (int i = 0; i < N; ++i) packed.v[i] = from_float<T>(in[i]);
     *reinterpret_cast<Vec<T, N>*>(p) = packed;
 }
@@ -208,7 +209,7 @@ HIPK_DEVICE void load_floats_or(const T* p, float fill, float (&out)[N]) {
     if (p) {
         load_floats<T, N>(p, out);
     } else {
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int i = 0; i < N; ++i) out[i] = fill;
     }
 }

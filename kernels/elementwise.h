@@ -25,7 +25,7 @@ HIPK_DEVICE void map1(const In* a, Out* out, long long n, const F& f) {
         for (long long j = global_thread(); j < vectors; j += grid_threads()) {
             float v[N];
             load_floats<In, N>(a + j * N, v);
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) v[i] = f(v[i]);
             store_floats<Out, N>(out + j * N, v);
         }
@@ -45,7 +45,7 @@ HIPK_DEVICE void map2(const T* a, const T* b, T* out, long long n, const F& f) {
             float u[N], v[N];
             load_floats<T, N>(a + j * N, u);
             load_floats<T, N>(b + j * N, v);
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) u[i] = f(u[i], v[i]);
             store_floats<T, N>(out + j * N, u);
         }

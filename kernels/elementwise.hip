@@ -36,7 +36,7 @@ HIPK_DEVICE void add_row_bias(const T* x, const T* bias, T* y, long long rows, i
             float v[N], b[N];
             load_floats<T, N>(x + j * N, v);
             load_floats<T, N>(bias + c, b);
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) v[i] += b[i];
             store_floats<T, N>(y + j * N, v);
         }

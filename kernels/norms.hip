@@ -21,7 +21,7 @@ HIPK_DEVICE void write_normalized(T* y, const T* weight, const T* bias, int j, c
     float w[N], b[N], out[N];
     load_floats_or<T, N>(weight ? weight + (long long)j * N : 0, 1.0f, w);
     load_floats_or<T, N>(bias ? bias + (long long)j * N : 0, 0.0f, b);
-HIPK_UNROLL
+    HIPK_UNROLL
     for (int i = 0; i < N; ++i) out[i] = (v[i] - shift) * scale * w[i] + b[i];
     store_floats<T, N>(y + (long long)j * N, out);
 }
@@ -42,23 +42,23 @@ template <typename T> struct LayerNormRow {
         RowTile<T, N, ITEMS> row;
         row.load(x, cols, 0.0f);
         float sum = 0.0f;
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) sum += row.v[k][i];
         const float mean = reduce.sum(sum) / (float)cols;
         float squares = 0.0f;
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
             if (!row.valid(k, cols)) continue;  // padding slots hold 0, not the mean
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
                 const float d = row.v[k][i] - mean;
                 squares += d * d;
             }
         }
         const float rstd = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
             if (row.valid(k, cols))
                 write_normalized<T, N>(y, weight, bias, row_vector(k), row.v[k], mean, rstd);
@@ -73,7 +73,7 @@ HIPK_UNROLL
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
             float v[N];
             load_floats<T, N>(x + (long long)j * N, v);
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
                 count += 1.0f;
                 const float d = v[i] - mean;
@@ -117,12 +117,12 @@ template <typename T> struct RmsNormRow {
         RowTile<T, N, ITEMS> row;
         row.load(x, cols, 0.0f);
         float squares = 0.0f;
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) squares += row.v[k][i] * row.v[k][i];
         const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
             if (row.valid(k, cols))
                 write_normalized<T, N>(y, weight, (const T*)0, row_vector(k), row.v[k], 0.0f,
@@ -136,7 +136,7 @@ HIPK_UNROLL
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
             float v[N];
             load_floats<T, N>(x + (long long)j * N, v);
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) squares += v[i] * v[i];
         }
         const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);

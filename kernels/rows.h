@@ -48,13 +48,13 @@ template <typename T, int N, int ITEMS> struct RowTile {
     // Load the row; slots past its end get `fill` (the identity of the reduction that follows).
     HIPK_DEVICE void load(const T* row, int cols, float fill) {
         const int vectors = cols / N;
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
             const int j = row_vector(k);
             if (j < vectors) {
                 load_floats<T, N>(row + (long long)j * N, v[k]);
             } else {
-HIPK_UNROLL
+                HIPK_UNROLL
                 for (int i = 0; i < N; ++i) v[k][i] = fill;
             }
         }

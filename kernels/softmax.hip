@@ -31,10 +31,10 @@ template <typename T> struct SoftmaxRow {
         RowTile<T, N, ITEMS> row;
         row.load(x, cols, 0.0f);
         float m = neg_inf();
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
             const int j = row_vector(k);
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
                 // Slots past the row's end are masked like keys past `last`.
                 row.v[k][i] = j * N < cols ? score(row.v[k][i], j * N + i) : neg_inf();
@@ -45,20 +45,20 @@ HIPK_UNROLL
         const float row_max = reduce.max(m);
         const float base = row_max == neg_inf() ? 0.0f : row_max;
         float sum = 0.0f;
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
                 row.v[k][i] = expf(row.v[k][i] - base);
                 sum += row.v[k][i];
             }
         const float total = reduce.sum(sum);
         const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
-HIPK_UNROLL
+        HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
             if (!row.valid(k, cols)) continue;
             float out[N];
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) out[i] = row.v[k][i] * inverse;
             store_floats<T, N>(y + (long long)row_vector(k) * N, out);
         }
@@ -73,7 +73,7 @@ HIPK_UNROLL
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
             float v[N];
             load_floats<T, N>(x + (long long)j * N, v);
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
                 const float s = score(v[i], j * N + i);
                 if (s > m) {
@@ -91,7 +91,7 @@ HIPK_UNROLL
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
             float v[N];
             load_floats<T, N>(x + (long long)j * N, v);
-HIPK_UNROLL
+            HIPK_UNROLL
             for (int i = 0; i < N; ++i) v[i] = expf(score(v[i], j * N + i) - base) * inverse;
             store_floats<T, N>(y + (long long)j * N, v);
         }
