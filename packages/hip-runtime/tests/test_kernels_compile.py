@@ -36,6 +36,10 @@ STT_FUNC = 2
 def test_the_sources_are_the_expected_families() -> None:
     assert set(kernel_sources.sources()) == set(EXPECTED)
     assert {"common.h", "rows.h", "elementwise.h"} <= set(kernel_sources.headers())
+    program = kernel_sources.program("norms.hip")
+    assert program.name == "norms.hip" and program.headers == kernel_sources.headers()
+    with pytest.raises(KeyError, match=r"no kernel source 'norms'; there are: activations.hip"):
+        kernel_sources.program("norms")
 
 
 @pytest.mark.parametrize("source", sorted(EXPECTED))
