@@ -24,7 +24,7 @@ WHEELHOUSE = ROOT / ".whl"  # what travels to the device machine (git ignores it
 TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24")
 # The device machine runs Python 3.12 on x86-64 Linux; these are the wheels it lacks.
 DEVICE_PYTHON = "3.12"
-DEVICE_EXTRA_WHEELS = ("cffi", "pycparser", "nox")
+DEVICE_EXTRA_WHEELS = ("cffi", "pycparser", "ml_dtypes", "nox")
 
 nox.options.sessions = ["tests", "integration", "lint", "typecheck"]
 nox.options.error_on_missing_interpreters = True

@@ -8,7 +8,7 @@ import pytest
 
 from hip_ffi._ffi import ffi
 from hip_ffi.errors import LibraryNotFoundError
-from hip_ffi.libraries import LibrarySpec, env_dirs, open_library
+from hip_ffi.libraries import LibrarySpec, env_dirs, open_library, resolved_path
 
 SPEC = LibrarySpec(
     role="test library",
@@ -54,3 +54,16 @@ def test_env_dirs_expand_root_variables(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("ROCM_PATH", "/opt/rocm-6.4.0")
     monkeypatch.delenv("HIP_PATH", raising=False)
     assert env_dirs("ROCM_PATH", "HIP_PATH") == ["/opt/rocm-6.4.0/lib", "/opt/rocm-6.4.0/lib64"]
+
+
+def test_a_library_opened_by_soname_is_reported_by_its_file(tmp_path: Path) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/libcudart.so.13\n"
+        "7f01-7f02 r-xp 00000000 08:01 2 /usr/local/nvidia/lib64/libcuda.so.580.159.04\n"
+    )
+    # libcuda.so.1 is a link to libcuda.so.<driver version>
+    found = resolved_path("libcuda.so.1", maps_file=str(maps))
+    assert found == "/usr/local/nvidia/lib64/libcuda.so.580.159.04"
+    assert resolved_path("libcudart.so.13", maps_file=str(maps)) == "/usr/lib/libcudart.so.13"
+    assert resolved_path("/x/libcuda.so.1") == "/x/libcuda.so.1"

@@ -154,17 +154,6 @@ def test_cuda_headers_are_found_beside_the_library_then_under_cuda_home(
     assert _nvidia_libraries.cuda_include_dir(str(library)) == str(wheel / "include")
 
 
-def test_a_library_opened_by_soname_is_reported_by_its_file(tmp_path: Path) -> None:
-    maps = tmp_path / "maps"
-    maps.write_text(
-        "7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/libcudart.so.13\n"
-        "7f01-7f02 r-xp 00000000 08:01 2 /usr/local/nvidia/lib64/libcuda.so.580.159.04\n"
-    )
-    found = _nvidia_libraries.loaded_path("libcuda.so.1", "libcuda.so", maps=str(maps))
-    assert found == "/usr/local/nvidia/lib64/libcuda.so.580.159.04"
-    assert _nvidia_libraries.loaded_path("/x/libcuda.so.1", "libcuda.so") == "/x/libcuda.so.1"
-
-
 HALF_SOURCE = r"""
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>

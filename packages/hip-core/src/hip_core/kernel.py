@@ -76,6 +76,7 @@ class Kernel:
         self._packed: tuple[Any, ...] | None = None
         self._geometry: tuple[Any, ...] | None = None
         self._generation = -1
+        self._max_threads: int | None = None  # this function's block-size limit, read once
 
     def launch(
         self,
@@ -121,6 +122,13 @@ class Kernel:
         grid, block, shared_mem, stream = geometry
         gx, gy, gz = _dim3(grid, "grid")
         bx, by, bz = _dim3(block, "block")
+        if self._max_threads is None:
+            self._max_threads = self.attribute("MAX_THREADS_PER_BLOCK")
+        if bx * by * bz > self._max_threads:
+            raise ValueError(
+                f"block {block!r} has {bx * by * bz} threads; {self.name} allows at most "
+                f"{self._max_threads} per block"
+            )
         if not isinstance(shared_mem, int) or shared_mem < 0:
             raise ValueError(f"shared_mem must be a byte count >= 0, not {shared_mem!r}")
         if stream is not None:

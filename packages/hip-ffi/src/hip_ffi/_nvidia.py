@@ -32,7 +32,6 @@ from hip_ffi._nvidia_libraries import (
     cuda_include_dir,
     cudart_spec,
     libcuda_spec,
-    loaded_path,
     nvrtc_spec,
 )
 from hip_ffi._nvidia_rtc import bind as bind_rtc
@@ -158,7 +157,6 @@ def load() -> HipApi:
         reason = f"CUDA {_release(runtime_version)} runtime; hip_ffi needs CUDA >= 12"
         raise LibraryNotFoundError("CUDA runtime (libcudart)", [(cudart_path, reason)])
     cuda, cuda_path = open_library(ffi, libcuda_spec())
-    cuda_path = loaded_path(cuda_path, "libcuda.so")
     driver_version = _version(cudart.cudaDriverGetVersion, cudart_path)
     release = f"CUDA {_release(runtime_version)} (driver {_release(driver_version)})"
     libraries = {"cuda runtime": cudart_path, "cuda driver": cuda_path}

@@ -140,19 +140,3 @@ def cuda_include_dir(library_path: str) -> str | None:
         if (folder / "cuda_fp16.h").is_file():
             return str(folder)
     return None
-
-
-def loaded_path(name: str, prefix: str, maps: str = "/proc/self/maps") -> str:
-    """The file behind a library opened by bare soname (`name`): the first mapped file whose
-    name starts with `prefix` (libcuda.so.1 is a link to libcuda.so.<driver version>)."""
-    if os.sep in name:
-        return name
-    try:
-        with open(maps) as lines:
-            for line in lines:
-                path = line.rsplit(" ", 1)[-1].strip()
-                if path.startswith("/") and Path(path).name.startswith(prefix):
-                    return path
-    except OSError:
-        pass
-    return name

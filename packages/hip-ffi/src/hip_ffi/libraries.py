@@ -43,7 +43,7 @@ def open_library(ffi: Any, spec: LibrarySpec) -> tuple[Any, str]:
     tried: list[tuple[str, str]] = []
     for candidate in spec.candidates():
         try:
-            return ffi.dlopen(candidate), _resolved_path(candidate)
+            return ffi.dlopen(candidate), resolved_path(candidate)
         except OSError as error:
             tried.append((candidate, _short_reason(error)))
     hint = f"set {spec.env} to the library's path to choose one explicitly"
@@ -60,16 +60,17 @@ def env_dirs(*variables: str, suffixes: Iterable[str] = ("lib", "lib64")) -> lis
     return dirs
 
 
-def _resolved_path(candidate: str) -> str:
+def resolved_path(candidate: str, maps_file: str = "/proc/self/maps") -> str:
     """The file a bare library name resolved to, read from the process's own mappings."""
     if os.sep in candidate:
         return candidate
     try:
-        with open("/proc/self/maps") as maps:
+        with open(maps_file) as maps:
             for line in maps:
-                path = line.rsplit(" ", 1)[-1].strip()
-                if Path(path).name == candidate or Path(path).name.startswith(candidate + "."):
-                    return path
+                name = Path(line.rsplit(" ", 1)[-1].strip()).name
+                # libcuda.so.1 is a link to libcuda.so.580.x: match up to ".so".
+                if name == candidate or name.startswith(candidate.split(".so")[0] + ".so"):
+                    return line.rsplit(" ", 1)[-1].strip()
     except OSError:
         pass
     return candidate
