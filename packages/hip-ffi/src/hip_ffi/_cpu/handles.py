@@ -11,7 +11,6 @@ memory, so dereferencing one faults instead of reading garbage.
 from __future__ import annotations
 
 import itertools
-import threading
 from typing import Any, Generic, TypeVar
 
 from hip_ffi._ffi import ffi
@@ -19,7 +18,6 @@ from hip_ffi._ffi import ffi
 T = TypeVar("T")
 
 _values = itertools.count(0x10000, 16)
-_values_lock = threading.Lock()
 
 
 def address(pointer: Any) -> int:
@@ -65,18 +63,17 @@ def is_null(value: Any) -> bool:
 
 
 class Registry(Generic[T]):
-    """Handle value -> object, for one kind of handle (thread-safe)."""
+    """Handle value -> object, for one kind of handle. Thread-safe without a lock: each
+    operation is one dict operation, atomic under the GIL, so a finalizer that runs in the
+    middle of another registry call (garbage collection) can never deadlock on it."""
 
     def __init__(self, ctype: str) -> None:
         self.ctype = ctype  # the C type of the handle, e.g. "hipStream_t"
         self._objects: dict[int, T] = {}
-        self._lock = threading.Lock()
 
     def add(self, obj: T) -> int:
-        with _values_lock:
-            value = next(_values)
-        with self._lock:
-            self._objects[value] = obj
+        value = next(_values)  # itertools.count: atomic under the GIL
+        self._objects[value] = obj
         return value
 
     def get(self, handle: Any) -> T | None:
@@ -84,13 +81,11 @@ class Registry(Generic[T]):
         return self._objects.get(address(handle))
 
     def remove(self, handle: Any) -> T | None:
-        with self._lock:
-            return self._objects.pop(address(handle), None)
+        return self._objects.pop(address(handle), None)
 
     def cdata(self, value: int) -> Any:
         """`value` as a cdata of this registry's handle type (what the C API writes out)."""
         return ffi.cast(self.ctype, value)
 
     def values(self) -> list[T]:
-        with self._lock:
-            return list(self._objects.values())
+        return list(self._objects.values())

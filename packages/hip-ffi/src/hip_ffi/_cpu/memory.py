@@ -8,9 +8,11 @@ did not hand out (hipErrorInvalidValue, never a crash), bounds-checks copies tha
 allocations, and tells pinned from pageable memory for the copy semantics (copies.py).
 
 hipFree and hipHostFree first wait for all work on every stream (HIP's implicit device
-synchronize), so no queued kernel or copy can touch freed memory. hipFreeAsync frees in
-stream order. Stream-ordered allocations are not cached: a pool's reserved memory is its used
-memory, and hipMemPoolTrimTo has nothing to release.
+synchronize), so no queued kernel or copy can touch freed memory; called where waiting could
+deadlock (a garbage-collection finalizer running on a stream's worker thread) they return at
+once and the memory is freed when that work has finished. hipFreeAsync frees in stream order.
+Stream-ordered allocations are not cached: a pool's reserved memory is its used memory, and
+hipMemPoolTrimTo has nothing to release.
 """
 
 from __future__ import annotations
@@ -140,10 +142,13 @@ def _allocate(out: Any, size: int, kind: str, flags: int = 0, pool: Pool | None 
     return status.SUCCESS
 
 
-def _release(allocation: Allocation) -> None:
+def _unregister(allocation: Allocation) -> None:
     ALLOCATIONS.remove(allocation.base)
     if allocation.pool is not None:
         allocation.pool.used -= allocation.size
+
+
+def _release(allocation: Allocation) -> None:
     libc.free(allocation.base)
 
 
@@ -154,8 +159,12 @@ def _free(pointer: Any, kind: str) -> int:
     found = ALLOCATIONS.at(base)
     if found is None or found.kind != kind:
         return status.INVALID_VALUE
-    ENGINE.wait_all()  # no queued work may still use it
-    _release(found)
+    _unregister(found)  # a second free fails from now on
+    if ENGINE.must_not_wait():  # a finalizer on a worker or inside the engine: free later
+        ENGINE.release_later(lambda: _release(found))
+    else:
+        ENGINE.wait_all()  # no queued work may still use it
+        _release(found)
     return status.SUCCESS
 
 
@@ -195,7 +204,8 @@ def hipHostUnregister(pointer: Any) -> int:
     found = ALLOCATIONS.at(address(pointer))
     if found is None or found.kind != REGISTERED:
         return status.HOST_MEMORY_NOT_REGISTERED
-    ENGINE.wait_all()
+    if not ENGINE.must_not_wait():
+        ENGINE.wait_all()  # queued asynchronous copies from it run as from pinned memory
     ALLOCATIONS.remove(found.base)
     return status.SUCCESS
 
@@ -262,12 +272,10 @@ def hipFreeAsync(pointer: Any, stream: Any) -> int:
     found = ALLOCATIONS.at(base)
     if found is None or found.kind != DEVICE:
         return status.INVALID_VALUE
-    ALLOCATIONS.remove(base)  # a second free of it fails from now on
+    _unregister(found)  # a second free of it fails from now on
 
     def free() -> int:
-        if found.pool is not None:
-            found.pool.used -= found.size
-        libc.free(found.base)
+        _release(found)
         return status.SUCCESS
 
     return ENGINE.submit(resolved, free)

@@ -140,8 +140,11 @@ def hipModuleUnload(module: Any) -> int:
         return status.INVALID_HANDLE
     for kernel in found.functions.values():
         KERNELS.remove(kernel.handle)
-    ENGINE.wait_all()
-    found.unload()
+    if ENGINE.must_not_wait():  # a finalizer on a worker thread: unload after queued work
+        ENGINE.release_later(found.unload)
+    else:
+        ENGINE.wait_all()
+        found.unload()
     return status.SUCCESS
 
 

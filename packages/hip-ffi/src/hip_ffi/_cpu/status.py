@@ -74,7 +74,7 @@ _MESSAGES = {
 }
 
 _strings: dict[tuple[str, int], Any] = {}
-_strings_lock = threading.Lock()
+_strings_lock = threading.RLock()  # a finalizer may ask for a name mid-call
 
 
 def _cached(kind: str, code: int, text: str) -> Any:

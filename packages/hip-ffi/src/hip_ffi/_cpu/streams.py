@@ -86,21 +86,57 @@ def _done(deps: Sequence[Dependency]) -> bool:
     return all(stream.completed >= ticket for stream, ticket in deps)
 
 
+class _Held:
+    """`with engine.held:` takes the engine's (re-entrant) lock and counts, per thread, how
+    deeply this thread holds it."""
+
+    def __init__(self, cond: threading.Condition, local: threading.local) -> None:
+        self._cond = cond
+        self._local = local
+
+    def __enter__(self) -> None:
+        self._cond.acquire()
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.depth -= 1
+        self._cond.release()
+
+
 class Engine:
-    """Every stream of the device and the one lock/condition that orders them."""
+    """Every stream of the device and the one lock/condition that orders them.
+
+    Garbage collection can run a finalizer (hip-core's safety nets call hipFree,
+    hipModuleUnload...) on any thread at any allocation, including inside this class's
+    critical sections and on a stream's own worker. Hence: critical sections allocate first
+    and mutate the streams last; worker threads start when their stream is created, never
+    under the lock; and `must_not_wait()` tells a release call that it has to defer its work
+    (`release_later`) instead of waiting for the streams.
+    """
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.cond = threading.Condition(threading.RLock())
+        self._local = threading.local()  # .depth: lock holding; .worker: a stream's thread
+        self.held = _Held(self.cond, self._local)
         self.null = Stream(0, 0, null=True)
         self.live: list[Stream] = [self.null]  # not destroyed, or still draining
         self.handles: Registry[Stream] = Registry("hipStream_t")
-        self._per_thread = threading.local()
+        # Deferred releases run here, once the work enqueued before them has finished.
+        self._reaper = Stream(STREAM_NON_BLOCKING, 0)
+        self._start(self.null)
+        self._start(self._reaper)
+
+    def must_not_wait(self) -> bool:
+        """True on a stream's worker thread and inside the engine's lock: waiting for the
+        streams there could wait for this very thread."""
+        return getattr(self._local, "depth", 0) > 0 or getattr(self._local, "worker", False)
 
     # ---- streams ------------------------------------------------------------------------
     def create(self, flags: int, priority: int) -> Stream:
         stream = Stream(flags, priority)
         stream.handle = self.handles.add(stream)
-        with self.cond:
+        self._start(stream)
+        with self.held:
             self.live.append(stream)
         return stream
 
@@ -110,20 +146,24 @@ class Engine:
         if value in (0, LEGACY_STREAM):
             return self.null
         if value == PER_THREAD_STREAM:
-            stream: Stream | None = getattr(self._per_thread, "stream", None)
+            stream: Stream | None = getattr(self._local, "stream", None)
             if stream is None:
-                stream = self._per_thread.stream = self.create(0, 0)
+                stream = self._local.stream = self.create(0, 0)
             return stream
         return self.handles.get(value)
 
     def destroy(self, stream: Stream) -> None:
         """Release `stream` once its queued work is done (the caller does not wait)."""
         self.handles.remove(stream.handle)
-        with self.cond:
+        with self.held:
             stream.destroyed = True
-            if stream.thread is None and stream in self.live:
-                self.live.remove(stream)
             self.cond.notify_all()
+
+    def _start(self, stream: Stream) -> None:
+        stream.thread = threading.Thread(
+            target=self._worker, args=(stream,), name="hip-ffi cpu stream", daemon=True
+        )
+        stream.thread.start()
 
     # ---- enqueueing -----------------------------------------------------------------------
     def _implicit(self, stream: Stream) -> list[Dependency]:
@@ -142,66 +182,75 @@ class Engine:
     def _ready(self, stream: Stream, op: _Op) -> bool:
         return stream.completed >= op.ticket - 1 and _done(op.deps)
 
-    def _start(self, stream: Stream) -> None:
-        if stream.thread is None:
-            stream.thread = threading.Thread(
-                target=self._worker, args=(stream,), name="hip-ffi cpu stream", daemon=True
-            )
-            stream.thread.start()
+    def _enqueue(self, stream: Stream, op: _Op) -> None:
+        """Give `op` the stream's next ticket and queue it (no allocation: no GC here)."""
+        stream.enqueued += 1
+        op.ticket = stream.enqueued
+        stream.queue.append(op)
+        self.cond.notify_all()
 
     def submit(self, stream: Stream, work: Work, deps: Sequence[Dependency] = ()) -> int:
         """Enqueue asynchronous work; during stream capture, record it instead.
 
         Returns hipSuccess; a failure of `work` is reported by the next synchronize.
         """
-        with self.cond:
+        with self.held:
             if stream.capture is not None:
                 stream.capture.append(work)
                 return status.SUCCESS
-            stream.enqueued += 1
-            op = _Op(stream.enqueued, [*self._implicit(stream), *deps], work, sticky=True)
-            stream.queue.append(op)
-            self._start(stream)
-            self.cond.notify_all()
+            op = _Op(0, [*self._implicit(stream), *deps], work, sticky=True)
+            self._enqueue(stream, op)
         return status.SUCCESS
+
+    def release_later(self, action: Callable[[], object]) -> None:
+        """Run `action` once all work enqueued so far on every stream has finished, without
+        waiting for it here (see must_not_wait)."""
+
+        def work() -> int:
+            action()
+            return status.SUCCESS
+
+        with self.held:
+            op = _Op(0, [(stream, stream.enqueued) for stream in self.live], work, sticky=False)
+            self._enqueue(self._reaper, op)
 
     def run_sync(self, stream: Stream, work: Work) -> int:
         """Run `work` in `stream`'s order and wait for it; returns its result."""
-        with self.cond:
+        with self.held:
             if stream.capture is not None:
                 return status.CAPTURE_UNSUPPORTED
             deps = self._implicit(stream)
+            op = _Op(0, deps, work, sticky=False)
             idle = not stream.queue and stream.completed == stream.enqueued and _done(deps)
-            stream.enqueued += 1
-            ticket = stream.enqueued
-            if not idle:
-                op = _Op(ticket, deps, work, sticky=False)
-                stream.queue.append(op)
-                self._start(stream)
-                self.cond.notify_all()
+            if idle:  # nothing to wait for: run it here, as the stream's next operation
+                stream.enqueued += 1
+                op.ticket = stream.enqueued
+            else:
+                self._enqueue(stream, op)
         if idle:
             try:
                 return work()
             finally:
-                with self.cond:
-                    stream.completed = ticket
+                with self.held:
+                    stream.completed = op.ticket
                     self.cond.notify_all()
-        with self.cond:
-            self.cond.wait_for(lambda: stream.completed >= ticket)
+        with self.held:
+            self.cond.wait_for(lambda: stream.completed >= op.ticket)
         return op.result
 
     def _worker(self, stream: Stream) -> None:
+        self._local.worker = True
         cond = self.cond
         while True:
-            with cond:
+            with self.held:
                 while True:
                     if stream.queue:
                         op = stream.queue[0]
                         if self._ready(stream, op):
                             break
                     elif stream.destroyed:
-                        stream.thread = None
-                        self.live.remove(stream)
+                        if stream in self.live:
+                            self.live.remove(stream)
                         cond.notify_all()
                         return
                     cond.wait()
@@ -210,7 +259,7 @@ class Engine:
             except Exception:  # a platform bug: report it, keep the stream alive
                 traceback.print_exc()
                 result = status.LAUNCH_FAILURE
-            with cond:
+            with self.held:
                 stream.queue.popleft()
                 op.result = result
                 stream.completed = op.ticket
@@ -227,7 +276,7 @@ class Engine:
     def synchronize(self, stream: Stream) -> int:
         """Wait for all work enqueued so far on `stream` (for the null stream: also on every
         blocking stream); returns and clears the stream's asynchronous error."""
-        with self.cond:
+        with self.held:
             if stream.capture is not None:
                 return status.CAPTURE_UNSUPPORTED
             deps = self._pending_for(stream)
@@ -236,21 +285,20 @@ class Engine:
         return error
 
     def query(self, stream: Stream) -> int:
-        with self.cond:
+        with self.held:
             return status.SUCCESS if _done(self._pending_for(stream)) else status.NOT_READY
 
     def wait_all(self) -> None:
         """Wait for all work on every stream, leaving their errors for their synchronize."""
-        with self.cond:
+        with self.held:
             deps = [(stream, stream.enqueued) for stream in self.live]
             self.cond.wait_for(lambda: _done(deps))
 
     def synchronize_device(self) -> int:
         """Wait for all work on every stream; returns (and clears) the first stream error."""
-        with self.cond:
-            deps = [(stream, stream.enqueued) for stream in self.live]
-            self.cond.wait_for(lambda: _done(deps))
-            error = status.SUCCESS
+        self.wait_all()
+        error = status.SUCCESS
+        with self.held:
             for stream in self.live:
                 error = error or stream.error
                 stream.error = status.SUCCESS
@@ -258,23 +306,23 @@ class Engine:
 
     # ---- events ---------------------------------------------------------------------------
     def record(self, event: Event, stream: Stream) -> int:
-        with self.cond:
+        record = _Record(stream, 0)
+
+        def stamp() -> int:
+            record.time_ns = time.perf_counter_ns()
+            return status.SUCCESS
+
+        with self.held:
             if stream.capture is not None:
                 return status.CAPTURE_UNSUPPORTED
-            deps = self._implicit(stream)
-            stream.enqueued += 1
-            record = _Record(stream, stream.enqueued)
-            if not stream.queue and stream.completed == record.ticket - 1 and _done(deps):
-                record.time_ns = time.perf_counter_ns()  # the stream is there already
-                stream.completed = record.ticket
+            op = _Op(0, self._implicit(stream), stamp, sticky=True)
+            if not stream.queue and stream.completed == stream.enqueued and _done(op.deps):
+                stream.enqueued += 1  # the stream is there already: complete it now
+                record.ticket = stream.completed = stream.enqueued
+                record.time_ns = time.perf_counter_ns()
             else:
-
-                def stamp() -> int:
-                    record.time_ns = time.perf_counter_ns()
-                    return status.SUCCESS
-
-                stream.queue.append(_Op(record.ticket, deps, stamp, sticky=True))
-                self._start(stream)
+                self._enqueue(stream, op)
+                record.ticket = op.ticket
             event.record = record
             self.cond.notify_all()
         return status.SUCCESS
@@ -284,7 +332,7 @@ class Engine:
         return record is None or record.stream.completed >= record.ticket
 
     def event_synchronize(self, event: Event) -> None:
-        with self.cond:
+        with self.held:
             self.cond.wait_for(lambda: self.event_done(event))
 
     def wait_event(self, stream: Stream, event: Event) -> int:
