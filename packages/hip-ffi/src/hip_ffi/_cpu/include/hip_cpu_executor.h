@@ -38,10 +38,11 @@ alignas(256) thread_local unsigned char __hipcpu_dynamic_shared[HIPCPU_MAX_DYNAM
 }
 
 #if defined(__x86_64__) && !defined(HIPCPU_FIBER_UCONTEXT)
-/* hipcpu_fiber_switch(save, load): saves the callee-saved registers and the SSE/x87 control
- * words on the current stack, stores the stack pointer in *save, and resumes the fiber whose
- * stack pointer is `load`. hipcpu_fiber_start is where a new fiber's first switch returns to:
- * it calls r12(rbx). */
+/* hipcpu_fiber_switch(save, load): saves the callee-saved registers on the current stack,
+ * stores the stack pointer in *save, and resumes the fiber whose stack pointer is `load`.
+ * The SSE/x87 control words are not switched: every fiber of a block runs the same kernel on
+ * the same OS thread, and device code has no way to change the rounding mode. A new fiber's
+ * first switch returns to hipcpu_fiber_start, which calls r12(rbx). */
 asm(R"(
     .text
     .globl hipcpu_fiber_switch
@@ -54,14 +55,8 @@ hipcpu_fiber_switch:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -139,12 +134,8 @@ static inline void switch_fiber(void** save, void* load) {
     hipcpu_fiber_switch(save, load);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
-static void* make_fiber(char* stack_high, void (*entry)(void*), void* arg) {
+static inline void* make_fiber(char* stack_high, void (*entry)(void*), void* arg) {
     unsigned long long* sp = (unsigned long long*)((unsigned long long)stack_high & ~15ull);
-    unsigned int mxcsr;
-    unsigned short fpucw;
-    asm volatile("stmxcsr %0" : "=m"(mxcsr));
-    asm volatile("fnstcw %0" : "=m"(fpucw));
     *--sp = (unsigned long long)&hipcpu_fiber_start;  // `ret` lands here, rsp 16-aligned
     *--sp = 0;                                        // rbp
     *--sp = (unsigned long long)arg;                  // rbx: the argument
@@ -152,7 +143,6 @@ static void* make_fiber(char* stack_high, void (*entry)(void*), void* arg) {
     *--sp = 0;                                        // r13
     *--sp = 0;                                        // r14
     *--sp = 0;                                        // r15
-    *--sp = (unsigned long long)mxcsr | ((unsigned long long)fpucw << 32);
     return sp;
 }
 #else
