@@ -3,15 +3,18 @@
 A load is a separate instance (dlopen of a memfd copy), with its own `__device__` globals.
 A code object built for another machine, another ABI version of this platform, or another
 platform (an AMD or NVIDIA binary) is refused with hipErrorNoBinaryForGpu; bytes that are not
-an ELF shared object, with hipErrorInvalidImage. hipModuleUnload first waits for all queued
-work (like hipFree), so no queued launch runs unloaded code; a graph that still holds one of
-its kernels gets hipErrorInvalidHandle when it replays it.
+an ELF shared object, or a truncated one, with hipErrorInvalidImage. (Beyond that the loader
+trusts the image: a deliberately corrupted shared object can crash dlopen.)
+hipModuleUnload first waits for all queued work (like hipFree), so no queued launch runs
+unloaded code; a graph that still holds one of its kernels gets hipErrorInvalidHandle when it
+replays it.
 """
 
 from __future__ import annotations
 
 import functools
 import platform
+import struct
 import threading
 from typing import Any
 
@@ -86,6 +89,13 @@ KERNELS: Registry[Function] = Registry("hipFunction_t")
 
 def _load(image: bytes) -> tuple[int, Module | None]:
     if not elf.is_elf64(image[: elf.HEADER_SIZE]):
+        return status.INVALID_IMAGE, None
+    # A truncated object would fault inside dlopen (SIGBUS), not fail: check its extent.
+    try:
+        size = elf.image_size(image, lambda offset, n: image[offset : offset + n])
+    except struct.error:
+        return status.INVALID_IMAGE, None
+    if size > len(image):
         return status.INVALID_IMAGE, None
     if elf.machine(image) != elf.MACHINES.get(platform.machine(), -1):
         return status.NO_BINARY_FOR_GPU, None  # e.g. an amdgcn code object

@@ -1,0 +1,222 @@
+"""hiprtc and modules on the cpu platform: options, headers, logs, the disk cache, loading.
+
+Kernels here are small programs written for one check each; the portable kernels of
+kernels/*.hip are exercised by test_cpu_kernels.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import hip_ffi
+from hip_ffi import constants
+from hip_ffi._cpu import device, elf, toolchain
+
+E = constants.ERROR_CODES
+R = constants.HIPRTC_RESULTS
+COUNTER = b"""
+__device__ int counter;
+__constant__ float scale[2] = {2.0f, 3.0f};
+extern "C" __global__ void bump(int* out) {
+    atomicAdd(&counter, 1);
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = counter * (int)scale[1];
+}
+"""
+
+
+def _load_cases() -> Any:
+    name = "hip_ffi_test_kernel_cases"
+    if name not in sys.modules:  # by path: pytest's importlib mode puts no test dir on sys.path
+        path = Path(__file__).with_name("kernel_cases.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+cases = _load_cases()
+
+
+@pytest.fixture(scope="module")
+def hip() -> Any:
+    return hip_ffi.load("cpu")
+
+
+def compile_program(
+    hip: Any, source: bytes, options: tuple[str, ...] | list[str] = (),
+    headers: dict[str, bytes] | None = None,
+) -> tuple[int, bytes, str]:  # fmt: skip
+    """(hiprtcResult, code, log), with `headers` given to hiprtcCreateProgram."""
+    ffi = hip.ffi
+    headers = headers or {}
+    program = ffi.new("hiprtcProgram*")
+    texts = [ffi.new("char[]", text) for text in headers.values()]
+    names = [ffi.new("char[]", name.encode()) for name in headers]
+    status = hip.hiprtcCreateProgram(
+        program, source, b"test.hip", len(headers),
+        ffi.new("const char*[]", texts), ffi.new("const char*[]", names),
+    )  # fmt: skip
+    assert status == 0
+    option_buffers = [ffi.new("char[]", option.encode()) for option in options]
+    result = hip.hiprtcCompileProgram(
+        program[0], len(options), ffi.new("const char*[]", option_buffers)
+    )
+    size = ffi.new("size_t*")
+    assert hip.hiprtcGetProgramLogSize(program[0], size) == 0
+    log = ffi.new("char[]", size[0])
+    assert hip.hiprtcGetProgramLog(program[0], log) == 0
+    code = b""
+    if result == 0:
+        assert hip.hiprtcGetCodeSize(program[0], size) == 0
+        buffer = ffi.new("char[]", size[0])
+        assert hip.hiprtcGetCode(program[0], buffer) == 0
+        code = ffi.buffer(buffer)[:]
+    else:
+        assert hip.hiprtcGetCodeSize(program[0], size) == R["HIPRTC_ERROR_INVALID_PROGRAM"]
+    assert hip.hiprtcDestroyProgram(program) == 0 and program[0] == ffi.NULL
+    return result, code, ffi.string(log).decode()
+
+
+def load(hip: Any, code: bytes) -> Any:
+    module = hip.ffi.new("hipModule_t*")
+    assert hip.hipModuleLoadData(module, code) == 0
+    return module[0]
+
+
+def test_version_is_the_host_compilers(hip: Any) -> None:
+    major, minor = hip.ffi.new("int*"), hip.ffi.new("int*")
+    assert hip.hiprtcVersion(major, minor) == 0
+    compiler = toolchain.find_compiler()
+    assert compiler is not None and (major[0], minor[0]) == (compiler.major, compiler.minor)
+
+
+def test_options_headers_and_includes(hip: Any) -> None:
+    source = b"""
+#include <hip/hip_runtime.h>
+#include "lib/helper.h"
+extern "C" __global__ void k(int* out) { out[0] = HELPER(VALUE); }
+"""
+    headers = {"lib/helper.h": b"#define HELPER(x) ((x) * 2)\n"}
+    options = ["--offload-arch=gfx90a", "-DVALUE=21", "-O2", "-std=c++20", "--use_fast_math"]
+    result, code, log = compile_program(hip, source, options, headers)
+    assert result == 0, log
+    run = cases.Runner(hip)
+    try:
+        out = run.output(1, np.int32)
+        run._modules["k.hip"] = load(hip, code)
+        run.launch("k.hip", "k", (1, 1, 1), (1, 1, 1), cases.ptr(out))
+        assert run.download(out, 1, np.int32)[0] == 42
+    finally:
+        run.close()
+
+
+def test_unknown_option_and_compile_errors(hip: Any) -> None:
+    result, _, log = compile_program(hip, b"", ["--no-such-option"])
+    assert result == R["HIPRTC_ERROR_INVALID_OPTION"] and "--no-such-option" in log
+    result, _, log = compile_program(hip, b'extern "C" __global__ void k() { int x = ; }\n')
+    assert result == R["HIPRTC_ERROR_COMPILATION"]
+    assert "test.hip:1:" in log and "error" in log and "/tmp/" not in log, log
+    # warpSize is a run-time value on CUDA: not a constant expression here either.
+    result, _, log = compile_program(hip, b"__global__ void k() { __shared__ int s[warpSize]; }")
+    assert result == R["HIPRTC_ERROR_COMPILATION"] and "warpSize" in log
+
+
+def test_warnings_come_back_with_a_successful_compile(hip: Any) -> None:
+    result, code, log = compile_program(
+        hip, b'extern "C" __global__ void k() { int unused; }\n', ["-Wall"]
+    )
+    assert result == 0 and code and "unused" in log
+
+
+def test_second_compile_is_a_cache_hit(
+    hip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HIP_FFI_CPU_CACHE", str(tmp_path))
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "value.h").write_text("#define VALUE 1\n")
+    source = b'#include "value.h"\nextern "C" __global__ void k(int* o) { o[0] = VALUE; }\n'
+    options = [f"-I{include}"]
+    before = dict(toolchain.stats)
+    first = compile_program(hip, source, options)
+    assert toolchain.stats["compiles"] > before["compiles"]
+    before = dict(toolchain.stats)
+    second = compile_program(hip, source, options)
+    assert toolchain.stats == {**before, "cache_hits": before["cache_hits"] + 1}
+    assert first == second and first[0] == 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+    (include / "value.h").write_text("#define VALUE 2\n")  # a header it read changed
+    third = compile_program(hip, source, options)
+    assert toolchain.stats["compiles"] > before["compiles"] and third[1] != first[1]
+
+
+def test_code_object_is_a_host_shared_object(hip: Any) -> None:
+    result, code, _ = compile_program(hip, COUNTER)
+    assert result == 0 and code[:4] == b"\x7fELF"
+    e_type, e_machine = struct.unpack_from("<HH", code, 16)
+    assert e_type == 3  # ET_DYN
+    assert e_machine == elf.MACHINES[device.host().arch]
+
+
+def test_modules_globals_and_separate_instances(hip: Any, tmp_path: Path) -> None:
+    ffi = hip.ffi
+    result, code, log = compile_program(hip, COUNTER)
+    assert result == 0, log
+    path = tmp_path / "counter.so"
+    path.write_bytes(code)
+    first, second = ffi.new("hipModule_t*"), ffi.new("hipModule_t*")
+    assert hip.hipModuleLoad(first, str(path).encode()) == 0
+    assert hip.hipModuleLoadData(second, ffi.from_buffer(code)) == 0  # size from the ELF header
+    run = cases.Runner(hip)
+    try:
+        run._modules.update({"a": first[0], "b": second[0]})
+        out = run.output(64, np.int32)
+        run.launch("a", "bump", (1, 1, 1), (64, 1, 1), cases.ptr(out))
+        np.testing.assert_array_equal(run.download(out, 64, np.int32), 64 * 3)
+        pointer, size = ffi.new("void**"), ffi.new("size_t*")
+        assert hip.hipModuleGetGlobal(pointer, size, first[0], b"counter") == 0 and size[0] == 4
+        value = np.zeros(1, dtype=np.int32)
+        assert hip.hipMemcpy(ffi.from_buffer(value), pointer[0], 4, 2) == 0 and value[0] == 64
+        assert hip.hipModuleGetGlobal(pointer, size, second[0], b"counter") == 0
+        assert hip.hipMemcpy(ffi.from_buffer(value), pointer[0], 4, 2) == 0 and value[0] == 0
+        assert hip.hipModuleGetGlobal(pointer, size, first[0], b"scale") == 0 and size[0] == 8
+        scale = np.array([5.0, 7.0], dtype=np.float32)  # __constant__: written from the host
+        assert hip.hipMemcpy(pointer[0], ffi.from_buffer(scale), 8, 1) == 0
+        run.launch("a", "bump", (1, 1, 1), (64, 1, 1), cases.ptr(out))
+        np.testing.assert_array_equal(run.download(out, 64, np.int32), 128 * 7)
+        assert hip.hipModuleGetGlobal(pointer, size, first[0], b"nothing") == E["hipErrorNotFound"]
+        function = ffi.new("hipFunction_t*")
+        assert hip.hipModuleGetFunction(function, first[0], b"nothing") == E["hipErrorNotFound"]
+        assert hip.hipModuleGetFunction(function, first[0], b"bump") == 0
+    finally:
+        run.close()  # unloads both modules
+    assert hip.hipModuleLaunchKernel(function[0], 1, 1, 1, 1, 1, 1, 0, ffi.NULL, ffi.NULL,
+                                     ffi.NULL) == E["hipErrorInvalidHandle"]  # fmt: skip
+    assert hip.hipModuleLoad(first, str(tmp_path / "missing.so").encode()) == 301
+    hip.hipGetLastError()
+
+
+def test_foreign_or_broken_code_objects_are_refused(hip: Any) -> None:
+    ffi = hip.ffi
+    module = ffi.new("hipModule_t*")
+    amdgpu = bytearray(64)  # an ELF header for e_machine 224 (an AMD GPU code object)
+    amdgpu[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<HH", amdgpu, 16, 3, 224)
+    assert hip.hipModuleLoadData(module, bytes(amdgpu)) == E["hipErrorNoBinaryForGpu"]
+    assert (
+        hip.hipModuleLoadData(module, b"not a code object at all" * 4) == E["hipErrorInvalidImage"]
+    )
+    _, code, _ = compile_program(hip, COUNTER)
+    assert hip.hipModuleLoadData(module, code[: len(code) // 2]) in (
+        E["hipErrorInvalidImage"], E["hipErrorNoBinaryForGpu"],
+    )  # fmt: skip
+    hip.hipGetLastError()
