@@ -15,41 +15,15 @@ Prints JSON lines, then a table.
 
 from __future__ import annotations
 
-import json
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _harness import ROWS, cuda_core, emit, median_us, nvcc, run
+
 EMPTY = 'extern "C" __global__ void empty(float* p, int n) {}\n'
-ROWS: list[dict[str, Any]] = []
-
-
-def emit(**row: Any) -> None:
-    ROWS.append(row)
-    print(json.dumps(row), flush=True)
-
-
-def per_call_us(
-    fn: Callable[[], None], calls: int, sync: Callable[[], None], repeats: int = 7
-) -> float:
-    """Median over `repeats` of (wall time of `calls` calls + one sync) / calls, in µs."""
-    for _ in range(max(calls // 10, 10)):
-        fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
 
 
 def bench_hip_core(calls: int, copy_sizes: list[int]) -> None:
@@ -59,7 +33,7 @@ def bench_hip_core(calls: int, copy_sizes: list[int]) -> None:
     stream = device.create_stream()
     buffer = device.allocate(1024)
     kernel = hip_core.Program(EMPTY).load(device).get_kernel("empty")
-    us = per_call_us(lambda: kernel.launch(1, 1, buffer, 0, stream=stream), calls, stream.sync)
+    us = median_us(lambda: kernel.launch(1, 1, buffer, 0, stream=stream), calls, stream.sync)
     emit(bench="launch", impl="hip_core", us=us, platform=hip_core._hip.hip().platform)
 
     per_graph = 1000
@@ -67,43 +41,31 @@ def bench_hip_core(calls: int, copy_sizes: list[int]) -> None:
         for _ in range(per_graph):
             kernel.launch(1, 1, buffer, 0, stream=stream)
     graph = captured.graph.instantiate()  # type: ignore[union-attr]
-    us = per_call_us(lambda: graph.launch(stream), 20, stream.sync) / per_graph
+    us = median_us(lambda: graph.launch(stream), 20, stream.sync) / per_graph
     emit(bench="graph_replay_per_kernel", impl="hip_core", us=us)
 
     emit(
         bench="stream_create",
         impl="hip_core",
-        us=per_call_us(lambda: device.create_stream().close(), 2000, stream.sync),
+        us=median_us(lambda: device.create_stream().close(), 2000, stream.sync),
     )
     emit(
         bench="event_create",
         impl="hip_core",
-        us=per_call_us(lambda: device.create_event().close(), 2000, stream.sync),
+        us=median_us(lambda: device.create_event().close(), 2000, stream.sync),
     )
 
     for size in copy_sizes:
         pinned, dev = device.allocate_pinned(size), device.allocate(size)
         calls_for_size = 2000 if size <= 65536 else 10
-        us = per_call_us(lambda d=dev, p=pinned: d.copy_from(p), calls_for_size, stream.sync)
+        us = median_us(lambda d=dev, p=pinned: d.copy_from(p), calls_for_size, stream.sync)
         emit(bench="h2d", impl="hip_core", bytes=size, us=us, gb_s=size / us / 1e3)
-        us = per_call_us(lambda d=dev, p=pinned: d.copy_to(p), calls_for_size, stream.sync)
+        us = median_us(lambda d=dev, p=pinned: d.copy_to(p), calls_for_size, stream.sync)
         emit(bench="d2h", impl="hip_core", bytes=size, us=us, gb_s=size / us / 1e3)
 
 
-def _cuda_core() -> Any:
-    try:
-        import cuda.core as cc
-
-        cc.Device  # noqa: B018 - newer releases export here
-        return cc
-    except (ImportError, AttributeError):
-        import cuda.core.experimental as cc
-
-        return cc
-
-
 def bench_cuda_core(calls: int, copy_sizes: list[int]) -> None:
-    cc = _cuda_core()
+    cc = cuda_core()
     import numpy as np
 
     device = cc.Device()
@@ -115,17 +77,17 @@ def bench_cuda_core(calls: int, copy_sizes: list[int]) -> None:
     buffer = device.allocate(1024, stream=stream)
     config = cc.LaunchConfig(grid=1, block=1)
     n = np.int32(0)
-    us = per_call_us(lambda: cc.launch(stream, config, kernel, buffer, n), calls, stream.sync)
+    us = median_us(lambda: cc.launch(stream, config, kernel, buffer, n), calls, stream.sync)
     emit(bench="launch", impl="cuda.core", us=us)
     emit(
         bench="stream_create",
         impl="cuda.core",
-        us=per_call_us(lambda: device.create_stream().close(), 2000, stream.sync),
+        us=median_us(lambda: device.create_stream().close(), 2000, stream.sync),
     )
     emit(
         bench="event_create",
         impl="cuda.core",
-        us=per_call_us(lambda: device.create_event().close(), 2000, stream.sync),
+        us=median_us(lambda: device.create_event().close(), 2000, stream.sync),
     )
     pinned_resource = cc.LegacyPinnedMemoryResource()
     for size in copy_sizes:
@@ -141,9 +103,9 @@ def bench_cuda_core(calls: int, copy_sizes: list[int]) -> None:
             d.copy_to(p, stream=stream)
             stream.sync()
 
-        us = per_call_us(h2d, calls_for_size, stream.sync)
+        us = median_us(h2d, calls_for_size, stream.sync)
         emit(bench="h2d", impl="cuda.core", bytes=size, us=us, gb_s=size / us / 1e3)
-        us = per_call_us(d2h, calls_for_size, stream.sync)
+        us = median_us(d2h, calls_for_size, stream.sync)
         emit(bench="d2h", impl="cuda.core", bytes=size, us=us, gb_s=size / us / 1e3)
 
 
@@ -156,7 +118,7 @@ def bench_cupy(calls: int) -> None:
     n = np.int32(0)
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
-        us = per_call_us(lambda: kernel((1,), (1,), (array, n)), calls, stream.synchronize)
+        us = median_us(lambda: kernel((1,), (1,), (array, n)), calls, stream.synchronize)
     emit(bench="launch", impl="cupy", us=us)
 
 
@@ -189,15 +151,10 @@ int main(int argc, char** argv) {
 
 
 def bench_raw_c(calls: int) -> None:
-    nvcc = shutil.which("nvcc") or (
-        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
-    )
-    if nvcc is None:
-        raise RuntimeError("no nvcc")
     with tempfile.TemporaryDirectory() as tmp:
         source, binary = Path(tmp, "launch.cu"), Path(tmp, "launch")
         source.write_text(RAW_C)
-        subprocess.run([nvcc, "-O2", "-arch=native", str(source), "-o", str(binary)], check=True)
+        subprocess.run([nvcc(), "-O2", "-arch=native", str(source), "-o", str(binary)], check=True)
         out = subprocess.run([str(binary), str(calls)], check=True, capture_output=True, text=True)
     emit(bench="launch", impl="raw C", us=float(out.stdout))
 
@@ -226,16 +183,15 @@ def main() -> None:
     calls = 2000 if quick else 20000
     sizes = [4096, 4096 if quick else 256 << 20]
     sizes = sorted(set(sizes))
-    for name, run in (
-        ("hip_core", lambda: bench_hip_core(calls, sizes)),
-        ("cuda.core", lambda: bench_cuda_core(calls, sizes)),
-        ("cupy", lambda: bench_cupy(calls)),
-        ("raw C", lambda: bench_raw_c(calls)),
-    ):
-        try:
-            run()
-        except Exception as error:  # an anchor missing here is reported, not fatal
-            emit(bench="skipped", impl=name, reason=f"{type(error).__name__}: {error}"[:300])
+    run(
+        "bench_core",
+        (
+            ("hip_core", lambda: bench_hip_core(calls, sizes)),
+            ("cuda.core", lambda: bench_cuda_core(calls, sizes)),
+            ("cupy", lambda: bench_cupy(calls)),
+            ("raw C", lambda: bench_raw_c(calls)),
+        ),
+    )
     table()
 
 

@@ -20,8 +20,6 @@ Prints JSON lines, then a table; with $OUT set (or --out DIR) the JSON lines go 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -31,35 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _harness import ROWS, cuda_core, emit, nvcc, per_call_us, run
+
 EMPTY = 'extern "C" __global__ void empty() {}\n'
 COPY_BYTES = 256 << 20
-ROWS: list[dict[str, Any]] = []
-
-
-def emit(**row: Any) -> None:
-    ROWS.append(row)
-    print(json.dumps(row), flush=True)
-
-
-def per_call_us(
-    fn: Callable[[], int], calls: int, sync: Callable[[], Any], repeats: int = 7
-) -> tuple[float, float, float]:
-    """(median, min, max) over `repeats` of (wall time of `calls` calls + one sync) / calls,
-    in µs. `fn` returns a status; any non-zero status fails the benchmark."""
-    bad = 0
-    for _ in range(max(calls // 10, 100)):
-        bad |= fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            bad |= fn()
-        sync()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    if bad:
-        raise RuntimeError(f"a launch failed (status bits {bad:#x})")
-    return statistics.median(samples), min(samples), max(samples)
 
 
 def copy_gb_s(copy: Callable[[], int], size: int, repeats: int) -> float:
@@ -224,17 +197,13 @@ int main(int argc, char** argv) {
 
 
 def bench_raw_c(calls: int, copy_repeats: int) -> None:
-    nvcc = shutil.which("nvcc") or (
-        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
-    )
-    if nvcc is None:
-        raise RuntimeError("no nvcc")
+    compiler = nvcc()
     with tempfile.TemporaryDirectory() as tmp:
         source, binary = Path(tmp, "launch.cu"), Path(tmp, "launch")
         source.write_text(RAW_C)
-        stubs = Path(nvcc).resolve().parent.parent / "lib64" / "stubs"  # libcuda.so to link to
+        stubs = Path(compiler).resolve().parent.parent / "lib64" / "stubs"  # libcuda.so to link to
         build = [
-            nvcc,
+            compiler,
             "-O2",
             "-arch=native",
             str(source),
@@ -250,20 +219,8 @@ def bench_raw_c(calls: int, copy_repeats: int) -> None:
         emit(**json.loads(line))
 
 
-def _cuda_core() -> Any:
-    try:
-        import cuda.core as cc
-
-        cc.Device  # noqa: B018 - newer releases export here
-        return cc
-    except (ImportError, AttributeError):
-        import cuda.core.experimental as cc
-
-        return cc
-
-
 def bench_cuda_core(calls: int) -> None:
-    cc = _cuda_core()
+    cc = cuda_core()
     device = cc.Device()
     device.set_current()
     stream = device.create_stream()
@@ -347,21 +304,16 @@ def table() -> None:
 def main() -> None:
     quick = "--quick" in sys.argv
     calls, copy_repeats = (2000, 3) if quick else (20000, 10)
-    for name, run in (
-        ("hip_ffi", lambda: bench_hip_ffi(calls, copy_repeats)),
-        ("raw C", lambda: bench_raw_c(calls, copy_repeats)),
-        ("cuda.core", lambda: bench_cuda_core(calls)),
-        ("CuPy", lambda: bench_cupy(calls)),
-        ("torch", lambda: bench_torch_copies(copy_repeats)),
-    ):
-        try:
-            run()
-        except Exception as error:  # an anchor missing here is reported, not fatal
-            emit(bench="skipped", impl=name, reason=f"{type(error).__name__}: {error}"[:300])
-    out = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, "bench_ffi.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    run(
+        "bench_ffi",
+        (
+            ("hip_ffi", lambda: bench_hip_ffi(calls, copy_repeats)),
+            ("raw C", lambda: bench_raw_c(calls, copy_repeats)),
+            ("cuda.core", lambda: bench_cuda_core(calls)),
+            ("CuPy", lambda: bench_cupy(calls)),
+            ("torch", lambda: bench_torch_copies(copy_repeats)),
+        ),
+    )
     table()
 
 
