@@ -91,9 +91,13 @@ def test_work_runs_off_the_calling_thread_in_stream_order(
     host.mark(stream, "second")
     assert hip.hipStreamQuery(stream) == E["hipErrorNotReady"]  # held back by the gate
     gate.set()
-    assert hip.hipStreamSynchronize(stream) == 0
+    # Poll instead of synchronizing: a thread blocked in a synchronize may run the work itself.
+    deadline = time.monotonic() + 10
+    while hip.hipStreamQuery(stream) == E["hipErrorNotReady"] and time.monotonic() < deadline:
+        time.sleep(0.001)
     assert hip.hipStreamQuery(stream) == 0
     assert host.log == ["first", "second"] and threads[0] != threading.get_ident()
+    assert hip.hipStreamSynchronize(stream) == 0
 
 
 @pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])

@@ -18,12 +18,15 @@ from hip_ffi._ffi import ffi
 T = TypeVar("T")
 
 _values = itertools.count(0x10000, 16)
+_CData = ffi.CData
 
 
 def address(pointer: Any) -> int:
     """The integer value of a pointer argument: a cdata pointer or array, an int, None, or
     the bytes/bytearray that cffi also accepts for a pointer parameter (its address is valid
     while the caller holds the object, i.e. for the call)."""
+    if isinstance(pointer, _CData):  # the common case first: every launch calls this
+        return int(ffi.cast("uintptr_t", pointer))
     if pointer is None:
         return 0
     if isinstance(pointer, int):
@@ -55,6 +58,8 @@ def items(array: Any, count: int) -> list[Any]:
 
 def is_null(value: Any) -> bool:
     """True for NULL, None and 0 (cdata or Python)."""
+    if isinstance(value, _CData):
+        return bool(value == ffi.NULL)
     if value is None or isinstance(value, int):
         return not value
     if isinstance(value, bytes | bytearray | str | list | tuple):

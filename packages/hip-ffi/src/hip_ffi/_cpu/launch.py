@@ -35,14 +35,18 @@ from hip_ffi.constants import (
 MESSAGE_BYTES = 1024
 
 
-def _configuration_error(grid: tuple[int, int, int], block: tuple[int, int, int]) -> int:
-    if 0 in grid or 0 in block:
+_BLOCK_X, _BLOCK_Y, _BLOCK_Z = device.MAX_BLOCK_DIM
+_GRID_X, _GRID_Y, _GRID_Z = device.MAX_GRID_DIM
+
+
+def _configuration_error(gx: int, gy: int, gz: int, bx: int, by: int, bz: int) -> int:
+    if not (gx and gy and gz and bx and by and bz):
         return status.INVALID_VALUE
-    if block[0] * block[1] * block[2] > device.MAX_THREADS_PER_BLOCK:
+    if bx * by * bz > device.MAX_THREADS_PER_BLOCK:
         return status.INVALID_CONFIGURATION
-    if any(b > m for b, m in zip(block, device.MAX_BLOCK_DIM, strict=True)):
+    if bx > _BLOCK_X or by > _BLOCK_Y or bz > _BLOCK_Z:
         return status.INVALID_CONFIGURATION
-    if any(g > m for g, m in zip(grid, device.MAX_GRID_DIM, strict=True)):
+    if gx > _GRID_X or gy > _GRID_Y or gz > _GRID_Z:
         return status.INVALID_CONFIGURATION
     return status.SUCCESS
 
@@ -102,8 +106,7 @@ def hipModuleLaunchKernel(
     resolved = ENGINE.resolve(stream)
     if kernel is None or resolved is None:
         return status.INVALID_HANDLE
-    grid, block = (grid_x, grid_y, grid_z), (block_x, block_y, block_z)
-    error = _configuration_error(grid, block)
+    error = _configuration_error(grid_x, grid_y, grid_z, block_x, block_y, block_z)
     if error:
         return error
     if shared_bytes > native.MAX_DYNAMIC_SHARED:
@@ -120,7 +123,8 @@ def hipModuleLaunchKernel(
     slots = ffi.new(
         "unsigned long long[]",
         [
-            toolchain.ABI_VERSION, *grid, *block, shared_bytes, address(arguments),
+            toolchain.ABI_VERSION, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+            shared_bytes, address(arguments),
             runtime.table, address(message), MESSAGE_BYTES,
         ],
     )  # fmt: skip

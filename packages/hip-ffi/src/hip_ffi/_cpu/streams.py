@@ -1,9 +1,11 @@
 """Streams and events of the cpu platform: ordered queues executed by worker threads.
 
 Semantics (HIP's, shared/DESIGN.md §4):
-- Work enqueued on a stream runs in enqueue order on that stream's worker thread (a Python
-  thread started on first use; the C work it calls releases the GIL), never on the thread
-  that enqueued it. The asynchronous calls return as soon as the work is queued.
+- Work enqueued on a stream runs in enqueue order, off the thread that enqueued it: on the
+  stream's worker thread (a Python thread started with the stream; the C work it calls
+  releases the GIL). The asynchronous calls return as soon as the work is queued. A thread
+  blocked in a synchronize may run the ready work it waits for itself (Engine._wait), which
+  saves two thread switches per round trip and changes no ordering.
 - The null stream (NULL, or hipStreamLegacy) is HIP's legacy default stream: work on it starts
   only after all work enqueued earlier on every *blocking* stream has finished, and work
   enqueued on a blocking stream starts only after all work enqueued earlier on the null stream.
@@ -54,6 +56,7 @@ class Stream:
         self.thread: threading.Thread | None = None
         self.capture: list[Work] | None = None  # operations recorded by stream capture
         self.destroyed = False
+        self.running = False  # its head operation is being executed (by its worker or a helper)
 
 
 class _Op:
@@ -222,6 +225,7 @@ class Engine:
             deps = self._implicit(stream)
             op = _Op(0, deps, work, sticky=False)
             idle = not stream.queue and stream.completed == stream.enqueued and _done(deps)
+            # (an empty queue means nothing is running either: ops leave it when finished)
             if idle:  # nothing to wait for: run it here, as the stream's next operation
                 stream.enqueued += 1
                 op.ticket = stream.enqueued
@@ -235,8 +239,40 @@ class Engine:
                     stream.completed = op.ticket
                     self.cond.notify_all()
         with self.held:
-            self.cond.wait_for(lambda: stream.completed >= op.ticket)
+            self._wait(lambda: stream.completed >= op.ticket, [d for d, _ in deps] + [stream])
         return op.result
+
+    def _claim(self, stream: Stream) -> _Op | None:
+        """The stream's head operation, marked running, if it may run now (lock held)."""
+        if stream.running or not stream.queue:
+            return None
+        op = stream.queue[0]
+        if not self._ready(stream, op):
+            return None
+        stream.running = True
+        return op
+
+    def _execute(self, op: _Op) -> int:
+        """Run one operation (lock not held) as a stream worker would."""
+        was_worker = getattr(self._local, "worker", False)
+        self._local.worker = True  # a finalizer running inside it must not wait for streams
+        try:
+            return op.work()
+        except Exception:  # a platform bug: report it, keep the stream alive
+            traceback.print_exc()
+            return status.LAUNCH_FAILURE
+        finally:
+            self._local.worker = was_worker
+
+    def _finish(self, stream: Stream, op: _Op, result: int) -> None:
+        """Record the operation's completion (lock held)."""
+        stream.queue.popleft()
+        op.result = result
+        stream.completed = op.ticket
+        stream.running = False
+        if result and op.sticky and not stream.error:
+            stream.error = result
+        self.cond.notify_all()
 
     def _worker(self, stream: Stream) -> None:
         self._local.worker = True
@@ -244,28 +280,50 @@ class Engine:
         while True:
             with self.held:
                 while True:
-                    if stream.queue:
-                        op = stream.queue[0]
-                        if self._ready(stream, op):
-                            break
-                    elif stream.destroyed:
+                    op = self._claim(stream)
+                    if op is not None:
+                        break
+                    if stream.destroyed and not stream.queue:
                         if stream in self.live:
                             self.live.remove(stream)
                         cond.notify_all()
                         return
                     cond.wait()
-            try:
-                result = op.work()
-            except Exception:  # a platform bug: report it, keep the stream alive
-                traceback.print_exc()
-                result = status.LAUNCH_FAILURE
+            result = self._execute(op)
             with self.held:
-                stream.queue.popleft()
-                op.result = result
-                stream.completed = op.ticket
-                if result and op.sticky and not stream.error:
-                    stream.error = result
-                cond.notify_all()
+                self._finish(stream, op, result)
+
+    def _wait(self, done: Callable[[], bool], streams: Sequence[Stream]) -> None:
+        """Wait (lock held once) until done(), running ready work of `streams` meanwhile.
+
+        A thread that blocks in a synchronize would otherwise hand the work to a worker and
+        wait to be woken: two thread switches per round trip. Running the next ready operation
+        itself keeps each stream's order and dependencies (operations are claimed one at a
+        time); asynchronous calls never run work, only a waiting thread does. Not done by a
+        worker or re-entrantly (a finalizer inside the engine): those only wait.
+        """
+        helping = getattr(self._local, "depth", 0) == 1 and not getattr(
+            self._local, "worker", False
+        )
+        while not done():
+            op, owner = None, None
+            if helping:
+                for stream in streams:
+                    op = self._claim(stream)
+                    if op is not None:
+                        owner = stream
+                        break
+            if op is None or owner is None:
+                self.cond.wait()
+                continue
+            self._local.depth -= 1
+            self.cond.release()
+            try:
+                result = self._execute(op)
+            finally:
+                self.cond.acquire()
+                self._local.depth += 1
+            self._finish(owner, op, result)
 
     # ---- waiting ------------------------------------------------------------------------
     def _pending_for(self, stream: Stream) -> list[Dependency]:
@@ -280,7 +338,7 @@ class Engine:
             if stream.capture is not None:
                 return status.CAPTURE_UNSUPPORTED
             deps = self._pending_for(stream)
-            self.cond.wait_for(lambda: _done(deps))
+            self._wait(lambda: _done(deps), [d for d, _ in deps])
             error, stream.error = stream.error, status.SUCCESS
         return error
 
@@ -292,7 +350,7 @@ class Engine:
         """Wait for all work on every stream, leaving their errors for their synchronize."""
         with self.held:
             deps = [(stream, stream.enqueued) for stream in self.live]
-            self.cond.wait_for(lambda: _done(deps))
+            self._wait(lambda: _done(deps), [d for d, _ in deps])
 
     def synchronize_device(self) -> int:
         """Wait for all work on every stream; returns (and clears) the first stream error."""
@@ -332,8 +390,11 @@ class Engine:
         return record is None or record.stream.completed >= record.ticket
 
     def event_synchronize(self, event: Event) -> None:
+        record = event.record
+        if record is None:
+            return
         with self.held:
-            self.cond.wait_for(lambda: self.event_done(event))
+            self._wait(lambda: self.event_done(event), [*self.live])
 
     def wait_event(self, stream: Stream, event: Event) -> int:
         """Make later work on `stream` wait for `event` (as recorded now)."""
