@@ -26,9 +26,7 @@
 #ifndef HIP_CPU_EXECUTOR_H
 #define HIP_CPU_EXECUTOR_H
 
-#include "hip_cpu_abi.h"
-
-#include <atomic>
+#include "hip_cpu_abi.h"  // (<atomic> and <ucontext.h> come with the prelude, before any macro)
 
 const int warpSize = 1;
 
@@ -77,9 +75,7 @@ hipcpu_fiber_start:
 extern "C" void hipcpu_fiber_switch(void** save, void* load) __attribute__((visibility("hidden")));
 extern "C" void hipcpu_fiber_start() __attribute__((visibility("hidden")));
 #define HIPCPU_FIBER_ASM 1
-#else
-#include <ucontext.h>  // portable fallback: slower (swapcontext saves the signal mask)
-#endif
+#endif  // else ucontext (portable, slower: swapcontext also saves the signal mask)
 
 namespace hipcpu {
 
@@ -192,11 +188,14 @@ static void convert(block& b) {
     unsigned long long stride = 0;
     char* stacks = b.rt->fiber_stacks(b.n, &stride);
     b.f = (fiber*)b.rt->scratch((unsigned long long)b.n * sizeof(fiber));
+    if (stacks == nullptr || b.f == nullptr)
+        fail(2 /* hipErrorOutOfMemory */, "no memory for the fiber stacks of a block");
 #ifndef HIPCPU_FIBER_ASM
     if (tl_context_capacity < b.n + 1) {
         free(tl_contexts);
         tl_contexts = (ucontext_t*)calloc(b.n + 1, sizeof(ucontext_t));
-        tl_context_capacity = b.n + 1;
+        tl_context_capacity = tl_contexts ? b.n + 1 : 0;
+        if (tl_contexts == nullptr) fail(2, "no memory for the fiber contexts of a block");
     }
     b.sched_sp = &tl_contexts[b.n];
 #endif

@@ -23,6 +23,7 @@
 #define __HIP_PLATFORM_CPU__ 1
 #define __HIPCC_RTC__ 1
 
+#include <atomic>
 #include <cassert>
 #include <cfloat>
 #include <climits>
@@ -38,6 +39,9 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#if !defined(__x86_64__) || defined(HIPCPU_FIBER_UCONTEXT)
+#include <ucontext.h>  // the executor's portable fiber switch
+#endif
 
 #ifdef HIPCPU_SCAN
 /* The first compiler pass only preprocesses, to find the kernels and the extern shared
