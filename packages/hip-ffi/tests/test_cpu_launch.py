@@ -206,6 +206,13 @@ def test_arguments_of_every_layout_and_the_extra_buffer(run: Any) -> None:
     size[0] = 39  # smaller than the kernel's parameters
     assert launch_status(run, "mixed_args", (1, 1, 1), (1, 1, 1), extra=extra) == 1
     run.hip.hipGetLastError()
+    config = ffi.new("HIP_LAUNCH_CONFIG*", {
+        "gridDimX": 1, "gridDimY": 1, "gridDimZ": 1, "blockDimX": 1, "blockDimY": 1,
+        "blockDimZ": 1, "sharedMemBytes": 0, "hStream": ffi.NULL, "numAttrs": 0,
+    })  # fmt: skip
+    function = run.function("launch.hip", "mixed_args")
+    assert run.hip.hipDrvLaunchKernelEx(config, function, params, ffi.NULL) == 0
+    np.testing.assert_array_equal(run.download(out, 4, np.float64), [65, 7, 2.5, -3])
 
 
 def test_prelude_device_functions(run: Any) -> None:
