@@ -205,15 +205,18 @@ static void convert(block& b) {
         f.prev = (int)(j > t ? j - 1 : b.n - 1);
         f.idx = unlinear(j, blockDim);
         char* low = stacks + j * stride;
+        // Stagger the stack tops by a cache line per fiber: with equal strides they would all
+        // sit at the same page offset, hence in one L1 set, and every switch would miss.
+        char* high = low + stride - (j % 64) * 64;
 #ifdef HIPCPU_FIBER_ASM
-        if (j != t) f.sp = make_fiber(low + stride, &fiber_main, &f);  // t keeps its stack
+        if (j != t) f.sp = make_fiber(high, &fiber_main, &f);  // t keeps its stack
 #else
         ucontext_t* uc = &tl_contexts[j];
         f.sp = uc;
         if (j == t) continue;
         getcontext(uc);
         uc->uc_stack.ss_sp = low + 4096;  // above the guard page
-        uc->uc_stack.ss_size = stride - 4096;
+        uc->uc_stack.ss_size = (size_t)(high - low) - 4096;
         uc->uc_link = nullptr;
         makecontext(uc, &fiber_main_uc, 0);
 #endif
