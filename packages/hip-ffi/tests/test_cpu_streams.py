@@ -280,3 +280,17 @@ def test_graph_capture_and_replay(hip: Any, streams: Any) -> None:
     assert hip.hipStreamBeginCapture(ffi.NULL, 0) == E["hipErrorStreamCaptureUnsupported"]
     assert hip.hipFree(a[0]) == 0 and hip.hipFree(b[0]) == 0
     hip.hipGetLastError()
+
+
+def test_release_on_a_worker_thread_is_deferred_not_deadlocked(hip: Any, host: Any) -> None:
+    """A garbage-collection finalizer can run hipFree on a stream's worker thread; waiting
+    there for the streams would wait for that very thread. It must return and free later."""
+    ffi = hip.ffi
+    pointer = ffi.new("void**")
+    assert hip.hipMalloc(pointer, 1024) == 0
+    results: list[int] = []
+    host.enqueue(ffi.NULL, lambda: results.append(hip.hipFree(pointer[0])))
+    assert hip.hipDeviceSynchronize() == 0
+    assert results == [0]
+    assert hip.hipFree(pointer[0]) == E["hipErrorInvalidValue"]  # already released
+    hip.hipGetLastError()
