@@ -1,0 +1,126 @@
+"""What every op family of HipBackend shares: validation, output allocation, launch geometry.
+
+Every op validates first (types, devices, shapes, dtypes; ValueError) and launches after, so a
+mismatch never leaves half of a composite op queued.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from hip_core import Device, Kernel, MemoryPool, Stream
+from hip_runtime.blas import Blas
+from hip_runtime.dtypes import DTypeLike, FloatType, as_dtype, float_type
+from hip_runtime.kernels import KernelCache
+from hip_runtime.tensor import DeviceTensor, Shape, as_shape
+
+INT_MAX = 2**31 - 1
+_BLOCK = 256  # elementwise block size: 16-byte accesses, 8 warps (4 wavefronts)
+_BLOCKS_PER_MULTIPROCESSOR = 64  # grid cap for grid-stride kernels: several passes per thread
+
+
+class OpsBase:
+    """The state and helpers the op mixins use; HipBackend fills the attributes in."""
+
+    device: Device
+    stream: Stream
+    pool: MemoryPool
+    blas: Blas
+    kernels: KernelCache
+    _grid_cap: int
+    _max_block: int
+
+    # --- validation --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.blas.closed:
+            raise ValueError("this HipBackend is closed")
+
+    def _tensor(self, x: Any, name: str) -> DeviceTensor:
+        if not isinstance(x, DeviceTensor):
+            raise ValueError(f"{name} must be a DeviceTensor, not {type(x).__name__}")
+        if x.closed:
+            raise ValueError(f"{name}'s memory is closed")
+        if x.device != self.device:
+            raise ValueError(f"{name} is on device {x.device.ordinal}, not {self.device.ordinal}")
+        return x
+
+    def _float(self, x: Any, name: str) -> tuple[DeviceTensor, FloatType]:
+        tensor = self._tensor(x, name)
+        return tensor, float_type(tensor.dtype, name)
+
+    def _same(self, x: DeviceTensor, other: Any, name: str, shape: Shape | None = None) -> None:
+        """`other` is a tensor of x's dtype and of `shape` (x's shape when None)."""
+        other = self._tensor(other, name)
+        expected = x.shape if shape is None else shape
+        if other.dtype != x.dtype:
+            raise ValueError(f"{name} has dtype {other.dtype}; expected {x.dtype}")
+        if other.shape != expected:
+            raise ValueError(f"{name} has shape {other.shape}; expected {expected}")
+
+    def _output(
+        self,
+        out: DeviceTensor | None,
+        shape: Sequence[int],
+        dtype: DTypeLike,
+        *,
+        distinct_from: Sequence[DeviceTensor] = (),
+    ) -> DeviceTensor:
+        """A validated `out=`, or a new tensor from the backend's pool (stream-ordered)."""
+        shape, dtype = as_shape(shape), as_dtype(dtype)
+        if out is None:
+            return DeviceTensor.empty(
+                shape, dtype, device=self.device, stream=self.stream, pool=self.pool
+            )
+        out = self._tensor(out, "out")
+        if out.shape != shape or out.dtype != dtype:
+            raise ValueError(f"out is {out.shape} {out.dtype}; this op writes {shape} {dtype}")
+        for other in distinct_from:
+            if _overlap(out, other):
+                raise ValueError("out must not overlap the inputs of this op")
+        return out
+
+    @staticmethod
+    def _rows_cols(x: DeviceTensor, name: str) -> tuple[int, int]:
+        """(rows, cols) of x seen as [prod(leading dims), last dim], both within C int."""
+        if x.ndim == 0:
+            raise ValueError(f"{name} needs at least one dimension")
+        cols = x.shape[-1]
+        rows = math.prod(x.shape[:-1])
+        if rows > INT_MAX or cols > INT_MAX:
+            raise ValueError(f"{name} {x.shape} exceeds the kernels' int range")
+        return rows, cols
+
+    # --- launches (all on self.stream) --------------------------------------------------------
+
+    def _kernel(self, source: str, name: str) -> Kernel:
+        return self.kernels.get(source, name)
+
+    def _launch_flat(self, kernel: Kernel, n: int, itemsize: int, *args: Any) -> None:
+        """A grid-stride kernel over n elements: one 16-byte vector per thread per pass."""
+        if n == 0:
+            return
+        per_block = _BLOCK * max(16 // itemsize, 1)
+        grid = min(-(-n // per_block), self._grid_cap)
+        kernel.launch(grid, _BLOCK, *args, stream=self.stream)
+
+    def _launch_rows(self, kernel: Kernel, rows: int, cols: int, *args: Any) -> None:
+        """A row kernel: one block per row of about cols / 32 threads (8 × 16-byte loads in
+        flight per thread), a multiple of 64 threads, at most the device's block limit."""
+        if rows == 0 or cols == 0:
+            return
+        block = min(max(64, -(-cols // 32 // 64) * 64), self._max_block)
+        kernel.launch(rows, block, *args, stream=self.stream)
+
+
+def _overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
+    return a.nbytes > 0 and b.nbytes > 0 and a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes
+
+
+def grid_cap(device: Device) -> int:
+    return max(1, device.properties.multiprocessors * _BLOCKS_PER_MULTIPROCESSOR)
+
+
+__all__ = ["INT_MAX", "OpsBase", "grid_cap"]

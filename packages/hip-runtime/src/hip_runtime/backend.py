@@ -1,0 +1,116 @@
+"""HipBackend: a device, one stream, a BLAS handle bound to it, the compiled kernels, and ops.
+
+    backend = HipBackend()                       # device 0 (the current device)
+    x = backend.from_numpy(array)                # queued on backend.stream
+    y = backend.rmsnorm(x, weight, eps=1e-6)     # queued on backend.stream, returns at once
+    host = y.to_numpy()                          # waits for backend.stream only
+
+Stream semantics: every op and every tensor the backend makes is ordered on `backend.stream`
+(a blocking stream, so the device's null stream orders with it too). Nothing synchronizes the
+device; `to_numpy()` and `synchronize()` wait for this stream alone. Outputs come from a
+stream-ordered memory pool: dropping a tensor returns its memory in stream order, no wait.
+Bad input (wrong type, device, shape, dtype) raises ValueError before anything is queued.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hip_core import Device, MemoryPool
+from hip_runtime._ops_base import grid_cap
+from hip_runtime.blas import Blas
+from hip_runtime.dtypes import DTypeLike, float32
+from hip_runtime.kernels import KernelCache
+from hip_runtime.ops_elementwise import ElementwiseOps
+from hip_runtime.ops_linalg import LinalgOps
+from hip_runtime.ops_misc import MiscOps
+from hip_runtime.ops_rows import RowOps
+from hip_runtime.tensor import DeviceTensor, ShapeLike
+
+
+class HipBackend(ElementwiseOps, RowOps, LinalgOps, MiscOps):
+    """Ops on one device, ordered on one stream.
+
+    Args:
+        device: a Device, an ordinal, or None for this thread's current device.
+        preload: compile and load every kernel source now instead of on first use.
+
+    `close()` (or `with HipBackend() as backend:`) waits for the stream and destroys the BLAS
+    handle; the stream and the pool are released once no tensor of this backend is left.
+    """
+
+    def __init__(self, device: Device | int | None = None, *, preload: bool = False) -> None:
+        if device is None:
+            device = Device.current()
+        elif isinstance(device, int) and not isinstance(device, bool):
+            device = Device(device)
+        elif not isinstance(device, Device):
+            raise ValueError(f"device must be a Device, an ordinal or None, not {device!r}")
+        self.device = device
+        self.stream = device.create_stream()
+        self.pool = MemoryPool(device)
+        self.blas = Blas(self.stream)
+        self.kernels = KernelCache(device)
+        self._grid_cap = grid_cap(device)
+        self._max_block = min(device.properties.max_threads_per_block, 1024)
+        if preload:
+            self.kernels.preload()
+
+    # --- lifetime ----------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self.blas.closed
+
+    def close(self) -> None:
+        """Wait for the backend's stream, then destroy the BLAS handle. Closing twice is
+        harmless. Tensors stay valid (their memory and stream live as long as they do)."""
+        if not self.blas.closed:
+            self.stream.sync()
+            self.blas.close()
+
+    def __enter__(self) -> HipBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def synchronize(self) -> None:
+        """Block until all work queued on the backend's stream is done (this stream only)."""
+        self.stream.sync()
+
+    # --- tensors on this backend's stream and pool --------------------------------------------
+
+    def empty(self, shape: ShapeLike, dtype: DTypeLike = float32) -> DeviceTensor:
+        """Uninitialized tensor from the backend's pool, ordered on its stream."""
+        self._check_open()
+        return DeviceTensor.empty(
+            shape, dtype, device=self.device, stream=self.stream, pool=self.pool
+        )
+
+    def zeros(self, shape: ShapeLike, dtype: DTypeLike = float32) -> DeviceTensor:
+        """All-zero tensor (memset queued on the backend's stream)."""
+        self._check_open()
+        return DeviceTensor.zeros(
+            shape, dtype, device=self.device, stream=self.stream, pool=self.pool
+        )
+
+    def from_numpy(self, array: Any) -> DeviceTensor:
+        """A device copy of a host array, queued on the backend's stream (pageable host memory:
+        HIP stages it, so the call may return only after the host side has been read)."""
+        self._check_open()
+        return DeviceTensor.from_numpy(
+            array, device=self.device, stream=self.stream, pool=self.pool
+        )
+
+    def from_dlpack(self, obj: Any) -> DeviceTensor:
+        """A zero-copy tensor over a DLPack producer's memory, ordered on the backend's stream."""
+        self._check_open()
+        return DeviceTensor.from_dlpack(obj, stream=self.stream)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<HipBackend {state} on {self.device!r} ({self.device.name})>"
+
+
+__all__ = ["HipBackend"]

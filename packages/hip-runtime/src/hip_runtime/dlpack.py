@@ -1,0 +1,284 @@
+"""DLPack (v0.8 `DLManagedTensor` capsules) and the CUDA Array Interface, zero-copy both ways.
+
+The structs are declared to cffi; capsules are made and read through CPython's PyCapsule API
+(ctypes.pythonapi). On the cpu platform device memory is host memory, so tensors travel as
+kDLCPU and `np.from_dlpack(tensor)` works; on nvidia as kDLCUDA, on amd as kDLROCM.
+
+Stream semantics (the DLPack Python specification):
+
+- export (`tensor.__dlpack__(stream=s)`): the consumer's stream `s` is made to wait, on the
+  device, for the work queued so far on `tensor.stream` (an event, no host wait). On the cpu
+  platform there is no consumer stream: the host reads the memory, so `tensor.stream` is
+  synchronized before the capsule is returned. `stream=-1` skips synchronization.
+- import (`DeviceTensor.from_dlpack(obj, stream=st)`): the producer is asked to order its
+  pending work before `st`; the tensor carries `st`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from typing import TYPE_CHECKING, Any
+
+import cffi
+
+from hip_core import Device, Event, Stream
+from hip_core._hip import hip  # raw hipStreamWaitEvent on a consumer's stream handle
+from hip_core.errors import check
+from hip_core.memory import DeviceBuffer, _Allocation
+from hip_runtime import dtypes
+
+if TYPE_CHECKING:
+    from hip_runtime.tensor import DeviceTensor
+
+DLPackCapsule = Any  # a PyCapsule named "dltensor"
+
+# DLDeviceType values (dlpack.h).
+KDL_CPU, KDL_CUDA, KDL_ROCM = 1, 2, 10
+_DEVICE_TYPES = {"cpu": KDL_CPU, "nvidia": KDL_CUDA, "amd": KDL_ROCM}
+
+_CDEF = """
+typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct {
+    void* data; DLDevice device; int32_t ndim; DLDataType dtype;
+    int64_t* shape; int64_t* strides; uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor; void* manager_ctx; void (*deleter)(struct DLManagedTensor*);
+} DLManagedTensor;
+typedef struct { uint32_t major; uint32_t minor; } DLPackVersion;
+typedef struct DLManagedTensorVersioned {
+    DLPackVersion version; void* manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned*); uint64_t flags; DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+"""
+_NAME = b"dltensor"
+_USED_NAME = b"used_dltensor"
+_VERSIONED_NAME = b"dltensor_versioned"
+_USED_VERSIONED_NAME = b"used_dltensor_versioned"
+
+ffi = cffi.FFI()
+ffi.cdef(_CDEF)
+
+# CPython's capsule API. Two views of GetPointer/IsValid: the capsule destructor receives a raw
+# PyObject* (no reference may be taken while it is being destroyed).
+_Destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_api = ctypes.pythonapi
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, _Destructor)(
+    ("PyCapsule_New", _api)
+)
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _api)
+)
+_capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", _api)
+)
+_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", _api)
+)
+_raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", _api)
+)
+_raw_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _api)
+)
+
+# Exported DLManagedTensors by address: the struct, its shape/strides arrays and the tensor
+# whose memory it describes stay alive until the consumer calls the deleter (or the capsule is
+# dropped unconsumed).
+_exports: dict[int, tuple[Any, ...]] = {}
+_exports_lock = threading.Lock()
+
+
+def _forget(managed: Any) -> None:
+    with _exports_lock:
+        _exports.pop(int(ffi.cast("uintptr_t", managed)), None)
+
+
+_deleter = ffi.callback("void(DLManagedTensor*)", _forget)
+_versioned_deleter = ffi.callback("void(DLManagedTensorVersioned*)", _forget)
+
+
+@_Destructor
+def _capsule_destructor(capsule: int) -> None:
+    # Only a capsule nobody consumed still carries its original name: then it owns the tensor.
+    for name in (_NAME, _VERSIONED_NAME):
+        if _raw_is_valid(capsule, name):
+            address = _raw_pointer(capsule, name)
+            with _exports_lock:
+                _exports.pop(int(address or 0), None)
+
+
+def dlpack_device(device: Device) -> tuple[int, int]:
+    """(DLDeviceType, ordinal) of a device on the current platform."""
+    return _DEVICE_TYPES[device.properties.platform], device.ordinal
+
+
+def _stream_address(stream: Stream) -> int:
+    return int(hip().ffi.cast("uintptr_t", stream.handle))
+
+
+def _order_consumer(tensor: DeviceTensor, consumer: int) -> None:
+    """Make the consumer's stream (a raw handle; 1 and 2 are CUDA's legacy and per-thread
+    default streams) wait for the work queued so far on the tensor's stream."""
+    if consumer == _stream_address(tensor.stream):
+        return
+    api = hip()
+    event = Event(tensor.device, timing=False)
+    try:
+        event.record(tensor.stream)
+        check(
+            api.hipStreamWaitEvent(api.ffi.cast("hipStream_t", consumer), event.handle, 0),
+            "hipStreamWaitEvent",
+        )
+    finally:
+        event.close()  # HIP releases it once the wait has been satisfied
+
+
+def export_dlpack(
+    tensor: DeviceTensor,
+    *,
+    stream: Any = None,
+    max_version: tuple[int, int] | None = None,
+    dl_device: tuple[int, int] | None = None,
+    copy: bool | None = None,
+) -> DLPackCapsule:
+    """A capsule over `tensor` (see the module docstring for stream semantics): a versioned
+    DLPack 1.0 one ("dltensor_versioned", writable) when the consumer accepts `max_version`
+    >= (1, 0), else a v0.8 "dltensor"."""
+    if tensor.closed:
+        raise BufferError("the tensor's memory is closed")
+    device_type, ordinal = dlpack_device(tensor.device)
+    if dl_device is not None and tuple(dl_device) != (device_type, ordinal):
+        raise BufferError(f"cannot export to device {dl_device}: the tensor is on {device_type}")
+    if copy:
+        raise BufferError("DeviceTensor exports its memory without copying only")
+    code, bits = dtypes.to_dlpack(tensor.dtype)
+    if device_type == KDL_CPU:
+        if stream not in (None, -1):
+            raise BufferError(f"kDLCPU takes no stream, not {stream!r}")
+        if stream is None:
+            tensor.stream.sync()  # the host reads it next
+    elif stream != -1:
+        _order_consumer(tensor, _null_stream_value(device_type) if stream is None else int(stream))
+
+    versioned = max_version is not None and tuple(max_version) >= (1, 0)
+    if versioned:
+        managed = ffi.new("DLManagedTensorVersioned*")
+        managed.version.major, managed.version.minor = 1, 0
+        managed.flags = 0  # writable, not a copy
+        managed.deleter, name = _versioned_deleter, _VERSIONED_NAME
+    else:
+        managed = ffi.new("DLManagedTensor*")
+        managed.deleter, name = _deleter, _NAME
+    shape = ffi.new("int64_t[]", list(tensor.shape) or [1])
+    strides = ffi.new("int64_t[]", _row_major_strides(tensor.shape) or [1])
+    dl = managed.dl_tensor
+    dl.data = ffi.cast("void*", tensor.ptr)
+    dl.device.device_type, dl.device.device_id = device_type, ordinal
+    dl.ndim = tensor.ndim
+    dl.dtype.code, dl.dtype.bits, dl.dtype.lanes = code, bits, 1
+    dl.shape, dl.strides, dl.byte_offset = shape, strides, 0
+    managed.manager_ctx = ffi.NULL
+    address = int(ffi.cast("uintptr_t", managed))
+    with _exports_lock:
+        _exports[address] = (managed, shape, strides, tensor)
+    try:
+        return _capsule_new(address, name, _capsule_destructor)
+    except BaseException:
+        with _exports_lock:
+            _exports.pop(address, None)
+        raise
+
+
+def _null_stream_value(device_type: int) -> int:
+    # The spec's "no stream given": CUDA's legacy default stream is 1 (0 is ambiguous there);
+    # ROCm's default stream is 0.
+    return 1 if device_type == KDL_CUDA else 0
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return strides[::-1]
+
+
+def import_dlpack(obj: Any, *, stream: Stream | None = None) -> DeviceTensor:
+    """A DeviceTensor over a DLPack producer's memory (no copy); see the module docstring."""
+    from hip_runtime.tensor import DeviceTensor
+
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"{type(obj).__name__} does not implement __dlpack__")
+    device = stream.device if stream is not None else Device.current()
+    device_type = dlpack_device(device)[0]
+    producer_type, producer_id = (int(v) for v in obj.__dlpack_device__())
+    if producer_type != device_type or (device_type != KDL_CPU and producer_id != device.ordinal):
+        raise BufferError(
+            f"the producer is on DLPack device ({producer_type}, {producer_id}); this platform's "
+            f"device is ({device_type}, {device.ordinal})"
+        )
+    if device_type == KDL_CPU:
+        capsule = obj.__dlpack__()
+    else:
+        consumer = _stream_address(stream) if stream is not None else 0
+        capsule = obj.__dlpack__(stream=consumer or _null_stream_value(device_type))
+    if not _capsule_is_valid(capsule, _NAME):
+        raise BufferError("expected an unconsumed 'dltensor' capsule")
+    address = _capsule_pointer(capsule, _NAME)
+    managed = ffi.cast("DLManagedTensor*", address)
+    dl = managed.dl_tensor
+    # Validate before taking ownership: on an error the capsule still owns (and frees) it.
+    dtype = dtypes.from_dlpack(dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)
+    shape = tuple(int(dl.shape[i]) for i in range(dl.ndim))
+    if dl.strides != ffi.NULL:
+        strides = [int(dl.strides[i]) for i in range(dl.ndim)]
+        expected = _row_major_strides(shape)
+        if any(s != e for s, e, d in zip(strides, expected, shape, strict=True) if d > 1):
+            raise BufferError(f"only C-contiguous tensors can be imported, strides {strides}")
+    data = int(ffi.cast("uintptr_t", dl.data)) + int(dl.byte_offset)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if _capsule_set_name(capsule, _USED_NAME) != 0:
+        raise BufferError("could not mark the capsule consumed")
+    owner = _Allocation(data, nbytes, _call_deleter, address)
+    buffer = DeviceBuffer.from_allocation(owner, device)
+    return DeviceTensor(buffer, shape, dtype, stream=stream)
+
+
+def _call_deleter(address: int) -> None:
+    managed = ffi.cast("DLManagedTensor*", address)
+    if managed.deleter != ffi.NULL:
+        managed.deleter(managed)
+
+
+def cuda_array_interface(tensor: DeviceTensor) -> dict[str, Any]:
+    """CUDA Array Interface v3 of a tensor on the nvidia platform; AttributeError elsewhere
+    (so `hasattr(t, "__cuda_array_interface__")` says whether CUDA consumers can take it).
+
+    `stream` is the tensor's stream (1 for the null stream): consumers order on it themselves.
+    """
+    if tensor.device.properties.platform != "nvidia":
+        raise AttributeError("__cuda_array_interface__ exists on the nvidia platform only")
+    handle = _stream_address(tensor.stream)
+    return {
+        "shape": tensor.shape,
+        "typestr": tensor.dtype.str,  # bfloat16 reads as '<V2': CAI has no bfloat16
+        "data": (tensor.ptr, False),
+        "strides": None,
+        "version": 3,
+        "stream": handle or 1,
+    }
+
+
+__all__ = [
+    "KDL_CPU",
+    "KDL_CUDA",
+    "KDL_ROCM",
+    "cuda_array_interface",
+    "dlpack_device",
+    "export_dlpack",
+    "import_dlpack",
+]

@@ -1,0 +1,48 @@
+"""The backend's compiled kernels: one loaded Module per kernel source and device.
+
+Each `kernels/<family>.hip` is compiled at most once per process and device (and, through
+hip-core's program cache, once per machine); every HipBackend on that device shares the
+loaded modules. Loading is synchronous (compilation happens on the host).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from hip_core import Device, Kernel, Module
+from hip_core._hip import hip  # identifies the loaded platform: tests switch it per session
+from hip_runtime import kernel_sources
+
+_lock = threading.Lock()
+_modules: dict[tuple[int, int, str], Module] = {}
+
+
+class KernelCache:
+    """Kernels of one device by (source, name), e.g. `get("norms.hip", "rmsnorm_bf16")`."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self._kernels: dict[tuple[str, str], Kernel] = {}
+
+    def module(self, source: str) -> Module:
+        """The loaded module of `source` (compiled on first use, from the cache after)."""
+        key = (id(hip()), self.device.ordinal, source)
+        with _lock:
+            found = _modules.get(key)
+            if found is None or found.closed:
+                found = _modules[key] = kernel_sources.program(source).load(self.device)
+            return found
+
+    def get(self, source: str, name: str) -> Kernel:
+        kernel = self._kernels.get((source, name))
+        if kernel is None:
+            kernel = self._kernels[(source, name)] = self.module(source).get_kernel(name)
+        return kernel
+
+    def preload(self, *sources: str) -> None:
+        """Compile and load `sources` now (all of them when none are named)."""
+        for source in sources or tuple(kernel_sources.sources()):
+            self.module(source)
+
+
+__all__ = ["KernelCache"]

@@ -1,0 +1,81 @@
+"""Row ops over the last dimension: layernorm, rmsnorm, softmax (one block per row, on the
+device — never on the host). f32 accumulation whatever the storage type; `out=x` works in
+place. Queued on the backend's stream.
+"""
+
+from __future__ import annotations
+
+from hip_runtime._ops_base import OpsBase
+from hip_runtime.tensor import DeviceTensor
+
+
+class RowOps(OpsBase):
+    def layernorm(
+        self,
+        x: DeviceTensor,
+        weight: DeviceTensor | None = None,
+        bias: DeviceTensor | None = None,
+        *,
+        eps: float = 1e-5,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """(x - mean) / sqrt(var + eps) · weight + bias over the last dimension.
+
+        x [..., cols]; weight and bias [cols] of x's dtype, or None (no scale / no shift).
+        """
+        x, t = self._float(x, "x")
+        rows, cols = self._rows_cols(x, "x")
+        if weight is not None:
+            self._same(x, weight, "weight", (cols,))
+        if bias is not None:
+            self._same(x, bias, "bias", (cols,))
+        y = self._output(out, x.shape, x.dtype)
+        kernel = self._kernel("norms.hip", f"layernorm_{t.suffix}")
+        self._launch_rows(kernel, rows, cols, x, weight, bias, y, rows, cols, float(eps))
+        return y
+
+    def rmsnorm(
+        self,
+        x: DeviceTensor,
+        weight: DeviceTensor | None = None,
+        *,
+        eps: float = 1e-6,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """x / sqrt(mean(x²) + eps) · weight over the last dimension (weight [cols] or None)."""
+        x, t = self._float(x, "x")
+        rows, cols = self._rows_cols(x, "x")
+        if weight is not None:
+            self._same(x, weight, "weight", (cols,))
+        y = self._output(out, x.shape, x.dtype)
+        kernel = self._kernel("norms.hip", f"rmsnorm_{t.suffix}")
+        self._launch_rows(kernel, rows, cols, x, weight, y, rows, cols, float(eps))
+        return y
+
+    def softmax(
+        self,
+        x: DeviceTensor,
+        *,
+        scale: float = 1.0,
+        causal_rows: int = 0,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """softmax(scale · x) over the last dimension.
+
+        `causal_rows = q > 0` masks attention scores: rows are stacked [.., q, keys] blocks
+        whose last q keys are the queries, so row r sees keys c <= r % q + keys - q. Masked
+        entries are 0; a row that sees no key is all zeros.
+        """
+        x, t = self._float(x, "x")
+        rows, cols = self._rows_cols(x, "x")
+        if isinstance(causal_rows, bool) or not isinstance(causal_rows, int) or causal_rows < 0:
+            raise ValueError(f"causal_rows must be an int >= 0, not {causal_rows!r}")
+        if causal_rows > 2**31 - 1:
+            raise ValueError("causal_rows exceeds the kernel's int range")
+        y = self._output(out, x.shape, x.dtype)
+        kernel = self._kernel("softmax.hip", f"softmax_{t.suffix}")
+        self._launch_rows(kernel, rows, cols, x, y, rows, cols, float(scale), causal_rows)
+        return y
+
+
+__all__ = ["RowOps"]
