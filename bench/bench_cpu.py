@@ -14,12 +14,11 @@ Measures (numbers from different runs are not comparable on shared machines):
 Kernel times are host wall time of launch + hipDeviceSynchronize (the hip_ffi call overhead
 included), median of repeats after a warm-up. Prints JSON lines, then a table.
 
-    python bench/bench_cpu.py [--quick] [--out DIR]
+    python bench/bench_cpu.py [--quick] [--out DIR]     # run from the checkout root or bench/
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import os
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _harness import ROWS, emit, run
 
 KERNELS = r"""
 extern "C" __global__ void vector_add_f32(const float* a, const float* b, float* c, int n) {
@@ -107,13 +107,6 @@ EXPORT double sum_threads(const float* x, long n, int threads) {
     return total;
 }
 """
-
-ROWS: list[dict[str, Any]] = []
-
-
-def emit(**row: Any) -> None:
-    ROWS.append(row)
-    print(json.dumps(row), flush=True)
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -244,54 +237,63 @@ def pointer(array: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(array.ctypes.data)
 
 
-def bench_kernels(n: int, repeats: int) -> None:
-    cpu = Cpu()
-    c_lib = plain_c()
+def _row(bench: str, impl: str, n: int, ms: float, traffic_bytes: int, cores: int) -> None:
+    emit(bench=bench, impl=impl, n=n, ms=ms, gb_s=traffic_bytes / ms / 1e6, cores=cores)
+
+
+def _inputs(n: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng()
     a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
-    c = np.empty_like(a)
-    da, db = cpu.device_copy(a), cpu.device_copy(b)
-    dc = cpu.device_copy(c)
-    threads, size = cpu.cores, ctypes.c_long(n)
-    gb = 3 * a.nbytes / 1e9
+    return a, b
 
-    def row(bench: str, impl: str, ms: float, traffic_gb: float) -> None:
-        emit(bench=bench, impl=impl, n=n, ms=ms, gb_s=traffic_gb / ms * 1e3, cores=threads)
 
-    vector_add = cpu.launcher("vector_add_f32", -(-n // 256), 256,
+def bench_hip(n: int, repeats: int) -> None:
+    """Both kernels on the cpu platform (launch + hipDeviceSynchronize per sample)."""
+    cpu = Cpu()
+    a, b = _inputs(n)
+    da, db, dc = cpu.device_copy(a), cpu.device_copy(b), cpu.device_copy(np.empty_like(a))
+    cores, blocks = cpu.cores, -(-n // 256)
+    vector_add = cpu.launcher("vector_add_f32", blocks, 256,
                               ("void*", da), ("void*", db), ("void*", dc), ("int", n))  # fmt: skip
-    row("vector_add", "hip_ffi cpu kernel", median_ms(vector_add, repeats), gb)
-    row("vector_add", "numpy np.add", median_ms(lambda: np.add(a, b, out=c), repeats), gb)
-    pa, pb, pc = pointer(a), pointer(b), pointer(c)
-    row("vector_add", "plain C, 1 thread",
-        median_ms(lambda: c_lib.add_range(pa, pb, pc, 0, size), repeats), gb)  # fmt: skip
-    row("vector_add", f"plain C, {threads} threads",
-        median_ms(lambda: c_lib.add_threads(pa, pb, pc, size, threads), repeats), gb)  # fmt: skip
-
-    gb = a.nbytes / 1e9
-    partial = np.empty(-(-n // 256), dtype=np.float32)
+    _row("vector_add", "hip_ffi cpu kernel", n, median_ms(vector_add, repeats), 3 * a.nbytes, cores)
+    partial = np.empty(blocks, dtype=np.float32)
     dp = cpu.device_copy(partial)
-    one_each = cpu.launcher("block_sum_f32", -(-n // 256), 256,
-                            ("void*", da), ("void*", dp), ("int", n))  # fmt: skip
-    row("block_reduce_256", f"hip_ffi cpu kernel, {-(-n // 256)} blocks (1 element per thread)",
-        median_ms(one_each, max(repeats // 4, 2)), gb)  # fmt: skip
-    grid = 4 * threads
-    strided = cpu.launcher("block_sum_f32", grid, 256, ("void*", da), ("void*", dp), ("int", n))
-    row("block_reduce_256", f"hip_ffi cpu kernel, {grid} blocks (grid-stride)",
-        median_ms(strided, repeats), gb)  # fmt: skip
-    check_sum(cpu, partial, dp, grid, a)
-    chunk = 1 << 16
-    chunks = -(-n // chunk)
-    chunked = cpu.launcher("block_sum_chunk_f32", chunks, 256,
-                           ("void*", da), ("void*", dp), ("int", n), ("int", chunk))  # fmt: skip
-    row("block_reduce_256", f"hip_ffi cpu kernel, {chunks} blocks (a {chunk}-float chunk each)",
-        median_ms(chunked, repeats), gb)  # fmt: skip
-    check_sum(cpu, partial, dp, chunks, a)
-    row("block_reduce_256", "numpy x.sum()", median_ms(lambda: a.sum(), repeats), gb)
-    row("block_reduce_256", "plain C, 1 thread",
-        median_ms(lambda: c_lib.sum_range(pointer(a), 0, size), repeats), gb)  # fmt: skip
-    row("block_reduce_256", f"plain C, {threads} threads",
-        median_ms(lambda: c_lib.sum_threads(pointer(a), size, threads), repeats), gb)  # fmt: skip
+    shapes = [
+        (f"{blocks} blocks (1 element per thread)", "block_sum_f32", blocks, (),
+         max(repeats // 4, 2)),
+        (f"{4 * cores} blocks (grid-stride)", "block_sum_f32", 4 * cores, (), repeats),
+        (f"{-(-n // 65536)} blocks (a 65536-float chunk each)", "block_sum_chunk_f32",
+         -(-n // 65536), (("int", 65536),), repeats),
+    ]  # fmt: skip
+    for label, kernel, grid, extra, samples in shapes:
+        reduce = cpu.launcher(kernel, grid, 256, ("void*", da), ("void*", dp), ("int", n), *extra)
+        ms = median_ms(reduce, samples)
+        check_sum(cpu, partial, dp, grid, a)
+        _row("block_reduce_256", f"hip_ffi cpu kernel, {label}", n, ms, a.nbytes, cores)
+
+
+def bench_numpy(n: int, repeats: int) -> None:
+    a, b = _inputs(n)
+    c = np.empty_like(a)
+    cores = len(os.sched_getaffinity(0))
+    ms = median_ms(lambda: np.add(a, b, out=c), repeats)
+    _row("vector_add", "numpy np.add", n, ms, 3 * a.nbytes, cores)
+    _row("block_reduce_256", "numpy x.sum()", n, median_ms(a.sum, repeats), a.nbytes, cores)
+
+
+def bench_plain_c(n: int, repeats: int) -> None:
+    """The same loops in C++, built with the cpu platform's compiler and flags."""
+    c_lib = plain_c()
+    a, b = _inputs(n)
+    c = np.empty_like(a)
+    threads = int(os.environ.get("HIP_FFI_CPU_THREADS") or len(os.sched_getaffinity(0)))
+    size = ctypes.c_long(n)
+    pa, pb, pc = pointer(a), pointer(b), pointer(c)
+    for label, count in (("1 thread", 1), (f"{threads} threads", threads)):
+        ms = median_ms(lambda k=count: c_lib.add_threads(pa, pb, pc, size, k), repeats)
+        _row("vector_add", f"plain C, {label}", n, ms, 3 * a.nbytes, threads)
+        ms = median_ms(lambda k=count: c_lib.sum_threads(pa, size, k), repeats)
+        _row("block_reduce_256", f"plain C, {label}", n, ms, a.nbytes, threads)
 
 
 def check_sum(cpu: Cpu, partial: np.ndarray, device: Any, count: int, x: np.ndarray) -> None:
@@ -307,11 +309,14 @@ def table() -> None:
     for r in cache:
         print(f"disk cache, {r['run']} process: {r['compiles']} compiler runs, "
               f"{r['cache_hits']} cache hits, {r['seconds']:.2f} s to first launch")  # fmt: skip
+    for r in ROWS:
+        if r["bench"] == "skipped":
+            print(f"skipped: {r['impl']}: {r['reason']}")
     for bench in ("vector_add", "block_reduce_256"):
         rows = [r for r in ROWS if r["bench"] == bench]
-        if not rows:
+        numpy_ms = next((r["ms"] for r in rows if r["impl"].startswith("numpy")), None)
+        if not rows or numpy_ms is None:
             continue
-        numpy_ms = next(r["ms"] for r in rows if r["impl"].startswith("numpy"))
         print(f"\n{bench}, {rows[0]['n']} floats, {rows[0]['cores']} cores")
         print(f"{'implementation':<62} {'ms':>9} {'GB/s':>7} {'/ numpy':>8}")
         for r in rows:
@@ -319,17 +324,18 @@ def table() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1M floats, fewer repeats")
-    parser.add_argument("--out", default=os.environ.get("OUT"), help="also write JSON lines here")
-    args = parser.parse_args()
-    bench_cache()
-    bench_kernels(1 << 20 if args.quick else 1 << 24, 5 if args.quick else 15)
+    quick = "--quick" in sys.argv  # 1M floats, fewer repeats; --out DIR (or $OUT) saves rows
+    n, repeats = (1 << 20, 5) if quick else (1 << 24, 15)
+    run(
+        "bench_cpu",
+        [
+            ("disk cache", bench_cache),
+            ("hip_ffi cpu", lambda: bench_hip(n, repeats)),
+            ("numpy", lambda: bench_numpy(n, repeats)),
+            ("plain C", lambda: bench_plain_c(n, repeats)),
+        ],
+    )
     table()
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        with open(Path(args.out) / "bench_cpu.jsonl", "w") as file:
-            file.writelines(json.dumps(r) + "\n" for r in ROWS)
 
 
 if __name__ == "__main__":
