@@ -39,6 +39,7 @@ class OpsBase:
             raise ValueError("this HipBackend is closed")
 
     def _tensor(self, x: Any, name: str) -> DeviceTensor:
+        self._check_open()
         if not isinstance(x, DeviceTensor):
             raise ValueError(f"{name} must be a DeviceTensor, not {type(x).__name__}")
         if x.closed:

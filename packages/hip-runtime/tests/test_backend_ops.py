@@ -1,0 +1,271 @@
+"""Every HipBackend op against a float64 numpy reference, in every float type, over odd shapes
+(1 x 1, 3 x 1000, 7 x 4097), on the selected platform (cpu in CI; nvidia marked gpu). The
+8192 x 8192 cases are in test_backend_large.py (gpu only). Inputs are random numbers stored in
+the op's type, so the reference sees exactly what the device sees; tolerances are the
+KernelHarness's (conftest.py): a few units of the output type's rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+from hip_core import Device
+from hip_runtime import HipBackend
+
+if TYPE_CHECKING:
+    from conftest import KernelHarness
+
+TYPES = ("f32", "f16", "bf16")
+SHAPES = [(1, 1), (3, 1000), (7, 4097)]
+EPS = 1e-5
+
+
+@pytest.fixture(scope="module")
+def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
+    with HipBackend(device) as backend:
+        yield backend
+
+
+def f64(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float64)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x / (1.0 + np.exp(-x)))
+
+
+ERF = np.vectorize(math.erf)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("op", ["add", "mul", "swiglu"])
+def test_binary(
+    backend: HipBackend, harness: KernelHarness, op: str, dtype: str, shape: tuple[int, int]
+) -> None:
+    a, b = harness.random(shape, dtype, 2.0), harness.random(shape, dtype, 2.0)
+    got = getattr(backend, op)(backend.from_numpy(a), backend.from_numpy(b)).to_numpy()
+    expected = {"add": np.add, "mul": np.multiply, "swiglu": lambda g, u: silu(g) * u}[op](
+        f64(a), f64(b)
+    )
+    harness.assert_close(got, expected, dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("op", ["silu", "gelu", "gelu_tanh", "scale"])
+def test_unary(
+    backend: HipBackend, harness: KernelHarness, op: str, dtype: str, shape: tuple[int, int]
+) -> None:
+    x = harness.random(shape, dtype, 3.0)
+    dx, v = backend.from_numpy(x), f64(x)
+    if op == "scale":
+        got, expected = backend.scale(dx, 0.375).to_numpy(), 0.375 * v
+    elif op == "silu":
+        got, expected = backend.silu(dx).to_numpy(), silu(v)
+    elif op == "gelu":
+        got, expected = backend.gelu(dx).to_numpy(), 0.5 * v * (1.0 + ERF(v / math.sqrt(2.0)))
+    else:
+        got = backend.gelu(dx, approximate="tanh").to_numpy()
+        expected = 0.5 * v * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
+    harness.assert_close(got, expected, dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+def test_add_row_bias(
+    backend: HipBackend, harness: KernelHarness, dtype: str, shape: tuple[int, int]
+) -> None:
+    x, bias = harness.random(shape, dtype), harness.random(shape[1], dtype)
+    got = backend.add_row_bias(backend.from_numpy(x), backend.from_numpy(bias)).to_numpy()
+    harness.assert_close(got, f64(x) + f64(bias), dtype)
+
+
+def layernorm_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple[Any, Any]:
+    v = f64(x)
+    rstd = 1.0 / np.sqrt(v.var(-1, keepdims=True) + np.float64(np.float32(EPS)))
+    y = (v - v.mean(-1, keepdims=True)) * rstd * f64(w) + f64(b)
+    return y, np.abs(v) * rstd * np.abs(f64(w)) + np.abs(f64(b))  # f32 rounds at |x| scale
+
+
+def rmsnorm_reference(x: np.ndarray, w: np.ndarray) -> Any:
+    v = f64(x)
+    return v / np.sqrt((v * v).mean(-1, keepdims=True) + np.float64(np.float32(EPS))) * f64(w)
+
+
+def softmax_reference(x: np.ndarray, scale: float) -> Any:
+    s = f64(x) * np.float64(np.float32(scale))
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+def test_norms_and_softmax(
+    backend: HipBackend, harness: KernelHarness, dtype: str, shape: tuple[int, int]
+) -> None:
+    x = harness.random(shape, dtype, scale=2.0, shift=1.0)
+    w, b = harness.random(shape[1], dtype), harness.random(shape[1], dtype)
+    dx, dw, db = backend.from_numpy(x), backend.from_numpy(w), backend.from_numpy(b)
+    expected, magnitude = layernorm_reference(x, w, b)
+    harness.assert_close(
+        backend.layernorm(dx, dw, db, eps=EPS).to_numpy(), expected, dtype, magnitude
+    )
+    harness.assert_close(
+        backend.rmsnorm(dx, dw, eps=EPS).to_numpy(), rmsnorm_reference(x, w), dtype
+    )
+    got = backend.softmax(dx, scale=0.7).to_numpy()
+    harness.assert_close(got, softmax_reference(x, 0.7), dtype)
+
+
+def test_norms_without_affine_and_causal_softmax(
+    backend: HipBackend, harness: KernelHarness
+) -> None:
+    x = harness.random((6, 37), "f32", scale=2.0, shift=1.0)
+    dx = backend.from_numpy(x)
+    ones, zeros = np.ones(37, np.float32), np.zeros(37, np.float32)
+    expected, magnitude = layernorm_reference(x, ones, zeros)
+    harness.assert_close(backend.layernorm(dx, eps=EPS).to_numpy(), expected, "f32", magnitude)
+    harness.assert_close(backend.rmsnorm(dx, eps=EPS).to_numpy(), rmsnorm_reference(x, ones), "f32")
+    got = backend.softmax(dx, causal_rows=3).to_numpy()  # 2 heads x 3 queries over 37 keys
+    last = np.arange(6) % 3 + 37 - 3
+    assert (got[np.arange(37)[None, :] > last[:, None]] == 0).all()
+    np.testing.assert_allclose(got.sum(-1), 1.0, rtol=1e-5)
+
+
+MATMULS = [(1, 1, 1), (3, 1000, 5), (7, 4097, 3)]  # (m, k, n)
+
+
+@pytest.mark.parametrize("transposed", ["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("mkn", MATMULS, ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+def test_matmul(
+    backend: HipBackend,
+    harness: KernelHarness,
+    dtype: str,
+    mkn: tuple[int, int, int],
+    transposed: str,
+) -> None:
+    m, k, n = mkn
+    a, b = harness.random((m, k), dtype), harness.random((k, n), dtype)
+    ta, tb = transposed[0] == "t", transposed[1] == "t"
+    da = backend.from_numpy(np.ascontiguousarray(a.T) if ta else a)  # stored transposed
+    db = backend.from_numpy(np.ascontiguousarray(b.T) if tb else b)
+    got = backend.matmul(da, db, transpose_a=ta, transpose_b=tb).to_numpy()
+    harness.assert_close(got, f64(a) @ f64(b), dtype, np.abs(f64(a)) @ np.abs(f64(b)))
+
+
+@pytest.mark.parametrize("batches", [(4, 4), (4, 1), (1, 4), (4, 0)], ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+def test_batched_matmul_broadcasts(
+    backend: HipBackend, harness: KernelHarness, dtype: str, batches: tuple[int, int]
+) -> None:
+    shape_a = (batches[0], 5, 33) if batches[0] else (5, 33)
+    shape_b = (batches[1], 33, 6) if batches[1] else (33, 6)
+    a, b = harness.random(shape_a, dtype), harness.random(shape_b, dtype)
+    got = backend.matmul(backend.from_numpy(a), backend.from_numpy(b)).to_numpy()
+    assert got.shape == (4, 5, 6)
+    harness.assert_close(got, f64(a) @ f64(b), dtype, np.abs(f64(a)) @ np.abs(f64(b)))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 1000), (7, 4097, 3)], ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+def test_linear(
+    backend: HipBackend, harness: KernelHarness, dtype: str, shape: tuple[int, int, int]
+) -> None:
+    tokens, features_in, features_out = shape
+    x = harness.random((2, tokens, features_in), dtype)
+    w, b = harness.random((features_out, features_in), dtype), harness.random(features_out, dtype)
+    got = backend.linear(backend.from_numpy(x), backend.from_numpy(w), backend.from_numpy(b))
+    assert got.shape == (2, tokens, features_out)
+    magnitude = np.abs(f64(x)) @ np.abs(f64(w)).T + np.abs(f64(b))
+    harness.assert_close(got.to_numpy(), f64(x) @ f64(w).T + f64(b), dtype, magnitude)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_mlp_swiglu_is_the_llama_mlp(
+    backend: HipBackend, harness: KernelHarness, dtype: str
+) -> None:
+    hidden, inter = 48, 136
+    x = harness.random((3, 5, hidden), dtype)
+    wg, wu = (
+        harness.random((inter, hidden), dtype, 0.2),
+        harness.random((inter, hidden), dtype, 0.2),
+    )
+    wd = harness.random((hidden, inter), dtype, 0.2)
+    got = backend.mlp_swiglu(*map(backend.from_numpy, (x, wg, wu, wd))).to_numpy()
+    # The reference rounds the intermediate to the storage type, as the backend stores it.
+    storage = harness.DTYPES[dtype]
+    h = f64((silu(f64(x) @ f64(wg).T) * (f64(x) @ f64(wu).T)).astype(storage))
+    magnitude = np.abs(h) @ np.abs(f64(wd)).T
+    # The intermediate's own rounding may differ by one unit: allow it on top of the output's.
+    harness.assert_close(got, h @ f64(wd).T, dtype, magnitude * (1 if dtype == "f32" else 2))
+
+
+def rope_reference(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray, rot: int,
+                   interleaved: bool) -> np.ndarray:  # fmt: skip
+    out = f64(x)
+    c, s = f64(cos[pos])[:, None, :], f64(sin[pos])[:, None, :]
+    first, second = (slice(0, rot, 2), slice(1, rot, 2)) if interleaved else (
+        slice(0, rot // 2), slice(rot // 2, rot))  # fmt: skip
+    a, b = out[..., first].copy(), out[..., second].copy()
+    out[..., first], out[..., second] = a * c - b * s, b * c + a * s
+    return out
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["half", "interleaved"])
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("given_positions", [True, False], ids=["positions", "index"])
+def test_rope(
+    backend: HipBackend, harness: KernelHarness, dtype: str, interleaved: bool,
+    given_positions: bool,
+) -> None:  # fmt: skip
+    tokens, heads, head_dim, rot, max_position = 7, 3, 96, 64, 40
+    angles = np.arange(max_position)[:, None] * 10000.0 ** (-np.arange(0, rot, 2) / rot)
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    pos = harness.rng.integers(0, max_position, tokens) if given_positions else np.arange(tokens)
+    pos = pos.astype(np.int32)
+    x = harness.random((tokens, heads, head_dim), dtype)
+    got = backend.rope(
+        backend.from_numpy(x), backend.from_numpy(cos), backend.from_numpy(sin),
+        backend.from_numpy(pos) if given_positions else None, rot_dim=rot, interleaved=interleaved,
+    ).to_numpy()  # fmt: skip
+    harness.assert_close(got, rope_reference(x, cos, sin, pos, rot, interleaved), dtype)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 1000, 17), (7, 4097, 5)], ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+def test_embedding(
+    backend: HipBackend, harness: KernelHarness, dtype: str, shape: tuple[int, int, int]
+) -> None:
+    tokens, dim, vocab = shape
+    table = harness.random((vocab, dim), dtype)
+    ids = harness.rng.integers(-1, vocab + 1, (1, tokens)).astype(np.int32)
+    got = backend.embedding(backend.from_numpy(ids), backend.from_numpy(table)).to_numpy()
+    known = (ids >= 0) & (ids < vocab)
+    expected = np.zeros((1, tokens, dim), table.dtype)
+    expected[known] = table[ids[known]]
+    harness.assert_bits_equal(got, expected)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("target", TYPES)
+@pytest.mark.parametrize("source", TYPES)
+def test_cast(
+    backend: HipBackend, harness: KernelHarness, source: str, target: str, shape: tuple[int, int]
+) -> None:
+    x = harness.random(shape, source, 100.0)
+    got = backend.cast(backend.from_numpy(x), harness.DTYPES[target]).to_numpy()
+    harness.assert_bits_equal(got, x.astype(np.float32).astype(harness.DTYPES[target]))
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_transpose(backend: HipBackend, harness: KernelHarness, dtype: str) -> None:
+    x = harness.random((7, 4097), dtype)
+    harness.assert_bits_equal(backend.transpose(backend.from_numpy(x)).to_numpy(), x.T.copy())
