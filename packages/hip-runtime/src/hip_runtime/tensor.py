@@ -128,7 +128,7 @@ class DeviceTensor:
         The host array is kept referenced until the stream's next sync. It is pageable memory,
         so HIP stages it: the call may return only once the host side has been read.
         """
-        host = np.ascontiguousarray(array)
+        host = np.asarray(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
         tensor = cls.empty(host.shape, host.dtype, device=device, stream=stream, pool=pool)
         tensor.copy_from_host(host)
         return tensor
@@ -211,7 +211,7 @@ class DeviceTensor:
 
     def copy_from_host(self, array: Any) -> None:
         """Copy a host array of the same shape and dtype in, queued on `self.stream`."""
-        host = np.ascontiguousarray(array)
+        host = np.asarray(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
         if host.shape != self.shape or host.dtype != self.dtype:
             raise ValueError(f"host array {host.shape} {host.dtype} does not fit {self}")
         self._upload(host.reshape(-1).view(np.uint8))
