@@ -339,6 +339,14 @@ RTC_HEADERS = MappingProxyType(
             "#ifndef __HIP_PLATFORM_NVIDIA__\n"
             "#define __HIP_PLATFORM_NVIDIA__ 1\n"
             "#endif\n"
+            "/* HIP's shuffles and votes act on the whole warp, as CUDA's *_sync ones do with a\n"
+            "   full mask (HIP-on-NVIDIA maps them the same way). */\n"
+            "#define __shfl(...) __shfl_sync(0xffffffffu, __VA_ARGS__)\n"
+            "#define __shfl_up(...) __shfl_up_sync(0xffffffffu, __VA_ARGS__)\n"
+            "#define __shfl_down(...) __shfl_down_sync(0xffffffffu, __VA_ARGS__)\n"
+            "#define __shfl_xor(...) __shfl_xor_sync(0xffffffffu, __VA_ARGS__)\n"
+            "#define __any(p) __any_sync(0xffffffffu, (p))\n"
+            "#define __all(p) __all_sync(0xffffffffu, (p))\n"
         ),
         "hip/hip_fp16.h": "#pragma once\n#include <cuda_fp16.h>\n",
         "hip/hip_bf16.h": (

@@ -1,14 +1,10 @@
 // Block-wide sums: a shared-memory tree with __syncthreads, and a warp-shuffle variant that
 // uses warpSize (32 on NVIDIA, 64 on AMD, 1 on the cpu platform) without assuming it.
 // Launch: 1-D grid of any size, 1-D blocks of a power of two up to 1024 threads.
-// Portable as written: no header (hiprtc and the cpu prelude need none; the nvidia platform's
-// hiprtc adds its own), and the only NVIDIA/AMD difference is the shuffle's name.
+// Portable as written: HIP's own header, which gives __shfl_down on every platform (on NVIDIA
+// it maps to __shfl_down_sync over the full warp, as HIP-on-NVIDIA does).
 
-#if defined(__CUDACC__)
-#define SHFL_DOWN(v, delta) __shfl_down_sync(0xffffffffu, (v), (delta))
-#else
-#define SHFL_DOWN(v, delta) __shfl_down((v), (delta))
-#endif
+#include <hip/hip_runtime.h>
 
 // partial[b] = sum of x over the elements that block b's threads visit (grid-stride).
 extern "C" __global__ void block_sum_f32(const float* x, float* partial, int n) {
@@ -33,7 +29,7 @@ extern "C" __global__ void block_sum_warp_f32(const float* x, float* partial, in
     float v = 0.0f;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         v += x[i];
-    for (int offset = warpSize / 2; offset > 0; offset /= 2) v += SHFL_DOWN(v, offset);
+    for (int offset = warpSize / 2; offset > 0; offset /= 2) v += __shfl_down(v, offset);
     if (lane == 0) warp_sums[warp] = v;
     __syncthreads();
     if (threadIdx.x == 0) {

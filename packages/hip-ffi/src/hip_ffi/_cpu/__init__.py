@@ -85,7 +85,7 @@ def load() -> HipApi:
         ffi=ffi,
         functions=functions,
         runtime_version=_packed_version(),
-        platform_version=f"cpu ({cxx.name if cxx else 'no C++ compiler'}, {cores} cores)",
+        platform_version=f"host runtime: {cxx.name if cxx else 'no C++ compiler'}, {cores} cores",
         libraries=libraries,
         device_prop_type=device.PROP_TYPE,
     )
