@@ -25,8 +25,12 @@ if sys.version_info >= (3, 11):
 else:
     from importlib.abc import Traversable
 
-#: The checkout's kernels/ relative to this file: packages/hip-runtime/src/hip_runtime/.
-_CHECKOUT_KERNELS = Path(__file__).resolve().parents[4] / "kernels"
+#: The checkout's kernels/ relative to this file: packages/hip-runtime/src/hip_runtime/. An
+#: installed copy may sit fewer folders deep, so the path is only computed when there are enough.
+_HERE = Path(__file__).resolve()
+_CHECKOUT_KERNELS = (
+    _HERE.parents[4] / "kernels" if len(_HERE.parents) > 4 else _HERE / "no-checkout"
+)
 
 
 def kernels_dir() -> Traversable:
