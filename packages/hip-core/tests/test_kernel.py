@@ -183,3 +183,29 @@ def test_unloaded_module_refuses_launches(device: Device, module: Module) -> Non
     module.close()
     with pytest.raises(ClosedError):
         kernel.launch(1, 1, 1.0, x, x, 0)
+
+
+def test_launch_from_a_fresh_thread(device: Device, module: Module) -> None:
+    # A new thread has no current context on NVIDIA: the native launch fails, the surface
+    # call recovers the context, and the launch happens exactly once.
+    import threading
+
+    y = device.allocate(8)
+    y.copy_from(np.zeros(2, dtype=np.float32))
+    x = device.allocate(8)
+    x.copy_from(np.ones(2, dtype=np.float32))
+    kernel = module.get_kernel("axpy")
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            kernel.launch(1, 2, 5.0, x, y, 2)
+            device.synchronize()
+        except BaseException as error:  # reported to the main thread below
+            errors.append(error)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert _download(y, np.float32, 2).tolist() == [5.0, 5.0]

@@ -140,3 +140,9 @@ def test_hiprtc_version(amd: Any) -> None:
     major, minor = amd.ffi.new("int*"), amd.ffi.new("int*")
     assert amd.hiprtcVersion(major, minor) == 0
     assert major[0] >= 5
+
+
+def test_fast_entry_points_fall_back_to_the_surface(amd: Any) -> None:
+    # amd has no separate native launch: the hot path gets the surface function itself.
+    assert amd.fast("hipDrvLaunchKernelEx") is amd.hipDrvLaunchKernelEx
+    assert amd.fast("hipMalloc") is amd.hipMalloc

@@ -54,6 +54,9 @@ class Kernel:
         self.name = name
         self.handle = handle
         self.params = tuple(params)
+        # The native launch on the hot path; its (rare) failures are re-issued through the
+        # surface function, which recovers a missing context and gives HIP's status.
+        self._launch_fast = api.fast("hipDrvLaunchKernelEx")
         self._launch = api.hipDrvLaunchKernelEx
         self._null = ffi.NULL
         self._lock = threading.Lock()
@@ -74,7 +77,11 @@ class Kernel:
         )
         self._config = ffi.new("HIP_LAUNCH_CONFIG*")
         self._packed: tuple[Any, ...] | None = None
-        self._geometry: tuple[Any, ...] | None = None
+        # The geometry of the last launch; `_grid = None` means "configure again".
+        self._grid: Dim3 | None = None
+        self._block: Dim3 | None = None
+        self._shared_mem = 0
+        self._stream: Stream | None = None
         self._generation = -1
         self._max_threads: int | None = None  # this function's block-size limit, read once
 
@@ -87,19 +94,45 @@ class Kernel:
         stream: Stream | None = None,
     ) -> None:
         """Queue one launch of `grid` blocks of `block` threads with `shared_mem` dynamic bytes."""
-        with self._lock:
-            if self._generation != _resource.generation:  # something was released since
-                self.module._check_open()
-                self._packed = self._geometry = None
-                self._generation = _resource.generation
-            if args != self._packed:
-                self._pack(args)
-            geometry = (grid, block, shared_mem, stream)
-            if geometry != self._geometry:
-                self._configure(geometry)
-            status = self._launch(self._config, self.handle, self._pointers, self._null)
+        lock = self._lock
+        lock.acquire()
+        try:
+            # Fast path: nothing released since the last launch and the same arguments and
+            # geometry (ints and cached tuples compare in nanoseconds): only the launch call.
+            if (
+                self._generation != _resource.generation
+                or args != self._packed
+                or grid != self._grid
+                or block != self._block
+                or shared_mem != self._shared_mem
+                or stream is not self._stream
+            ):
+                self._prepare(grid, block, args, shared_mem, stream)
+            status = self._launch_fast(self._config, self.handle, self._pointers, self._null)
+            if status:
+                status = self._launch(self._config, self.handle, self._pointers, self._null)
+        finally:
+            lock.release()
         if status:
             raise error_for(status, "hipDrvLaunchKernelEx", f"kernel {self.name}")
+
+    def _prepare(
+        self, grid: Dim3, block: Dim3, args: tuple[Any, ...], shared_mem: int, stream: Stream | None
+    ) -> None:
+        """Check and pack what changed since the last launch (everything, after a release)."""
+        if self._generation != _resource.generation:  # something was released since
+            self.module._check_open()
+            self._packed = self._grid = None
+            self._generation = _resource.generation
+        if args != self._packed:
+            self._pack(args)
+        if (grid, block, shared_mem, stream) != (
+            self._grid,
+            self._block,
+            self._shared_mem,
+            self._stream,
+        ):
+            self._configure(grid, block, shared_mem, stream)
 
     def __call__(
         self, grid: Dim3, block: Dim3, *args: Any, shared_mem: int = 0, stream: Stream | None = None
@@ -117,9 +150,8 @@ class Kernel:
             write(value)
         self._packed = args
 
-    def _configure(self, geometry: tuple[Any, ...]) -> None:
-        self._geometry = None
-        grid, block, shared_mem, stream = geometry
+    def _configure(self, grid: Dim3, block: Dim3, shared_mem: int, stream: Stream | None) -> None:
+        self._grid = None  # a failure below must not leave a half-set "valid" configuration
         gx, gy, gz = _dim3(grid, "grid")
         bx, by, bz = _dim3(block, "block")
         if self._max_threads is None:
@@ -138,7 +170,7 @@ class Kernel:
         config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
         config.sharedMemBytes = shared_mem
         config.hStream = self._null if stream is None else stream.handle
-        self._geometry = geometry
+        self._grid, self._block, self._shared_mem, self._stream = grid, block, shared_mem, stream
 
     def attribute(self, name: str) -> int:
         """hipFuncGetAttribute, e.g. "NUM_REGS", "MAX_THREADS_PER_BLOCK", "SHARED_SIZE_BYTES"."""

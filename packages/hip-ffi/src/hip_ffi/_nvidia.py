@@ -209,6 +209,7 @@ def load() -> HipApi:
         libraries=libraries,
         device_prop_type=prop_type,
         keep_alive=(*opened, state),
+        natives={"hipDrvLaunchKernelEx": cuda.cuLaunchKernelEx},
     )
 
 

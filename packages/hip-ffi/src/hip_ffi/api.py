@@ -64,6 +64,7 @@ class HipApi:
         libraries: Mapping[str, str],
         device_prop_type: str,
         keep_alive: tuple[Any, ...] = (),
+        natives: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         missing = [name for name in surface.ALL if name not in functions]
         if missing:
@@ -77,8 +78,20 @@ class HipApi:
         # The opened libraries: in cffi's ABI mode a bound function does not keep its library
         # open, and a library object that is collected is dlclose()d under its functions.
         self._keep_alive = keep_alive
+        self._natives = dict(natives or {})
         # Plain instance attributes: `hip.hipMalloc` is one dict lookup, no indirection.
         self.__dict__.update(functions)
+
+    def fast(self, name: str) -> Callable[..., Any]:
+        """The cheapest callable for a hot path: the native entry point where the surface one
+        wraps it (nvidia's launch), else the surface function itself.
+
+        A native entry returns 0 on success like the surface one, but a failure status is the
+        platform's own and nothing else is done (no context recovery). So call it, and on a
+        non-zero status call the surface function with the same arguments for HIP's status:
+        that is only safe for calls where a failure has no effect, such as a launch.
+        """
+        return self._natives.get(name) or getattr(self, name)  # type: ignore[no-any-return]
 
     def has(self, name: str) -> bool:
         """True when `name` is provided here (not an `Unavailable` stand-in)."""
