@@ -91,7 +91,7 @@ class HipApi:
         non-zero status call the surface function with the same arguments for HIP's status:
         that is only safe for calls where a failure has no effect, such as a launch.
         """
-        return self._natives.get(name) or getattr(self, name)  # type: ignore[no-any-return]
+        return self._natives.get(name) or getattr(self, name)
 
     def has(self, name: str) -> bool:
         """True when `name` is provided here (not an `Unavailable` stand-in)."""
