@@ -129,14 +129,10 @@ _CACHE_PROBE = textwrap.dedent(
     from hip_ffi._cpu import toolchain
     hip = hip_ffi.load("cpu")
     ffi = hip.ffi
-    program = ffi.new("hiprtcProgram*")
-    assert hip.hiprtcCreateProgram(program, sys.argv[1].encode(), b"bench.hip", 0, ffi.NULL,
-                                   ffi.NULL) == 0
-    assert hip.hiprtcCompileProgram(program[0], 0, ffi.NULL) == 0
-    size = ffi.new("size_t*")
-    hip.hiprtcGetCodeSize(program[0], size)
-    code = ffi.new("char[]", size[0])
-    hip.hiprtcGetCode(program[0], code)
+    from hip_ffi.rtc import compile_source
+    compiled = compile_source(hip, sys.argv[1], name="bench.hip")
+    assert compiled.ok, compiled.log
+    code = compiled.code
     module, function = ffi.new("hipModule_t*"), ffi.new("hipFunction_t*")
     assert hip.hipModuleLoadData(module, code) == 0
     assert hip.hipModuleGetFunction(function, module[0], b"vector_add_f32") == 0
@@ -175,14 +171,11 @@ class Cpu:
         self.hip = hip_ffi.load("cpu")
         self.ffi = self.hip.ffi
         ffi, hip = self.ffi, self.hip
-        program = ffi.new("hiprtcProgram*")
-        assert hip.hiprtcCreateProgram(program, KERNELS.encode(), b"bench.hip", 0, ffi.NULL,
-                                       ffi.NULL) == 0  # fmt: skip
-        assert hip.hiprtcCompileProgram(program[0], 0, ffi.NULL) == 0
-        size = ffi.new("size_t*")
-        hip.hiprtcGetCodeSize(program[0], size)
-        code = ffi.new("char[]", size[0])
-        hip.hiprtcGetCode(program[0], code)
+        from hip_ffi.rtc import compile_source
+
+        compiled = compile_source(hip, KERNELS, name="bench.hip")
+        assert compiled.ok, compiled.log
+        code = compiled.code
         module = ffi.new("hipModule_t*")
         assert hip.hipModuleLoadData(module, code) == 0
         self.module = module[0]

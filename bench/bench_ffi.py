@@ -53,6 +53,7 @@ def bench_hip_ffi(calls: int, copy_repeats: int) -> None:
 
     import hip_ffi
     from hip_ffi import constants
+    from hip_ffi.rtc import compile_source
 
     hip = hip_ffi.load("nvidia")
     ffi = hip.ffi
@@ -62,14 +63,9 @@ def bench_hip_ffi(calls: int, copy_repeats: int) -> None:
     arch = ffi.string(props.gcnArchName).decode()
     emit(bench="device", name=ffi.string(props.name).decode(), arch=arch)
 
-    program = ffi.new("hiprtcProgram*")
-    assert hip.hiprtcCreateProgram(program, EMPTY.encode(), b"e.cu", 0, ffi.NULL, ffi.NULL) == 0
-    option = ffi.new("char[]", f"--offload-arch={arch}".encode())
-    assert hip.hiprtcCompileProgram(program[0], 1, ffi.new("const char*[]", [option])) == 0
-    size = ffi.new("size_t*")
-    assert hip.hiprtcGetCodeSize(program[0], size) == 0
-    code = ffi.new("char[]", size[0])
-    assert hip.hiprtcGetCode(program[0], code) == 0
+    compiled = compile_source(hip, EMPTY, name="e.cu", options=[f"--offload-arch={arch}"])
+    assert compiled.ok, compiled.log
+    code = compiled.code
     module, function = ffi.new("hipModule_t*"), ffi.new("hipFunction_t*")
     assert hip.hipModuleLoadData(module, code) == 0
     assert hip.hipModuleGetFunction(function, module[0], b"empty") == 0

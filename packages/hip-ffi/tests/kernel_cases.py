@@ -17,6 +17,7 @@ import numpy as np
 
 from hip_ffi import constants
 from hip_ffi.api import HipApi
+from hip_ffi.rtc import compile_source
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 H2D, D2H = constants.MEMCPY_HOST_TO_DEVICE, constants.MEMCPY_DEVICE_TO_HOST
@@ -47,23 +48,10 @@ class Runner:
 
     def compile(self, source: bytes, name: str) -> tuple[int, bytes, str]:
         """(hiprtcResult, code object, log) for `source`."""
-        ffi, hip = self.ffi, self.hip
-        program = ffi.new("hiprtcProgram*")
-        assert hip.hiprtcCreateProgram(program, source, name.encode(), 0, ffi.NULL, ffi.NULL) == 0
-        option = ffi.new("char[]", f"--offload-arch={self.arch}".encode())
-        result = hip.hiprtcCompileProgram(program[0], 1, ffi.new("const char*[]", [option]))
-        size = ffi.new("size_t*")
-        assert hip.hiprtcGetProgramLogSize(program[0], size) == 0
-        log = ffi.new("char[]", max(int(size[0]), 1))
-        assert hip.hiprtcGetProgramLog(program[0], log) == 0
-        code = b""
-        if result == 0:
-            assert hip.hiprtcGetCodeSize(program[0], size) == 0
-            buffer = ffi.new("char[]", int(size[0]))
-            assert hip.hiprtcGetCode(program[0], buffer) == 0
-            code = ffi.buffer(buffer)[:]
-        assert hip.hiprtcDestroyProgram(program) == 0
-        return result, code, ffi.string(log).decode(errors="replace")
+        result = compile_source(
+            self.hip, source, name=name, options=[f"--offload-arch={self.arch}"]
+        )
+        return result.status, result.code, result.log
 
     def module(self, file: str) -> Any:
         if file not in self._modules:

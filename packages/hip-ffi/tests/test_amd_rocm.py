@@ -14,6 +14,7 @@ import pytest
 
 from hip_ffi import _amd, constants, surface
 from hip_ffi.errors import FunctionUnavailableError
+from hip_ffi.rtc import compile_source
 
 EM_AMDGPU = 224  # ELF e_machine of AMD GPU code objects
 KERNEL = rb"""
@@ -94,33 +95,11 @@ def test_detection_passes_over_amd_with_the_no_device_reason(
         selection.select()
 
 
-def _compile(amd: Any, source: bytes, *options: bytes) -> tuple[int, bytes, bytes]:
-    """hiprtc create/compile/log/code/destroy; returns (status, log, code)."""
-    ffi = amd.ffi
-    program = ffi.new("hiprtcProgram*")
-    assert amd.hiprtcCreateProgram(program, source, b"test.hip", 0, ffi.NULL, ffi.NULL) == 0
-    try:
-        keep = [ffi.new("char[]", o) for o in options]
-        status = amd.hiprtcCompileProgram(program[0], len(keep), ffi.new("char*[]", keep))
-        size = ffi.new("size_t*")
-        assert amd.hiprtcGetProgramLogSize(program[0], size) == 0
-        log = ffi.new("char[]", max(size[0], 1))
-        assert amd.hiprtcGetProgramLog(program[0], log) == 0
-        code = b""
-        if status == 0:
-            assert amd.hiprtcGetCodeSize(program[0], size) == 0
-            buffer = ffi.new("char[]", size[0])
-            assert amd.hiprtcGetCode(program[0], buffer) == 0
-            code = ffi.buffer(buffer, size[0])[:]
-        return status, ffi.string(log), code
-    finally:
-        assert amd.hiprtcDestroyProgram(program) == 0
-
-
 @pytest.mark.parametrize("arch", ["gfx90a", "gfx1030"])
 def test_hiprtc_compiles_an_amdgpu_code_object(amd: Any, arch: str) -> None:
-    status, log, code = _compile(amd, KERNEL, f"--offload-arch={arch}".encode(), b"-O3")
-    assert status == 0, log
+    result = compile_source(amd, KERNEL, name="axpy.hip", options=[f"--offload-arch={arch}", "-O3"])
+    assert result.ok, result.log
+    code = result.code
     assert code[:4] == b"\x7fELF"
     (machine,) = struct.unpack_from("<H", code, 18)
     assert machine == EM_AMDGPU
@@ -128,12 +107,12 @@ def test_hiprtc_compiles_an_amdgpu_code_object(amd: Any, arch: str) -> None:
 
 
 def test_hiprtc_compile_error_comes_back_in_the_log(amd: Any) -> None:
-    status, log, code = _compile(
-        amd, b'extern "C" __global__ void k() { undeclared(); }', b"--offload-arch=gfx90a"
-    )
-    assert status == constants.HIPRTC_RESULTS["HIPRTC_ERROR_COMPILATION"]
-    assert b"undeclared" in log and b"error" in log
-    assert code == b""
+    broken = 'extern "C" __global__ void k() { undeclared(); }'
+    result = compile_source(amd, broken, options=["--offload-arch=gfx90a"])
+    assert result.status == constants.HIPRTC_RESULTS["HIPRTC_ERROR_COMPILATION"]
+    assert result.step == "hiprtcCompileProgram"
+    assert "undeclared" in result.log and "error" in result.log
+    assert result.code == b""
 
 
 def test_hiprtc_version(amd: Any) -> None:

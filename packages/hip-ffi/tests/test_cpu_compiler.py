@@ -6,18 +6,18 @@ kernels/*.hip are exercised by test_cpu_kernels.py.
 
 from __future__ import annotations
 
-import importlib.util
 import struct
-import sys
 from pathlib import Path
 from typing import Any
 
+import hip_ffi_test_kernel_cases as cases  # registered by conftest.py
 import numpy as np
 import pytest
 
 import hip_ffi
 from hip_ffi import constants
 from hip_ffi._cpu import device, elf, toolchain
+from hip_ffi.rtc import compile_source
 
 E = constants.ERROR_CODES
 R = constants.HIPRTC_RESULTS
@@ -32,20 +32,6 @@ extern "C" __global__ void bump(int* out) {
 """
 
 
-def _load_cases() -> Any:
-    name = "hip_ffi_test_kernel_cases"
-    if name not in sys.modules:  # by path: pytest's importlib mode puts no test dir on sys.path
-        path = Path(__file__).with_name("kernel_cases.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-cases = _load_cases()
-
-
 @pytest.fixture(scope="module")
 def hip() -> Any:
     return hip_ffi.load("cpu")
@@ -56,34 +42,20 @@ def compile_program(
     headers: dict[str, bytes] | None = None,
 ) -> tuple[int, bytes, str]:  # fmt: skip
     """(hiprtcResult, code, log), with `headers` given to hiprtcCreateProgram."""
+    result = compile_source(hip, source, name="test.hip", options=options, headers=headers)
+    return result.status, result.code, result.log
+
+
+def test_a_failed_program_has_no_code_and_destroy_clears_the_handle(hip: Any) -> None:
     ffi = hip.ffi
-    headers = headers or {}
     program = ffi.new("hiprtcProgram*")
-    texts = [ffi.new("char[]", text) for text in headers.values()]
-    names = [ffi.new("char[]", name.encode()) for name in headers]
-    status = hip.hiprtcCreateProgram(
-        program, source, b"test.hip", len(headers),
-        ffi.new("const char*[]", texts), ffi.new("const char*[]", names),
-    )  # fmt: skip
-    assert status == 0
-    option_buffers = [ffi.new("char[]", option.encode()) for option in options]
-    result = hip.hiprtcCompileProgram(
-        program[0], len(options), ffi.new("const char*[]", option_buffers)
+    assert (
+        hip.hiprtcCreateProgram(program, b"this is not C++", b"x.hip", 0, ffi.NULL, ffi.NULL) == 0
     )
+    assert hip.hiprtcCompileProgram(program[0], 0, ffi.NULL) == R["HIPRTC_ERROR_COMPILATION"]
     size = ffi.new("size_t*")
-    assert hip.hiprtcGetProgramLogSize(program[0], size) == 0
-    log = ffi.new("char[]", size[0])
-    assert hip.hiprtcGetProgramLog(program[0], log) == 0
-    code = b""
-    if result == 0:
-        assert hip.hiprtcGetCodeSize(program[0], size) == 0
-        buffer = ffi.new("char[]", size[0])
-        assert hip.hiprtcGetCode(program[0], buffer) == 0
-        code = ffi.buffer(buffer)[:]
-    else:
-        assert hip.hiprtcGetCodeSize(program[0], size) == R["HIPRTC_ERROR_INVALID_PROGRAM"]
+    assert hip.hiprtcGetCodeSize(program[0], size) == R["HIPRTC_ERROR_INVALID_PROGRAM"]
     assert hip.hiprtcDestroyProgram(program) == 0 and program[0] == ffi.NULL
-    return result, code, ffi.string(log).decode()
 
 
 def load(hip: Any, code: bytes) -> Any:

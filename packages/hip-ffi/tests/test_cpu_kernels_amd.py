@@ -8,11 +8,10 @@ skips with the reason, unless HIP_FFI_REQUIRE_ROCM=1.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
+import hip_ffi_test_kernel_cases as cases  # registered by conftest.py
 import pytest
 
 import hip_ffi
@@ -21,19 +20,6 @@ from hip_ffi._cpu import elf
 EM_AMDGPU = 224
 
 
-def _load_cases() -> Any:
-    name = "hip_ffi_test_kernel_cases"
-    if name not in sys.modules:  # by path: pytest's importlib mode puts no test dir on sys.path
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("kernel_cases.py")
-        )
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-cases = _load_cases()
 FILES = cases.kernel_files()
 
 

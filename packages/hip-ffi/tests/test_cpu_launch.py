@@ -5,17 +5,16 @@ device functions (atomics, warp functions of a one-lane warp, integer intrinsics
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+import hip_ffi_test_kernel_cases as cases  # registered by conftest.py
 import numpy as np
 import pytest
 
 import hip_ffi
 from hip_ffi import constants
+from hip_ffi.rtc import compile_source
 
 E = constants.ERROR_CODES
 SOURCE = rb"""
@@ -82,20 +81,6 @@ extern "C" __global__ void prelude_functions(unsigned int* u, float* f, unsigned
     h[0] = __half_as_ushort(__float2half(65504.0f)); h[1] = __bfloat16_as_ushort(c);
 }
 """
-
-
-def _load_cases() -> Any:
-    name = "hip_ffi_test_kernel_cases"
-    if name not in sys.modules:  # by path: pytest's importlib mode puts no test dir on sys.path
-        path = Path(__file__).with_name("kernel_cases.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-cases = _load_cases()
 
 
 @pytest.fixture(scope="module")
@@ -255,14 +240,9 @@ def test_barriers_through_the_portable_ucontext_fibers(run: Any, rng: np.random.
     """The fallback fiber switch (other architectures) gives the same results on this one."""
     source = (cases.KERNELS / "reduce.hip").read_bytes()
     ffi, hip = run.ffi, run.hip
-    program = ffi.new("hiprtcProgram*")
-    assert hip.hiprtcCreateProgram(program, source, b"r.hip", 0, ffi.NULL, ffi.NULL) == 0
-    option = ffi.new("char[]", b"-DHIPCPU_FIBER_UCONTEXT")
-    assert hip.hiprtcCompileProgram(program[0], 1, ffi.new("const char*[]", [option])) == 0
-    size = ffi.new("size_t*")
-    assert hip.hiprtcGetCodeSize(program[0], size) == 0
-    code = ffi.new("char[]", size[0])
-    assert hip.hiprtcGetCode(program[0], code) == 0
+    result = compile_source(hip, source, name="r.hip", options=["-DHIPCPU_FIBER_UCONTEXT"])
+    assert result.ok, result.log
+    code = result.code
     module = ffi.new("hipModule_t*")
     assert hip.hipModuleLoadData(module, code) == 0
     run._modules["ucontext reduce"] = module[0]

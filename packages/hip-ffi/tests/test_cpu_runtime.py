@@ -64,7 +64,10 @@ def test_one_device_described_by_the_host(hip: Any) -> None:
     assert props.sharedMemPerBlock >= 64 * 1024
     assert props.warpSize == 1
     assert ffi.string(props.gcnArchName).decode() == os.uname().machine
-    assert hip.platform_version.startswith("host runtime: ") and f"{cores} cores" in hip.platform_version
+    assert (
+        hip.platform_version.startswith("host runtime: ")
+        and f"{cores} cores" in hip.platform_version
+    )
 
 
 def test_attributes_agree_with_properties(hip: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hip_core.signature import kernels_in_source
+from hip_ffi.rtc import compile_source
 from hip_runtime import kernel_sources
 
 TYPES = ("f32", "f16", "bf16")
@@ -52,40 +53,6 @@ def test_each_source_declares_exactly_its_kernels_with_parsable_parameters(sourc
         assert {p.kind for p in params} <= {"pointer", "int", "float"}, name
 
 
-def _hiprtc(amd: Any, source: str, name: str, options: list[str]) -> tuple[int, str, bytes]:
-    """Create, compile and read back one program with the shared headers: (status, log, code)."""
-    ffi = amd.ffi
-    headers = kernel_sources.headers()
-    keep = [ffi.new("char[]", text.encode()) for text in headers.values()]
-    names = [ffi.new("char[]", include.encode()) for include in headers]
-    program = ffi.new("hiprtcProgram*")
-    status = amd.hiprtcCreateProgram(
-        program,
-        source.encode(),
-        name.encode(),
-        len(names),
-        ffi.new("char*[]", keep),
-        ffi.new("char*[]", names),
-    )
-    assert status == 0
-    try:
-        args = [ffi.new("char[]", o.encode()) for o in options]
-        status = amd.hiprtcCompileProgram(program[0], len(args), ffi.new("char*[]", args))
-        size = ffi.new("size_t*")
-        assert amd.hiprtcGetProgramLogSize(program[0], size) == 0
-        log = ffi.new("char[]", max(size[0], 1))
-        assert amd.hiprtcGetProgramLog(program[0], log) == 0
-        code = b""
-        if status == 0:
-            assert amd.hiprtcGetCodeSize(program[0], size) == 0
-            buffer = ffi.new("char[]", size[0])
-            assert amd.hiprtcGetCode(program[0], buffer) == 0
-            code = ffi.buffer(buffer, size[0])[:]
-        return status, ffi.string(log).decode(errors="replace"), code
-    finally:
-        assert amd.hiprtcDestroyProgram(program) == 0
-
-
 def elf_symbols(image: bytes) -> dict[str, int]:
     """{name: symbol type} of the defined symbols of a 64-bit little-endian ELF image."""
     (shoff,) = struct.unpack_from("<Q", image, 0x28)
@@ -111,7 +78,14 @@ def elf_symbols(image: bytes) -> dict[str, int]:
 @pytest.mark.parametrize("source", sorted(EXPECTED))
 def test_hiprtc_compiles_every_kernel(amd: Any, source: str, arch: str) -> None:
     text = kernel_sources.sources()[source]
-    status, log, code = _hiprtc(amd, text, source, [f"--offload-arch={arch}", "-O3"])
+    result = compile_source(
+        amd,
+        text,
+        name=source,
+        options=[f"--offload-arch={arch}", "-O3"],
+        headers=kernel_sources.headers(),
+    )
+    status, log, code = result.status, result.log, result.code
     assert status == 0, log
     assert "warning" not in log, log
     assert code[:4] == b"\x7fELF"

@@ -14,10 +14,11 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hip_core._hip import hip
 from hip_core.errors import check_hiprtc
+from hip_ffi.rtc import compile_source
 
 if TYPE_CHECKING:
     from hip_core.device import Device
@@ -104,45 +105,15 @@ class Program:
         return Module.from_bytes(self.compile(device), device, source=self.source)
 
     def _compile(self, arch: str) -> bytes:
-        api = hip()
-        ffi = api.ffi
-        program = ffi.new("hiprtcProgram*")
-        names = [ffi.new("char[]", n.encode()) for n in self.headers]
-        contents = [ffi.new("char[]", c.encode()) for c in self.headers.values()]
-        check_hiprtc(
-            api.hiprtcCreateProgram(
-                program,
-                self.source.encode(),
-                self.name.encode(),
-                len(names),
-                ffi.new("char*[]", contents) if names else ffi.NULL,
-                ffi.new("char*[]", names) if names else ffi.NULL,
-            ),
-            "hiprtcCreateProgram",
+        result = compile_source(
+            hip(),
+            self.source,
+            name=self.name,
+            options=(*self.options, f"--offload-arch={arch}"),
+            headers=self.headers,
         )
-        try:
-            options = [
-                ffi.new("char[]", o.encode()) for o in (*self.options, f"--offload-arch={arch}")
-            ]
-            status = api.hiprtcCompileProgram(program[0], len(options), ffi.new("char*[]", options))
-            check_hiprtc(status, "hiprtcCompileProgram", _log(api, program[0]) if status else "")
-            size = ffi.new("size_t*")
-            check_hiprtc(api.hiprtcGetCodeSize(program[0], size), "hiprtcGetCodeSize")
-            code = ffi.new("char[]", size[0])
-            check_hiprtc(api.hiprtcGetCode(program[0], code), "hiprtcGetCode")
-            return bytes(ffi.buffer(code, size[0]))
-        finally:
-            api.hiprtcDestroyProgram(program)
-
-
-def _log(api: Any, program: Any) -> str:
-    size = api.ffi.new("size_t*")
-    if api.hiprtcGetProgramLogSize(program, size) != 0 or size[0] == 0:
-        return ""
-    log = api.ffi.new("char[]", size[0])
-    if api.hiprtcGetProgramLog(program, log) != 0:
-        return ""
-    return str(api.ffi.string(log).decode(errors="replace"))
+        check_hiprtc(result.status, result.step, result.log)
+        return result.code
 
 
 def _read_entry(path: Path) -> bytes | None:

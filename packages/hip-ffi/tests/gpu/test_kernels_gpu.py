@@ -5,32 +5,16 @@ CI. Run on the H200 with `pytest -m gpu`.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+import hip_ffi_test_kernel_cases as cases  # registered by conftest.py
 import numpy as np
 import pytest
 
 import hip_ffi
 
 pytestmark = pytest.mark.gpu
-
-
-def _load_cases() -> Any:
-    name = "hip_ffi_test_kernel_cases"
-    if name not in sys.modules:  # by path: pytest's importlib mode puts no test dir on sys.path
-        path = Path(__file__).resolve().parent.parent / "kernel_cases.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-cases = _load_cases()
 
 
 @pytest.fixture(scope="module")
