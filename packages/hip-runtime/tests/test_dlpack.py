@@ -34,6 +34,7 @@ def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
 
 def no_exports_left() -> bool:
     gc.collect()
+    dlpack.sweep()
     return not dlpack._exports
 
 
@@ -62,6 +63,17 @@ def test_unconsumed_capsule_releases_its_tensor(device: Device) -> None:
     capsule = tensor.__dlpack__(stream=-1)
     assert dlpack._exports
     del capsule
+    assert no_exports_left()
+
+
+def test_a_refused_capsule_keeps_the_consumers_exception(device: Device) -> None:
+    def refusing_consumer(producer: Any) -> None:
+        capsule = producer.__dlpack__(stream=-1)
+        assert capsule is not None
+        raise KeyError("refused")  # the capsule dies while this propagates
+
+    with pytest.raises(KeyError, match="refused"):
+        refusing_consumer(DeviceTensor.empty(4, device=device))
     assert no_exports_left()
 
 

@@ -12,12 +12,16 @@ Stream semantics (the DLPack Python specification):
   synchronized before the capsule is returned. `stream=-1` skips synchronization.
 - import (`DeviceTensor.from_dlpack(obj, stream=st)`): the producer is asked to order its
   pending work before `st`; the tensor carries `st`.
+
+Lifetime: an exported tensor stays alive until the consumer calls the DLPack deleter; a capsule
+dropped without being consumed releases it at the next export, import or `sweep()`.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +66,12 @@ _USED_VERSIONED_NAME = b"used_dltensor_versioned"
 ffi = cffi.FFI()
 ffi.cdef(_CDEF)
 
-# CPython's capsule API. Two views of GetPointer/IsValid: the capsule destructor receives a raw
-# PyObject* (no reference may be taken while it is being destroyed).
+# CPython's capsule API. Capsules are made without a destructor: a destructor runs inside the
+# capsule's deallocation, often while the consumer's exception is pending (numpy refusing a
+# device it cannot read), and a Python-level one would clobber that exception. Instead,
+# `sweep()` finds the capsules that were dropped unconsumed (see _capsules).
 _Destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_NO_DESTRUCTOR = _Destructor()  # a NULL function pointer
 _api = ctypes.pythonapi
 _capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, _Destructor)(
     ("PyCapsule_New", _api)
@@ -78,18 +85,14 @@ _capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_c
 _capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
     ("PyCapsule_IsValid", _api)
 )
-_raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _api)
-)
-_raw_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _api)
-)
-
 # Exported DLManagedTensors by address: the struct, its shape/strides arrays and the tensor
 # whose memory it describes stay alive until the consumer calls the deleter (or the capsule is
 # dropped unconsumed).
 _exports: dict[int, tuple[Any, ...]] = {}
-_exports_lock = threading.Lock()
+_exports_lock = threading.RLock()  # the deleter may run inside sweep() when a tensor dies
+# The capsules made, until the next sweep() sees them consumed (renamed "used_…": the consumer
+# calls the deleter) or dropped by everyone but this list (then their export is released).
+_capsules: list[tuple[Any, int]] = []
 
 
 def _forget(managed: Any) -> None:
@@ -101,14 +104,26 @@ _deleter = ffi.callback("void(DLManagedTensor*)", _forget)
 _versioned_deleter = ffi.callback("void(DLManagedTensorVersioned*)", _forget)
 
 
-@_Destructor
-def _capsule_destructor(capsule: int) -> None:
-    # Only a capsule nobody consumed still carries its original name: then it owns the tensor.
-    for name in (_NAME, _VERSIONED_NAME):
-        if _raw_is_valid(capsule, name):
-            address = _raw_pointer(capsule, name)
-            with _exports_lock:
-                _exports.pop(int(address or 0), None)
+def _unconsumed(capsule: Any) -> bool:
+    return bool(_capsule_is_valid(capsule, _NAME) or _capsule_is_valid(capsule, _VERSIONED_NAME))
+
+
+def sweep() -> None:
+    """Release the tensors of capsules that were dropped without being consumed, and forget
+    the consumed ones. Runs at every export and import; call it to release them sooner."""
+    with _exports_lock:
+        kept = []
+        for entry in _capsules:
+            capsule, address = entry
+            if not _unconsumed(capsule):
+                continue  # the consumer owns it now and calls the deleter
+            # References: the list's tuple, `entry`'s tuple unpacking (`capsule`) and the
+            # getrefcount argument; more means someone still holds the capsule.
+            if sys.getrefcount(capsule) > 3:
+                kept.append(entry)
+            else:
+                _exports.pop(address, None)
+        _capsules[:] = kept
 
 
 def dlpack_device(device: Device) -> tuple[int, int]:
@@ -183,14 +198,16 @@ def export_dlpack(
     dl.shape, dl.strides, dl.byte_offset = shape, strides, 0
     managed.manager_ctx = ffi.NULL
     address = int(ffi.cast("uintptr_t", managed))
+    sweep()
     with _exports_lock:
         _exports[address] = (managed, shape, strides, tensor)
-    try:
-        return _capsule_new(address, name, _capsule_destructor)
-    except BaseException:
-        with _exports_lock:
+        try:
+            capsule = _capsule_new(address, name, _NO_DESTRUCTOR)
+        except BaseException:
             _exports.pop(address, None)
-        raise
+            raise
+        _capsules.append((capsule, address))
+    return capsule
 
 
 def _null_stream_value(device_type: int) -> int:
@@ -211,6 +228,7 @@ def import_dlpack(obj: Any, *, stream: Stream | None = None) -> DeviceTensor:
     """A DeviceTensor over a DLPack producer's memory (no copy); see the module docstring."""
     from hip_runtime.tensor import DeviceTensor
 
+    sweep()
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"{type(obj).__name__} does not implement __dlpack__")
     device = stream.device if stream is not None else Device.current()
@@ -281,4 +299,5 @@ __all__ = [
     "dlpack_device",
     "export_dlpack",
     "import_dlpack",
+    "sweep",
 ]
