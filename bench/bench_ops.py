@@ -190,6 +190,32 @@ def bench_ops(backend: HipBackend, torch: Any, n: int, repeats: int, copy_gb_s: 
         del x, g, w, y, torch_inputs
 
 
+ROW_KERNELS = {"layernorm": "norms.hip", "rmsnorm": "norms.hip", "softmax": "softmax.hip"}
+SWEEP_BLOCKS = (128, 256, 512, 1024)
+
+
+def bench_row_blocks(backend: HipBackend, n: int, repeats: int, copy_gb_s: float) -> None:
+    """The row kernels launched directly with each block size (the backend picks one by a
+    rule: this shows what the rule leaves on the table)."""
+    for dtype in ("f32", "bf16"):
+        (x, _, w), _ = make_inputs(backend, None, n, dtype)
+        y = backend.empty((n, n), x.dtype)
+        timer = HipTimer(backend)
+        for op, source in ROW_KERNELS.items():
+            kernel = backend.kernels.get(source, f"{op}_{dtype}")
+            tail: tuple[Any, ...] = {
+                "layernorm": (x, w, w, y, n, n, EPS),
+                "rmsnorm": (x, w, y, n, n, EPS),
+                "softmax": (x, y, n, n, 1.0, 0),
+            }[op]
+            for block in SWEEP_BLOCKS:
+                run = lambda k=kernel, b=block, t=tail: k.launch(n, b, *t, stream=backend.stream)  # noqa: E731
+                ms = time_ms(run, timer.start, timer.stop, repeats)
+                gb_s = 2 * n * n * x.dtype.itemsize / ms / 1e6
+                emit(bench="row_block", op=op, dtype=dtype, block=block, ms=ms, gb_s=gb_s,
+                     of_copy=gb_s / copy_gb_s)  # fmt: skip
+
+
 def bench_matmul(backend: HipBackend, torch: Any, n: int, repeats: int) -> None:
     flops = 2 * n**3
     (a, b, _), torch_inputs = make_inputs(backend, torch, n, "bf16")
@@ -229,6 +255,16 @@ def table(copy_gb_s: float) -> str:
                 else f"| {r['op']} | {r['dtype']} | {r['ms']:.3f} | {r['gb_s']:.0f} | "
                 f"{100 * r['of_copy']:.1f} | skipped | - |"
             )
+    sweep = [r for r in RECORDS if r["bench"] == "row_block"]
+    if sweep:
+        lines += ["", "row kernels by block size, % of copy:", "",
+                  "| op | dtype | " + " | ".join(str(b) for b in SWEEP_BLOCKS) + " |",
+                  "| --- | --- |" + " --- |" * len(SWEEP_BLOCKS)]  # fmt: skip
+        for op in ROW_KERNELS:
+            for dtype in ("f32", "bf16"):
+                cells = [f"{100 * r['of_copy']:.1f}" for r in sweep
+                         if r["op"] == op and r["dtype"] == dtype]  # fmt: skip
+                lines.append(f"| {op} | {dtype} | " + " | ".join(cells) + " |")
     for r in RECORDS:
         if r["bench"] == "matmul":
             ratio = f", {r['vs_torch']:.3f}x torch" if "vs_torch" in r else ""
@@ -280,6 +316,7 @@ def main() -> None:
     copy_gb_s = bench_copy(backend, torch, n * n * 4, args.repeats)
     bench_ops(backend, torch, n, args.repeats, copy_gb_s)
     bench_matmul(backend, torch, n, args.repeats)
+    bench_row_blocks(backend, n, args.repeats, copy_gb_s)
     backend.close()
     summary = table(copy_gb_s)
     print(summary)
