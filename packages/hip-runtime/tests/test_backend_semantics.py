@@ -78,7 +78,19 @@ BAD_CALLS: dict[str, Callable[[HipBackend], Any]] = {
     "embedding ids": lambda b: b.embedding(f32(b, 3), f32(b, 10, 4)),
     "cast target": lambda b: b.cast(f32(b, 3), np.int32),
     "cast out aliases": lambda b: _aliased_cast(b),
+    "out overlaps partly": lambda b: _shifted_out(b),
+    "out is the bias": lambda b: _out_is_bias(b),
 }
+
+
+def _shifted_out(b: HipBackend) -> DeviceTensor:
+    x = f32(b, 4, 3)
+    return b.add(x[0:3], x[0:3], out=x[1:4])  # rows 1-3 written while rows 0-2 are read
+
+
+def _out_is_bias(b: HipBackend) -> DeviceTensor:
+    x = f32(b, 2, 3)
+    return b.layernorm(x, x[0], x[1], out=x)
 
 
 def _aliased_matmul(b: HipBackend) -> DeviceTensor:

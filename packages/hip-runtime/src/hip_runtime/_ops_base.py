@@ -67,9 +67,15 @@ class OpsBase:
         shape: Sequence[int],
         dtype: DTypeLike,
         *,
-        distinct_from: Sequence[DeviceTensor] = (),
+        inputs: Sequence[DeviceTensor | None] = (),
+        distinct_from: Sequence[DeviceTensor | None] = (),
     ) -> DeviceTensor:
-        """A validated `out=`, or a new tensor from the backend's pool (stream-ordered)."""
+        """A validated `out=`, or a new tensor from the backend's pool (stream-ordered).
+
+        `out` may be exactly one of `inputs` (in place) but must not partly overlap any of
+        them (threads would read elements others have already written), and must not overlap
+        `distinct_from` at all.
+        """
         shape, dtype = as_shape(shape), as_dtype(dtype)
         if out is None:
             return DeviceTensor.empty(
@@ -78,8 +84,11 @@ class OpsBase:
         out = self._tensor(out, "out")
         if out.shape != shape or out.dtype != dtype:
             raise ValueError(f"out is {out.shape} {out.dtype}; this op writes {shape} {dtype}")
+        for other in inputs:
+            if other is not None and _overlap(out, other) and not _same_region(out, other):
+                raise ValueError("out must be an input exactly (in place) or not overlap it")
         for other in distinct_from:
-            if _overlap(out, other):
+            if other is not None and _overlap(out, other):
                 raise ValueError("out must not overlap the inputs of this op")
         return out
 
@@ -118,6 +127,10 @@ class OpsBase:
 
 def _overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
     return a.nbytes > 0 and b.nbytes > 0 and a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes
+
+
+def _same_region(a: DeviceTensor, b: DeviceTensor) -> bool:
+    return a.ptr == b.ptr and a.nbytes == b.nbytes
 
 
 def grid_cap(device: Device) -> int:

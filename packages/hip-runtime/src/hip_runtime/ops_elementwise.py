@@ -19,7 +19,7 @@ class ElementwiseOps(OpsBase):
     ) -> DeviceTensor:
         a, t = self._float(a, "a")
         self._same(a, b, "b")
-        y = self._output(out, a.shape, a.dtype)
+        y = self._output(out, a.shape, a.dtype, inputs=(a, b))
         kernel = self._kernel(source, f"{op}_{t.suffix}")
         self._launch_flat(kernel, a.size, a.dtype.itemsize, a, b, y, a.size)
         return y
@@ -47,7 +47,7 @@ class ElementwiseOps(OpsBase):
     ) -> DeviceTensor:
         """alpha · x (alpha is rounded to f32)."""
         x, t = self._float(x, "x")
-        y = self._output(out, x.shape, x.dtype)
+        y = self._output(out, x.shape, x.dtype, inputs=(x,))
         kernel = self._kernel("elementwise.hip", f"scale_{t.suffix}")
         self._launch_flat(kernel, x.size, x.dtype.itemsize, x, y, float(alpha), x.size)
         return y
@@ -59,14 +59,14 @@ class ElementwiseOps(OpsBase):
         x, t = self._float(x, "x")
         rows, cols = self._rows_cols(x, "x")
         self._same(x, bias, "bias", (cols,))
-        y = self._output(out, x.shape, x.dtype)
+        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(bias,))
         kernel = self._kernel("elementwise.hip", f"add_row_bias_{t.suffix}")
         self._launch_flat(kernel, x.size, x.dtype.itemsize, x, bias, y, rows, cols)
         return y
 
     def _unary(self, name: str, x: DeviceTensor, out: DeviceTensor | None) -> DeviceTensor:
         x, t = self._float(x, "x")
-        y = self._output(out, x.shape, x.dtype)
+        y = self._output(out, x.shape, x.dtype, inputs=(x,))
         kernel = self._kernel("activations.hip", f"{name}_{t.suffix}")
         self._launch_flat(kernel, x.size, x.dtype.itemsize, x, y, x.size)
         return y

@@ -79,7 +79,7 @@ class LinalgOps(OpsBase):
     ) -> DeviceTensor:
         """x @ weightᵀ + bias, as torch.nn.Linear: x [..., in], weight [out, in], bias [out]."""
         flat, spec, shape, t = self._plan_linear(x, weight, bias)
-        y = self._output(out, shape, flat.dtype, distinct_from=(flat, weight))
+        y = self._output(out, shape, flat.dtype, distinct_from=(flat, weight, bias))
         self._run_linear(flat, weight, bias, y, spec, t)
         return y
 
@@ -127,7 +127,7 @@ class LinalgOps(OpsBase):
         x [..., hidden], w_gate and w_up [inter, hidden], w_down [hidden, inter]. Everything is
         validated before the first launch; the intermediates come from the backend's pool.
         """
-        flat, gate_spec, inner_shape, t = self._plan_linear(x, w_gate, None)
+        flat, gate_spec, _, t = self._plan_linear(x, w_gate, None)
         self._same(w_gate, w_up, "w_up")
         inter = w_gate.shape[0]
         down = self._tensor(w_down, "w_down")
@@ -135,7 +135,7 @@ class LinalgOps(OpsBase):
             raise ValueError(f"w_down is {down.shape} {down.dtype}; expected "
                              f"{(flat.shape[1], inter)} {flat.dtype}")  # fmt: skip
         down_spec = Gemm(m=flat.shape[0], n=flat.shape[1], k=inter, transpose_b=True)
-        y = self._output(out, x.shape, x.dtype, distinct_from=(flat,))
+        y = self._output(out, x.shape, x.dtype, distinct_from=(flat, w_gate, w_up, down))
         gate = self._output(None, (flat.shape[0], inter), flat.dtype)
         up = self._output(None, (flat.shape[0], inter), flat.dtype)
         self._run_linear(flat, w_gate, None, gate, gate_spec, t)
@@ -143,7 +143,6 @@ class LinalgOps(OpsBase):
         kernel = self._kernel("activations.hip", f"swiglu_{t.suffix}")
         self._launch_flat(kernel, gate.size, gate.dtype.itemsize, gate, up, gate, gate.size)
         self._run_linear(gate, down, None, y, down_spec, t)
-        del inner_shape
         return y
 
 

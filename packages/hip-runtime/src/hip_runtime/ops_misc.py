@@ -51,7 +51,7 @@ class MiscOps(OpsBase):
                              f"{cos.shape[0]}")  # fmt: skip
         if x.size > INT_MAX:
             raise ValueError(f"x {x.shape} exceeds the kernel's int range")
-        y = self._output(out, x.shape, x.dtype)
+        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(cos, sin, positions))
         name = f"rope_{'interleaved' if interleaved else 'half'}_{t.suffix}"
         self._launch_flat(
             self._kernel("rope.hip", name), x.size // 2, 4, x, cos, sin, positions, y,
@@ -73,7 +73,7 @@ class MiscOps(OpsBase):
         vocab, dim = table.shape
         if ids.size > INT_MAX or vocab > INT_MAX or dim > INT_MAX:
             raise ValueError("embedding sizes exceed the kernel's int range")
-        y = self._output(out, (*ids.shape, dim), table.dtype, distinct_from=(table,))
+        y = self._output(out, (*ids.shape, dim), table.dtype, distinct_from=(table, ids))
         kernel = self._kernel("embedding.hip", f"embedding_{t.suffix}")
         self._launch_flat(kernel, y.size, y.dtype.itemsize, ids, table, y, ids.size, dim, vocab)
         return y

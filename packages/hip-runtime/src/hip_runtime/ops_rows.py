@@ -29,7 +29,7 @@ class RowOps(OpsBase):
             self._same(x, weight, "weight", (cols,))
         if bias is not None:
             self._same(x, bias, "bias", (cols,))
-        y = self._output(out, x.shape, x.dtype)
+        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight, bias))
         kernel = self._kernel("norms.hip", f"layernorm_{t.suffix}")
         self._launch_rows(kernel, rows, cols, x, weight, bias, y, rows, cols, float(eps))
         return y
@@ -47,7 +47,7 @@ class RowOps(OpsBase):
         rows, cols = self._rows_cols(x, "x")
         if weight is not None:
             self._same(x, weight, "weight", (cols,))
-        y = self._output(out, x.shape, x.dtype)
+        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight,))
         kernel = self._kernel("norms.hip", f"rmsnorm_{t.suffix}")
         self._launch_rows(kernel, rows, cols, x, weight, y, rows, cols, float(eps))
         return y
@@ -72,7 +72,7 @@ class RowOps(OpsBase):
             raise ValueError(f"causal_rows must be an int >= 0, not {causal_rows!r}")
         if causal_rows > 2**31 - 1:
             raise ValueError("causal_rows exceeds the kernel's int range")
-        y = self._output(out, x.shape, x.dtype)
+        y = self._output(out, x.shape, x.dtype, inputs=(x,))
         kernel = self._kernel("softmax.hip", f"softmax_{t.suffix}")
         self._launch_rows(kernel, rows, cols, x, y, rows, cols, float(scale), causal_rows)
         return y
