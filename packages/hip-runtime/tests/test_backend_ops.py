@@ -269,3 +269,15 @@ def test_cast(
 def test_transpose(backend: HipBackend, harness: KernelHarness, dtype: str) -> None:
     x = harness.random((7, 4097), dtype)
     harness.assert_bits_equal(backend.transpose(backend.from_numpy(x)).to_numpy(), x.T.copy())
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_batched_transposed_matmul_with_alpha(
+    backend: HipBackend, harness: KernelHarness, dtype: str
+) -> None:
+    a, b = harness.random((3, 9, 17), dtype), harness.random((3, 17, 5), dtype)
+    da = backend.from_numpy(np.ascontiguousarray(a.transpose(0, 2, 1)))  # stored [3, 17, 9]
+    db = backend.from_numpy(np.ascontiguousarray(b.transpose(0, 2, 1)))  # stored [3, 5, 17]
+    got = backend.matmul(da, db, transpose_a=True, transpose_b=True, alpha=0.5).to_numpy()
+    expected = 0.5 * (f64(a) @ f64(b))
+    harness.assert_close(got, expected, dtype, 0.5 * (np.abs(f64(a)) @ np.abs(f64(b))))

@@ -11,6 +11,7 @@ compute (alpha and beta are host floats read at the call).
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,7 @@ class Blas:
             raise
         self._alpha = api.ffi.new("float*")
         self._beta = api.ffi.new("float*")
+        self._lock = threading.Lock()  # alpha/beta are read at the call: one call at a time
         # A safety net only (never at interpreter exit, never raising): close() is the way.
         self._finalizer = weakref.finalize(self, _destroy_quietly, api, self.handle)
         self._finalizer.atexit = False
@@ -95,6 +97,13 @@ class Blas:
             raise ValueError(f"gemm dimensions {m, n, k, spec.batch} exceed hipBLAS's int range")
         if m == 0 or n == 0 or spec.batch == 0:
             return
+        with self._lock:
+            self._gemm(spec, a, b, c, data_type, alpha, beta)
+
+    def _gemm(
+        self, spec: Gemm, a: Any, b: Any, c: Any, data_type: int, alpha: float, beta: float
+    ) -> None:
+        m, n, k = spec.m, spec.n, spec.k
         api, ffi = self._api, self._api.ffi
         self._alpha[0], self._beta[0] = alpha, beta
         # Column-major: first operand op(B)ᵀ (n x k), second op(A)ᵀ (k x m), result n x m.
