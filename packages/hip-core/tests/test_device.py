@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from hip_core import ClosedError, Device, Event, devices
+from hip_core import ClosedError, Device, Event, Stream, devices
 
 
 def test_device_properties_are_plausible(device: Device, platform: str) -> None:
@@ -116,3 +116,14 @@ def test_device_synchronize_waits_for_every_stream(device: Device) -> None:
     device.synchronize()
     assert time.perf_counter() - started < 30
     assert all(s.done for s in streams)
+
+
+def test_a_borrowed_stream_handle_is_never_destroyed(device: Device) -> None:
+    owner = device.create_stream()
+    borrowed = Stream.from_handle(owner.handle, device)
+    buffer = device.allocate(64)
+    buffer.fill(1, stream=borrowed)
+    borrowed.sync()
+    borrowed.close()
+    owner.sync()  # the stream itself is still alive
+    owner.close()

@@ -209,3 +209,22 @@ def test_launch_from_a_fresh_thread(device: Device, module: Module) -> None:
     thread.join()
     assert errors == []
     assert _download(y, np.float32, 2).tolist() == [5.0, 5.0]
+
+
+def test_forget_arguments_releases_the_last_launch_buffers(device: Device, module: Module) -> None:
+    import weakref
+
+    x, y = device.allocate(8), device.allocate(8)
+    kernel = module.get_kernel("axpy")
+    kernel.launch(1, 2, 1.0, x, y, 2)
+    device.synchronize()
+    watch = weakref.ref(x._owner)
+    del x
+    assert watch() is not None  # still referenced by the packed arguments
+    kernel.forget_arguments()
+    import gc
+
+    gc.collect()
+    assert watch() is None
+    kernel.launch(1, 2, 1.0, y, y, 2)  # packs again
+    device.synchronize()

@@ -142,3 +142,21 @@ def test_finalizer_frees_without_close(device: Device, monkeypatch: pytest.Monke
         DeviceBuffer.allocate(device, 1 << 20)  # dropped at once, never closed
     gc.collect()
     assert len(freed) == 4
+
+
+def test_wrapped_memory_is_released_once_by_its_owner(device: Device) -> None:
+    owner = device.allocate(4096)
+    released: list[int] = []
+    wrapped = DeviceBuffer.wrap(owner.ptr + 1024, 1024, device, released.append, 7)
+    wrapped.fill(3)
+    out = bytearray(4096)
+    owner.copy_to(out)
+    assert out[1024:2048] == b"\x03" * 1024 and out[:1024] != b"\x03" * 1024
+    wrapped.close()
+    wrapped.close()
+    assert released == [7] and not owner.closed
+    borrowed = DeviceBuffer.wrap(owner.ptr, 16, device)  # no release: only borrowed
+    borrowed.close()
+    owner.fill(0)  # still allocated
+    with pytest.raises(ValueError, match="cannot wrap"):
+        DeviceBuffer.wrap(0, 16, device)

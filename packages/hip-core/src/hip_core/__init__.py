@@ -12,6 +12,7 @@
 Built on hip-ffi; never imports the layers above it, never imports numpy at import time.
 """
 
+from hip_core._hip import hip as hip_api
 from hip_core._resource import ClosedError
 from hip_core._version import __version__
 from hip_core.device import Device, DeviceProperties, devices
@@ -62,4 +63,5 @@ __all__ = [
     "__version__",
     "capture",
     "devices",
+    "hip_api",
 ]

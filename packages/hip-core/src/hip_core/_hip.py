@@ -12,7 +12,9 @@ _api: Any = None
 
 
 def hip() -> Any:
-    """The process's HipApi (`hip_ffi.load()`: HIP_PLATFORM, else detection)."""
+    """The process's HipApi (`hip_ffi.load()`: HIP_PLATFORM, else detection), loaded on first
+    use. Public as `hip_core.hip_api()` for layers that make raw calls hip-core does not wrap
+    (hipBLAS); they must check the statuses with `hip_core.errors.check*`."""
     global _api
     if _api is None:
         with _lock:

@@ -6,6 +6,11 @@ buffers by identity) and the same geometry as the previous one writes nothing: i
 hipDrvLaunchKernelEx. Any released resource (a freed buffer, a closed stream) invalidates that
 reuse, so a stale pointer is never launched. The runtime copies the arguments at launch, so the
 buffer may be rewritten by the next launch at once.
+
+The price of that comparison: a kernel holds a reference to the arguments of its last launch
+(not to their data's contents), so a buffer passed to it is freed only once the kernel is
+launched with other arguments, `forget_arguments()` is called, or the kernel is dropped.
+Comparing by identity alone would be cheaper but unsafe: a new view can reuse a dead one's id.
 """
 
 from __future__ import annotations
@@ -171,6 +176,11 @@ class Kernel:
         config.sharedMemBytes = shared_mem
         config.hStream = self._null if stream is None else stream.handle
         self._grid, self._block, self._shared_mem, self._stream = grid, block, shared_mem, stream
+
+    def forget_arguments(self) -> None:
+        """Drop the references to the last launch's arguments (the next launch packs anew)."""
+        with self._lock:
+            self._packed = None
 
     def attribute(self, name: str) -> int:
         """hipFuncGetAttribute, e.g. "NUM_REGS", "MAX_THREADS_PER_BLOCK", "SHARED_SIZE_BYTES"."""

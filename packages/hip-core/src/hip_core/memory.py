@@ -10,6 +10,7 @@ side has been read (H2D) or may not overlap other work (D2H).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
@@ -114,6 +115,26 @@ class DeviceBuffer(_BufferBase):
             check(api.hipMalloc(out, size), "hipMalloc")
         ptr = int(api.ffi.cast("uintptr_t", out[0]))
         return cls(_Allocation(ptr, size, _hip_free, api, out[0]), ptr, size, device)
+
+    @classmethod
+    def wrap(
+        cls,
+        ptr: int,
+        size: int,
+        device: Device,
+        release: Callable[..., Any] | None = None,
+        *release_args: Any,
+    ) -> DeviceBuffer:
+        """A DeviceBuffer over device memory allocated elsewhere (DLPack, another library).
+
+        `release(*release_args)` runs exactly once when the buffer is closed or collected
+        (e.g. a DLPack deleter); with no `release`, the memory is only borrowed and the caller
+        must keep it valid while the buffer is in use.
+        """
+        if ptr < 0 or size < 0 or (ptr == 0 and size > 0):
+            raise ValueError(f"cannot wrap {size} bytes at address {ptr:#x}")
+        owner = _Allocation(ptr, size, release or _borrowed, *release_args)
+        return cls(owner, ptr, size, device)
 
     @classmethod
     def from_allocation(cls, owner: _Allocation, device: Device) -> DeviceBuffer:
@@ -244,6 +265,10 @@ def host_pointer(obj: Any, *, writable: bool) -> tuple[Any, int]:
         raise ValueError(f"the destination {type(obj).__name__} is read-only")
     # The from_buffer cdata keeps the exporting object alive as long as it is referenced.
     return ffi.from_buffer(view, require_writable=writable), view.nbytes
+
+
+def _borrowed(*_: Any) -> None:
+    """Release of wrapped memory that someone else owns: nothing to do."""
 
 
 def _hip_free(api: Any, pointer: Any) -> None:

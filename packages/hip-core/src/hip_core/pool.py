@@ -55,6 +55,9 @@ class MemoryPool(Resource):
         limit: most bytes in use at once (None: only the device's memory bounds it).
         backend: "hip" (HIP memory pool), "caching" (caching allocator), or None to use a HIP
             pool when the device supports one.
+
+    Freed memory stays cached for reuse until `trim()` (a HIP pool is told to keep it across
+    synchronizations too, so steady-state allocation never goes back to the device).
     """
 
     __slots__ = ("_backend", "_in_use", "_lock", "_peak", "device", "limit")
@@ -141,6 +144,14 @@ class _HipPool:
             check(api.hipMemPoolCreate(out, props), "hipMemPoolCreate")
         self.handle = out[0]
         self.device = device
+        # By default a HIP pool returns freed memory to the device at every synchronize; keep it.
+        keep_all = api.ffi.new("uint64_t*", 2**64 - 1)
+        check(
+            api.hipMemPoolSetAttribute(
+                self.handle, MEM_POOL_ATTRIBUTES["ReleaseThreshold"], keep_all
+            ),
+            "hipMemPoolSetAttribute",
+        )
 
     def allocate(self, size: int, stream: Stream) -> int:
         out = self.api.ffi.new("void**")

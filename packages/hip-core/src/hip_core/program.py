@@ -113,7 +113,8 @@ class Program:
             headers=self.headers,
         )
         check_hiprtc(result.status, result.step, result.log)
-        return result.code
+        code: bytes = result.code
+        return code
 
 
 def _read_entry(path: Path) -> bytes | None:

@@ -49,6 +49,7 @@ class Stream(Resource):
     @classmethod
     def null(cls, device: Device) -> Stream:
         """The device's null stream: synchronizes with every blocking stream; never destroyed."""
+        # Built without __init__: no stream is created, and closing it releases nothing.
         stream = cls.__new__(cls)
         stream.handle = hip().ffi.NULL
         stream.device = device
@@ -57,6 +58,17 @@ class Stream(Resource):
         stream._keep = []
         stream._host_funcs = {}
         stream._own(_nothing)
+        return stream
+
+    @classmethod
+    def from_handle(cls, handle: Any, device: Device) -> Stream:
+        """A non-owning Stream over a hipStream_t made elsewhere (an int address or a cffi
+        pointer): closing it does not destroy the stream, whose owner must keep it alive."""
+        stream = cls.null(device)
+        api = hip()
+        stream.handle = api.ffi.cast(
+            "hipStream_t", handle if isinstance(handle, int) else api.ffi.cast("uintptr_t", handle)
+        )
         return stream
 
     @staticmethod

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hip_core import Stream
-from hip_core._hip import hip  # the raw hipBLAS entry points (hip-core wraps no BLAS yet)
+from hip_core import hip_api as hip  # the raw hipBLAS entry points (hip-core wraps no BLAS yet)
 from hip_core.errors import check_hipblas
 from hip_ffi.constants import HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT, HIPBLAS_OP_N, HIPBLAS_OP_T
 

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import cffi
 
 from hip_core import Device, Event, Stream
-from hip_core._hip import hip  # raw hipStreamWaitEvent on a consumer's stream handle
+from hip_core import hip_api as hip  # raw hipStreamWaitEvent on a consumer's stream handle
 from hip_core.errors import check
-from hip_core.memory import DeviceBuffer, _Allocation
+from hip_core.memory import DeviceBuffer
 from hip_runtime import dtypes
 
 if TYPE_CHECKING:
@@ -261,8 +261,7 @@ def import_dlpack(obj: Any, *, stream: Stream | None = None) -> DeviceTensor:
     nbytes = math.prod(shape) * dtype.itemsize
     if _capsule_set_name(capsule, _USED_NAME) != 0:
         raise BufferError("could not mark the capsule consumed")
-    owner = _Allocation(data, nbytes, _call_deleter, address)
-    buffer = DeviceBuffer.from_allocation(owner, device)
+    buffer = DeviceBuffer.wrap(data, nbytes, device, _call_deleter, address)
     return DeviceTensor(buffer, shape, dtype, stream=stream)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 from hip_core import Device, Kernel, Module
-from hip_core._hip import hip  # identifies the loaded platform: tests switch it per session
+from hip_core import hip_api as hip  # identifies the loaded platform: tests switch it per session
 from hip_runtime import kernel_sources
 
 _lock = threading.Lock()
