@@ -160,3 +160,25 @@ def test_wrapped_memory_is_released_once_by_its_owner(device: Device) -> None:
     owner.fill(0)  # still allocated
     with pytest.raises(ValueError, match="cannot wrap"):
         DeviceBuffer.wrap(0, 16, device)
+
+
+def test_nothing_is_printed_at_interpreter_exit(platform: str) -> None:
+    # Objects still alive at exit are not released then (the runtime may be gone) and say nothing.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import hip_core\n"
+        "d = hip_core.Device(0)\n"
+        "keep = [d.allocate(1 << 20), d.allocate_pinned(4096)]\n"
+        "keep += [d.create_stream(), d.create_event()]\n"
+        "cycle = [d.allocate(64)]; cycle.append(cycle)\n"
+        "print('done')\n"
+    )
+    env = {**os.environ, "HIP_PLATFORM": platform}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "done\n" and out.stderr == ""

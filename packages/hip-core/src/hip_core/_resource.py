@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import weakref
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +18,11 @@ def _bump_generation() -> None:
     generation += 1
 
 
+def nothing(*_: Any) -> None:
+    """The release of something not owned (a null or borrowed stream, borrowed memory): it frees
+    nothing, so closing it invalidates no cache."""
+
+
 class ClosedError(ValueError):
     """The object was closed (or never opened); nothing was done."""
 
@@ -26,30 +31,38 @@ class Resource:
     """Base of objects owning a HIP handle: `close()`, context manager, safety-net finalizer.
 
     Subclasses call `_own(release, *args)` once the handle exists; `release(*args)` then runs
-    exactly once: at `close()`, at `with` exit, or when the object is collected. The finalizer
-    never runs at interpreter exit (the runtime may be gone by then) and never raises.
+    exactly once: at `close()`, at `with` exit, or when the object is collected (`__del__`,
+    which costs nothing at creation, unlike a weakref.finalize). The collection path never runs
+    while the interpreter shuts down (the runtime may be gone by then) and never raises.
     """
 
-    __slots__ = ("__weakref__", "_finalizer")
+    __slots__ = ("__weakref__", "_releaser", "_releaser_args")
 
     def _own(self, release: Callable[..., Any], *args: Any) -> None:
-        finalizer = weakref.finalize(self, _release_quietly, release, args)
-        finalizer.atexit = False
-        self._finalizer = finalizer
+        self._releaser_args = args
+        self._releaser: Callable[..., Any] | None = release
 
     @property
     def closed(self) -> bool:
-        finalizer = getattr(self, "_finalizer", None)
-        return finalizer is None or not finalizer.alive
+        return getattr(self, "_releaser", None) is None
 
     def close(self) -> None:
         """Release the handle now. Closing twice is harmless."""
-        finalizer = getattr(self, "_finalizer", None)
-        detached = finalizer.detach() if finalizer is not None else None
-        if detached is not None:  # (object, _release_quietly, (release, args), kwargs)
-            release, args = detached[2]
-            _bump_generation()
-            release(*args)  # an explicit close reports failures
+        release = getattr(self, "_releaser", None)
+        if release is not None:
+            self._releaser = None
+            if release is not nothing:
+                _bump_generation()
+                release(*self._releaser_args)  # an explicit close reports failures
+
+    def __del__(self) -> None:
+        release = getattr(self, "_releaser", None)
+        if release is None or release is nothing or sys.is_finalizing():
+            return
+        self._releaser = None
+        _bump_generation()
+        with contextlib.suppress(Exception):  # a safety net must never raise from a finalizer
+            release(*self._releaser_args)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -60,9 +73,3 @@ class Resource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _release_quietly(release: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    _bump_generation()
-    with contextlib.suppress(Exception):  # a safety net must never raise from a finalizer
-        release(*args)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
-from hip_core._resource import ClosedError, Resource
+from hip_core._resource import ClosedError, Resource, nothing
 from hip_core.errors import check
 from hip_ffi.constants import (
     HOST_MALLOC_DEFAULT,
@@ -133,7 +133,7 @@ class DeviceBuffer(_BufferBase):
         """
         if ptr < 0 or size < 0 or (ptr == 0 and size > 0):
             raise ValueError(f"cannot wrap {size} bytes at address {ptr:#x}")
-        owner = _Allocation(ptr, size, release or _borrowed, *release_args)
+        owner = _Allocation(ptr, size, release or nothing, *release_args)
         return cls(owner, ptr, size, device)
 
     @classmethod
@@ -265,10 +265,6 @@ def host_pointer(obj: Any, *, writable: bool) -> tuple[Any, int]:
         raise ValueError(f"the destination {type(obj).__name__} is read-only")
     # The from_buffer cdata keeps the exporting object alive as long as it is referenced.
     return ffi.from_buffer(view, require_writable=writable), view.nbytes
-
-
-def _borrowed(*_: Any) -> None:
-    """Release of wrapped memory that someone else owns: nothing to do."""
 
 
 def _hip_free(api: Any, pointer: Any) -> None:

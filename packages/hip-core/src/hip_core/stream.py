@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
-from hip_core._resource import Resource
+from hip_core._resource import Resource, nothing
 from hip_core.errors import check
 from hip_ffi.constants import STREAM_DEFAULT, STREAM_NON_BLOCKING
 
@@ -57,7 +57,7 @@ class Stream(Resource):
         stream.priority = 0
         stream._keep = []
         stream._host_funcs = {}
-        stream._own(_nothing)
+        stream._own(nothing)
         return stream
 
     @classmethod
@@ -140,10 +140,6 @@ class Stream(Resource):
 
 def _destroy_stream(api: Any, handle: Any) -> None:
     check(api.hipStreamDestroy(handle), "hipStreamDestroy")
-
-
-def _nothing() -> None:
-    pass
 
 
 _tokens = itertools.count()
