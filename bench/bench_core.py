@@ -50,9 +50,14 @@ def bench_hip_core(calls: int, copy_sizes: list[int]) -> None:
         us=median_us(lambda: device.create_stream().close(), 2000, stream.sync),
     )
     emit(
-        bench="event_create",
+        bench="event_create_timing",
         impl="hip_core",
         us=median_us(lambda: device.create_event().close(), 2000, stream.sync),
+    )
+    emit(
+        bench="event_create",  # timing off, as cuda.core's default event
+        impl="hip_core",
+        us=median_us(lambda: device.create_event(timing=False).close(), 2000, stream.sync),
     )
 
     for size in copy_sizes:
