@@ -37,8 +37,6 @@
 #else
 #define HIPK_MAX_WARPS 1024
 #endif
-// Floats of one block reduction's __shared__ partials: one per warp, plus the result (CPU).
-#define HIPK_SCRATCH (HIPK_MAX_WARPS + 1)
 
 namespace hipk {
 
@@ -163,6 +161,16 @@ template <> HIPK_DEVICE bf16 from_float<bf16>(float x) {
     return b;
 }
 
+// a / b within 2 ulp for |b| < 2^126, without IEEE division's slow path (a call on NVIDIA
+// that costs registers wherever it sits).
+HIPK_DEVICE float fast_divide(float a, float b) {
+#if HIPK_GPU
+    return __fdividef(a, b);
+#else
+    return a / b;
+#endif
+}
+
 // --- indexing ------------------------------------------------------------------------------
 
 HIPK_DEVICE int imin(int a, int b) { return a < b ? a : b; }
@@ -216,11 +224,18 @@ HIPK_DEVICE void load_floats_or(const T* p, float fill, float (&out)[N]) {
 
 // --- reductions -----------------------------------------------------------------------------
 
+// A reduction's value: K floats (a sum, a max, or a pair/triple of statistics merged at once).
+template <int K> struct Floats { float v[K]; };
+
 struct Sum {
-    HIPK_DEVICE float operator()(float a, float b) const { return a + b; }
-};
-struct Max {
-    HIPK_DEVICE float operator()(float a, float b) const { return fmaxf(a, b); }
+    HIPK_DEVICE Floats<1> identity() const {
+        Floats<1> s = {{0.0f}};
+        return s;
+    }
+    HIPK_DEVICE Floats<1> operator()(Floats<1> a, Floats<1> b) const {
+        a.v[0] += b.v[0];
+        return a;
+    }
 };
 
 // Lanes per warp as the reductions see them: the real warp on a GPU, one thread elsewhere.
@@ -234,19 +249,23 @@ HIPK_DEVICE int warp_lanes() {
 
 // Lane 0 ends with op() over lanes [0, present) of its warp; `present` is how many lanes of
 // this warp exist (the last warp of a block whose size is not a multiple of warpSize is
-// partial). Shuffle-down tree: lane i adds lane i + offset only when that lane exists.
-template <typename Op> HIPK_DEVICE float warp_reduce(float v, int present, Op op) {
+// partial). Shuffle-down tree: lane i merges lane i + offset only when that lane exists.
+template <int K, typename Op> HIPK_DEVICE Floats<K> warp_reduce(Floats<K> v, int present, Op op) {
 #if HIPK_GPU
     const int lane = (int)threadIdx.x % warpSize;
 #if defined(__CUDA_ARCH__)
     const unsigned int mask = present >= 32 ? 0xffffffffu : ((1u << present) - 1u);
 #endif
     for (int offset = warpSize / 2; offset > 0; offset /= 2) {
+        Floats<K> other;
+        HIPK_UNROLL
+        for (int c = 0; c < K; ++c) {
 #if defined(__CUDA_ARCH__)
-        const float other = __shfl_down_sync(mask, v, offset);
+            other.v[c] = __shfl_down_sync(mask, v.v[c], offset);
 #else
-        const float other = __shfl_down(v, offset);
+            other.v[c] = __shfl_down(v.v[c], offset);
 #endif
+        }
         if (lane + offset < present) v = op(v, other);
     }
 #else
@@ -257,61 +276,78 @@ template <typename Op> HIPK_DEVICE float warp_reduce(float v, int present, Op op
 }
 
 // The value of lane 0, in every lane of the warp (`present` as above).
-HIPK_DEVICE float warp_broadcast(float v, int present) {
+template <int K> HIPK_DEVICE Floats<K> warp_broadcast(Floats<K> v, int present) {
+    HIPK_UNROLL
+    for (int c = 0; c < K; ++c) {
 #if defined(__CUDA_ARCH__)
-    return __shfl_sync(present >= 32 ? 0xffffffffu : ((1u << present) - 1u), v, 0);
+        v.v[c] = __shfl_sync(present >= 32 ? 0xffffffffu : ((1u << present) - 1u), v.v[c], 0);
 #elif HIPK_GPU
-    (void)present;
-    return __shfl(v, 0);
-#else
+        v.v[c] = __shfl(v.v[c], 0);
+#endif
+    }
     (void)present;
     return v;
-#endif
 }
 
-// Block-wide reductions of a 1-D block: op() over one float of every thread, returned to all.
-// Every thread of the block must make the same sequence of calls (they synchronize it).
+// Most floats one reduction's value may have.
+#define HIPK_MAX_K 3
+// Per half: one value per warp, plus each part's result (CPU), of HIPK_MAX_K floats each.
+#define HIPK_SCRATCH (HIPK_MAX_WARPS + 2)
+// Floats of __shared__ scratch a BlockReducer needs.
+#define HIPK_REDUCER_SCRATCH (2 * HIPK_SCRATCH * HIPK_MAX_K)
+
+
+// Block-wide reductions of a 1-D block, or of each "part" of it: a block may split into parts
+// of whole warps (each handling its own row), and every part reduces its own threads' values
+// at the same time. op(a, b) merges two values (associative; `op.identity()` is its neutral
+// value), and the merged value of the part is returned to all its threads. Every thread of the
+// block must make the same sequence of calls (they synchronize it).
 //
 // Each warp reduces its lanes with shuffles and parks the result in shared memory; after one
-// barrier every warp folds those (at most warpSize, blocks have <= 1024 threads) partials
-// itself, so nobody waits for a broadcast. Reusing the partials' slots right away would let a
-// fast warp overwrite them while a slow one still reads, so consecutive reductions alternate
-// between two halves of the scratch: before writing a half again, a thread has passed the
-// barrier of the reduction in between, which every reader of the half reached after reading.
-// Without shuffles (the CPU platform: one-lane warps, up to 1024 partials) thread 0 folds the
-// partials and a second barrier publishes the result.
+// barrier every warp folds the partials of its part (at most warpSize of them, blocks have <=
+// 1024 threads) itself, so nobody waits for a broadcast. Reusing the partials' slots right
+// away would let a fast warp overwrite them while a slow one still reads, so consecutive
+// reductions alternate between two halves of the scratch: before writing a half again, a
+// thread has passed the barrier of the reduction in between, which every reader of the half
+// reached after reading. Without shuffles (the CPU platform: one-lane warps, up to 1024
+// partials) thread 0 of each part folds the partials and a second barrier publishes them.
 struct BlockReducer {
-    float* scratch;  // __shared__ float[2 * HIPK_SCRATCH]
+    float* scratch;  // __shared__ float[HIPK_REDUCER_SCRATCH]
     int turn;        // which half the next reduction uses
+    int thread;      // this thread's index in its part
+    int threads;     // threads of the part (a multiple of the warp width when the block has
+                     // several parts)
+    int part;        // which part
 
-    template <typename Op> HIPK_DEVICE float reduce(float v, float identity, Op op) {
-        float* partials = scratch + (turn++ & 1) * HIPK_SCRATCH;
-        const int threads = (int)blockDim.x, width = warp_lanes();
-        const int lane = (int)threadIdx.x % width, warp = (int)threadIdx.x / width;
-        const int warps = (threads + width - 1) / width;
+    template <int K, typename Op> HIPK_DEVICE Floats<K> reduce(Floats<K> v, Op op) {
+        Floats<K>* partials =
+            reinterpret_cast<Floats<K>*>(scratch + (turn++ & 1) * HIPK_SCRATCH * HIPK_MAX_K);
+        const int width = warp_lanes();
+        const int lane = (int)threadIdx.x % width, warp = thread / width;
+        const int warps = (threads + width - 1) / width;  // of this part
+        const int first = part * warps;                   // the part's first partial
         const int present = imin(width, threads - warp * width);  // lanes of this warp
         v = warp_reduce(v, present, op);
-        if (lane == 0) partials[warp] = v;
+        if (lane == 0) partials[first + warp] = v;
         __syncthreads();
 #if HIPK_GPU
-        v = identity;  // usually one partial per lane; a stub last warp has fewer lanes
-        for (int i = lane; i < warps; i += present) v = op(v, partials[i]);
+        v = op.identity();  // usually one partial per lane; a stub last warp has fewer lanes
+        for (int i = lane; i < warps; i += present) v = op(v, partials[first + i]);
         return warp_broadcast(warp_reduce(v, present, op), present);
 #else
-        if (threadIdx.x == 0) {
-            for (int i = 1; i < warps; ++i) v = op(v, partials[i]);
-            partials[HIPK_MAX_WARPS] = v;
+        if (thread == 0) {
+            for (int i = 1; i < warps; ++i) v = op(v, partials[first + i]);
+            partials[HIPK_MAX_WARPS + part] = v;
         }
         __syncthreads();
-        return partials[HIPK_MAX_WARPS];
+        return partials[HIPK_MAX_WARPS + part];
 #endif
     }
 
-    HIPK_DEVICE float sum(float v) { return reduce(v, 0.0f, Sum()); }
-    HIPK_DEVICE float max(float v) { return reduce(v, neg_inf(), Max()); }
+    HIPK_DEVICE float sum(float v) {
+        Floats<1> s = {{v}};
+        return reduce(s, Sum()).v[0];
+    }
 };
-
-// Floats of __shared__ scratch a BlockReducer needs.
-#define HIPK_REDUCER_SCRATCH (2 * HIPK_SCRATCH)
 
 }  // namespace hipk

@@ -7,9 +7,9 @@
 //
 // weight and bias have `cols` elements of the same type; either may be null (1 and 0). y may be
 // x (in place). Statistics are accumulated in f32 for every type.
-// Launch: one block per row (grid = rows, see rows.h), 1-D blocks of up to 1024 threads; about
-// cols / 32 threads (a multiple of the warp size) keeps the row in registers with 8 x 16-byte
-// loads in flight per thread.
+// Launch: grid = rows (see rows.h: a block takes one row, or two when they fit), 1-D blocks of
+// up to 1024 threads; about cols * sizeof(T) / 128 threads (a multiple of the warp size) keeps
+// the row in registers with 8 x 16-byte loads in flight per thread. One block reduction per row.
 #include "rows.h"
 
 namespace hipk {
@@ -26,53 +26,87 @@ HIPK_DEVICE void write_normalized(T* y, const T* weight, const T* bias, int j, c
     store_floats<T, N>(y + (long long)j * N, out);
 }
 
-// One row of layernorm (x, y point at the row; weight and bias at the whole vectors).
+// Item k of a register tile, normalized and written (see write_normalized).
+template <typename T, int N, int ITEMS>
+HIPK_DEVICE void write_item(T* y, const T* weight, const T* bias, const RowPart& p,
+                            const RowTile<T, N, ITEMS>& row, int k, float shift, float scale) {
+    float v[N];
+    HIPK_UNROLL
+    for (int i = 0; i < N; ++i) v[i] = row.at(k, i);
+    write_normalized<T, N>(y, weight, bias, p.vector(k), v, shift, scale);
+}
+
+// (count, mean, M2 = sum of squared deviations from the mean) of a set of values, merged by
+// Chan et al.'s parallel formula: exact statistics of the union from those of the parts,
+// with no cancellation (unlike sum(x^2) - n * mean^2). The identity is the empty set.
+struct MeanM2 {
+    HIPK_DEVICE Floats<3> identity() const {
+        Floats<3> s = {{0.0f, 0.0f, 0.0f}};
+        return s;
+    }
+    HIPK_DEVICE Floats<3> operator()(const Floats<3>& a, const Floats<3>& b) const {
+        const float n = a.v[0] + b.v[0];
+        const float f = fast_divide(b.v[0], fmaxf(n, 1.0f));  // b's share (0 when both are empty)
+        const float d = b.v[1] - a.v[1];
+        Floats<3> s = {{n, a.v[1] + d * f, a.v[2] + b.v[2] + d * d * a.v[0] * f}};
+        return s;
+    }
+};
+
+// One row of layernorm (x, y point at the whole tensors, `stride` elements per row).
 template <typename T> struct LayerNormRow {
     const T* x;
     const T* weight;
     const T* bias;
     T* y;
-    int cols;
+    int stride;
     float eps;
     float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
-    // Mean, then the variance of the centred registers: exact two-pass statistics, one read.
-    template <int N, int ITEMS> HIPK_DEVICE void regs() const {
-        BlockReducer reduce = {scratch, 0};
+    // Each thread's exact two-pass (mean, M2) over its registers, merged by the block in one
+    // reduction; one read.
+    template <int N, int ITEMS>
+    HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
+        BlockReducer reduce = p.reducer(scratch);
         RowTile<T, N, ITEMS> row;
-        row.load(x, cols, 0.0f);
+        row.load(p, x + r * stride, cols);
+        const int count = row.count(p, cols);
         float sum = 0.0f;
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
-            HIPK_UNROLL
-            for (int i = 0; i < N; ++i) sum += row.v[k][i];
-        const float mean = reduce.sum(sum) / (float)cols;
-        float squares = 0.0f;
+            if (row.valid(p, k, cols))
+                HIPK_UNROLL
+                for (int i = 0; i < N; ++i) sum += row.at(k, i);
+        const float mean = count > 0 ? sum / (float)count : 0.0f;
+        float m2 = 0.0f;
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
-            if (!row.valid(k, cols)) continue;  // padding slots hold 0, not the mean
+            if (!row.valid(p, k, cols)) continue;
             HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
-                const float d = row.v[k][i] - mean;
-                squares += d * d;
+                const float d = row.at(k, i) - mean;
+                m2 += d * d;
             }
         }
-        const float rstd = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
+        const Floats<3> mine = {{(float)count, mean, m2}};
+        const Floats<3> all = reduce.reduce(mine, MeanM2());
+        const float rstd = 1.0f / sqrtf(all.v[2] / (float)cols + eps);
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
-            if (row.valid(k, cols))
-                write_normalized<T, N>(y, weight, bias, row_vector(k), row.v[k], mean, rstd);
+            if (row.valid(p, k, cols))
+                write_item(y + r * stride, weight, bias, p, row, k, all.v[1], rstd);
     }
 
-    // Welford per thread during the first read, Chan's merge across the block (two block sums
-    // of well-conditioned terms, unlike sum(x^2) - n * mean^2), a second read to normalize.
-    template <int N> HIPK_DEVICE void stream() const {
-        BlockReducer reduce = {scratch, 0};
+    // Welford per thread during the first read, Chan's merge across the block (one reduction),
+    // a second read to normalize.
+    template <int N> HIPK_DEVICE void stream(const RowPart& p, long long r, int cols) const {
+        BlockReducer reduce = p.reducer(scratch);
+        const T* xr = x + r * stride;
         const int vectors = cols / N;
         float count = 0.0f, mean = 0.0f, m2 = 0.0f;
-        for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
+        for (int j = p.thread; j < vectors; j += p.threads) {
             float v[N];
-            load_floats<T, N>(x + (long long)j * N, v);
+            load_floats<T, N>(xr + (long long)j * N, v);
             HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
                 count += 1.0f;
@@ -81,14 +115,13 @@ template <typename T> struct LayerNormRow {
                 m2 += d * (v[i] - mean);
             }
         }
-        const float row_mean = reduce.sum(count * mean) / (float)cols;
-        const float d = mean - row_mean;
-        const float var = reduce.sum(m2 + count * d * d) / (float)cols;
-        const float rstd = 1.0f / sqrtf(var + eps);
-        for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
+        const Floats<3> mine = {{count, mean, m2}};
+        const Floats<3> all = reduce.reduce(mine, MeanM2());
+        const float rstd = 1.0f / sqrtf(all.v[2] / (float)cols + eps);
+        for (int j = p.thread; j < vectors; j += p.threads) {
             float v[N];
-            load_floats<T, N>(x + (long long)j * N, v);
-            write_normalized<T, N>(y, weight, bias, j, v, row_mean, rstd);
+            load_floats<T, N>(xr + (long long)j * N, v);
+            write_normalized<T, N>(y + r * stride, weight, bias, j, v, all.v[1], rstd);
         }
     }
 };
@@ -97,10 +130,8 @@ template <typename T>
 HIPK_DEVICE void layernorm(const T* x, const T* weight, const T* bias, T* y, int rows, int cols,
                            float eps) {
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
-    const long long r = block_row();
-    if (r >= rows) return;  // the whole block: no __syncthreads is skipped by some threads only
-    const LayerNormRow<T> op = {x + r * cols, weight, bias, y + r * cols, cols, eps, scratch};
-    run_row<T>(op, cols, row_vectorizable<T>(cols, x, weight, bias, y));
+    const LayerNormRow<T> op = {x, weight, bias, y, cols, eps, scratch};
+    run_rows<T>(op, rows, cols, row_vectorizable<T>(cols, x, weight, bias, y));
 }
 
 // One row of rmsnorm.
@@ -108,42 +139,44 @@ template <typename T> struct RmsNormRow {
     const T* x;
     const T* weight;
     T* y;
-    int cols;
+    int stride;
     float eps;
     float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
-    template <int N, int ITEMS> HIPK_DEVICE void regs() const {
-        BlockReducer reduce = {scratch, 0};
+    template <int N, int ITEMS>
+    HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
+        BlockReducer reduce = p.reducer(scratch);
         RowTile<T, N, ITEMS> row;
-        row.load(x, cols, 0.0f);
+        row.load(p, x + r * stride, cols);
         float squares = 0.0f;
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
-            HIPK_UNROLL
-            for (int i = 0; i < N; ++i) squares += row.v[k][i] * row.v[k][i];
+            if (row.valid(p, k, cols))
+                HIPK_UNROLL
+                for (int i = 0; i < N; ++i) squares += row.at(k, i) * row.at(k, i);
         const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
-            if (row.valid(k, cols))
-                write_normalized<T, N>(y, weight, (const T*)0, row_vector(k), row.v[k], 0.0f,
-                                       rrms);
+            if (row.valid(p, k, cols))
+                write_item(y + r * stride, weight, (const T*)0, p, row, k, 0.0f, rrms);
     }
 
-    template <int N> HIPK_DEVICE void stream() const {
-        BlockReducer reduce = {scratch, 0};
+    template <int N> HIPK_DEVICE void stream(const RowPart& p, long long r, int cols) const {
+        BlockReducer reduce = p.reducer(scratch);
+        const T* xr = x + r * stride;
         const int vectors = cols / N;
         float squares = 0.0f;
-        for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
+        for (int j = p.thread; j < vectors; j += p.threads) {
             float v[N];
-            load_floats<T, N>(x + (long long)j * N, v);
+            load_floats<T, N>(xr + (long long)j * N, v);
             HIPK_UNROLL
             for (int i = 0; i < N; ++i) squares += v[i] * v[i];
         }
         const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
-        for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
+        for (int j = p.thread; j < vectors; j += p.threads) {
             float v[N];
-            load_floats<T, N>(x + (long long)j * N, v);
-            write_normalized<T, N>(y, weight, (const T*)0, j, v, 0.0f, rrms);
+            load_floats<T, N>(xr + (long long)j * N, v);
+            write_normalized<T, N>(y + r * stride, weight, (const T*)0, j, v, 0.0f, rrms);
         }
     }
 };
@@ -151,40 +184,41 @@ template <typename T> struct RmsNormRow {
 template <typename T>
 HIPK_DEVICE void rmsnorm(const T* x, const T* weight, T* y, int rows, int cols, float eps) {
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
-    const long long r = block_row();
-    if (r >= rows) return;
-    const RmsNormRow<T> op = {x + r * cols, weight, y + r * cols, cols, eps, scratch};
-    run_row<T>(op, cols, row_vectorizable<T>(cols, x, weight, y, 0));
+    const RmsNormRow<T> op = {x, weight, y, cols, eps, scratch};
+    run_rows<T>(op, rows, cols, row_vectorizable<T>(cols, x, weight, y, 0));
 }
 
 }  // namespace hipk
 
 // --- entry points: one per type (hip-core reads the parameter types from these lines) -------
+// __launch_bounds__(1024): blocks may have up to 1024 threads, so nvcc/nvrtc keep every kernel
+// within 64 registers (without it they took up to 72 on sm_90: fewer resident blocks).
 
-extern "C" __global__ void layernorm_f32(const float* x, const float* weight, const float* bias,
-                                         float* y, int rows, int cols, float eps) {
+extern "C" __global__ void __launch_bounds__(1024) layernorm_f32(
+    const float* x, const float* weight, const float* bias, float* y, int rows, int cols,
+    float eps) {
     hipk::layernorm(x, weight, bias, y, rows, cols, eps);
 }
-extern "C" __global__ void layernorm_f16(const hipk::f16* x, const hipk::f16* weight,
-                                         const hipk::f16* bias, hipk::f16* y, int rows, int cols,
-                                         float eps) {
+extern "C" __global__ void __launch_bounds__(1024) layernorm_f16(
+    const hipk::f16* x, const hipk::f16* weight, const hipk::f16* bias, hipk::f16* y, int rows,
+    int cols, float eps) {
     hipk::layernorm(x, weight, bias, y, rows, cols, eps);
 }
-extern "C" __global__ void layernorm_bf16(const hipk::bf16* x, const hipk::bf16* weight,
-                                          const hipk::bf16* bias, hipk::bf16* y, int rows,
-                                          int cols, float eps) {
+extern "C" __global__ void __launch_bounds__(1024) layernorm_bf16(
+    const hipk::bf16* x, const hipk::bf16* weight, const hipk::bf16* bias, hipk::bf16* y, int rows,
+    int cols, float eps) {
     hipk::layernorm(x, weight, bias, y, rows, cols, eps);
 }
 
-extern "C" __global__ void rmsnorm_f32(const float* x, const float* weight, float* y, int rows,
-                                       int cols, float eps) {
+extern "C" __global__ void __launch_bounds__(1024) rmsnorm_f32(
+    const float* x, const float* weight, float* y, int rows, int cols, float eps) {
     hipk::rmsnorm(x, weight, y, rows, cols, eps);
 }
-extern "C" __global__ void rmsnorm_f16(const hipk::f16* x, const hipk::f16* weight, hipk::f16* y,
-                                       int rows, int cols, float eps) {
+extern "C" __global__ void __launch_bounds__(1024) rmsnorm_f16(
+    const hipk::f16* x, const hipk::f16* weight, hipk::f16* y, int rows, int cols, float eps) {
     hipk::rmsnorm(x, weight, y, rows, cols, eps);
 }
-extern "C" __global__ void rmsnorm_bf16(const hipk::bf16* x, const hipk::bf16* weight,
-                                        hipk::bf16* y, int rows, int cols, float eps) {
+extern "C" __global__ void __launch_bounds__(1024) rmsnorm_bf16(
+    const hipk::bf16* x, const hipk::bf16* weight, hipk::bf16* y, int rows, int cols, float eps) {
     hipk::rmsnorm(x, weight, y, rows, cols, eps);
 }

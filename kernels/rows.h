@@ -1,27 +1,34 @@
-// How the row kernels (norms, softmax) spread one row over a block.
+// How the row kernels (norms, softmax) spread rows over blocks.
 //
-// One block handles one row: block (x, y) of the grid takes row y * gridDim.x + x, so the
-// launch is grid = rows (or (g, ceil(rows / g)) beyond the grid's x limit); surplus blocks
-// return at once. (A grid-stride loop over rows would let any grid work, but the compilers then
-// keep per-thread addresses live across iterations: +30-60 registers, spills on AMD.)
+// Launch: grid = rows (or (g, ceil(rows / g)) beyond the grid's x limit), 1-D blocks; block
+// (x, y) is block number b = y * gridDim.x + x. Normally block b handles row b. When two rows
+// fit in the registers of half a block (see below), block b handles rows 2b and 2b + 1 instead,
+// one per half (a "part" of whole warps), and the blocks from ceil(rows / 2) on find nothing
+// to do. Surplus blocks return at once. (A grid-stride loop over rows would let any grid work,
+// but the compilers then keep per-thread addresses live across iterations: +30-60 registers,
+// spills on AMD.)
 //
 // The row is read as "vectors" of N consecutive elements: N = 16 bytes / sizeof(T) when every
 // pointer is 16-byte aligned and cols % N == 0, else N = 1 (coalesced scalar reads). Vector j of
-// the row belongs to thread j % blockDim.x, so neighbouring threads touch neighbouring memory.
+// the row belongs to thread j % threads of its part, so neighbouring threads touch neighbouring
+// memory.
 //
-// Rows of up to HIPK_ROW_FLOATS * blockDim.x elements (HIPK_SCALAR_ROW_FLOATS for scalar
-// rows, whose per-element addresses cost more registers) are kept in registers (RowTile): read
-// from memory once and written once, with exact two-pass statistics over the registers. Longer
-// rows are streamed: one read for the statistics, a second read for the output.
+// Rows of up to HIPK_ROW_VECTORS 16-byte vectors per thread (HIPK_SCALAR_ROW_ITEMS elements for
+// scalar rows, whose per-element addresses cost more registers) are kept in registers
+// (RowTile), in their storage type (16-bit types take half the registers of f32): read from
+// memory once and written once, with exact statistics over the registers. The sizing is in
+// bytes, so every type keeps up to 8 x 16-byte loads in flight per thread. Longer rows are
+// streamed: one read for the statistics, a second read for the output. Either way every row
+// needs one block reduction (of a pair or triple of statistics where needed).
 #pragma once
 
 #include "common.h"
 
-// Floats of a row each thread keeps in registers: 8192 columns at 256 threads per block.
-// Together with the streaming path this stays under 64 registers per thread (NVIDIA sm_90) and
-// 72 VGPRs (AMD gfx90a), without spills.
-#define HIPK_ROW_FLOATS 32
-#define HIPK_SCALAR_ROW_FLOATS 8
+// 16-byte vectors of a row each thread keeps in registers: 8192 f32 or 16384 16-bit columns at
+// 256 threads per block. Together with the streaming path this stays under 64 registers per
+// thread (NVIDIA sm_90) and 72 VGPRs (AMD gfx90a), without spills.
+#define HIPK_ROW_VECTORS 8
+#define HIPK_SCALAR_ROW_ITEMS 8
 
 namespace hipk {
 
@@ -34,52 +41,117 @@ HIPK_DEVICE bool row_vectorizable(int cols, const void* a, const void* b, const 
     return cols % n == 0 && aligned(a, 16) && aligned(b, 16) && aligned(c, 16) && aligned(d, 16);
 }
 
-// The row this block handles (see above); >= rows for a surplus block.
-HIPK_DEVICE long long block_row() { return (long long)blockIdx.y * gridDim.x + blockIdx.x; }
+// The block number (see above).
+HIPK_DEVICE long long block_number() { return (long long)blockIdx.y * gridDim.x + blockIdx.x; }
 
-// The vector index of this thread's item k.
-HIPK_DEVICE int row_vector(int k) { return k * (int)blockDim.x + (int)threadIdx.x; }
+// The threads that handle one row: the whole block, or one half of it.
+struct RowPart {
+    int thread;   // this thread's index in the part
+    int threads;  // threads of the part
+    int part;     // which part of the block
 
-// A row held in registers: ITEMS vectors of N floats per thread (ITEMS * N == HIPK_ROW_FLOATS).
-// Every loop has a compile-time trip count and is unrolled, so `v` stays in registers.
+    // The vector index of this thread's item k.
+    HIPK_DEVICE int vector(int k) const { return k * threads + thread; }
+
+    HIPK_DEVICE BlockReducer reducer(float* scratch) const {
+        const BlockReducer r = {scratch, 0, thread, threads, part};
+        return r;
+    }
+};
+
+// The 16-bit value `bits` of type T as a float (the pointer only picks the type).
+HIPK_DEVICE float half_to_float(unsigned short bits, const bf16*) {
+    return bits_float((unsigned int)bits << 16);
+}
+HIPK_DEVICE float half_to_float(unsigned short bits, const f16*) {
+    return half_bits_to_float(bits);
+}
+HIPK_DEVICE float half_to_float(unsigned short, const float*) { return 0.0f; }  // never used
+
+// 32-bit words of N elements of T (N = 1 for 16-bit types: one element in the low half).
+template <typename T, int N> struct Words { enum { value = (N * (int)sizeof(T) + 3) / 4 }; };
+
+// A row held in registers: ITEMS vectors of N elements per thread, as the raw 32-bit words of
+// the storage type (16-bit types take half the registers of f32; kept as 16-bit values, the
+// compilers give each its own register). Every loop has a compile-time trip count and is
+// unrolled, so `w` stays in registers. Items past the row's end are not loaded: every use
+// checks valid(k).
 template <typename T, int N, int ITEMS> struct RowTile {
-    float v[ITEMS][N];
+    enum { W = Words<T, N>::value };
+    unsigned int w[ITEMS][W];
 
-    // Load the row; slots past its end get `fill` (the identity of the reduction that follows).
-    HIPK_DEVICE void load(const T* row, int cols, float fill) {
+    HIPK_DEVICE void load(const RowPart& p, const T* row, int cols) {
         const int vectors = cols / N;
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
-            const int j = row_vector(k);
-            if (j < vectors) {
-                load_floats<T, N>(row + (long long)j * N, v[k]);
-            } else {
+            const int j = p.vector(k);
+            if (j >= vectors) continue;
+            const T* at = row + (long long)j * N;
+            if (N * sizeof(T) == W * 4) {
+                typedef Vec<unsigned int, W> Packed;
+                const Packed packed = *reinterpret_cast<const Packed*>(at);
                 HIPK_UNROLL
-                for (int i = 0; i < N; ++i) v[k][i] = fill;
+                for (int i = 0; i < W; ++i) w[k][i] = packed.v[i];
+            } else {  // one 16-bit element
+                w[k][0] = *reinterpret_cast<const unsigned short*>(at);
             }
         }
     }
 
     // True when item k holds real row elements.
-    HIPK_DEVICE static bool valid(int k, int cols) { return row_vector(k) < cols / N; }
+    HIPK_DEVICE static bool valid(const RowPart& p, int k, int cols) {
+        return p.vector(k) < cols / N;
+    }
+
+    // Element i of item k, as a float.
+    HIPK_DEVICE float at(int k, int i) const {
+        if (sizeof(T) == 4) return bits_float(w[k][i]);
+        return half_to_float((unsigned short)(w[k][i / 2] >> (16 * (i % 2))), (const T*)0);
+    }
+
+    // Replace element i of item k by `value` (f32 tiles only: elsewhere nothing happens).
+    HIPK_DEVICE void keep(int k, int i, float value) {
+        if (sizeof(T) == 4) w[k][i] = float_bits(value);
+    }
+
+    // How many real elements this thread holds.
+    HIPK_DEVICE static int count(const RowPart& p, int cols) {
+        const int vectors = cols / N;
+        return vectors > p.thread
+                   ? imin(ITEMS, (vectors - p.thread + p.threads - 1) / p.threads) * N
+                   : 0;
+    }
 };
 
-// Runs the fitting path of a row kernel `op`, which provides
-//   template <int N, int ITEMS> void regs() const;   // the row in registers
-//   template <int N> void stream() const;            // a row too long for them
-// `vectors`: the row's pointers allow N = Lanes16<T> (row_vectorizable).
+// Runs the fitting path of a row kernel `op` for this block's row(s). `op` provides
+//   template <int N, int ITEMS> void regs(const RowPart&, long long row, int cols) const;
+//   template <int N> void stream(const RowPart&, long long row, int cols) const;
+// with `cols` = 0 for a part of the block without a row (it still takes part in the
+// reductions, but touches no memory). `vectors`: the row's pointers allow N = Lanes16<T>
+// (row_vectorizable).
 template <typename T, typename RowOp>
-HIPK_DEVICE void run_row(const RowOp& op, int cols, bool vectors) {
+HIPK_DEVICE void run_rows(const RowOp& op, long long rows, int cols, bool vectors) {
     const int N = Lanes16<T>::value;
-    const int threads = (int)blockDim.x;
-    if (vectors && cols <= HIPK_ROW_FLOATS * threads)
-        op.template regs<N, HIPK_ROW_FLOATS / N>();
-    else if (!vectors && cols <= HIPK_SCALAR_ROW_FLOATS * threads)
-        op.template regs<1, HIPK_SCALAR_ROW_FLOATS>();
+    const int threads = (int)blockDim.x, fit = HIPK_ROW_VECTORS * N;
+    const long long b = block_number();
+    // Two rows per block when each fits in half of it (whole warps per half): twice the loads
+    // in flight per thread, half the barriers per row.
+    const bool pair = vectors && threads % (2 * warp_lanes()) == 0 && cols <= fit * (threads / 2);
+    const long long first = pair ? 2 * b : b;
+    if (first >= rows) return;  // the whole block: no __syncthreads is skipped by some only
+    const int size = pair ? threads / 2 : threads;
+    const int part = (int)threadIdx.x / size;
+    const RowPart p = {(int)threadIdx.x - part * size, size, part};
+    const long long row = first + part < rows ? first + part : first;
+    const int n = first + part < rows ? cols : 0;
+    if (vectors && cols <= fit * size)
+        op.template regs<N, HIPK_ROW_VECTORS>(p, row, n);
+    else if (!vectors && cols <= HIPK_SCALAR_ROW_ITEMS * size)
+        op.template regs<1, HIPK_SCALAR_ROW_ITEMS>(p, row, n);
     else if (vectors)
-        op.template stream<N>();
+        op.template stream<N>(p, row, n);
     else
-        op.template stream<1>();
+        op.template stream<1>(p, row, n);
 }
 
 }  // namespace hipk

@@ -9,73 +9,111 @@
 // before them come from a cache), so row r is query i = r % q and sees keys c <= i + cols - q;
 // masked entries get probability 0. A row that sees no key at all (q > cols) is all zeros.
 // y may be x (in place). f32 accumulation for every type.
-// Launch: one block per row (grid = rows, see rows.h), 1-D blocks of up to 1024 threads, about
-// cols / 32 threads for rows kept in registers.
+// Launch: grid = rows (see rows.h: a block takes one row, or two when they fit), 1-D blocks of
+// up to 1024 threads, about cols * sizeof(T) / 128 threads for rows kept in registers. One
+// block reduction per row.
 #include "rows.h"
 
 namespace hipk {
 
+// (max, sum of exp(score - max)) of a set of scores, merged online: both sums rescaled to the
+// larger max. The empty set (and an all-masked one) is (-inf, 0).
+struct MaxSum {
+    HIPK_DEVICE Floats<2> identity() const {
+        Floats<2> s = {{neg_inf(), 0.0f}};
+        return s;
+    }
+    HIPK_DEVICE Floats<2> operator()(const Floats<2>& a, const Floats<2>& b) const {
+        const float m = fmaxf(a.v[0], b.v[0]);
+        const float base = m == neg_inf() ? 0.0f : m;  // exp(-inf - 0) = 0: no NaN
+        Floats<2> s = {{m, a.v[1] * expf(a.v[0] - base) + b.v[1] * expf(b.v[0] - base)}};
+        return s;
+    }
+};
+
 template <typename T> struct SoftmaxRow {
     const T* x;
     T* y;
-    int cols;
+    int stride;
     float scale;
-    int last;  // the last key this row sees (cols - 1 without a mask; < 0: none)
+    int causal_rows;
     float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
-    // The scaled score of element c, or -inf where masked.
-    HIPK_DEVICE float score(float value, int c) const { return c <= last ? value * scale : neg_inf(); }
+    // The last key row r sees (stride - 1 without a mask; < 0: none).
+    HIPK_DEVICE int last_key(long long r) const {
+        return causal_rows > 0 ? (int)(r % causal_rows) + stride - causal_rows : stride - 1;
+    }
 
-    template <int N, int ITEMS> HIPK_DEVICE void regs() const {
-        BlockReducer reduce = {scratch, 0};
+    // The scaled score of element c, or -inf where masked.
+    HIPK_DEVICE float score(float value, int c, int last) const {
+        return c <= last ? value * scale : neg_inf();
+    }
+
+    // Each thread's (max, sum) over its registers, merged by the block in one reduction. f32
+    // tiles keep exp(score - local max) and rescale it; 16-bit tiles recompute exp at the end.
+    template <int N, int ITEMS>
+    HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
+        BlockReducer reduce = p.reducer(scratch);
+        const int last = last_key(r);
         RowTile<T, N, ITEMS> row;
-        row.load(x, cols, 0.0f);
+        row.load(p, x + r * stride, cols);
         float m = neg_inf();
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
-            const int j = row_vector(k);
+            if (!row.valid(p, k, cols)) continue;
+            const int c = p.vector(k) * N;
             HIPK_UNROLL
-            for (int i = 0; i < N; ++i) {
-                // Slots past the row's end are masked like keys past `last`.
-                row.v[k][i] = j * N < cols ? score(row.v[k][i], j * N + i) : neg_inf();
-                m = fmaxf(m, row.v[k][i]);
-            }
+            for (int i = 0; i < N; ++i) m = fmaxf(m, score(row.at(k, i), c + i, last));
         }
-        // With no visible key at all, every score is -inf: exp(-inf - 0) = 0 and the row is 0.
-        const float row_max = reduce.max(m);
-        const float base = row_max == neg_inf() ? 0.0f : row_max;
+        // With no visible key here, every score is -inf: exp(-inf - 0) = 0.
+        const float base = m == neg_inf() ? 0.0f : m;
         float sum = 0.0f;
         HIPK_UNROLL
-        for (int k = 0; k < ITEMS; ++k)
+        for (int k = 0; k < ITEMS; ++k) {
+            if (!row.valid(p, k, cols)) continue;
+            const int c = p.vector(k) * N;
             HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
-                row.v[k][i] = expf(row.v[k][i] - base);
-                sum += row.v[k][i];
+                const float e = expf(score(row.at(k, i), c + i, last) - base);
+                sum += e;
+                row.keep(k, i, e);  // f32 only
             }
-        const float total = reduce.sum(sum);
-        const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+        }
+        const Floats<2> mine = {{m, sum}};
+        const Floats<2> all = reduce.reduce(mine, MaxSum());
+        // A row that sees no key at all: max -inf, sum 0, every output 0.
+        const float row_base = all.v[0] == neg_inf() ? 0.0f : all.v[0];
+        const float inverse = all.v[1] > 0.0f ? 1.0f / all.v[1] : 0.0f;
+        const float factor = m == neg_inf() ? 0.0f : expf(m - row_base) * inverse;
+        T* yr = y + r * stride;
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
-            if (!row.valid(k, cols)) continue;
+            if (!row.valid(p, k, cols)) continue;
+            const int c = p.vector(k) * N;
             float out[N];
             HIPK_UNROLL
-            for (int i = 0; i < N; ++i) out[i] = row.v[k][i] * inverse;
-            store_floats<T, N>(y + (long long)row_vector(k) * N, out);
+            for (int i = 0; i < N; ++i)
+                out[i] = sizeof(T) == sizeof(float)
+                             ? row.at(k, i) * factor
+                             : expf(score(row.at(k, i), c + i, last) - row_base) * inverse;
+            store_floats<T, N>(yr + (long long)p.vector(k) * N, out);
         }
     }
 
     // Online softmax in one read: each thread keeps a running max and a sum rescaled to it;
-    // the block merges them (max, then sums rescaled to the row max); a second read writes.
-    template <int N> HIPK_DEVICE void stream() const {
-        BlockReducer reduce = {scratch, 0};
+    // the block merges the pairs in one reduction; a second read writes.
+    template <int N> HIPK_DEVICE void stream(const RowPart& p, long long r, int cols) const {
+        BlockReducer reduce = p.reducer(scratch);
+        const int last = last_key(r);
+        const T* xr = x + r * stride;
         const int vectors = cols / N;
         float m = neg_inf(), sum = 0.0f;
-        for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
+        for (int j = p.thread; j < vectors; j += p.threads) {
             float v[N];
-            load_floats<T, N>(x + (long long)j * N, v);
+            load_floats<T, N>(xr + (long long)j * N, v);
             HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
-                const float s = score(v[i], j * N + i);
+                const float s = score(v[i], j * N + i, last);
                 if (s > m) {
                     sum = sum * expf(m - s) + 1.0f;  // expf(-inf) = 0 for the first score
                     m = s;
@@ -84,16 +122,17 @@ template <typename T> struct SoftmaxRow {
                 }
             }
         }
-        const float row_max = reduce.max(m);
-        const float base = row_max == neg_inf() ? 0.0f : row_max;  // as in regs()
-        const float total = reduce.sum(m == neg_inf() ? 0.0f : sum * expf(m - base));
-        const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
-        for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
+        const Floats<2> mine = {{m, sum}};
+        const Floats<2> all = reduce.reduce(mine, MaxSum());
+        const float base = all.v[0] == neg_inf() ? 0.0f : all.v[0];  // as in regs()
+        const float inverse = all.v[1] > 0.0f ? 1.0f / all.v[1] : 0.0f;
+        T* yr = y + r * stride;
+        for (int j = p.thread; j < vectors; j += p.threads) {
             float v[N];
-            load_floats<T, N>(x + (long long)j * N, v);
+            load_floats<T, N>(xr + (long long)j * N, v);
             HIPK_UNROLL
-            for (int i = 0; i < N; ++i) v[i] = expf(score(v[i], j * N + i) - base) * inverse;
-            store_floats<T, N>(y + (long long)j * N, v);
+            for (int i = 0; i < N; ++i) v[i] = expf(score(v[i], j * N + i, last) - base) * inverse;
+            store_floats<T, N>(yr + (long long)j * N, v);
         }
     }
 };
@@ -101,26 +140,25 @@ template <typename T> struct SoftmaxRow {
 template <typename T>
 HIPK_DEVICE void softmax(const T* x, T* y, int rows, int cols, float scale, int causal_rows) {
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
-    const long long r = block_row();
-    if (r >= rows) return;
-    const int last = causal_rows > 0 ? (int)(r % causal_rows) + cols - causal_rows : cols - 1;
-    const SoftmaxRow<T> op = {x + r * cols, y + r * cols, cols, scale, last, scratch};
-    run_row<T>(op, cols, row_vectorizable<T>(cols, x, y, 0, 0));
+    const SoftmaxRow<T> op = {x, y, cols, scale, causal_rows, scratch};
+    run_rows<T>(op, rows, cols, row_vectorizable<T>(cols, x, y, 0, 0));
 }
 
 }  // namespace hipk
 
 // --- entry points: one per type (hip-core reads the parameter types from these lines) -------
+// __launch_bounds__(1024): blocks may have up to 1024 threads, so nvcc/nvrtc keep every kernel
+// within 64 registers (without it they took up to 72 on sm_90: fewer resident blocks).
 
-extern "C" __global__ void softmax_f32(const float* x, float* y, int rows, int cols, float scale,
-                                       int causal_rows) {
+extern "C" __global__ void __launch_bounds__(1024) softmax_f32(
+    const float* x, float* y, int rows, int cols, float scale, int causal_rows) {
     hipk::softmax(x, y, rows, cols, scale, causal_rows);
 }
-extern "C" __global__ void softmax_f16(const hipk::f16* x, hipk::f16* y, int rows, int cols,
-                                       float scale, int causal_rows) {
+extern "C" __global__ void __launch_bounds__(1024) softmax_f16(
+    const hipk::f16* x, hipk::f16* y, int rows, int cols, float scale, int causal_rows) {
     hipk::softmax(x, y, rows, cols, scale, causal_rows);
 }
-extern "C" __global__ void softmax_bf16(const hipk::bf16* x, hipk::bf16* y, int rows, int cols,
-                                        float scale, int causal_rows) {
+extern "C" __global__ void __launch_bounds__(1024) softmax_bf16(
+    const hipk::bf16* x, hipk::bf16* y, int rows, int cols, float scale, int causal_rows) {
     hipk::softmax(x, y, rows, cols, scale, causal_rows);
 }
