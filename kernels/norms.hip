@@ -7,9 +7,10 @@
 //
 // weight and bias have `cols` elements of the same type; either may be null (1 and 0). y may be
 // x (in place). Statistics are accumulated in f32 for every type.
-// Launch: grid = rows (see rows.h: a block takes one row, or two when they fit), 1-D blocks of
-// up to 1024 threads; about cols * sizeof(T) / 128 threads (a multiple of the warp size) keeps
-// the row in registers with 8 x 16-byte loads in flight per thread. One block reduction per row.
+// Launch: grid = rows (see rows.h: a block takes one row, or two when they fit in half a block),
+// 1-D blocks of up to 1024 threads; about cols * sizeof(T) / 128 threads (a multiple of the
+// warp size) keeps the row in registers with 8 x 16-byte loads in flight per thread (16-bit
+// rows are held packed). One block reduction per row.
 #include "rows.h"
 
 namespace hipk {
@@ -27,9 +28,10 @@ HIPK_DEVICE void write_normalized(T* y, const T* weight, const T* bias, int j, c
 }
 
 // Item k of a register tile, normalized and written (see write_normalized).
-template <typename T, int N, int ITEMS>
+template <typename T, typename Tile>
 HIPK_DEVICE void write_item(T* y, const T* weight, const T* bias, const RowPart& p,
-                            const RowTile<T, N, ITEMS>& row, int k, float shift, float scale) {
+                            const Tile& row, int k, float shift, float scale) {
+    const int N = Tile::n;
     float v[N];
     HIPK_UNROLL
     for (int i = 0; i < N; ++i) v[i] = row.at(k, i);
@@ -65,10 +67,11 @@ template <typename T> struct LayerNormRow {
 
     // Each thread's exact two-pass (mean, M2) over its registers, merged by the block in one
     // reduction; one read.
-    template <int N, int ITEMS>
+    template <typename Tile>
     HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
+        const int N = Tile::n, ITEMS = Tile::items;
         BlockReducer reduce = p.reducer(scratch);
-        RowTile<T, N, ITEMS> row;
+        Tile row;
         row.load(p, x + r * stride, cols);
         const int count = row.count(p, cols);
         float sum = 0.0f;
@@ -131,7 +134,9 @@ HIPK_DEVICE void layernorm(const T* x, const T* weight, const T* bias, T* y, int
                            float eps) {
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const LayerNormRow<T> op = {x, weight, bias, y, cols, eps, scratch};
-    run_rows<T>(op, rows, cols, row_vectorizable<T>(cols, x, weight, bias, y));
+    // PackedTile: on the H200 (8192 x 8192 bf16, 256 threads) 77 % of the copy rate against 60 %
+    // with FloatTile.
+    run_rows<T, true>(op, rows, cols, row_vectorizable<T>(cols, x, weight, bias, y));
 }
 
 // One row of rmsnorm.
@@ -143,10 +148,11 @@ template <typename T> struct RmsNormRow {
     float eps;
     float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
-    template <int N, int ITEMS>
+    template <typename Tile>
     HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
+        const int N = Tile::n, ITEMS = Tile::items;
         BlockReducer reduce = p.reducer(scratch);
-        RowTile<T, N, ITEMS> row;
+        Tile row;
         row.load(p, x + r * stride, cols);
         float squares = 0.0f;
         HIPK_UNROLL
@@ -185,7 +191,7 @@ template <typename T>
 HIPK_DEVICE void rmsnorm(const T* x, const T* weight, T* y, int rows, int cols, float eps) {
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const RmsNormRow<T> op = {x, weight, y, cols, eps, scratch};
-    run_rows<T>(op, rows, cols, row_vectorizable<T>(cols, x, weight, y, 0));
+    run_rows<T, true>(op, rows, cols, row_vectorizable<T>(cols, x, weight, y, 0));  // as above
 }
 
 }  // namespace hipk

@@ -13,22 +13,26 @@
 // the row belongs to thread j % threads of its part, so neighbouring threads touch neighbouring
 // memory.
 //
-// Rows of up to HIPK_ROW_VECTORS 16-byte vectors per thread (HIPK_SCALAR_ROW_ITEMS elements for
-// scalar rows, whose per-element addresses cost more registers) are kept in registers
-// (RowTile), in their storage type (16-bit types take half the registers of f32): read from
-// memory once and written once, with exact statistics over the registers. The sizing is in
-// bytes, so every type keeps up to 8 x 16-byte loads in flight per thread. Longer rows are
-// streamed: one read for the statistics, a second read for the output. Either way every row
-// needs one block reduction (of a pair or triple of statistics where needed).
+// Rows that fit are kept in registers: read from memory once and written once, with exact
+// statistics over the registers. A kernel picks the tile of its vector rows (run_rows' PACKED):
+// - FloatTile: HIPK_ROW_FLOATS floats per thread, whatever the type (8192 columns at 256
+//   threads: 8 x 16-byte loads per thread in f32, 4 in 16-bit types).
+// - PackedTile (16-bit types): HIPK_ROW_VECTORS 16-byte vectors per thread kept as raw words,
+//   so 64 elements at the registers of 32 floats (8192 16-bit columns at 128 threads, or two
+//   rows per 256-thread block: 8 x 16-byte loads per thread), converted at each use.
+// Scalar rows keep up to HIPK_SCALAR_ROW_FLOATS floats per thread (their per-element addresses
+// cost more registers). Longer rows are streamed: one read for the statistics, a second read
+// for the output. Either way every row needs one block reduction (of a pair or triple of
+// statistics where needed).
 #pragma once
 
 #include "common.h"
 
-// 16-byte vectors of a row each thread keeps in registers: 8192 f32 or 16384 16-bit columns at
-// 256 threads per block. Together with the streaming path this stays under 64 registers per
-// thread (NVIDIA sm_90) and 72 VGPRs (AMD gfx90a), without spills.
+// Register tiles per thread (see above). With __launch_bounds__(1024) on the entry points the
+// row kernels use at most 64 registers on sm_90 and at most 81 VGPRs on gfx90a, no spills.
 #define HIPK_ROW_VECTORS 8
-#define HIPK_SCALAR_ROW_ITEMS 8
+#define HIPK_ROW_FLOATS 32
+#define HIPK_SCALAR_ROW_FLOATS 8
 
 namespace hipk {
 
@@ -59,6 +63,50 @@ struct RowPart {
     }
 };
 
+// 32-bit words of N elements of T (N = 1 for 16-bit types: one element in the low half).
+template <typename T, int N> struct Words { enum { value = (N * (int)sizeof(T) + 3) / 4 }; };
+
+// A row held in registers: ITEMS vectors of N elements per thread. Every loop has a
+// compile-time trip count and is unrolled, so the tile stays in registers. Items past the row's
+// end are not loaded: every use checks valid(k). Two kinds with one interface:
+// - FloatTile: the elements as floats (converted once, at the load); `keep` replaces one.
+// - PackedTile: the raw 32-bit words of the storage type, converted at each use: 16-bit types
+//   take half the registers, so a thread holds twice the elements (kept as 16-bit values, the
+//   compilers give each its own register); `keep` does nothing (keeps == 0).
+template <typename T, int N, int ITEMS> struct TileBase {
+    enum { n = N, items = ITEMS };
+
+    // True when item k holds real row elements.
+    HIPK_DEVICE static bool valid(const RowPart& p, int k, int cols) {
+        return p.vector(k) < cols / N;
+    }
+
+    // How many real elements this thread holds.
+    HIPK_DEVICE static int count(const RowPart& p, int cols) {
+        const int vectors = cols / N;
+        return vectors > p.thread
+                   ? imin(ITEMS, (vectors - p.thread + p.threads - 1) / p.threads) * N
+                   : 0;
+    }
+};
+
+template <typename T, int N, int ITEMS> struct FloatTile : TileBase<T, N, ITEMS> {
+    enum { keeps = 1 };
+    float v[ITEMS][N];
+
+    HIPK_DEVICE void load(const RowPart& p, const T* row, int cols) {
+        const int vectors = cols / N;
+        HIPK_UNROLL
+        for (int k = 0; k < ITEMS; ++k) {
+            const int j = p.vector(k);
+            if (j < vectors) load_floats<T, N>(row + (long long)j * N, v[k]);
+        }
+    }
+
+    HIPK_DEVICE float at(int k, int i) const { return v[k][i]; }
+    HIPK_DEVICE void keep(int k, int i, float value) { v[k][i] = value; }
+};
+
 // The 16-bit value `bits` of type T as a float (the pointer only picks the type).
 HIPK_DEVICE float half_to_float(unsigned short bits, const bf16*) {
     return bits_float((unsigned int)bits << 16);
@@ -68,16 +116,8 @@ HIPK_DEVICE float half_to_float(unsigned short bits, const f16*) {
 }
 HIPK_DEVICE float half_to_float(unsigned short, const float*) { return 0.0f; }  // never used
 
-// 32-bit words of N elements of T (N = 1 for 16-bit types: one element in the low half).
-template <typename T, int N> struct Words { enum { value = (N * (int)sizeof(T) + 3) / 4 }; };
-
-// A row held in registers: ITEMS vectors of N elements per thread, as the raw 32-bit words of
-// the storage type (16-bit types take half the registers of f32; kept as 16-bit values, the
-// compilers give each its own register). Every loop has a compile-time trip count and is
-// unrolled, so `w` stays in registers. Items past the row's end are not loaded: every use
-// checks valid(k).
-template <typename T, int N, int ITEMS> struct RowTile {
-    enum { W = Words<T, N>::value };
+template <typename T, int N, int ITEMS> struct PackedTile : TileBase<T, N, ITEMS> {
+    enum { W = Words<T, N>::value, keeps = sizeof(T) == 4 };
     unsigned int w[ITEMS][W];
 
     HIPK_DEVICE void load(const RowPart& p, const T* row, int cols) {
@@ -98,41 +138,39 @@ template <typename T, int N, int ITEMS> struct RowTile {
         }
     }
 
-    // True when item k holds real row elements.
-    HIPK_DEVICE static bool valid(const RowPart& p, int k, int cols) {
-        return p.vector(k) < cols / N;
-    }
-
-    // Element i of item k, as a float.
     HIPK_DEVICE float at(int k, int i) const {
         if (sizeof(T) == 4) return bits_float(w[k][i]);
         return half_to_float((unsigned short)(w[k][i / 2] >> (16 * (i % 2))), (const T*)0);
     }
 
-    // Replace element i of item k by `value` (f32 tiles only: elsewhere nothing happens).
     HIPK_DEVICE void keep(int k, int i, float value) {
         if (sizeof(T) == 4) w[k][i] = float_bits(value);
     }
+};
 
-    // How many real elements this thread holds.
-    HIPK_DEVICE static int count(const RowPart& p, int cols) {
-        const int vectors = cols / N;
-        return vectors > p.thread
-                   ? imin(ITEMS, (vectors - p.thread + p.threads - 1) / p.threads) * N
-                   : 0;
-    }
+// The register tile of vector rows: PackedTile for 16-bit types when PACKED, else FloatTile.
+template <typename T, bool PACKED> struct VectorTile {
+    enum { N = Lanes16<T>::value };
+    typedef FloatTile<T, N, HIPK_ROW_FLOATS / N> type;
+};
+template <> struct VectorTile<f16, true> {
+    typedef PackedTile<f16, 8, HIPK_ROW_VECTORS> type;
+};
+template <> struct VectorTile<bf16, true> {
+    typedef PackedTile<bf16, 8, HIPK_ROW_VECTORS> type;
 };
 
 // Runs the fitting path of a row kernel `op` for this block's row(s). `op` provides
-//   template <int N, int ITEMS> void regs(const RowPart&, long long row, int cols) const;
+//   template <typename Tile> void regs(const RowPart&, long long row, int cols) const;
 //   template <int N> void stream(const RowPart&, long long row, int cols) const;
 // with `cols` = 0 for a part of the block without a row (it still takes part in the
 // reductions, but touches no memory). `vectors`: the row's pointers allow N = Lanes16<T>
-// (row_vectorizable).
-template <typename T, typename RowOp>
+// (row_vectorizable). PACKED: 16-bit vector rows use PackedTile.
+template <typename T, bool PACKED, typename RowOp>
 HIPK_DEVICE void run_rows(const RowOp& op, long long rows, int cols, bool vectors) {
+    typedef typename VectorTile<T, PACKED>::type Tile;
     const int N = Lanes16<T>::value;
-    const int threads = (int)blockDim.x, fit = HIPK_ROW_VECTORS * N;
+    const int threads = (int)blockDim.x, fit = Tile::n * Tile::items;
     const long long b = block_number();
     // Two rows per block when each fits in half of it (whole warps per half): twice the loads
     // in flight per thread, half the barriers per row.
@@ -145,9 +183,9 @@ HIPK_DEVICE void run_rows(const RowOp& op, long long rows, int cols, bool vector
     const long long row = first + part < rows ? first + part : first;
     const int n = first + part < rows ? cols : 0;
     if (vectors && cols <= fit * size)
-        op.template regs<N, HIPK_ROW_VECTORS>(p, row, n);
-    else if (!vectors && cols <= HIPK_SCALAR_ROW_ITEMS * size)
-        op.template regs<1, HIPK_SCALAR_ROW_ITEMS>(p, row, n);
+        op.template regs<Tile>(p, row, n);
+    else if (!vectors && cols <= HIPK_SCALAR_ROW_FLOATS * size)
+        op.template regs<FloatTile<T, 1, HIPK_SCALAR_ROW_FLOATS> >(p, row, n);
     else if (vectors)
         op.template stream<N>(p, row, n);
     else
