@@ -94,13 +94,13 @@ def toolkit_dirs(names: Sequence[str], search_path: Iterable[str] | None = None)
     return list(unique.values())
 
 
+def _toolkit_spec(role: str, env: str, names: Sequence[str]) -> LibrarySpec:
+    """A CUDA toolkit library: searched in the toolkit folders before the dynamic linker."""
+    return LibrarySpec(role=role, env=env, names=names, dirs=toolkit_dirs(names))
+
+
 def cudart_spec() -> LibrarySpec:
-    return LibrarySpec(
-        role="CUDA runtime (libcudart)",
-        env="HIP_FFI_CUDART_PATH",
-        names=CUDART_NAMES,
-        dirs=toolkit_dirs(CUDART_NAMES),
-    )
+    return _toolkit_spec("CUDA runtime (libcudart)", "HIP_FFI_CUDART_PATH", CUDART_NAMES)
 
 
 def libcuda_spec() -> LibrarySpec:
@@ -113,21 +113,11 @@ def libcuda_spec() -> LibrarySpec:
 
 
 def nvrtc_spec() -> LibrarySpec:
-    return LibrarySpec(
-        role="NVRTC (libnvrtc)",
-        env="HIP_FFI_NVRTC_PATH",
-        names=NVRTC_NAMES,
-        dirs=toolkit_dirs(NVRTC_NAMES),
-    )
+    return _toolkit_spec("NVRTC (libnvrtc)", "HIP_FFI_NVRTC_PATH", NVRTC_NAMES)
 
 
 def cublas_spec() -> LibrarySpec:
-    return LibrarySpec(
-        role="cuBLAS (libcublas)",
-        env="HIP_FFI_CUBLAS_PATH",
-        names=CUBLAS_NAMES,
-        dirs=toolkit_dirs(CUBLAS_NAMES),
-    )
+    return _toolkit_spec("cuBLAS (libcublas)", "HIP_FFI_CUBLAS_PATH", CUBLAS_NAMES)
 
 
 def cuda_include_dir(library_path: str) -> str | None:
