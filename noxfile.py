@@ -22,9 +22,15 @@ PACKAGES = ("hip-ffi", "hip-core", "hip-runtime", "hip-backend")
 WHEELS = ROOT / ".nox" / "_wheels"
 WHEELHOUSE = ROOT / ".whl"  # what travels to the device machine (git ignores it)
 TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24")
+# Reference implementations some packages' tests compare against (writers and dequantizers of
+# the checkpoint formats); never dependencies of the packages themselves.
+PACKAGE_TEST_DEPS: dict[str, tuple[str, ...]] = {
+    "hip-runtime": ("safetensors>=0.4", "gguf>=0.10"),
+    "hip-backend": ("safetensors>=0.4",),
+}
 # The device machine runs Python 3.12 on x86-64 Linux; these are the wheels it lacks.
 DEVICE_PYTHON = "3.12"
-DEVICE_EXTRA_WHEELS = ("cffi", "pycparser", "ml_dtypes")
+DEVICE_EXTRA_WHEELS = ("cffi", "pycparser", "ml_dtypes", "gguf")
 
 nox.options.sessions = ["tests", "integration", "lint", "typecheck"]
 nox.options.error_on_missing_interpreters = True
@@ -56,7 +62,8 @@ def build_wheels(session: nox.Session, dest: Path = WHEELS) -> dict[str, Path]:
 def install_only(session: nox.Session, package: str) -> None:
     """Install `package` from its wheel, with exactly what it declares (siblings as wheels)."""
     wheels = build_wheels(session)
-    session.install("--find-links", str(WHEELS), str(wheels[package]), *TEST_DEPS)
+    extras = PACKAGE_TEST_DEPS.get(package, ())
+    session.install("--find-links", str(WHEELS), str(wheels[package]), *TEST_DEPS, *extras)
 
 
 def run_pytest(session: nox.Session, *paths: str, marker: str) -> None:
@@ -80,7 +87,8 @@ def tests(session: nox.Session, package: str) -> None:
 def integration(session: nox.Session) -> None:
     """The whole stack: all four wheels installed together, tests/ at the root."""
     wheels = build_wheels(session)
-    session.install("--find-links", str(WHEELS), *map(str, wheels.values()), *TEST_DEPS)
+    extras = {dep for deps in PACKAGE_TEST_DEPS.values() for dep in deps}
+    session.install("--find-links", str(WHEELS), *map(str, wheels.values()), *TEST_DEPS, *extras)
     run_pytest(session, "tests", marker="not gpu")
 
 

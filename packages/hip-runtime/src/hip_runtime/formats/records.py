@@ -1,0 +1,127 @@
+"""What a checkpoint holds, independent of its file format: tensor records and FormatError.
+
+A reader (safetensors, GGUF) parses and validates a file's header into `TensorRecord`s without
+reading tensor data and without touching the device. Everything the loader needs is here: which
+bytes of which file, and what device tensor they become.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Quantized encodings: (elements per block, bytes per block). A block is one f16 scale `d`
+# followed by the quants, exactly as ggml stores them (ggml-common.h).
+BLOCK_ENCODINGS: dict[str, tuple[int, int]] = {
+    "q8_0": (32, 2 + 32),  # value = d * int8
+    "q4_0": (32, 2 + 16),  # value = d * (nibble - 8); low nibbles are elements 0..15
+}
+
+
+class FormatError(ValueError):
+    """A checkpoint file is malformed. `path` names the file, `tensor` the tensor (or None when
+    the fault is in the file as a whole). Raised before any device memory is allocated."""
+
+    def __init__(self, message: str, *, path: str, tensor: str | None = None) -> None:
+        where = f"{path}: tensor {tensor!r}: " if tensor is not None else f"{path}: "
+        super().__init__(where + message)
+        self.path = path
+        self.tensor = tensor
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    """One tensor of a checkpoint.
+
+    Attributes:
+        name: the tensor's name in the checkpoint.
+        path: the file holding its bytes.
+        offset: absolute position of the first byte in that file.
+        nbytes: bytes stored in the file.
+        shape: the device tensor's shape (row-major, numpy order).
+        dtype: the device tensor's dtype (for a quantized record: what it is dequantized to).
+        encoding: "raw" (the stored bytes are the tensor) or a key of BLOCK_ENCODINGS (blocks
+            dequantized on the device into `dtype`).
+    """
+
+    name: str
+    path: str
+    offset: int
+    nbytes: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    encoding: str = "raw"
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def device_nbytes(self) -> int:
+        """Bytes of the tensor on the device."""
+        return self.count * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A validated checkpoint: its files, its tensors in file order, and its metadata."""
+
+    format: str  # "safetensors" or "gguf"
+    files: tuple[str, ...]
+    tensors: tuple[TensorRecord, ...]
+    metadata: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def file_bytes(self) -> int:
+        """Bytes of tensor data read from storage."""
+        return sum(t.nbytes for t in self.tensors)
+
+    @property
+    def device_bytes(self) -> int:
+        """Bytes the tensors take on the device (unpadded)."""
+        return sum(t.device_nbytes for t in self.tensors)
+
+    def __getitem__(self, name: str) -> TensorRecord:
+        for record in self.tensors:
+            if record.name == name:
+                return record
+        raise KeyError(name)
+
+
+def stored_nbytes(shape: tuple[int, ...], itemsize: int, encoding: str, *, path: str,
+                  name: str) -> int:
+    """Bytes a tensor of `shape` takes in a file with `encoding` (FormatError if a quantized
+    tensor's row is not a whole number of blocks)."""
+    count = math.prod(shape)
+    if encoding == "raw":
+        return count * itemsize
+    per_block, block_bytes = BLOCK_ENCODINGS[encoding]
+    row = shape[-1] if shape else 1
+    if row % per_block:
+        raise FormatError(
+            f"{encoding} rows must be a multiple of {per_block} elements, not {row}",
+            path=path, tensor=name,
+        )
+    return count // per_block * block_bytes
+
+
+def check_layout(path: str, data_start: int, file_size: int,
+                 records: Iterable[TensorRecord]) -> None:
+    """Every record's bytes lie in [data_start, file_size) and no two overlap; FormatError
+    naming the tensor otherwise."""
+    spans = []
+    for r in records:
+        if r.offset < data_start or r.nbytes < 0 or r.offset + r.nbytes > file_size:
+            raise FormatError(
+                f"bytes [{r.offset}, {r.offset + r.nbytes}) lie outside the data section "
+                f"[{data_start}, {file_size})",
+                path=path, tensor=r.name,
+            )
+        spans.append((r.offset, r.offset + r.nbytes, r.name))
+    spans.sort()
+    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+        if start < end:
+            raise FormatError(f"its bytes overlap tensor {first!r}'s", path=path, tensor=second)
