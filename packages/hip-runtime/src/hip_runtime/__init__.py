@@ -1,5 +1,4 @@
-"""hip-runtime: HipBackend and DeviceTensor on top of hip-core (ModelRuntime and AsyncLoader to
-come).
+"""hip-runtime: HipBackend, DeviceTensor, ModelRuntime and AsyncLoader on top of hip-core.
 
     from hip_runtime import HipBackend
 
@@ -12,17 +11,44 @@ from hip_runtime._version import __version__
 from hip_runtime.backend import HipBackend
 from hip_runtime.blas import Blas, Gemm
 from hip_runtime.dtypes import bfloat16, float16, float32
+from hip_runtime.formats import Checkpoint, FormatError, TensorRecord, open_checkpoint
 from hip_runtime.kernels import KernelCache
+from hip_runtime.kv_cache import KVCache
+from hip_runtime.loader import (
+    AsyncLoader,
+    ChecksumError,
+    LoadCancelledError,
+    LoadJob,
+    LoadReport,
+    LoadResult,
+)
+from hip_runtime.runtime import ModelRuntime
+from hip_runtime.scratch import ScratchArena
+from hip_runtime.staging import StagedCopier
 from hip_runtime.tensor import DeviceTensor
 
 __all__ = [
+    "AsyncLoader",
     "Blas",
+    "Checkpoint",
+    "ChecksumError",
     "DeviceTensor",
+    "FormatError",
     "Gemm",
     "HipBackend",
+    "KVCache",
     "KernelCache",
+    "LoadCancelledError",
+    "LoadJob",
+    "LoadReport",
+    "LoadResult",
+    "ModelRuntime",
+    "ScratchArena",
+    "StagedCopier",
+    "TensorRecord",
     "__version__",
     "bfloat16",
     "float16",
     "float32",
+    "open_checkpoint",
 ]

@@ -1,0 +1,74 @@
+"""Checkpoint formats: find, parse and validate a checkpoint's layout before loading it.
+
+    checkpoint = open_checkpoint("model/")          # or a .safetensors, index .json or .gguf
+    checkpoint.tensors[0].name, .shape, .dtype, .path, .offset, .nbytes
+
+Nothing here reads tensor data or touches a device.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from hip_runtime.dtypes import as_dtype
+from hip_runtime.formats.records import (
+    BLOCK_ENCODINGS,
+    Checkpoint,
+    FormatError,
+    TensorRecord,
+)
+from hip_runtime.formats.safetensors import INDEX_NAME, read_safetensors, read_safetensors_index
+
+GGUF_MAGIC = b"GGUF"
+
+
+def open_checkpoint(path: str | os.PathLike[str], *, dequantize_to: Any = np.float32) -> Checkpoint:
+    """The validated layout of the checkpoint at `path`.
+
+    `path` may be a `.safetensors` file, a `model.safetensors.index.json`, a `.gguf` file, or a
+    directory holding exactly one of: an index, one `.safetensors` file, one `.gguf` file.
+    Quantized GGUF tensors become `dequantize_to` (float32, float16 or bfloat16) on the device.
+    Raises FileNotFoundError for a missing path and FormatError for a malformed file.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = _pick_in_directory(path)
+    elif not os.path.exists(path):
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if path.endswith(".json"):
+        return read_safetensors_index(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == GGUF_MAGIC:
+        from hip_runtime.formats.gguf import read_gguf
+
+        return read_gguf(path, dequantize_to=as_dtype(dequantize_to))
+    return read_safetensors(path)
+
+
+def _pick_in_directory(folder: str) -> str:
+    if os.path.isfile(os.path.join(folder, INDEX_NAME)):
+        return os.path.join(folder, INDEX_NAME)
+    names = sorted(os.listdir(folder))
+    for suffix in (".safetensors", ".gguf"):
+        found = [n for n in names if n.endswith(suffix)]
+        if len(found) == 1:
+            return os.path.join(folder, found[0])
+        if found:
+            raise FormatError(
+                f"{len(found)} {suffix} files and no {INDEX_NAME}: name the file to load",
+                path=folder,
+            )
+    raise FileNotFoundError(f"{folder} holds no {INDEX_NAME}, .safetensors or .gguf file")
+
+
+__all__ = [
+    "BLOCK_ENCODINGS",
+    "Checkpoint",
+    "FormatError",
+    "TensorRecord",
+    "open_checkpoint",
+]

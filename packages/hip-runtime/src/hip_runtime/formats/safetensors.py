@@ -1,0 +1,143 @@
+"""safetensors checkpoints: one file, or shards listed by `model.safetensors.index.json`.
+
+Only the header is read (8-byte little-endian length, then JSON); tensor bytes stay on disk
+until the loader streams them. Everything is validated before anything is allocated: header
+length within the file and under 100 MB (safetensors' own limit), well-formed JSON, known dtypes,
+byte ranges inside the data section, no overlaps, and shape × itemsize equal to the byte length.
+
+Written by hand rather than with the `safetensors` package: its readers either load tensors
+(into numpy or torch memory) or memory-map them one at a time; the loader needs only the
+layout, validated up front, so that it can read every byte once straight into pinned staging.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from hip_runtime.formats.records import Checkpoint, FormatError, TensorRecord, check_layout
+
+MAX_HEADER_BYTES = 100_000_000
+INDEX_NAME = "model.safetensors.index.json"
+
+DTYPES: dict[str, np.dtype[Any]] = {
+    "BOOL": np.dtype(np.bool_),
+    "U8": np.dtype(np.uint8), "I8": np.dtype(np.int8),
+    "U16": np.dtype(np.uint16), "I16": np.dtype(np.int16),
+    "U32": np.dtype(np.uint32), "I32": np.dtype(np.int32),
+    "U64": np.dtype(np.uint64), "I64": np.dtype(np.int64),
+    "F16": np.dtype(np.float16), "BF16": np.dtype(ml_dtypes.bfloat16),
+    "F32": np.dtype(np.float32), "F64": np.dtype(np.float64),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn), "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+}  # fmt: skip
+
+
+def read_safetensors(path: str | os.PathLike[str]) -> Checkpoint:
+    """The validated layout of one .safetensors file (FormatError if it is malformed)."""
+    path = os.fspath(path)
+    records, metadata = _read_file(path)
+    return Checkpoint("safetensors", (path,), tuple(records), metadata)
+
+
+def read_safetensors_index(index_path: str | os.PathLike[str]) -> Checkpoint:
+    """The validated layout of a sharded checkpoint from its index JSON: every shard is read
+    and checked, and every name in `weight_map` must be in the shard it names."""
+    index_path = os.fspath(index_path)
+    try:
+        with open(index_path, "rb") as f:
+            index = json.loads(f.read())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise FormatError(f"not a JSON index ({error})", path=index_path) from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+    ):
+        raise FormatError("no 'weight_map' of tensor name -> shard file", path=index_path)
+    folder = os.path.dirname(index_path)
+    shards = list(dict.fromkeys(weight_map.values()))  # first-seen order
+    records: list[TensorRecord] = []
+    files = []
+    for shard in shards:
+        shard_path = os.path.join(folder, shard)
+        if os.path.basename(shard) != shard or not os.path.isfile(shard_path):
+            raise FormatError(f"shard {shard!r} is not a file next to the index", path=index_path)
+        shard_records, _ = _read_file(shard_path)
+        listed = {name for name, file in weight_map.items() if file == shard}
+        present = {r.name for r in shard_records}
+        for name in sorted(listed - present):
+            raise FormatError(f"listed in the index but missing from {shard}", path=index_path,
+                              tensor=name)
+        for name in sorted(present - listed):
+            raise FormatError(f"in {shard} but not listed in the index", path=index_path,
+                              tensor=name)
+        records.extend(shard_records)
+        files.append(shard_path)
+    metadata = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
+    return Checkpoint("safetensors", tuple(files), tuple(records), metadata)
+
+
+def _read_file(path: str) -> tuple[list[TensorRecord], dict[str, object]]:
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 8:
+                raise FormatError(f"{size} bytes: too short for a safetensors header", path=path)
+            header_bytes = int.from_bytes(f.read(8), "little")
+            if header_bytes > min(size - 8, MAX_HEADER_BYTES):
+                raise FormatError(
+                    f"header length {header_bytes} runs past the file ({size} bytes) "
+                    f"or over {MAX_HEADER_BYTES}", path=path,
+                )  # fmt: skip
+            raw = f.read(header_bytes)
+    except IsADirectoryError:
+        raise FormatError("is a directory, not a safetensors file", path=path) from None
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise FormatError(f"header is not valid JSON ({error})", path=path) from None
+    if not isinstance(header, dict):
+        raise FormatError("header is not a JSON object", path=path)
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict):
+        raise FormatError("__metadata__ is not an object", path=path)
+    data_start = 8 + header_bytes
+    records = [_record(path, name, entry, data_start) for name, entry in header.items()]
+    records.sort(key=lambda r: r.offset)
+    check_layout(path, data_start, size, records)
+    return records, dict(metadata)
+
+
+def _record(path: str, name: str, entry: Any, data_start: int) -> TensorRecord:
+    def fail(message: str) -> FormatError:
+        return FormatError(message, path=path, tensor=name)
+
+    if not isinstance(entry, dict):
+        raise fail("entry is not an object")
+    dtype = DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
+    if dtype is None:
+        raise fail(f"unknown dtype {entry.get('dtype')!r}")
+    shape, offsets = entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+        raise fail(f"shape {shape!r} is not a list of non-negative ints")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_count, offsets)):
+        raise fail(f"data_offsets {offsets!r} is not [begin, end]")
+    begin, end = offsets
+    if end < begin:
+        raise fail(f"data_offsets {offsets} end before they begin")
+    expected = math.prod(shape) * dtype.itemsize
+    if end - begin != expected:
+        raise fail(f"shape {shape} of {entry['dtype']} needs {expected} bytes, "
+                   f"data_offsets span {end - begin}")
+    return TensorRecord(name, path, data_start + begin, end - begin, tuple(shape), dtype)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+__all__ = ["DTYPES", "INDEX_NAME", "read_safetensors", "read_safetensors_index"]

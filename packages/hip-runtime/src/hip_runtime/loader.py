@@ -1,0 +1,376 @@
+"""AsyncLoader: checkpoints (safetensors, GGUF) into device memory at storage speed.
+
+    loader = AsyncLoader(device)
+    job = loader.start("model/")          # validates and allocates now, reads in the background
+    job.progress                          # (bytes_done, bytes_total, tensors_done, tensors_total)
+    loaded = job.result()                 # waits; LoadResult with .tensors, .report
+    loader.load("model.gguf")             # start(...).result() in one call
+
+The checkpoint's layout is validated before anything is allocated (a FormatError names the file
+and tensor). The destination is one 256-byte-aligned arena per checkpoint (or one buffer per
+tensor); reader threads fill pinned chunks with `preadv` and queue their copies on several
+streams (`hip_runtime.staging`). Quantized GGUF tensors land raw in a scratch buffer and are
+dequantized on the device at the end; the scratch is freed before `result()` returns.
+
+Stream semantics: `result()` returns once every copy and dequantization has finished (it waits
+for the loader's streams, not the device), so the tensors are ready for any stream. If the
+load fails or is cancelled, `result()` waits for the copies in flight, frees every byte of device
+memory the load allocated, and raises.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hip_core import Device, DeviceBuffer, Stream
+from hip_runtime.checksum import combine_parts
+from hip_runtime.formats import Checkpoint, TensorRecord, open_checkpoint
+from hip_runtime.staging import Chunk, Piece, StagedCopier
+from hip_runtime.tensor import DeviceTensor
+
+ALIGNMENT = 256  # every tensor starts at a multiple of this in the arena
+_COALESCE_GAP = 64 << 10  # read across file gaps this small rather than start a new chunk
+
+ProgressCallback = Callable[[int, int, int, int], None]
+
+
+class LoadCancelledError(RuntimeError):
+    """The load was cancelled; its device memory has been freed."""
+
+
+class ChecksumError(ValueError):
+    """A tensor's bytes do not match the expected CRC-32; its device memory has been freed."""
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What a load moved and how fast: `file_bytes` read in `seconds` (wall clock, from start
+    to ready), `gb_per_s` = file_bytes / seconds / 1e9."""
+
+    files: int
+    tensors: int
+    file_bytes: int
+    device_bytes: int
+    seconds: float
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.file_bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+@dataclass
+class LoadResult:
+    """The loaded tensors by name (views of `arena` when there is one) and the report."""
+
+    tensors: dict[str, DeviceTensor]
+    report: LoadReport
+    arena: DeviceBuffer | None
+    checksums: dict[str, int] = field(default_factory=dict)
+
+
+class AsyncLoader:
+    """Loads checkpoints onto one device through a StagedCopier (the device's shared one unless
+    given). Reusing a loader reuses its pinned memory."""
+
+    def __init__(self, device: Device | int | None = None, *,
+                 copier: StagedCopier | None = None) -> None:
+        if device is None:
+            device = Device.current()
+        elif isinstance(device, int) and not isinstance(device, bool):
+            device = Device(device)
+        self.device = device
+        self.copier = copier or StagedCopier.default(device)
+
+    def start(
+        self,
+        source: str | os.PathLike[str] | Checkpoint,
+        *,
+        arena: bool = True,
+        stream: Stream | None = None,
+        progress: ProgressCallback | None = None,
+        progress_bar: bool = False,
+        checksum: bool = False,
+        expected_checksums: Mapping[str, int] | None = None,
+        dequantize_to: Any = "float32",
+    ) -> LoadJob:
+        """Validate `source`, allocate its device memory and start reading in the background.
+
+        Args:
+            source: a path (see `open_checkpoint`) or an already opened Checkpoint.
+            arena: one allocation for all tensors (True) or one per tensor.
+            stream: the stream the tensors will carry (the device's null stream if None).
+            progress: called as progress(bytes_done, bytes_total, tensors_done, tensors_total)
+                from the loader's threads (one call at a time) as data is read and queued.
+            progress_bar: show a tqdm bar on stderr.
+            checksum: compute each tensor's CRC-32 (zlib) of its file bytes into
+                `LoadResult.checksums`.
+            expected_checksums: name -> CRC-32; a mismatch fails the load with ChecksumError.
+            dequantize_to: dtype of dequantized GGUF tensors (float32, float16 or bfloat16).
+
+        Raises FileNotFoundError / FormatError (nothing allocated) or HipOutOfMemoryError.
+        """
+        checkpoint = (
+            source if isinstance(source, Checkpoint)
+            else open_checkpoint(source, dequantize_to=dequantize_to)
+        )  # fmt: skip
+        return LoadJob(
+            self, checkpoint, arena=arena, stream=stream or self.device.default_stream,
+            progress=progress, progress_bar=progress_bar,
+            checksum=checksum or expected_checksums is not None,
+            expected_checksums=expected_checksums,
+        )  # fmt: skip
+
+    def load(self, source: str | os.PathLike[str] | Checkpoint, **options: Any) -> LoadResult:
+        """`start(source, **options).result()`."""
+        return self.start(source, **options).result()
+
+
+class LoadJob:
+    """One load in progress. `result()` waits for it; `cancel()` stops it at the next chunk."""
+
+    def __init__(self, loader: AsyncLoader, checkpoint: Checkpoint, *, arena: bool,
+                 stream: Stream, progress: ProgressCallback | None, progress_bar: bool,
+                 checksum: bool, expected_checksums: Mapping[str, int] | None) -> None:
+        self.checkpoint = checkpoint
+        self.loader = loader
+        self._stream = stream
+        self._started = time.perf_counter()
+        self._cancel = threading.Event()
+        self._checksums: dict[tuple[int, int], tuple[int, int]] | None = {} if checksum else None
+        self._expected = expected_checksums
+        self._error: BaseException | None = None
+        self._finished: LoadResult | None = None
+        self._remaining = [t.nbytes for t in checkpoint.tensors]
+        self._bytes_done = 0
+        self._tensors_done = sum(1 for n in self._remaining if n == 0)
+        self._callback = progress
+        self._bar = _progress_bar(checkpoint) if progress_bar else None
+        self._files: list[int] = []
+        self._placement = _Placement(loader.device, checkpoint, arena=arena)  # may raise OOM
+        try:
+            self._files = [os.open(path, os.O_RDONLY) for path in checkpoint.files]
+        except BaseException:
+            self._cleanup()
+            raise
+        self._thread = threading.Thread(target=self._read, name="hip-loader", daemon=True)
+        self._thread.start()
+
+    @property
+    def progress(self) -> tuple[int, int, int, int]:
+        """(bytes_done, bytes_total, tensors_done, tensors_total), read and queued so far."""
+        c = self.checkpoint
+        return self._bytes_done, c.file_bytes, self._tensors_done, len(c.tensors)
+
+    def done(self) -> bool:
+        """True once every chunk has been read and queued (or the load has failed)."""
+        return not self._thread.is_alive()
+
+    def cancel(self) -> None:
+        """Stop reading at the next chunk; `result()` then frees everything and raises
+        LoadCancelledError."""
+        self._cancel.set()
+
+    def result(self) -> LoadResult:
+        """Wait for the load; return its tensors, or free its memory and raise its error."""
+        if self._finished is not None:
+            return self._finished
+        self._thread.join()
+        try:
+            self.loader.copier.synchronize()  # copies read the staging chunks and write the arena
+            if self._error is not None:
+                raise self._error
+            if self._cancel.is_set():
+                raise LoadCancelledError(f"loading {self.checkpoint.files[0]} was cancelled")
+            checksums = self._verify_checksums()
+            tensors = self._placement.finish(self._stream)
+        except BaseException:
+            self._cleanup()
+            raise
+        self._close_files()
+        c = self.checkpoint
+        report = LoadReport(len(c.files), len(c.tensors), c.file_bytes, c.device_bytes,
+                            time.perf_counter() - self._started)
+        self._finished = LoadResult(tensors, report, self._placement.arena, checksums)
+        return self._finished
+
+    # --- background reading ------------------------------------------------------------------
+
+    def _read(self) -> None:
+        try:
+            self.loader.copier.run(
+                _chunks(self.checkpoint, self._files, self._placement, self.loader.copier),
+                cancelled=self._cancel.is_set, on_chunk=self._chunk_done,
+                checksums=self._checksums,
+            )  # fmt: skip
+        except BaseException as error:  # handed to result()
+            self._error = error
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+
+    def _chunk_done(self, chunk: Chunk) -> None:
+        for piece in chunk.pieces:
+            self._remaining[piece.key] -= piece.nbytes
+            self._tensors_done += self._remaining[piece.key] == 0
+        self._bytes_done += sum(p.nbytes for p in chunk.pieces)
+        if self._bar is not None:
+            self._bar.update(sum(p.nbytes for p in chunk.pieces))
+        if self._callback is not None:
+            self._callback(*self.progress)
+
+    def _verify_checksums(self) -> dict[str, int]:
+        if self._checksums is None:
+            return {}
+        parts: dict[int, list[tuple[int, int, int]]] = {}
+        for (key, offset), (crc, length) in self._checksums.items():
+            parts.setdefault(key, []).append((offset, crc, length))
+        found = {t.name: combine_parts(parts.get(i, [])) for i, t in
+                 enumerate(self.checkpoint.tensors)}
+        for name, expected in (self._expected or {}).items():
+            if name not in found:
+                raise ChecksumError(f"no tensor {name!r} to check in this checkpoint")
+            if found[name] != expected:
+                raise ChecksumError(
+                    f"tensor {name!r}: CRC-32 {found[name]:08x}, expected {expected:08x}"
+                )
+        return found
+
+    def _cleanup(self) -> None:
+        self._placement.release()
+        self._close_files()
+
+    def _close_files(self) -> None:
+        for fd in self._files:
+            os.close(fd)
+        self._files = []
+
+
+class _Placement:
+    """Where each tensor's bytes land: the arena (or its own buffer), or for quantized tensors a
+    scratch buffer that `finish` dequantizes into the destination."""
+
+    def __init__(self, device: Device, checkpoint: Checkpoint, *, arena: bool) -> None:
+        self.device = device
+        self.checkpoint = checkpoint
+        self.arena: DeviceBuffer | None = None
+        self.scratch: DeviceBuffer | None = None
+        self.buffers: list[DeviceBuffer] = []
+        self.targets: list[tuple[DeviceBuffer, int]] = []  # (buffer, offset) per tensor
+        self.raw_at: list[int] = []  # device address the file bytes go to, per tensor
+        try:
+            self._allocate(arena)
+        except BaseException:
+            self.release()
+            raise
+
+    def _allocate(self, arena: bool) -> None:
+        tensors = self.checkpoint.tensors
+        offsets, total = _aligned_offsets(t.device_nbytes for t in tensors)
+        quantized = [t for t in tensors if t.encoding != "raw"]
+        scratch_offsets, scratch_total = _aligned_offsets(t.nbytes for t in quantized)
+        if arena:
+            self.arena = self.device.allocate(max(total, 1))
+            self.targets = [(self.arena, offset) for offset in offsets]
+        else:
+            for t in tensors:
+                self.buffers.append(self.device.allocate(max(t.device_nbytes, 1)))
+            self.targets = [(buffer, 0) for buffer in self.buffers]
+        if quantized:
+            self.scratch = self.device.allocate(scratch_total)
+        next_scratch = iter(scratch_offsets)
+        for t, (buffer, offset) in zip(tensors, self.targets):
+            raw = t.encoding == "raw"
+            self.raw_at.append(
+                buffer.ptr + offset if raw else self.scratch.ptr + next(next_scratch)  # type: ignore[union-attr]
+            )
+
+    def finish(self, stream: Stream) -> dict[str, DeviceTensor]:
+        """The tensors, after dequantizing the quantized ones (then the scratch is freed)."""
+        tensors = {}
+        for t, (buffer, offset) in zip(self.checkpoint.tensors, self.targets):
+            tensors[t.name] = DeviceTensor(buffer, t.shape, t.dtype, offset=offset, stream=stream)
+        if self.scratch is not None:
+            from hip_runtime.dequantize import dequantize_into
+            from hip_runtime.kernels import KernelCache
+
+            kernels = KernelCache(self.device)
+            for t, source in zip(self.checkpoint.tensors, self.raw_at):
+                if t.encoding != "raw":
+                    dequantize_into(kernels, t.encoding, source, tensors[t.name], stream=stream)
+            stream.sync()
+            self.scratch.close()
+            self.scratch = None
+        return tensors
+
+    def release(self) -> None:
+        for buffer in (self.arena, self.scratch, *self.buffers):
+            if buffer is not None:
+                buffer.close()
+        self.arena = self.scratch = None
+        self.buffers = []
+
+
+def _aligned_offsets(sizes: Any) -> tuple[list[int], int]:
+    offsets, total = [], 0
+    for size in sizes:
+        offsets.append(total)
+        total += -(-size // ALIGNMENT) * ALIGNMENT
+    return offsets, total
+
+
+def _chunks(checkpoint: Checkpoint, files: list[int], placement: _Placement,
+            copier: StagedCopier) -> Iterator[Chunk]:
+    """Reads in file order, up to one staging chunk each; neighbouring small tensors share a
+    read, large ones are split."""
+    descriptor = dict(zip(checkpoint.files, files))
+    order = sorted(range(len(checkpoint.tensors)),
+                   key=lambda i: (checkpoint.files.index(checkpoint.tensors[i].path),
+                                  checkpoint.tensors[i].offset))
+    limit = copier.chunk_bytes
+    chunk: Chunk | None = None
+    for index in order:
+        record: TensorRecord = checkpoint.tensors[index]
+        fd = descriptor[record.path]
+        if chunk is not None and (chunk.source != fd or
+                                  record.offset - (chunk.offset + chunk.nbytes) > _COALESCE_GAP):
+            yield chunk
+            chunk = None
+        done = 0
+        while done < record.nbytes:
+            start = record.offset + done
+            if chunk is None:
+                chunk = Chunk(fd, start, 0)
+            at = start - chunk.offset
+            size = min(limit - at, record.nbytes - done)
+            if size <= 0:
+                yield chunk
+                chunk = None
+                continue
+            chunk.pieces.append(Piece(at, placement.raw_at[index] + done, size, index, done))
+            chunk.nbytes = at + size
+            done += size
+    if chunk is not None:
+        yield chunk
+
+
+def _progress_bar(checkpoint: Checkpoint) -> Any:
+    from tqdm.auto import tqdm
+
+    name = os.path.basename(checkpoint.files[0]) if checkpoint.files else "checkpoint"
+    return tqdm(total=checkpoint.file_bytes, unit="B", unit_scale=True, unit_divisor=1024,
+                desc=f"loading {name}", dynamic_ncols=True)
+
+
+__all__ = [
+    "AsyncLoader",
+    "ChecksumError",
+    "LoadCancelledError",
+    "LoadJob",
+    "LoadReport",
+    "LoadResult",
+]
