@@ -28,6 +28,7 @@ FAMILIES = {
 }
 EXPECTED = {source: {f"{op}_{t}" for op in ops for t in TYPES} for source, ops in FAMILIES.items()}
 EXPECTED["cast.hip"] = {f"cast_{a}_to_{b}" for a in TYPES for b in TYPES if a != b}
+EXPECTED["dequant.hip"] = {f"dequant_{q}_{t}" for q in ("q8_0", "q4_0") for t in TYPES}
 
 EM_AMDGPU = 224
 SHT_SYMTAB, SHT_DYNSYM = 2, 11
