@@ -1,0 +1,84 @@
+"""`hip-backend info`: the platform, its libraries (paths and versions) and every device."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import Any
+
+from hip_backend.cli._common import OK, human_bytes, print_json, select_platform, table
+
+
+def add_parser(commands: Any, **kwargs: Any) -> None:
+    """Register the `info` subcommand."""
+    parser = commands.add_parser(
+        "info",
+        help="platform, libraries and devices",
+        description="Show the selected HIP platform, the libraries it loaded (paths and "
+        "versions) and the properties of every device it sees. A platform without devices "
+        "is reported, not an error.",
+        **kwargs,
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report; exit 0 whenever the platform loads (even with no device)."""
+    from hip_backend.platform_info import platform_info
+
+    select_platform(args.platform)
+    report = platform_info()
+    if args.json:
+        print_json(report)
+    else:
+        print(render(report))
+    return OK
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as text."""
+    versions = report["versions"]
+    lines = [
+        f"hip-backend {report['version']}",
+        f"platform: {report['platform']} ({report['platform_version']})",
+        f"  runtime version {versions['runtime']}, driver version {versions['driver']}, "
+        f"hiprtc {versions['hiprtc'] or 'unavailable'}",
+        "",
+        "libraries:",
+        table(
+            ["role", "path", "version"],
+            [[lib["role"], _path(lib), lib["version"] or "-"] for lib in report["libraries"]],
+        ),
+    ]
+    reasons = Counter(report["unavailable"].values())
+    for reason, count in sorted(reasons.items()):
+        lines.append(f"  {count} function(s) unavailable: {reason}")
+    count = report["device_count"]
+    why = f" ({report['device_error']})" if report["device_error"] else ""
+    lines += ["", f"devices: {count}{why}"]
+    for device in report["devices"]:
+        lines.append(_device(device))
+    return "\n".join(lines)
+
+
+def _path(lib: dict[str, Any]) -> str:
+    path, resolved = lib["path"], lib["resolved"]
+    return path if resolved == path else f"{path} -> {resolved}"
+
+
+def _device(d: dict[str, Any]) -> str:
+    free = d.get("free_memory")
+    memory = human_bytes(d["total_memory"]) + (
+        f" ({human_bytes(free)} free)" if free is not None else ""
+    )
+    return "\n".join(
+        [
+            f"  [{d['ordinal']}] {d['name']}",
+            f"      arch {d['arch']}, {memory}, PCI {d['pci_bus_id']}",
+            f"      {d['multiprocessors']} multiprocessors, warp {d['warp_size']}, "
+            f"{d['max_threads_per_block']} threads/block, "
+            f"{human_bytes(d['shared_memory_per_block'])} shared/block, "
+            f"clock {d['clock_rate_khz'] / 1000:.0f} MHz",
+        ]
+    )

@@ -1,0 +1,72 @@
+"""`hip-backend load PATH`: load a checkpoint onto the device with a progress bar and report
+GB/s, the tensor count and the device memory used."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from hip_backend.cli._common import (
+    OK,
+    UNAVAILABLE,
+    USAGE,
+    CommandError,
+    first_device,
+    human_bytes,
+    print_json,
+    select_platform,
+)
+
+
+def add_parser(commands: Any, **kwargs: Any) -> None:
+    """Register the `load` subcommand."""
+    parser = commands.add_parser(
+        "load",
+        help="load a checkpoint and report GB/s, tensors and memory",
+        description="Load a checkpoint onto device 0 with hip-runtime's ModelRuntime: a "
+        ".safetensors file, a directory of them (or its model.safetensors.index.json), or a "
+        ".gguf file. Shows a progress bar, then the load rate (tensor data read per "
+        "second, GB = 1e9 bytes), the tensor count and the device memory by category.",
+        **kwargs,
+    )
+    parser.add_argument("path", help="the checkpoint file or directory")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, report, release. 2 for a path that is not a readable checkpoint, 3 when this
+    install cannot load at all (no device, no ModelRuntime)."""
+    from hip_backend.loading import CheckpointPathError, check_path, load_checkpoint
+
+    try:
+        path = check_path(args.path)  # before any platform work: a typo fails fast
+    except CheckpointPathError as error:
+        raise CommandError(str(error), USAGE) from error
+    select_platform(args.platform)
+    device = first_device()
+    try:
+        report = load_checkpoint(path, device, progress_bar=not (args.no_progress or args.json))
+    except ImportError as error:
+        raise CommandError(f"cannot load checkpoints here: {error}", UNAVAILABLE) from error
+    except (ValueError, OSError) as error:  # a corrupt or unreadable file (FormatError...)
+        raise CommandError(f"cannot load {path}: {error}", USAGE) from error
+    if args.json:
+        print_json(report)
+    else:
+        print(render(report))
+    return OK
+
+
+def render(report: dict[str, Any]) -> str:
+    """The load report as text."""
+    lines = [
+        f"loaded {report['path']}",
+        f"  {report['tensors']} tensors from {report['files']} file(s), "
+        f"{human_bytes(report['file_bytes'])} of tensor data read in {report['seconds']:.3f} s: "
+        f"{report['gb_per_s']:.3g} GB/s",
+        f"  device memory: {human_bytes(report['device_bytes'])} of tensors",
+    ]
+    lines += [f"    {category}: {human_bytes(size)}" for category, size in report["memory"].items()]
+    return "\n".join(lines)

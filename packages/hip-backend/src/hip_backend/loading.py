@@ -1,0 +1,131 @@
+"""Loading a checkpoint through hip-runtime's ModelRuntime and summarizing what it cost.
+
+Used by `hip-backend load` and the loading row of `hip-backend bench`. ModelRuntime is
+imported on first use, so the rest of hip-backend works with a hip-runtime that lacks it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Progress = Callable[[int, int, int, int], None]  # bytes done, bytes total, tensors done, total
+
+#: What `ModelRuntime.load` reads: a .safetensors file, a directory with a sharded index
+#: (model.safetensors.index.json) or .safetensors files, or a .gguf file.
+CHECKPOINT_SUFFIXES = (".safetensors", ".gguf")
+
+
+class CheckpointPathError(ValueError):
+    """The path cannot be a checkpoint: it does not exist, or is neither a checkpoint file nor a
+    directory holding one."""
+
+
+def check_path(path: str | os.PathLike[str]) -> Path:
+    """`path` if it can name a checkpoint, else CheckpointPathError saying why not."""
+    found = Path(path)
+    if not found.exists():
+        raise CheckpointPathError(f"{found}: no such file or directory")
+    if found.is_dir():
+        if (
+            not any(found.glob("*.safetensors"))
+            and not (found / "model.safetensors.index.json").exists()
+        ):
+            raise CheckpointPathError(f"{found}: a directory without .safetensors files")
+        return found
+    if found.suffix not in CHECKPOINT_SUFFIXES:
+        kinds = " or ".join(CHECKPOINT_SUFFIXES)
+        raise CheckpointPathError(f"{found}: not a checkpoint file ({kinds})")
+    return found
+
+
+def model_runtime_class() -> Any:
+    """hip_runtime.ModelRuntime; ImportError when this hip-runtime does not have it."""
+    import hip_runtime
+
+    found = getattr(hip_runtime, "ModelRuntime", None)
+    if found is None:
+        raise ImportError(f"hip-runtime {hip_runtime.__version__} has no ModelRuntime")
+    return found
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    device: Any = None,
+    *,
+    progress_bar: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Load `path` onto `device` with ModelRuntime, close it, and return what it cost.
+
+    Keys: path, files, tensors, file_bytes (tensor data read from the files), device_bytes,
+    seconds, gb_per_s (file_bytes per second of the load, GB = 1e9 bytes) and memory
+    {category: bytes} as the runtime accounts it.
+    """
+    checked = check_path(path)
+    runtime = model_runtime_class().load(
+        str(checked), device, progress_bar=progress_bar, progress=progress
+    )
+    try:
+        report = runtime.load_report
+        memory: Mapping[str, int] = runtime.memory()
+        return {
+            "path": str(checked),
+            "files": int(report.files),
+            "tensors": int(report.tensors),
+            "file_bytes": int(report.file_bytes),
+            "device_bytes": int(report.device_bytes),
+            "seconds": float(report.seconds),
+            "gb_per_s": float(report.gb_per_s),
+            "memory": {str(k): int(v) for k, v in memory.items()},
+        }
+    finally:
+        runtime.close()
+
+
+def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any]) -> int:
+    """Write numpy arrays as a .safetensors file (F32/F16/I32/...); returns the file size.
+
+    Enough of the format for benchmarks and tests: an 8-byte little-endian header size, a JSON
+    header with each tensor's dtype, shape and data offsets, then the data, 8-byte aligned.
+    """
+    codes = {"f4": "F32", "f2": "F16", "f8": "F64", "i4": "I32", "i8": "I64", "u1": "U8"}
+    header: dict[str, Any] = {}
+    offset = 0
+    arrays = []
+    for name, value in tensors.items():
+        array = np.ascontiguousarray(value)
+        code = codes.get(f"{array.dtype.kind}{array.dtype.itemsize}")
+        if code is None:
+            raise ValueError(f"{name}: no safetensors dtype for {array.dtype}")
+        header[name] = {
+            "dtype": code,
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + array.nbytes],
+        }
+        offset += array.nbytes
+        arrays.append(array)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as out:
+        out.write(len(text).to_bytes(8, "little"))
+        out.write(text)
+        for array in arrays:
+            out.write(array.tobytes())
+    return 8 + len(text) + offset
+
+
+__all__ = [
+    "CHECKPOINT_SUFFIXES",
+    "CheckpointPathError",
+    "Progress",
+    "check_path",
+    "load_checkpoint",
+    "model_runtime_class",
+    "write_safetensors",
+]

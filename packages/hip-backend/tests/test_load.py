@@ -1,0 +1,92 @@
+"""`hip-backend load PATH` against hip-runtime's ModelRuntime, and its error paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import hip_runtime
+from hip_backend.cli import OK, UNAVAILABLE, USAGE, main
+from hip_backend.loading import write_safetensors
+
+if TYPE_CHECKING:
+    from conftest import Cli
+
+TENSORS = {
+    "embed.weight": np.arange(33 * 17, dtype=np.float32).reshape(33, 17),
+    "layers.0.norm": np.ones(17, np.float16),
+    "ids": np.arange(5, dtype=np.int32),
+}
+
+
+def test_load_reports_tensors_bytes_rate_and_memory(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    save_file(TENSORS, str(path))  # the reference writer
+    done = cli("load", str(path), "--json")
+    assert done.returncode == OK, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["files"], report["tensors"]) == (1, len(TENSORS))
+    data = sum(t.nbytes for t in TENSORS.values())
+    assert report["file_bytes"] == data < path.stat().st_size  # tensor data, not the header
+    assert report["device_bytes"] == data
+    assert report["seconds"] > 0 and report["gb_per_s"] > 0
+    assert report["memory"]["weights"] >= report["device_bytes"]
+
+
+def test_load_text_shows_progress_and_summary(cli: Cli, tmp_path: Path) -> None:
+    save_file(TENSORS, str(tmp_path / "model.safetensors"))
+    done = cli("load", str(tmp_path))  # a directory holding the file
+    assert done.returncode == OK, done.stderr
+    assert f"{len(TENSORS)} tensors from 1 file(s)" in done.stdout and "GB/s" in done.stdout
+    assert "weights:" in done.stdout
+    assert "100%" in done.stderr  # the progress bar
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.safetensors", None, "no such file or directory"),
+        ("notes.txt", b"hello", "not a checkpoint file"),
+        ("corrupt.safetensors", b"\xff" * 16, "cannot load"),
+    ],
+)
+def test_bad_paths_exit_2_with_a_message(
+    cli: Cli, tmp_path: Path, name: str, content: bytes | None, message: str
+) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    done = cli("load", str(path))
+    assert done.returncode == USAGE
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_empty_directory_exits_2(cli: Cli, tmp_path: Path) -> None:
+    done = cli("load", str(tmp_path))
+    assert done.returncode == USAGE and "without .safetensors" in done.stderr
+
+
+def test_without_model_runtime_exits_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    save_file(TENSORS, str(tmp_path / "model.safetensors"))
+    monkeypatch.delattr(hip_runtime, "ModelRuntime")
+    monkeypatch.setenv("HIP_PLATFORM", "cpu")
+    assert main(["load", str(tmp_path / "model.safetensors")]) == UNAVAILABLE
+    assert "has no ModelRuntime" in capsys.readouterr().err
+
+
+def test_write_safetensors_reads_back_with_the_reference_reader(tmp_path: Path) -> None:
+    path = tmp_path / "written.safetensors"
+    size = write_safetensors(path, TENSORS)
+    assert size == path.stat().st_size
+    loaded = load_file(str(path))
+    assert loaded.keys() == TENSORS.keys()
+    for name, array in TENSORS.items():
+        np.testing.assert_array_equal(loaded[name], array)
+        assert loaded[name].dtype == array.dtype
