@@ -185,3 +185,81 @@ class KernelHarness:
 @pytest.fixture
 def harness(device: Device, kernel_module: Callable[[str], Module]) -> KernelHarness:
     return KernelHarness(device, kernel_module)
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+SAFETENSORS_NAMES = {
+    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
+    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8",
+    "uint64": "U64", "uint32": "U32", "uint16": "U16", "uint8": "U8", "bool": "BOOL",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+}  # fmt: skip
+
+
+def write_safetensors(
+    path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None,
+    header_override: Callable[[dict[str, Any]], None] | None = None,
+) -> Path:
+    """A safetensors file as the format specifies it (8-byte length, JSON header padded to 8,
+    data), for every dtype including those `safetensors.numpy` cannot write (bf16, f8).
+    `header_override` may edit the header dict before it is written (corrupt files)."""
+    import json
+
+    header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
+    offset = 0
+    for name, array in tensors.items():
+        nbytes = array.nbytes
+        header[name] = {"dtype": SAFETENSORS_NAMES[array.dtype.name], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    if header_override is not None:
+        header_override(header)
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little") + raw)
+        for array in tensors.values():
+            f.write(np.ascontiguousarray(array).tobytes())
+    return path
+
+
+@pytest.fixture
+def checkpoint_tensors() -> dict[str, np.ndarray]:
+    """Tensors of every loadable dtype and awkward shapes (scalar, empty, odd sizes), with
+    fresh random values."""
+    rng = np.random.default_rng(secrets.randbits(32))
+    normal = rng.standard_normal
+    return {
+        "embed.weight": normal((7, 4097)).astype(np.float32),
+        "layers.0.norm.weight": normal(1000).astype(ml_dtypes.bfloat16),
+        "layers.0.proj.weight": normal((3, 1000)).astype(np.float16),
+        "layers.0.proj.bias": normal(3).astype(np.float64),
+        "scale": np.array(normal(), dtype=np.float32),
+        "empty": np.zeros((2, 0, 3), dtype=np.float32),
+        "positions": rng.integers(-(2**40), 2**40, size=33, dtype=np.int64),
+        "mask": rng.integers(0, 2, size=(5, 5)).astype(bool),
+        "tokens": rng.integers(0, 255, size=17, dtype=np.uint8),
+        "fp8": normal(64).astype(ml_dtypes.float8_e4m3fn),
+    }
+
+
+@pytest.fixture
+def allocations(monkeypatch: pytest.MonkeyPatch) -> list[DeviceBuffer]:
+    """Every buffer `Device.allocate` hands out during the test (to prove they were freed)."""
+    made: list[DeviceBuffer] = []
+    original = Device.allocate
+
+    def allocate(self: Device, size: int) -> DeviceBuffer:
+        buffer = original(self, size)
+        made.append(buffer)
+        return buffer
+
+    monkeypatch.setattr(Device, "allocate", allocate)
+    return made
+
+
+@pytest.fixture
+def save_safetensors() -> Callable[..., Path]:
+    """`write_safetensors` as a fixture (test modules cannot import conftest)."""
+    return write_safetensors

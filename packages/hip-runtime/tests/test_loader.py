@@ -1,0 +1,185 @@
+"""AsyncLoader: every dtype round-trips bit for bit through the arena or per-tensor buffers;
+chunking (splits and shared reads), progress, checksums, cancellation, and errors that leave no
+device memory behind. Runs on the cpu platform and, marked gpu, on nvidia."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hip_core import Device, DeviceBuffer
+from hip_runtime import (
+    AsyncLoader,
+    ChecksumError,
+    DeviceTensor,
+    FormatError,
+    LoadCancelledError,
+    StagedCopier,
+    open_checkpoint,
+)
+from hip_runtime.loader import ALIGNMENT
+
+
+def assert_loaded(tensors: dict[str, DeviceTensor], expected: dict[str, np.ndarray]) -> None:
+    assert set(tensors) == set(expected)
+    for name, array in expected.items():
+        got = tensors[name].to_numpy()
+        assert got.shape == array.shape and got.dtype == array.dtype, name
+        assert got.tobytes() == array.tobytes(), name
+
+
+@pytest.fixture
+def small_copier(device: Device) -> Iterator[StagedCopier]:
+    """4 KiB chunks, 3 threads, 2 streams, 4 chunks in flight: forces split tensors, shared
+    reads and chunk reuse even on small files."""
+    copier = StagedCopier(device, threads=3, streams=2, chunk_bytes=4096, max_chunks=4)
+    yield copier
+    copier.close()
+
+
+@pytest.mark.parametrize("arena", [True, False], ids=["arena", "per-tensor"])
+def test_round_trip_every_dtype(device: Device, tmp_path: Path, arena: bool,
+                                save_safetensors: Callable[..., Path],
+                                checkpoint_tensors: dict[str, np.ndarray]) -> None:
+    path = save_safetensors(tmp_path / "m.safetensors", checkpoint_tensors)
+    stream = device.create_stream()
+    result = AsyncLoader(device).load(path, arena=arena, stream=stream)
+    assert_loaded(result.tensors, checkpoint_tensors)
+    assert all(t.stream is stream for t in result.tensors.values())
+    report = result.report
+    assert (report.files, report.tensors) == (1, len(checkpoint_tensors))
+    assert report.file_bytes == sum(a.nbytes for a in checkpoint_tensors.values())
+    assert report.seconds > 0 and report.gb_per_s > 0
+    if arena:
+        assert result.arena is not None
+        for tensor in result.tensors.values():
+            assert tensor.buffer.ptr == result.arena.ptr and tensor.offset % ALIGNMENT == 0
+    else:
+        assert result.arena is None
+        assert len({t.buffer.ptr for t in result.tensors.values()}) == len(checkpoint_tensors)
+
+
+def test_chunks_split_and_share_reads(device: Device, tmp_path: Path, small_copier: StagedCopier,
+                                      save_safetensors: Callable[..., Path]) -> None:
+    rng = np.random.default_rng()
+    tensors = {f"t{i}": rng.standard_normal(n).astype(np.float32)
+               for i, n in enumerate([1, 3000, 5, 7, 1, 2048, 9000, 2, 1024, 3])}
+    path = save_safetensors(tmp_path / "m.safetensors", tensors)
+    seen: list[tuple[int, int, int, int]] = []
+    result = AsyncLoader(device, copier=small_copier).load(
+        path, progress=lambda *p: seen.append(p), checksum=True)
+    assert_loaded(result.tensors, tensors)
+    total = sum(a.nbytes for a in tensors.values())
+    assert seen[-1] == (total, total, len(tensors), len(tensors))
+    assert len(seen) > total // 4096  # more than one chunk per 4 KiB: splits happened
+    assert all(a[0] <= b[0] and a[2] <= b[2] for a, b in zip(seen, seen[1:]))
+    assert result.checksums == {n: zlib.crc32(a.tobytes()) for n, a in tensors.items()}
+
+
+def test_sharded_round_trip(device: Device, tmp_path: Path, small_copier: StagedCopier,
+                            save_safetensors: Callable[..., Path]) -> None:
+    rng = np.random.default_rng()
+    shards = {"s1.safetensors": {"a": rng.standard_normal((33, 65)).astype(np.float16)},
+              "s2.safetensors": {"b": rng.standard_normal(4097).astype(np.float32),
+                                 "c": np.arange(10, dtype=np.int32)}}
+    for file, tensors in shards.items():
+        save_safetensors(tmp_path / file, tensors)
+    weight_map = {n: f for f, ts in shards.items() for n in ts}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    result = AsyncLoader(device, copier=small_copier).load(tmp_path)
+    assert result.report.files == 2
+    assert_loaded(result.tensors, {n: a for ts in shards.values() for n, a in ts.items()})
+
+
+def test_progress_bar_writes_to_stderr(device: Device, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str],
+                                       save_safetensors: Callable[..., Path]) -> None:
+    path = save_safetensors(tmp_path / "bar.safetensors", {"x": np.ones(5000, np.float32)})
+    AsyncLoader(device).load(path, progress_bar=True)
+    assert "loading bar.safetensors" in capsys.readouterr().err
+
+
+def test_checksum_mismatch_frees_everything(device: Device, tmp_path: Path,
+                                            allocations: list[DeviceBuffer],
+                                            save_safetensors: Callable[..., Path]) -> None:
+    tensors = {"x": np.arange(100, dtype=np.float32), "y": np.ones(3, np.int8)}
+    path = save_safetensors(tmp_path / "m.safetensors", tensors)
+    good = zlib.crc32(tensors["x"].tobytes())
+    AsyncLoader(device).load(path, expected_checksums={"x": good})
+    allocations.clear()
+    with pytest.raises(ChecksumError, match="'x'"):
+        AsyncLoader(device).load(path, expected_checksums={"x": good ^ 1})
+    with pytest.raises(ChecksumError, match="no tensor 'z'"):
+        AsyncLoader(device).load(path, expected_checksums={"z": 0})
+    assert allocations and all(b.closed for b in allocations)
+
+
+def test_cancel_frees_everything(device: Device, tmp_path: Path, small_copier: StagedCopier,
+                                 allocations: list[DeviceBuffer],
+                                 save_safetensors: Callable[..., Path]) -> None:
+    tensors = {f"t{i}": np.full(4096, i, np.float32) for i in range(16)}  # 16 KiB each
+    path = save_safetensors(tmp_path / "m.safetensors", tensors)
+    job_ready = threading.Event()
+    jobs = []
+
+    def progress(done: int, total: int, *_: int) -> None:
+        job_ready.wait()
+        jobs[0].cancel()  # from inside the load, after its first chunk
+
+    jobs.append(AsyncLoader(device, copier=small_copier).start(path, progress=progress))
+    job_ready.set()
+    with pytest.raises(LoadCancelledError):
+        jobs[0].result()
+    done, total, _, _ = jobs[0].progress
+    assert 0 < done < total
+    assert allocations and all(b.closed for b in allocations)
+
+
+def test_format_error_allocates_nothing(device: Device, tmp_path: Path,
+                                        allocations: list[DeviceBuffer]) -> None:
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes((100).to_bytes(8, "little") + b"{}")
+    with pytest.raises(FormatError, match="bad.safetensors"):
+        AsyncLoader(device).load(path)
+    assert allocations == []
+
+
+def test_file_shrinking_after_validation_frees_everything(
+    device: Device, tmp_path: Path, allocations: list[DeviceBuffer],
+    save_safetensors: Callable[..., Path],
+) -> None:
+    path = save_safetensors(tmp_path / "m.safetensors", {"x": np.ones(10000, np.float32)})
+    checkpoint = open_checkpoint(path)
+    os.truncate(path, path.stat().st_size - 1000)
+    with pytest.raises(EOFError, match="ended"):
+        AsyncLoader(device).load(checkpoint)
+    assert allocations and all(b.closed for b in allocations)
+
+
+def test_staged_from_numpy_is_ordered_on_its_stream(device: Device) -> None:
+    # 36 MiB: over the staging threshold, so threads and copy streams carry it.
+    host = np.random.default_rng().standard_normal(9 * 2**20).astype(np.float32)
+    stream = device.create_stream()
+    tensor = DeviceTensor.from_numpy(host, device=device, stream=stream)
+    host_copy = host.copy()
+    host[:] = 0  # the call returned after reading the host side
+    np.testing.assert_array_equal(tensor.to_numpy(), host_copy)
+    tensor.copy_from_host(host)  # again, into memory that already holds data
+    assert not tensor.to_numpy().any()
+
+
+def test_copier_arguments_and_close(device: Device) -> None:
+    with pytest.raises(ValueError, match="threads and streams"):
+        StagedCopier(device, threads=0)
+    copier = StagedCopier(device, threads=1, streams=1, chunk_bytes=4096)
+    copier.close()
+    copier.close()
+    with pytest.raises(ValueError, match="closed"):
+        copier.run([])
