@@ -49,11 +49,16 @@ def write_checkpoint(path: Path, gib: float) -> int:
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset, names = 0, []
     for layer in range(layers):
-        for name, shape in ((f"layers.{layer}.norm.weight", (8192,)),
-                            (f"layers.{layer}.proj.weight", (4096, 8192))):
+        for name, shape in (
+            (f"layers.{layer}.norm.weight", (8192,)),
+            (f"layers.{layer}.proj.weight", (4096, 8192)),
+        ):
             nbytes = int(np.prod(shape)) * 2
-            header[name] = {"dtype": "BF16", "shape": list(shape),
-                            "data_offsets": [offset, offset + nbytes]}
+            header[name] = {
+                "dtype": "BF16",
+                "shape": list(shape),
+                "data_offsets": [offset, offset + nbytes],
+            }
             offset += nbytes
             names.append((name, shape))
     raw = json.dumps(header).encode()
@@ -143,6 +148,7 @@ def main() -> None:
     t = timed(lambda: ours(path), args.repeats)
     emit(bench="load", case="warm", impl="hip_runtime", gb_per_s=gb / t, seconds=t)
     if torch is not None:
+
         def anchor() -> None:
             tensors = safetensors.torch.load_file(str(path), device="cuda:0")
             torch.cuda.synchronize()
@@ -153,8 +159,13 @@ def main() -> None:
         emit(bench="load", case="warm", impl="safetensors.torch", gb_per_s=gb / t, seconds=t)
     if drop_caches():
         t = timed(lambda: parallel_read(path), args.repeats, drop_caches)
-        emit(bench="load", case="cold", impl="raw parallel read (8 threads)", gb_per_s=gb / t,
-             seconds=t)
+        emit(
+            bench="load",
+            case="cold",
+            impl="raw parallel read (8 threads)",
+            gb_per_s=gb / t,
+            seconds=t,
+        )
         t = timed(lambda: ours(path), args.repeats, drop_caches)
         emit(bench="load", case="cold", impl="hip_runtime", gb_per_s=gb / t, seconds=t)
     else:
@@ -163,8 +174,13 @@ def main() -> None:
     host = np.random.default_rng(1).standard_normal(2**28, dtype=np.float32)  # 1 GiB
     target = DeviceBuffer.allocate(device, host.nbytes)
     t = timed(lambda: target.copy_from(host), args.repeats)
-    emit(bench="upload", case="pageable 1 GiB", impl="hipMemcpy (pageable)",
-         gb_per_s=host.nbytes / t / 1e9, seconds=t)
+    emit(
+        bench="upload",
+        case="pageable 1 GiB",
+        impl="hipMemcpy (pageable)",
+        gb_per_s=host.nbytes / t / 1e9,
+        seconds=t,
+    )
 
     def upload() -> None:
         tensor = DeviceTensor.from_numpy(host, device=device)
@@ -173,13 +189,23 @@ def main() -> None:
 
     upload()
     t = timed(upload, args.repeats)
-    emit(bench="upload", case="pageable 1 GiB", impl="DeviceTensor.from_numpy",
-         gb_per_s=host.nbytes / t / 1e9, seconds=t)
+    emit(
+        bench="upload",
+        case="pageable 1 GiB",
+        impl="DeviceTensor.from_numpy",
+        gb_per_s=host.nbytes / t / 1e9,
+        seconds=t,
+    )
     if torch is not None:
         pinned_source = torch.from_numpy(host)
         t = timed(lambda: (pinned_source.to("cuda:0"), torch.cuda.synchronize()), args.repeats)
-        emit(bench="upload", case="pageable 1 GiB", impl="torch .to('cuda')",
-             gb_per_s=host.nbytes / t / 1e9, seconds=t)
+        emit(
+            bench="upload",
+            case="pageable 1 GiB",
+            impl="torch .to('cuda')",
+            gb_per_s=host.nbytes / t / 1e9,
+            seconds=t,
+        )
     path.unlink()
     report(nbytes)
 
@@ -191,9 +217,14 @@ def report(nbytes: int) -> None:
     lines = ["| bench | case | implementation | GB/s | ratio |", "|---|---|---|---:|---:|"]
     for r in RECORDS:
         peers = [p for p in RECORDS if p["case"] == r["case"] and p["impl"] != r["impl"]]
-        ratio = "" if r["impl"] != "hip_runtime" and r["impl"] != "DeviceTensor.from_numpy" else (
-            " / ".join(f"{r['gb_per_s'] / p['gb_per_s']:.2f}x {p['impl']}" for p in peers))
-        lines.append(f"| {r['bench']} | {r['case']} | {r['impl']} | {r['gb_per_s']:.1f} | {ratio} |")
+        ratio = (
+            ""
+            if r["impl"] != "hip_runtime" and r["impl"] != "DeviceTensor.from_numpy"
+            else (" / ".join(f"{r['gb_per_s'] / p['gb_per_s']:.2f}x {p['impl']}" for p in peers))
+        )
+        lines.append(
+            f"| {r['bench']} | {r['case']} | {r['impl']} | {r['gb_per_s']:.1f} | {ratio} |"
+        )
     table = "\n".join(lines)
     print(table)
     (out / "bench_load.md").write_text(table + "\n")
@@ -206,8 +237,10 @@ def report(nbytes: int) -> None:
         return
     fig, ax = plt.subplots(figsize=(9, 4))
     labels = [f"{r['case']}\n{r['impl']}" for r in RECORDS]
-    colors = ["tab:red" if r["impl"] in ("hip_runtime", "DeviceTensor.from_numpy") else "tab:gray"
-              for r in RECORDS]
+    colors = [
+        "tab:red" if r["impl"] in ("hip_runtime", "DeviceTensor.from_numpy") else "tab:gray"
+        for r in RECORDS
+    ]
     ax.barh(labels, [r["gb_per_s"] for r in RECORDS], color=colors)
     ax.set_xlabel("GB/s (file or array bytes / wall time until resident on the device)")
     ax.set_title(f"Loading {nbytes / 2**30:.1f} GiB of safetensors and 1 GiB uploads (red: ours)")

@@ -198,7 +198,9 @@ SAFETENSORS_NAMES = {
 
 
 def write_safetensors(
-    path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None,
+    path: Path,
+    tensors: dict[str, np.ndarray],
+    metadata: dict[str, str] | None = None,
     header_override: Callable[[dict[str, Any]], None] | None = None,
 ) -> Path:
     """A safetensors file as the format specifies it (8-byte length, JSON header padded to 8,
@@ -210,8 +212,11 @@ def write_safetensors(
     offset = 0
     for name, array in tensors.items():
         nbytes = array.nbytes
-        header[name] = {"dtype": SAFETENSORS_NAMES[array.dtype.name], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + nbytes]}
+        header[name] = {
+            "dtype": SAFETENSORS_NAMES[array.dtype.name],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + nbytes],
+        }
         offset += nbytes
     if header_override is not None:
         header_override(header)

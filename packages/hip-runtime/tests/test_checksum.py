@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import pytest
@@ -14,7 +15,7 @@ from hip_runtime.checksum import combine_parts, crc32_combine
 @given(st.binary(max_size=3000), st.lists(st.integers(0, 3000), max_size=8), st.randoms())
 def test_parts_combine_to_the_whole(data: bytes, cuts: list[int], rng: object) -> None:
     points = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
-    parts = [(a, zlib.crc32(data[a:b]), b - a) for a, b in zip(points, points[1:])]
+    parts = [(a, zlib.crc32(data[a:b]), b - a) for a, b in itertools.pairwise(points)]
     rng.shuffle(parts)  # type: ignore[attr-defined]
     assert combine_parts(parts) == zlib.crc32(data)
 

@@ -15,24 +15,30 @@ from hip_runtime import FormatError, KVCache, ModelRuntime
 
 
 @pytest.fixture
-def model(tmp_path: Path, save_safetensors: Callable[..., Path]) -> tuple[Path, dict[str, np.ndarray]]:
+def model(
+    tmp_path: Path, save_safetensors: Callable[..., Path]
+) -> tuple[Path, dict[str, np.ndarray]]:
     rng = np.random.default_rng()
-    tensors = {"w": rng.standard_normal((64, 48)).astype(np.float32),
-               "b": rng.standard_normal(64).astype(np.float32),
-               "norm": rng.standard_normal(48).astype(ml_dtypes.bfloat16)}
+    tensors = {
+        "w": rng.standard_normal((64, 48)).astype(np.float32),
+        "b": rng.standard_normal(64).astype(np.float32),
+        "norm": rng.standard_normal(48).astype(ml_dtypes.bfloat16),
+    }
     return save_safetensors(tmp_path / "model.safetensors", tensors), tensors
 
 
-def test_load_ops_memory_and_close(device: Device, model: tuple[Path, dict[str, np.ndarray]],
-                                   allocations: list[DeviceBuffer]) -> None:
+def test_load_ops_memory_and_close(
+    device: Device, model: tuple[Path, dict[str, np.ndarray]], allocations: list[DeviceBuffer]
+) -> None:
     path, tensors = model
     runtime = ModelRuntime.load(path, device)
     for name, array in tensors.items():
         assert runtime.weights[name].to_numpy().tobytes() == array.tobytes()
     assert runtime.load_report is not None and runtime.load_report.tensors == 3
     x = np.random.default_rng().standard_normal((5, 48)).astype(np.float32)
-    y = runtime.backend.linear(runtime.backend.from_numpy(x), runtime.weights["w"],
-                               runtime.weights["b"]).to_numpy()
+    y = runtime.backend.linear(
+        runtime.backend.from_numpy(x), runtime.weights["w"], runtime.weights["b"]
+    ).to_numpy()
     expected = x.astype(np.float64) @ tensors["w"].T.astype(np.float64) + tensors["b"]
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
     memory = runtime.memory()
@@ -50,8 +56,9 @@ def test_load_ops_memory_and_close(device: Device, model: tuple[Path, dict[str, 
         runtime.reserve_scratch(10)
 
 
-def test_failed_load_leaves_nothing(device: Device, tmp_path: Path,
-                                    allocations: list[DeviceBuffer]) -> None:
+def test_failed_load_leaves_nothing(
+    device: Device, tmp_path: Path, allocations: list[DeviceBuffer]
+) -> None:
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes((4).to_bytes(8, "little") + b"[1]!")
     with pytest.raises(FormatError):

@@ -17,8 +17,11 @@ from hip_runtime import FormatError, open_checkpoint
 
 def test_layout_matches_the_reference_writer(tmp_path: Path) -> None:
     rng = np.random.default_rng()
-    tensors = {"b": rng.standard_normal((3, 5)).astype(np.float16),
-               "a": rng.integers(0, 9, size=11, dtype=np.int32), "c": np.zeros(0, np.float32)}
+    tensors = {
+        "b": rng.standard_normal((3, 5)).astype(np.float16),
+        "a": rng.integers(0, 9, size=11, dtype=np.int32),
+        "c": np.zeros(0, np.float32),
+    }
     path = tmp_path / "ref.safetensors"
     safetensors.numpy.save_file(tensors, str(path), metadata={"format": "np"})
     checkpoint = open_checkpoint(path)
@@ -43,28 +46,38 @@ def test_our_test_writer_is_read_by_the_reference_reader(
         np.testing.assert_array_equal(loaded[name], array)
 
 
-def test_every_dtype(tmp_path: Path, save_safetensors: Callable[..., Path],
-                     checkpoint_tensors: dict[str, np.ndarray]) -> None:
+def test_every_dtype(
+    tmp_path: Path, save_safetensors: Callable[..., Path], checkpoint_tensors: dict[str, np.ndarray]
+) -> None:
     checkpoint = open_checkpoint(save_safetensors(tmp_path / "m.safetensors", checkpoint_tensors))
     for name, array in checkpoint_tensors.items():
         record = checkpoint[name]
-        assert (record.shape, record.dtype, record.nbytes) == (array.shape, array.dtype,
-                                                               array.nbytes)
+        assert (record.shape, record.dtype, record.nbytes) == (
+            array.shape,
+            array.dtype,
+            array.nbytes,
+        )
     assert checkpoint.file_bytes == sum(a.nbytes for a in checkpoint_tensors.values())
 
 
-def write_shards(folder: Path, save: Callable[..., Path], weight_map: dict[str, str] | None = None
-                 ) -> dict[str, np.ndarray]:
+def write_shards(
+    folder: Path, save: Callable[..., Path], weight_map: dict[str, str] | None = None
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng()
-    shards = {"model-00001-of-00002.safetensors": {"a": rng.standard_normal((4, 9)).astype(np.float32)},
-              "model-00002-of-00002.safetensors": {"b": rng.standard_normal(7).astype(np.float16),
-                                                   "c": np.arange(3, dtype=np.int64)}}
+    shards = {
+        "model-00001-of-00002.safetensors": {"a": rng.standard_normal((4, 9)).astype(np.float32)},
+        "model-00002-of-00002.safetensors": {
+            "b": rng.standard_normal(7).astype(np.float16),
+            "c": np.arange(3, dtype=np.int64),
+        },
+    }
     for file, tensors in shards.items():
         save(folder / file, tensors)
     if weight_map is None:
         weight_map = {name: file for file, tensors in shards.items() for name in tensors}
     (folder / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+        json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map})
+    )
     return {name: array for tensors in shards.values() for name, array in tensors.items()}
 
 
@@ -100,31 +113,61 @@ CORRUPT: dict[str, tuple[Callable[[Path, Callable[..., Path]], Path], str, str |
     "too short": (lambda p, s: (p.write_bytes(b"\x01\x02"), p)[1], "too short", None),
     "header longer than file": (
         lambda p, s: (p.write_bytes((10**6).to_bytes(8, "little") + b"{}"), p)[1],
-        "runs past", None),
+        "runs past",
+        None,
+    ),
     "absurd header length": (
         lambda p, s: (p.write_bytes((2**63).to_bytes(8, "little") + b"{}"), p)[1],
-        "runs past", None),
-    "not json": (lambda p, s: (p.write_bytes((4).to_bytes(8, "little") + b"{{{{"), p)[1],
-                 "not valid JSON", None),
+        "runs past",
+        None,
+    ),
+    "not json": (
+        lambda p, s: (p.write_bytes((4).to_bytes(8, "little") + b"{{{{"), p)[1],
+        "not valid JSON",
+        None,
+    ),
     "not an object": (lambda p, s: _header(p, [1, 2]), "not a JSON object", None),  # type: ignore[arg-type]
     "bad metadata": (lambda p, s: _header(p, {"__metadata__": [1]}), "__metadata__", None),
-    "unknown dtype": (lambda p, s: s(p, TWO, header_override=_override(dtype="F4")),
-                      "unknown dtype", "w"),
-    "shape is not a list": (lambda p, s: s(p, TWO, header_override=_override(shape="2x4")),
-                            "shape", "w"),
-    "negative dimension": (lambda p, s: s(p, TWO, header_override=_override(shape=[-2, -4])),
-                           "shape", "w"),
-    "size mismatch": (lambda p, s: s(p, TWO, header_override=_override(shape=[2, 5])),
-                      "needs 40 bytes", "w"),
-    "offsets reversed": (lambda p, s: s(p, TWO, header_override=_override(data_offsets=[32, 0])),
-                         "end before", "w"),
+    "unknown dtype": (
+        lambda p, s: s(p, TWO, header_override=_override(dtype="F4")),
+        "unknown dtype",
+        "w",
+    ),
+    "shape is not a list": (
+        lambda p, s: s(p, TWO, header_override=_override(shape="2x4")),
+        "shape",
+        "w",
+    ),
+    "negative dimension": (
+        lambda p, s: s(p, TWO, header_override=_override(shape=[-2, -4])),
+        "shape",
+        "w",
+    ),
+    "size mismatch": (
+        lambda p, s: s(p, TWO, header_override=_override(shape=[2, 5])),
+        "needs 40 bytes",
+        "w",
+    ),
+    "offsets reversed": (
+        lambda p, s: s(p, TWO, header_override=_override(data_offsets=[32, 0])),
+        "end before",
+        "w",
+    ),
     "offsets past the end": (
         lambda p, s: s(p, TWO, header_override=_override(data_offsets=[64, 96])),
-        "outside the data section", "w"),
-    "overlap": (lambda p, s: s(p, TWO, header_override=_override(data_offsets=[16, 48])),
-                "overlap", None),
-    "entry not an object": (lambda p, s: s(p, TWO, header_override=lambda h: h.update(w=3)),
-                            "not an object", "w"),
+        "outside the data section",
+        "w",
+    ),
+    "overlap": (
+        lambda p, s: s(p, TWO, header_override=_override(data_offsets=[16, 48])),
+        "overlap",
+        None,
+    ),
+    "entry not an object": (
+        lambda p, s: s(p, TWO, header_override=lambda h: h.update(w=3)),
+        "not an object",
+        "w",
+    ),
 }
 
 
@@ -141,8 +184,9 @@ def test_corrupt_files_raise_format_errors(
         assert caught.value.tensor == tensor and repr(tensor) in str(caught.value)
 
 
-def test_truncated_data_is_out_of_range(tmp_path: Path, save_safetensors: Callable[..., Path]
-                                        ) -> None:
+def test_truncated_data_is_out_of_range(
+    tmp_path: Path, save_safetensors: Callable[..., Path]
+) -> None:
     path = save_safetensors(tmp_path / "cut.safetensors", TWO)
     path.write_bytes(path.read_bytes()[:-5])
     with pytest.raises(FormatError, match="outside the data section") as caught:
@@ -152,17 +196,28 @@ def test_truncated_data_is_out_of_range(tmp_path: Path, save_safetensors: Callab
 
 @pytest.mark.parametrize(
     "weight_map, message",
-    [({"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors",
-       "c": "model-00002-of-00002.safetensors", "d": "model-00002-of-00002.safetensors"},
-      "missing from"),
-     ({"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
-      "not listed"),
-     ({"a": "model-00001-of-00002.safetensors", "b": "nowhere.safetensors"}, "not a file"),
-     ({"a": "../model-00001-of-00002.safetensors"}, "not a file")],
+    [
+        (
+            {
+                "a": "model-00001-of-00002.safetensors",
+                "b": "model-00002-of-00002.safetensors",
+                "c": "model-00002-of-00002.safetensors",
+                "d": "model-00002-of-00002.safetensors",
+            },
+            "missing from",
+        ),
+        (
+            {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
+            "not listed",
+        ),
+        ({"a": "model-00001-of-00002.safetensors", "b": "nowhere.safetensors"}, "not a file"),
+        ({"a": "../model-00001-of-00002.safetensors"}, "not a file"),
+    ],
     ids=["listed but missing", "present but unlisted", "missing shard", "shard outside"],
 )
-def test_inconsistent_index(tmp_path: Path, save_safetensors: Callable[..., Path],
-                            weight_map: dict[str, str], message: str) -> None:
+def test_inconsistent_index(
+    tmp_path: Path, save_safetensors: Callable[..., Path], weight_map: dict[str, str], message: str
+) -> None:
     write_shards(tmp_path, save_safetensors, weight_map)
     with pytest.raises(FormatError, match=message):
         open_checkpoint(tmp_path)
@@ -181,7 +236,7 @@ def test_bad_index_and_paths(tmp_path: Path, save_safetensors: Callable[..., Pat
     two.mkdir()
     save_safetensors(two / "a.safetensors", TWO)
     save_safetensors(two / "b.safetensors", TWO)
-    with pytest.raises(FormatError, match="2 .safetensors files"):
+    with pytest.raises(FormatError, match=r"2 \.safetensors files"):
         open_checkpoint(two)
     empty = tmp_path / "empty"
     empty.mkdir()

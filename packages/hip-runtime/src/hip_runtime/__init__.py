@@ -1,10 +1,10 @@
 """hip-runtime: HipBackend, DeviceTensor, ModelRuntime and AsyncLoader on top of hip-core.
 
-    from hip_runtime import HipBackend
+from hip_runtime import HipBackend
 
-    with HipBackend() as backend:
-        x = backend.from_numpy(array)
-        y = backend.layernorm(x, weight, bias).to_numpy()   # waits for backend.stream only
+with HipBackend() as backend:
+    x = backend.from_numpy(array)
+    y = backend.layernorm(x, weight, bias).to_numpy()   # waits for backend.stream only
 """
 
 from hip_runtime._version import __version__

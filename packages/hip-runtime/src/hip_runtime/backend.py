@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from hip_core import Device, MemoryPool
+from hip_runtime._device_arg import as_device
 from hip_runtime._ops_base import grid_cap
 from hip_runtime.blas import Blas
 from hip_runtime.dtypes import DTypeLike, float32
@@ -40,13 +41,7 @@ class HipBackend(ElementwiseOps, RowOps, LinalgOps, MiscOps):
     """
 
     def __init__(self, device: Device | int | None = None, *, preload: bool = False) -> None:
-        if device is None:
-            device = Device.current()
-        elif isinstance(device, int) and not isinstance(device, bool):
-            device = Device(device)
-        elif not isinstance(device, Device):
-            raise ValueError(f"device must be a Device, an ordinal or None, not {device!r}")
-        self.device = device
+        self.device = device = as_device(device)
         self.stream = device.create_stream()
         self.pool = MemoryPool(device)
         self.blas = Blas(self.stream)

@@ -25,10 +25,23 @@ class KVCache:
         dtype: element type (float16 by default).
     """
 
-    def __init__(self, device: Device, stream: Stream, *, layers: int, max_tokens: int,
-                 kv_heads: int, head_dim: int, dtype: DTypeLike = float16) -> None:
-        dims = {"layers": layers, "max_tokens": max_tokens, "kv_heads": kv_heads,
-                "head_dim": head_dim}
+    def __init__(
+        self,
+        device: Device,
+        stream: Stream,
+        *,
+        layers: int,
+        max_tokens: int,
+        kv_heads: int,
+        head_dim: int,
+        dtype: DTypeLike = float16,
+    ) -> None:
+        dims = {
+            "layers": layers,
+            "max_tokens": max_tokens,
+            "kv_heads": kv_heads,
+            "head_dim": head_dim,
+        }
         for name, value in dims.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, not {value!r}")
@@ -73,14 +86,17 @@ class KVCache:
             if not isinstance(tensor, DeviceTensor):
                 raise ValueError(f"{name} must be a DeviceTensor, not {type(tensor).__name__}")
             if tensor.ndim != 3 or tensor.shape[1:] != expected or tensor.dtype != self.dtype:
-                raise ValueError(f"{name} is {tensor.shape} {tensor.dtype}; expected "
-                                 f"(tokens, {self.kv_heads}, {self.head_dim}) {self.dtype}")
+                raise ValueError(
+                    f"{name} is {tensor.shape} {tensor.dtype}; expected "
+                    f"(tokens, {self.kv_heads}, {self.head_dim}) {self.dtype}"
+                )
         if keys.shape != values.shape:
             raise ValueError(f"keys {keys.shape} and values {values.shape} differ")
         tokens, start = keys.shape[0], self.lengths[layer]
         if start + tokens > self.max_tokens:
-            raise ValueError(f"layer {layer} holds {start} of {self.max_tokens} tokens; "
-                             f"{tokens} more do not fit")
+            raise ValueError(
+                f"layer {layer} holds {start} of {self.max_tokens} tokens; {tokens} more do not fit"
+            )
         self._part(layer, 0, start, tokens).copy_from(keys)
         self._part(layer, 1, start, tokens).copy_from(values)
         self.lengths[layer] = start + tokens

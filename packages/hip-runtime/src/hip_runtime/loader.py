@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hip_core import Device, DeviceBuffer, Stream
+from hip_runtime._device_arg import as_device
 from hip_runtime.checksum import combine_parts
 from hip_runtime.formats import Checkpoint, TensorRecord, open_checkpoint
 from hip_runtime.staging import Chunk, Piece, StagedCopier
@@ -77,13 +78,10 @@ class AsyncLoader:
     """Loads checkpoints onto one device through a StagedCopier (the device's shared one unless
     given). Reusing a loader reuses its pinned memory."""
 
-    def __init__(self, device: Device | int | None = None, *,
-                 copier: StagedCopier | None = None) -> None:
-        if device is None:
-            device = Device.current()
-        elif isinstance(device, int) and not isinstance(device, bool):
-            device = Device(device)
-        self.device = device
+    def __init__(
+        self, device: Device | int | None = None, *, copier: StagedCopier | None = None
+    ) -> None:
+        self.device = device = as_device(device)
         self.copier = copier or StagedCopier.default(device)
 
     def start(
@@ -133,9 +131,18 @@ class AsyncLoader:
 class LoadJob:
     """One load in progress. `result()` waits for it; `cancel()` stops it at the next chunk."""
 
-    def __init__(self, loader: AsyncLoader, checkpoint: Checkpoint, *, arena: bool,
-                 stream: Stream, progress: ProgressCallback | None, progress_bar: bool,
-                 checksum: bool, expected_checksums: Mapping[str, int] | None) -> None:
+    def __init__(
+        self,
+        loader: AsyncLoader,
+        checkpoint: Checkpoint,
+        *,
+        arena: bool,
+        stream: Stream,
+        progress: ProgressCallback | None,
+        progress_bar: bool,
+        checksum: bool,
+        expected_checksums: Mapping[str, int] | None,
+    ) -> None:
         self.checkpoint = checkpoint
         self.loader = loader
         self._stream = stream
@@ -193,8 +200,13 @@ class LoadJob:
             raise
         self._close_files()
         c = self.checkpoint
-        report = LoadReport(len(c.files), len(c.tensors), c.file_bytes, c.device_bytes,
-                            time.perf_counter() - self._started)
+        report = LoadReport(
+            len(c.files),
+            len(c.tensors),
+            c.file_bytes,
+            c.device_bytes,
+            time.perf_counter() - self._started,
+        )
         self._finished = LoadResult(tensors, report, self._placement.arena, checksums)
         return self._finished
 
@@ -229,8 +241,9 @@ class LoadJob:
         parts: dict[int, list[tuple[int, int, int]]] = {}
         for (key, offset), (crc, length) in self._checksums.items():
             parts.setdefault(key, []).append((offset, crc, length))
-        found = {t.name: combine_parts(parts.get(i, [])) for i, t in
-                 enumerate(self.checkpoint.tensors)}
+        found = {
+            t.name: combine_parts(parts.get(i, [])) for i, t in enumerate(self.checkpoint.tensors)
+        }
         for name, expected in (self._expected or {}).items():
             if name not in found:
                 raise ChecksumError(f"no tensor {name!r} to check in this checkpoint")
@@ -283,7 +296,7 @@ class _Placement:
         if quantized:
             self.scratch = self.device.allocate(scratch_total)
         next_scratch = iter(scratch_offsets)
-        for t, (buffer, offset) in zip(tensors, self.targets):
+        for t, (buffer, offset) in zip(tensors, self.targets, strict=True):
             raw = t.encoding == "raw"
             self.raw_at.append(
                 buffer.ptr + offset if raw else self.scratch.ptr + next(next_scratch)  # type: ignore[union-attr]
@@ -292,14 +305,14 @@ class _Placement:
     def finish(self, stream: Stream) -> dict[str, DeviceTensor]:
         """The tensors, after dequantizing the quantized ones (then the scratch is freed)."""
         tensors = {}
-        for t, (buffer, offset) in zip(self.checkpoint.tensors, self.targets):
+        for t, (buffer, offset) in zip(self.checkpoint.tensors, self.targets, strict=True):
             tensors[t.name] = DeviceTensor(buffer, t.shape, t.dtype, offset=offset, stream=stream)
         if self.scratch is not None:
             from hip_runtime.dequantize import dequantize_into
             from hip_runtime.kernels import KernelCache
 
             kernels = KernelCache(self.device)
-            for t, source in zip(self.checkpoint.tensors, self.raw_at):
+            for t, source in zip(self.checkpoint.tensors, self.raw_at, strict=True):
                 if t.encoding != "raw":
                     dequantize_into(kernels, t.encoding, source, tensors[t.name], stream=stream)
             stream.sync()
@@ -323,21 +336,27 @@ def _aligned_offsets(sizes: Any) -> tuple[list[int], int]:
     return offsets, total
 
 
-def _chunks(checkpoint: Checkpoint, files: list[int], placement: _Placement,
-            copier: StagedCopier) -> Iterator[Chunk]:
+def _chunks(
+    checkpoint: Checkpoint, files: list[int], placement: _Placement, copier: StagedCopier
+) -> Iterator[Chunk]:
     """Reads in file order, up to one staging chunk each; neighbouring small tensors share a
     read, large ones are split."""
-    descriptor = dict(zip(checkpoint.files, files))
-    order = sorted(range(len(checkpoint.tensors)),
-                   key=lambda i: (checkpoint.files.index(checkpoint.tensors[i].path),
-                                  checkpoint.tensors[i].offset))
+    descriptor = dict(zip(checkpoint.files, files, strict=True))
+    order = sorted(
+        range(len(checkpoint.tensors)),
+        key=lambda i: (
+            checkpoint.files.index(checkpoint.tensors[i].path),
+            checkpoint.tensors[i].offset,
+        ),
+    )
     limit = copier.chunk_bytes
     chunk: Chunk | None = None
     for index in order:
         record: TensorRecord = checkpoint.tensors[index]
         fd = descriptor[record.path]
-        if chunk is not None and (chunk.source != fd or
-                                  record.offset - (chunk.offset + chunk.nbytes) > _COALESCE_GAP):
+        if chunk is not None and (
+            chunk.source != fd or record.offset - (chunk.offset + chunk.nbytes) > _COALESCE_GAP
+        ):
             yield chunk
             chunk = None
         done = 0
@@ -362,8 +381,14 @@ def _progress_bar(checkpoint: Checkpoint) -> Any:
     from tqdm.auto import tqdm
 
     name = os.path.basename(checkpoint.files[0]) if checkpoint.files else "checkpoint"
-    return tqdm(total=checkpoint.file_bytes, unit="B", unit_scale=True, unit_divisor=1024,
-                desc=f"loading {name}", dynamic_ncols=True)
+    return tqdm(
+        total=checkpoint.file_bytes,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=f"loading {name}",
+        dynamic_ncols=True,
+    )
 
 
 __all__ = [

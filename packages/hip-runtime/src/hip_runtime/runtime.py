@@ -31,8 +31,9 @@ class ModelRuntime:
     """Owns a HipBackend, the weights (name -> DeviceTensor), an optional scratch arena and KV
     cache, and accounts for the device memory of each."""
 
-    def __init__(self, backend: HipBackend | None = None, *,
-                 device: Device | int | None = None) -> None:
+    def __init__(
+        self, backend: HipBackend | None = None, *, device: Device | int | None = None
+    ) -> None:
         self.backend = backend if backend is not None else HipBackend(device)
         self._owns_backend = backend is None
         self.weights: dict[str, DeviceTensor] = {}
@@ -59,9 +60,15 @@ class ModelRuntime:
         the options). On failure nothing stays allocated and the error propagates."""
         runtime = cls(device=device)
         try:
-            runtime.load_weights(path, progress=progress, progress_bar=progress_bar,
-                                 checksum=checksum, expected_checksums=expected_checksums,
-                                 dequantize_to=dequantize_to, arena=arena)
+            runtime.load_weights(
+                path,
+                progress=progress,
+                progress_bar=progress_bar,
+                checksum=checksum,
+                expected_checksums=expected_checksums,
+                dequantize_to=dequantize_to,
+                arena=arena,
+            )
         except BaseException:
             runtime.close()
             raise
@@ -90,16 +97,29 @@ class ModelRuntime:
         self.scratch = ScratchArena(self.backend.device, self.backend.stream, nbytes)
         return self.scratch
 
-    def allocate_kv_cache(self, *, layers: int, max_tokens: int, kv_heads: int, head_dim: int,
-                          dtype: DTypeLike = float16) -> KVCache:
+    def allocate_kv_cache(
+        self,
+        *,
+        layers: int,
+        max_tokens: int,
+        kv_heads: int,
+        head_dim: int,
+        dtype: DTypeLike = float16,
+    ) -> KVCache:
         """Allocate (or replace) the KV cache, preallocated for `max_tokens` per layer."""
         self._check_open()
         if self.kv_cache is not None:
             self.backend.synchronize()
             self.kv_cache.close()
-        self.kv_cache = KVCache(self.backend.device, self.backend.stream, layers=layers,
-                                max_tokens=max_tokens, kv_heads=kv_heads, head_dim=head_dim,
-                                dtype=dtype)
+        self.kv_cache = KVCache(
+            self.backend.device,
+            self.backend.stream,
+            layers=layers,
+            max_tokens=max_tokens,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            dtype=dtype,
+        )
         return self.kv_cache
 
     def memory(self) -> dict[str, int]:

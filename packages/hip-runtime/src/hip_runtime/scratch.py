@@ -40,8 +40,10 @@ class ScratchArena:
         size = math.prod(shape) * dtype.itemsize
         start = -(-self.used // ALIGNMENT) * ALIGNMENT
         if start + size > self.nbytes:
-            raise ValueError(f"scratch arena full: {size} bytes requested, "
-                             f"{self.nbytes - start} of {self.nbytes} free")
+            raise ValueError(
+                f"scratch arena full: {size} bytes requested, "
+                f"{self.nbytes - start} of {self.nbytes} free"
+            )
         self.used = start + size
         self.peak = max(self.peak, self.used)
         return DeviceTensor(self.buffer, shape, dtype, offset=start, stream=self.stream)

@@ -22,7 +22,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from hip_core import Device, Event, PinnedBuffer, Stream, hip_api
 from hip_core.errors import check
@@ -86,7 +86,7 @@ class StagedCopier:
     the process. One `run` at a time (others wait).
     """
 
-    _defaults: dict[int, StagedCopier] = {}
+    _defaults: ClassVar[dict[int, StagedCopier]] = {}
     _defaults_lock = threading.Lock()
 
     def __init__(
@@ -252,7 +252,7 @@ class StagedCopier:
 
     def _then(self, stream: Stream) -> None:
         """Make work queued later on `stream` wait for every copy queued so far (device-side)."""
-        for copy_stream, mark in zip(self.streams, self._marks):
+        for copy_stream, mark in zip(self.streams, self._marks, strict=True):
             mark.record(copy_stream)
             stream.wait(mark)
 
@@ -300,4 +300,3 @@ def split_host_copy(host: Any, dst: int, chunk_bytes: int) -> list[Chunk]:
         for start in range(0, flat.nbytes, chunk_bytes)
         for n in (min(chunk_bytes, flat.nbytes - start),)
     ]
-

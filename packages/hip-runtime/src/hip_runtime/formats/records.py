@@ -7,6 +7,7 @@ bytes of which file, and what device tensor they become.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -91,8 +92,9 @@ class Checkpoint:
         raise KeyError(name)
 
 
-def stored_nbytes(shape: tuple[int, ...], itemsize: int, encoding: str, *, path: str,
-                  name: str) -> int:
+def stored_nbytes(
+    shape: tuple[int, ...], itemsize: int, encoding: str, *, path: str, name: str
+) -> int:
     """Bytes a tensor of `shape` takes in a file with `encoding` (FormatError if a quantized
     tensor's row is not a whole number of blocks)."""
     count = math.prod(shape)
@@ -103,13 +105,15 @@ def stored_nbytes(shape: tuple[int, ...], itemsize: int, encoding: str, *, path:
     if row % per_block:
         raise FormatError(
             f"{encoding} rows must be a multiple of {per_block} elements, not {row}",
-            path=path, tensor=name,
+            path=path,
+            tensor=name,
         )
     return count // per_block * block_bytes
 
 
-def check_layout(path: str, data_start: int, file_size: int,
-                 records: Iterable[TensorRecord]) -> None:
+def check_layout(
+    path: str, data_start: int, file_size: int, records: Iterable[TensorRecord]
+) -> None:
     """Every record's bytes lie in [data_start, file_size) and no two overlap; FormatError
     naming the tensor otherwise."""
     spans = []
@@ -118,10 +122,11 @@ def check_layout(path: str, data_start: int, file_size: int,
             raise FormatError(
                 f"bytes [{r.offset}, {r.offset + r.nbytes}) lie outside the data section "
                 f"[{data_start}, {file_size})",
-                path=path, tensor=r.name,
+                path=path,
+                tensor=r.name,
             )
         spans.append((r.offset, r.offset + r.nbytes, r.name))
     spans.sort()
-    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
             raise FormatError(f"its bytes overlap tensor {first!r}'s", path=path, tensor=second)

@@ -70,11 +70,13 @@ def read_safetensors_index(index_path: str | os.PathLike[str]) -> Checkpoint:
         listed = {name for name, file in weight_map.items() if file == shard}
         present = {r.name for r in shard_records}
         for name in sorted(listed - present):
-            raise FormatError(f"listed in the index but missing from {shard}", path=index_path,
-                              tensor=name)
+            raise FormatError(
+                f"listed in the index but missing from {shard}", path=index_path, tensor=name
+            )
         for name in sorted(present - listed):
-            raise FormatError(f"in {shard} but not listed in the index", path=index_path,
-                              tensor=name)
+            raise FormatError(
+                f"in {shard} but not listed in the index", path=index_path, tensor=name
+            )
         records.extend(shard_records)
         files.append(shard_path)
     metadata = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
@@ -131,8 +133,10 @@ def _record(path: str, name: str, entry: Any, data_start: int) -> TensorRecord:
         raise fail(f"data_offsets {offsets} end before they begin")
     expected = math.prod(shape) * dtype.itemsize
     if end - begin != expected:
-        raise fail(f"shape {shape} of {entry['dtype']} needs {expected} bytes, "
-                   f"data_offsets span {end - begin}")
+        raise fail(
+            f"shape {shape} of {entry['dtype']} needs {expected} bytes, "
+            f"data_offsets span {end - begin}"
+        )
     return TensorRecord(name, path, data_start + begin, end - begin, tuple(shape), dtype)
 
 
