@@ -12,6 +12,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import gguf
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -216,3 +218,48 @@ def test_copier_arguments_and_close(device: Device) -> None:
     copier.close()
     with pytest.raises(ValueError, match="closed"):
         copier.run([])
+
+
+@pytest.mark.parametrize("target", ["float32", "bfloat16"])
+def test_gguf_round_trip_with_quantized_tensors(
+    device: Device,
+    tmp_path: Path,
+    target: str,
+    small_copier: StagedCopier,
+    allocations: list[DeviceBuffer],
+) -> None:
+    Q = gguf.GGMLQuantizationType
+    rng = np.random.default_rng()
+    plain = {
+        "f32": rng.standard_normal((3, 5)).astype(np.float32),
+        "f16": rng.standard_normal(7).astype(np.float16),
+    }
+    quantized = {
+        "q8": (rng.standard_normal((3, 64)).astype(np.float32), Q.Q8_0),
+        "q4": (rng.standard_normal((2, 4, 96)).astype(np.float32), Q.Q4_0),
+    }
+    path = tmp_path / "model.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for name, array in plain.items():
+        writer.add_tensor(name, array)
+    blocks = {}
+    for name, (values, qtype) in quantized.items():
+        blocks[name] = np.asarray(gguf.quants.quantize(values, qtype))
+        writer.add_tensor(name, blocks[name], raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    result = AsyncLoader(device, copier=small_copier).load(path, dequantize_to=target)
+    for name, array in plain.items():
+        assert result.tensors[name].to_numpy().tobytes() == array.tobytes()
+    dtype = np.dtype(ml_dtypes.bfloat16) if target == "bfloat16" else np.dtype(np.float32)
+    for name, (values, qtype) in quantized.items():
+        expected = np.asarray(gguf.quants.dequantize(blocks[name], qtype), np.float32)
+        got = result.tensors[name].to_numpy()
+        assert got.shape == values.shape and got.dtype == dtype
+        # one f32 product per element, rounded once to the target: equal to the reference
+        assert got.tobytes() == expected.reshape(values.shape).astype(dtype).tobytes()
+    scratch = [b for b in allocations if b is not result.arena]
+    assert scratch and all(b.closed for b in scratch)  # the raw blocks' scratch is freed
