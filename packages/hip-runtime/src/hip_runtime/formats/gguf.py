@@ -251,7 +251,7 @@ def read_gguf(path: str | os.PathLike[str], *, dequantize_to: DTypeLike = float3
         if version not in VERSIONS:
             swapped = version & 0xFFFF == 0 and version >> 16 in VERSIONS
             what = "big-endian GGUF" if swapped else f"GGUF version {version}"
-            raise FormatError(f"{what} is not supported (versions {VERSIONS})", path=name)
+            raise FormatError(f"{what} is not supported (versions 2 and 3)", path=name)
         least = tensor_count * _MIN_TENSOR_INFO_BYTES + kv_count * _MIN_KV_BYTES
         if least > reader.left:
             raise FormatError(
