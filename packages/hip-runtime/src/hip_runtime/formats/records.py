@@ -7,6 +7,7 @@ bytes of which file, and what device tensor they become.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Mapping
@@ -86,10 +87,11 @@ class Checkpoint:
         return sum(t.device_nbytes for t in self.tensors)
 
     def __getitem__(self, name: str) -> TensorRecord:
-        for record in self.tensors:
-            if record.name == name:
-                return record
-        raise KeyError(name)
+        return self._by_name[name]
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, TensorRecord]:
+        return {record.name: record for record in self.tensors}
 
 
 def stored_nbytes(
@@ -129,4 +131,5 @@ def check_layout(
     spans.sort()
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
-            raise FormatError(f"its bytes overlap tensor {first!r}'s", path=path, tensor=second)
+            message = f"its bytes overlap those of tensor {first!r}"
+            raise FormatError(message, path=path, tensor=second)
