@@ -301,7 +301,7 @@ CORRUPT: dict[str, tuple[bytes, str, str | None]] = {
     ),
     "overlap": (
         gguf_bytes([info("w", [16], F32, 0), info("v", [32, 4], Q8_0, 32)]),
-        "its bytes overlap tensor 'w'",
+        "its bytes overlap those of tensor 'w'",
         "v",
     ),
     "q4_0 row": (
