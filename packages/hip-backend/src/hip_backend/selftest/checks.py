@@ -164,6 +164,32 @@ def transpose(backend: Any, rng: np.random.Generator, dtype: str) -> float:
     return compare_bits(backend.transpose(backend.from_numpy(x)).to_numpy(), x.T.copy())
 
 
+def _dequant(encoding: str) -> Check:
+    """GGUF block dequantization (the loader's kernels): value = f32(f16 scale) * quant, rounded
+    once to the output type, so the result must match bit for bit."""
+
+    def check(backend: Any, rng: np.random.Generator, dtype: str) -> float:
+        from hip_runtime.dequantize import dequantize_into
+
+        blocks = 37
+        scales = (rng.standard_normal(blocks) * 0.05).astype(np.float16)
+        if encoding == "q8_0":
+            packed = rng.integers(-128, 128, (blocks, 32), dtype=np.int8)
+            quants = packed.astype(np.float32)
+        else:
+            packed = rng.integers(0, 256, (blocks, 16), dtype=np.uint8)
+            low, high = (packed & 0xF).astype(np.float32), (packed >> 4).astype(np.float32)
+            quants = np.concatenate([low, high], axis=1) - np.float32(8)
+        raw = np.concatenate([scales.view(np.uint8).reshape(blocks, 2), packed.view(np.uint8)], 1)
+        source = backend.from_numpy(np.ascontiguousarray(raw))
+        out = backend.empty((blocks * 32,), DTYPES[dtype])
+        dequantize_into(backend.kernels, encoding, source.ptr, out, stream=backend.stream)
+        expected = (scales.astype(np.float32)[:, None] * quants).reshape(-1)
+        return compare_bits(out.to_numpy(), expected.astype(DTYPES[dtype]))
+
+    return check
+
+
 CHECKS: tuple[OpCheck, ...] = (
     OpCheck("add", _binary("add")),
     OpCheck("mul", _binary("mul")),
@@ -184,6 +210,8 @@ CHECKS: tuple[OpCheck, ...] = (
     OpCheck("embedding", embedding),
     OpCheck("cast", cast),
     OpCheck("transpose", transpose),
+    OpCheck("dequant q8_0", _dequant("q8_0")),
+    OpCheck("dequant q4_0", _dequant("q4_0")),
 )
 
 __all__ = ["CHECKS", "Check", "OpCheck"]
