@@ -20,8 +20,12 @@ class KVCache:
     """Keys and values for `layers` layers of up to `max_tokens` tokens each.
 
     Args:
-        device, stream: where the cache lives and the stream its copies are ordered on.
-        layers, max_tokens, kv_heads, head_dim: the cache's shape.
+        device: where the cache lives.
+        stream: the stream its copies are ordered on (and its views carry).
+        layers: transformer layers, each with its own keys and values.
+        max_tokens: tokens each layer can hold.
+        kv_heads: key/value heads per token.
+        head_dim: elements per head.
         dtype: element type (float16 by default).
     """
 
