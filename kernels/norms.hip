@@ -24,7 +24,7 @@ HIPK_DEVICE void write_normalized(T* y, const T* weight, const T* bias, int j, c
     load_floats_or<T, N>(bias ? bias + (long long)j * N : 0, 0.0f, b);
     HIPK_UNROLL
     for (int i = 0; i < N; ++i) out[i] = (v[i] - shift) * scale * w[i] + b[i];
-    store_floats<T, N>(y + (long long)j * N, out);
+    store_row<T, N>(y + (long long)j * N, out);
 }
 
 // Item k of a register tile, normalized and written (see write_normalized).
@@ -65,8 +65,8 @@ template <typename T> struct LayerNormRow {
     float eps;
     float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
-    // Each thread's exact two-pass (mean, M2) over its registers, merged by the block in one
-    // reduction; one read.
+    // Each thread's (count, mean, M2) from shifted sums over its registers, merged by the block
+    // in one reduction (Chan); one read.
     template <typename Tile>
     HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
         const int N = Tile::n, ITEMS = Tile::items;
@@ -74,30 +74,32 @@ template <typename T> struct LayerNormRow {
         Tile row;
         row.load(p, x + r * stride, cols);
         const int count = row.count(p, cols);
-        float sum = 0.0f;
-        HIPK_UNROLL
-        for (int k = 0; k < ITEMS; ++k)
-            if (row.valid(p, k, cols))
-                HIPK_UNROLL
-                for (int i = 0; i < N; ++i) sum += row.at(k, i);
-        const float mean = count > 0 ? sum / (float)count : 0.0f;
-        float m2 = 0.0f;
+        // One pass over the registers: sums of d = x - shift and of d^2, shifted by the thread's
+        // first element (so no cancellation unless that element lies many standard deviations
+        // from the mean); two accumulators each (even and odd elements) halve the chains of
+        // dependent additions.
+        const float shift = count > 0 ? row.at(0, 0) : 0.0f;
+        float sum[2] = {0.0f, 0.0f}, squares[2] = {0.0f, 0.0f};
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
             if (!row.valid(p, k, cols)) continue;
             HIPK_UNROLL
             for (int i = 0; i < N; ++i) {
-                const float d = row.at(k, i) - mean;
-                m2 += d * d;
+                const float d = row.at(k, i) - shift;
+                sum[i % 2] += d;
+                squares[i % 2] += d * d;
             }
         }
-        const Floats<3> mine = {{(float)count, mean, m2}};
+        const float n = fmaxf((float)count, 1.0f), s = sum[0] + sum[1];
+        const float m2 = fmaxf(squares[0] + squares[1] - s * fast_divide(s, n), 0.0f);
+        const Floats<3> mine = {{(float)count, shift + fast_divide(s, n), m2}};
         const Floats<3> all = reduce.reduce(mine, MeanM2());
+        const float mean = all.v[1];
         const float rstd = 1.0f / sqrtf(all.v[2] / (float)cols + eps);
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
             if (row.valid(p, k, cols))
-                write_item(y + r * stride, weight, bias, p, row, k, all.v[1], rstd);
+                write_item(y + r * stride, weight, bias, p, row, k, mean, rstd);
     }
 
     // Welford per thread during the first read, Chan's merge across the block (one reduction),
@@ -154,13 +156,14 @@ template <typename T> struct RmsNormRow {
         BlockReducer reduce = p.reducer(scratch);
         Tile row;
         row.load(p, x + r * stride, cols);
-        float squares = 0.0f;
+        float squares[2] = {0.0f, 0.0f};  // even and odd elements, as in layernorm
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
             if (row.valid(p, k, cols))
                 HIPK_UNROLL
-                for (int i = 0; i < N; ++i) squares += row.at(k, i) * row.at(k, i);
-        const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
+                for (int i = 0; i < N; ++i) squares[i % 2] += row.at(k, i) * row.at(k, i);
+        const float rrms =
+            1.0f / sqrtf(reduce.sum(squares[0] + squares[1]) / (float)cols + eps);
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k)
             if (row.valid(p, k, cols))

@@ -36,6 +36,59 @@
 
 namespace hipk {
 
+// 2^x for the 16-bit softmax, whose scores are kept in the log2 domain: one instruction on
+// NVIDIA (ex2.approx.ftz, about 2 ulp; results below 2^-126 flush to 0, far under what a 16-bit
+// probability next to the row's maximum can show), exp2f elsewhere.
+HIPK_DEVICE float exp2_fast(float x) {
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}
+
+// Two floats rounded (to nearest even) into the 32-bit word of two 16-bit values, `lo` in the
+// low half: one instruction on NVIDIA from sm_80 instead of two conversions and a merge.
+HIPK_DEVICE unsigned int pack_pair(float lo, float hi, const bf16*) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned int w;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    return w;
+#else
+    return (unsigned int)bf16_bits_from_float(lo) | ((unsigned int)bf16_bits_from_float(hi) << 16);
+#endif
+}
+HIPK_DEVICE unsigned int pack_pair(float lo, float hi, const f16*) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned int w;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    return w;
+#else
+    return (unsigned int)half_bits_from_float(lo) | ((unsigned int)half_bits_from_float(hi) << 16);
+#endif
+}
+
+// p[0..N) = in, rounded to T: store_floats, except that 16-bit vectors are packed in pairs.
+template <typename T, int N> struct RowStore {
+    HIPK_DEVICE static void store(T* p, const float (&in)[N]) { store_floats<T, N>(p, in); }
+};
+template <typename T, int N> struct PairStore {
+    HIPK_DEVICE static void store(T* p, const float (&in)[N]) {
+        Vec<unsigned int, N / 2> packed;
+        HIPK_UNROLL
+        for (int i = 0; i < N / 2; ++i) packed.v[i] = pack_pair(in[2 * i], in[2 * i + 1], p);
+        *reinterpret_cast<Vec<unsigned int, N / 2>*>(p) = packed;
+    }
+};
+template <> struct RowStore<bf16, 8> : PairStore<bf16, 8> {};
+template <> struct RowStore<f16, 8> : PairStore<f16, 8> {};
+
+template <typename T, int N> HIPK_DEVICE void store_row(T* p, const float (&in)[N]) {
+    RowStore<T, N>::store(p, in);
+}
+
 // The row layout a block uses for rows of `cols` elements whose pointers are all in `ptrs`
 // (nulls allowed: an absent weight or bias does not constrain the layout).
 template <typename T>

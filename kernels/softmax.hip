@@ -10,8 +10,9 @@
 // masked entries get probability 0. A row that sees no key at all (q > cols) is all zeros.
 // y may be x (in place). f32 accumulation for every type.
 // Launch: grid = rows (see rows.h: a block takes one row, or two when they fit in half a block),
-// 1-D blocks of up to 1024 threads, about cols / 32 threads for rows kept in registers (32
-// floats per thread, every type). One block reduction per row.
+// 1-D blocks of up to 1024 threads, about cols / 32 threads for f32 rows kept in registers (32
+// floats per thread) and cols / 64 for 16-bit ones (64 elements per thread, held packed). One
+// block reduction per row.
 #include "rows.h"
 
 namespace hipk {
@@ -27,6 +28,21 @@ struct MaxSum {
         const float m = fmaxf(a.v[0], b.v[0]);
         const float base = m == neg_inf() ? 0.0f : m;  // exp(-inf - 0) = 0: no NaN
         Floats<2> s = {{m, a.v[1] * expf(a.v[0] - base) + b.v[1] * expf(b.v[0] - base)}};
+        return s;
+    }
+};
+
+// MaxSum for scores in the log2 domain: (max, sum of 2^(score - max)).
+struct MaxSum2 {
+    HIPK_DEVICE Floats<2> identity() const {
+        Floats<2> s = {{neg_inf(), 0.0f}};
+        return s;
+    }
+    HIPK_DEVICE Floats<2> operator()(const Floats<2>& a, const Floats<2>& b) const {
+        const float m = fmaxf(a.v[0], b.v[0]);
+        const float base = m == neg_inf() ? 0.0f : m;  // 2^(-inf - 0) = 0: no NaN
+        Floats<2> s = {
+            {m, a.v[1] * exp2_fast(a.v[0] - base) + b.v[1] * exp2_fast(b.v[0] - base)}};
         return s;
     }
 };
@@ -49,11 +65,21 @@ template <typename T> struct SoftmaxRow {
         return c <= last ? value * scale : neg_inf();
     }
 
-    // Each thread's (max, sum) over its registers, merged by the block in one reduction. Tiles
-    // that can keep exp(score - local max) rescale it at the end; packed 16-bit tiles recompute
-    // exp(score - row max).
+    // Each thread's (max, sum) over its registers, merged by the block in one reduction.
     template <typename Tile>
     HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
+        if (Tile::keeps) {
+            floats<Tile>(p, r, cols);
+        } else if (last_key(r) >= cols - 1) {  // no key masked (the usual case): no tests
+            packed<Tile, false>(p, r, cols);
+        } else {
+            packed<Tile, true>(p, r, cols);
+        }
+    }
+
+    // Float tiles keep exp(score - local max) and rescale it at the end: one exp per element.
+    template <typename Tile>
+    HIPK_DEVICE void floats(const RowPart& p, long long r, int cols) const {
         const int N = Tile::n, ITEMS = Tile::items;
         BlockReducer reduce = p.reducer(scratch);
         const int last = last_key(r);
@@ -107,6 +133,60 @@ template <typename T> struct SoftmaxRow {
         }
     }
 
+    // Packed 16-bit tiles hold twice the elements of float tiles but no room for their exps:
+    // scores in the log2 domain, t = x * scale * log2(e), so each exp is one fma and one 2^x;
+    // 2^(t - local max) summed, then 2^(t - row max) / sum written (two per element). MASKED:
+    // some key of this row is masked.
+    template <typename Tile, bool MASKED>
+    HIPK_DEVICE void packed(const RowPart& p, long long r, int cols) const {
+        const int N = Tile::n, ITEMS = Tile::items;
+        BlockReducer reduce = p.reducer(scratch);
+        const int last = last_key(r);
+        const float k2 = scale * 1.4426950408889634f;  // log2(e)
+        Tile row;
+        row.load(p, x + r * stride, cols);
+        float m[2] = {neg_inf(), neg_inf()};  // even and odd elements: shorter chains
+        HIPK_UNROLL
+        for (int k = 0; k < ITEMS; ++k) {
+            if (!row.valid(p, k, cols)) continue;
+            const int c = p.vector(k) * N;
+            HIPK_UNROLL
+            for (int i = 0; i < N; ++i)
+                if (!MASKED || c + i <= last) m[i % 2] = fmaxf(m[i % 2], row.at(k, i) * k2);
+        }
+        const float mine_max = fmaxf(m[0], m[1]);
+        // With no visible key here, every score is -inf: 2^(-inf - 0) = 0.
+        const float base = mine_max == neg_inf() ? 0.0f : mine_max;
+        float sum[2] = {0.0f, 0.0f};
+        HIPK_UNROLL
+        for (int k = 0; k < ITEMS; ++k) {
+            if (!row.valid(p, k, cols)) continue;
+            const int c = p.vector(k) * N;
+            HIPK_UNROLL
+            for (int i = 0; i < N; ++i)
+                if (!MASKED || c + i <= last)
+                    sum[i % 2] += exp2_fast(fmaf(row.at(k, i), k2, -base));
+        }
+        const Floats<2> mine = {{mine_max, sum[0] + sum[1]}};
+        const Floats<2> all = reduce.reduce(mine, MaxSum2());
+        // A row that sees no key at all: max -inf, sum 0, every output 0.
+        const float row_base = all.v[0] == neg_inf() ? 0.0f : all.v[0];
+        const float inverse = all.v[1] > 0.0f ? 1.0f / all.v[1] : 0.0f;
+        T* yr = y + r * stride;
+        HIPK_UNROLL
+        for (int k = 0; k < ITEMS; ++k) {
+            if (!row.valid(p, k, cols)) continue;
+            const int c = p.vector(k) * N;
+            float out[N];
+            HIPK_UNROLL
+            for (int i = 0; i < N; ++i)
+                out[i] = !MASKED || c + i <= last
+                             ? exp2_fast(fmaf(row.at(k, i), k2, -row_base)) * inverse
+                             : 0.0f;
+            store_row<T, N>(yr + (long long)p.vector(k) * N, out);
+        }
+    }
+
     // Online softmax in one read: each thread keeps a running max and a sum rescaled to it;
     // the block merges the pairs in one reduction; a second read writes.
     template <int N> HIPK_DEVICE void stream(const RowPart& p, long long r, int cols) const {
@@ -148,9 +228,8 @@ template <typename T>
 HIPK_DEVICE void softmax(const T* x, T* y, int rows, int cols, float scale, int causal_rows) {
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const SoftmaxRow<T> op = {x, y, cols, scale, causal_rows, scratch};
-    // FloatTile, so exp() is taken once per element: on the H200 (8192 x 8192 bf16, 256
-    // threads) 56 % of the copy rate against 50 % with PackedTile, which recomputes it.
-    run_rows<T, false>(op, rows, cols, row_vectorizable<T>(cols, x, y, 0, 0));
+    // 16-bit rows in PackedTile (twice the loads in flight of FloatTile, see packed()).
+    run_rows<T, true>(op, rows, cols, row_vectorizable<T>(cols, x, y, 0, 0));
 }
 
 }  // namespace hipk

@@ -19,6 +19,7 @@ from hip_runtime.tensor import DeviceTensor, Shape, as_shape
 INT_MAX = 2**31 - 1
 _BLOCK = 256  # elementwise block size: 16-byte accesses, 8 warps (4 wavefronts)
 _BLOCKS_PER_MULTIPROCESSOR = 64  # grid cap for grid-stride kernels: several passes per thread
+_ROW_ELEMENTS_PER_THREAD = 32  # f32 elements a row kernel holds per thread (16-bit: twice)
 
 
 class OpsBase:
@@ -116,12 +117,15 @@ class OpsBase:
         grid = min(-(-n // per_block), self._grid_cap)
         kernel.launch(grid, _BLOCK, *args, stream=self.stream)
 
-    def _launch_rows(self, kernel: Kernel, rows: int, cols: int, *args: Any) -> None:
-        """A row kernel: one block per row of about cols / 32 threads (8 × 16-byte loads in
-        flight per thread), a multiple of 64 threads, at most the device's block limit."""
+    def _launch_rows(self, kernel: Kernel, rows: int, cols: int, itemsize: int, *args: Any) -> None:
+        """A row kernel: one block per row, of as many threads as keep the row in registers
+        with 8 × 16-byte loads in flight per thread (cols / 32 for f32, cols / 64 for 16-bit
+        types, whose rows the kernels hold packed), a multiple of 64 threads, at most the
+        device's block limit."""
         if rows == 0 or cols == 0:
             return
-        block = min(max(64, -(-cols // 32 // 64) * 64), self._max_block)
+        per_thread = _ROW_ELEMENTS_PER_THREAD * 4 // max(1, min(itemsize, 4))
+        block = min(max(64, -(-cols // per_thread // 64) * 64), self._max_block)
         kernel.launch(rows, block, *args, stream=self.stream)
 
 

@@ -31,7 +31,9 @@ class RowOps(OpsBase):
             self._same(x, bias, "bias", (cols,))
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight, bias))
         kernel = self._kernel("norms.hip", f"layernorm_{t.suffix}")
-        self._launch_rows(kernel, rows, cols, x, weight, bias, y, rows, cols, float(eps))
+        self._launch_rows(
+            kernel, rows, cols, x.dtype.itemsize, x, weight, bias, y, rows, cols, float(eps)
+        )
         return y
 
     def rmsnorm(
@@ -49,7 +51,9 @@ class RowOps(OpsBase):
             self._same(x, weight, "weight", (cols,))
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight,))
         kernel = self._kernel("norms.hip", f"rmsnorm_{t.suffix}")
-        self._launch_rows(kernel, rows, cols, x, weight, y, rows, cols, float(eps))
+        self._launch_rows(
+            kernel, rows, cols, x.dtype.itemsize, x, weight, y, rows, cols, float(eps)
+        )
         return y
 
     def softmax(
@@ -74,7 +78,9 @@ class RowOps(OpsBase):
             raise ValueError("causal_rows exceeds the kernel's int range")
         y = self._output(out, x.shape, x.dtype, inputs=(x,))
         kernel = self._kernel("softmax.hip", f"softmax_{t.suffix}")
-        self._launch_rows(kernel, rows, cols, x, y, rows, cols, float(scale), causal_rows)
+        self._launch_rows(
+            kernel, rows, cols, x.dtype.itemsize, x, y, rows, cols, float(scale), causal_rows
+        )
         return y
 
 
