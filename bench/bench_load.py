@@ -12,7 +12,7 @@ Each figure is the median of --repeats runs. Prints JSON lines and a table; writ
 bench_load.jsonl, bench_load.md and bench_load.png (when matplotlib imports) under $OUT if set,
 else bench/results/.
 
-    PYTHONPATH=... python3 bench/bench_load.py [--gib 4] [--dir /tmp] [--repeats 3]
+    PYTHONPATH=... python3 bench/bench_load.py [--gib 4] [--dir /tmp] [--repeats 3] [--keep]
 """
 
 from __future__ import annotations
@@ -130,6 +130,7 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=4.0)
     parser.add_argument("--dir", default="/tmp")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the checkpoint file")
     args = parser.parse_args()
     path = Path(args.dir) / "bench_load.safetensors"
     nbytes = write_checkpoint(path, args.gib)
@@ -206,7 +207,8 @@ def main() -> None:
             gb_per_s=host.nbytes / t / 1e9,
             seconds=t,
         )
-    path.unlink()
+    if not args.keep:
+        path.unlink()
     report(nbytes)
 
 
