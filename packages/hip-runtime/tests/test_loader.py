@@ -165,12 +165,14 @@ def test_cancel_frees_everything(
         job_ready.wait()
         jobs[0].cancel()  # from inside the load, after its first chunk
 
+    open_files = len(os.listdir("/proc/self/fd"))
     jobs.append(AsyncLoader(device, copier=small_copier).start(path, progress=progress))
     job_ready.set()
     with pytest.raises(LoadCancelledError):
         jobs[0].result()
     done, total, _, _ = jobs[0].progress
     assert 0 < done < total
+    assert len(os.listdir("/proc/self/fd")) == open_files  # the checkpoint's file is closed
     assert allocations and all(b.closed for b in allocations)
 
 

@@ -160,7 +160,8 @@ class LoadJob:
         self._files: list[int] = []
         self._placement = _Placement(loader.device, checkpoint, arena=arena)  # may raise OOM
         try:
-            self._files = [os.open(path, os.O_RDONLY) for path in checkpoint.files]
+            for path in checkpoint.files:
+                self._files.append(os.open(path, os.O_RDONLY))
         except BaseException:
             self._cleanup()
             raise
@@ -198,7 +199,6 @@ class LoadJob:
         except BaseException:
             self._cleanup()
             raise
-        self._close_files()
         c = self.checkpoint
         report = LoadReport(
             len(c.files),
@@ -222,6 +222,7 @@ class LoadJob:
         except BaseException as error:  # handed to result()
             self._error = error
         finally:
+            self._close_files()  # reading is over, whether or not result() is ever called
             if self._bar is not None:
                 self._bar.close()
 
