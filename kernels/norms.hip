@@ -15,15 +15,25 @@
 
 namespace hipk {
 
-// y[j*N + i] = (v[i] - shift) * scale * weight + bias: the affine tail of both norms.
+// y[j*N + i] = (v[i] - shift) * scale * weight + bias: the affine tail of both norms. On GPUs as
+// two fmas, (v[i] * scale - shift * scale) * weight + bias (rmsnorm: shift 0, the same values as
+// v[i] * scale): on the H200, 8192 x 8192 bf16 layernorm 83.9 % -> 85.0 % of the copy rate. The
+// CPU platform keeps the subtraction first (no fused multiply-add there: v[i] * scale rounded
+// before the near-cancelling addition would lose too much).
 template <typename T, int N>
 HIPK_DEVICE void write_normalized(T* y, const T* weight, const T* bias, int j, const float (&v)[N],
                                   float shift, float scale) {
     float w[N], b[N], out[N];
     load_floats_or<T, N>(weight ? weight + (long long)j * N : 0, 1.0f, w);
     load_floats_or<T, N>(bias ? bias + (long long)j * N : 0, 0.0f, b);
+#if HIPK_GPU
+    const float offset = -shift * scale;
+    HIPK_UNROLL
+    for (int i = 0; i < N; ++i) out[i] = fmaf(fmaf(v[i], scale, offset), w[i], b[i]);
+#else
     HIPK_UNROLL
     for (int i = 0; i < N; ++i) out[i] = (v[i] - shift) * scale * w[i] + b[i];
+#endif
     store_row<T, N>(y + (long long)j * N, out);
 }
 
