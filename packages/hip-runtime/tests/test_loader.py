@@ -27,7 +27,7 @@ from hip_runtime import (
     StagedCopier,
     open_checkpoint,
 )
-from hip_runtime.loader import ALIGNMENT
+from hip_runtime.placement import ALIGNMENT
 
 
 def assert_loaded(tensors: dict[str, DeviceTensor], expected: dict[str, np.ndarray]) -> None:
