@@ -4,6 +4,7 @@ device memory behind. Runs on the cpu platform and, marked gpu, on nvidia."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -17,7 +18,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hip_core import Device, DeviceBuffer
+from hip_core import Device, DeviceBuffer, MemoryPool
 from hip_runtime import (
     AsyncLoader,
     ChecksumError,
@@ -27,7 +28,7 @@ from hip_runtime import (
     StagedCopier,
     open_checkpoint,
 )
-from hip_runtime.placement import ALIGNMENT
+from hip_runtime.placement import ALIGNMENT, Placement
 
 
 def assert_loaded(tensors: dict[str, DeviceTensor], expected: dict[str, np.ndarray]) -> None:
@@ -174,6 +175,76 @@ def test_cancel_frees_everything(
     assert 0 < done < total
     assert len(os.listdir("/proc/self/fd")) == open_files  # the checkpoint's file is closed
     assert allocations and all(b.closed for b in allocations)
+    assert not [
+        t for t in threading.enumerate() if t.name.startswith(("hip-staging", "hip-loader"))
+    ]
+    with pytest.raises(LoadCancelledError):
+        jobs[0].result()  # the same answer again
+    # the copier is whole after a cancelled run
+    assert_loaded(AsyncLoader(device, copier=small_copier).load(path).tensors, tensors)
+
+
+def test_a_failure_is_final(
+    device: Device,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    allocations: list[DeviceBuffer],
+    save_safetensors: Callable[..., Path],
+) -> None:
+    path = save_safetensors(tmp_path / "m.safetensors", {"x": np.ones(100, np.float32)})
+
+    def fail(*_: object) -> None:
+        raise RuntimeError("dequantization failed")
+
+    monkeypatch.setattr(Placement, "finish", fail)
+    job = AsyncLoader(device).start(path)
+    for _ in range(2):  # later calls raise the same error, never hand out freed memory
+        with pytest.raises(RuntimeError, match="dequantization failed"):
+            job.result()
+    assert allocations and all(b.closed for b in allocations)
+
+
+def test_hand_made_checkpoints_are_checked(
+    device: Device,
+    tmp_path: Path,
+    allocations: list[DeviceBuffer],
+    save_safetensors: Callable[..., Path],
+) -> None:
+    path = save_safetensors(
+        tmp_path / "m.safetensors", {"a": np.ones(4, np.float32), "b": np.full(4, 7, np.float32)}
+    )
+    good = open_checkpoint(path)
+    a, b = good.tensors
+    bad = {
+        "holds 512 bytes": (dataclasses.replace(a, nbytes=512), b),
+        "appears twice": (a, dataclasses.replace(b, name="a")),
+        "not one of the checkpoint's files": (dataclasses.replace(a, path="/elsewhere"), b),
+        "unknown encoding": (dataclasses.replace(a, encoding="q2_k"), b),
+        "overlap": (dataclasses.replace(b, offset=a.offset + 4), a),
+    }
+    for message, records in bad.items():
+        with pytest.raises(FormatError, match=message):
+            AsyncLoader(device).load(dataclasses.replace(good, tensors=records))
+    assert allocations == []
+
+
+def test_a_progress_callback_may_upload(
+    device: Device, tmp_path: Path, save_safetensors: Callable[..., Path]
+) -> None:
+    # A large upload from inside a load's callback shares the copier instead of deadlocking.
+    path = save_safetensors(tmp_path / "m.safetensors", {"x": np.ones(1000, np.float32)})
+    big = np.random.default_rng().standard_normal(9 * 2**20).astype(np.float32)
+    uploaded: list[DeviceTensor] = []
+
+    def progress(*_: int) -> None:
+        if not uploaded:
+            uploaded.append(DeviceTensor.from_numpy(big, device=device))
+
+    loading = threading.Thread(target=lambda: AsyncLoader(device).load(path, progress=progress))
+    loading.start()
+    loading.join(timeout=120)
+    assert not loading.is_alive(), "the load deadlocked"
+    np.testing.assert_array_equal(uploaded[0].to_numpy(), big)
 
 
 def test_format_error_allocates_nothing(
@@ -186,17 +257,26 @@ def test_format_error_allocates_nothing(
     assert allocations == []
 
 
-def test_file_shrinking_after_validation_frees_everything(
+def test_file_shrinking_during_the_load_frees_everything(
     device: Device,
     tmp_path: Path,
+    small_copier: StagedCopier,
     allocations: list[DeviceBuffer],
     save_safetensors: Callable[..., Path],
 ) -> None:
     path = save_safetensors(tmp_path / "m.safetensors", {"x": np.ones(10000, np.float32)})
     checkpoint = open_checkpoint(path)
     os.truncate(path, path.stat().st_size - 1000)
-    with pytest.raises(EOFError, match="ended"):
+    with pytest.raises(FormatError, match="outside the data section"):  # caught before reading
         AsyncLoader(device).load(checkpoint)
+    # 100 chunks of 4 KiB: far more than the reader threads can take before the first callback
+    path = save_safetensors(tmp_path / "m.safetensors", {"x": np.ones(100 * 1024, np.float32)})
+
+    def shrink(*_: int) -> None:  # after the first chunk, the file loses its tail
+        os.truncate(path, 5000)
+
+    with pytest.raises(EOFError, match="ended"):
+        AsyncLoader(device, copier=small_copier).load(path, progress=shrink)
     assert allocations and all(b.closed for b in allocations)
 
 
@@ -204,11 +284,13 @@ def test_staged_from_numpy_is_ordered_on_its_stream(device: Device) -> None:
     # 36 MiB: over the staging threshold, so threads and copy streams carry it.
     host = np.random.default_rng().standard_normal(9 * 2**20).astype(np.float32)
     stream = device.create_stream()
-    tensor = DeviceTensor.from_numpy(host, device=device, stream=stream)
+    pool = MemoryPool(device)  # stream-ordered allocation: the copies must wait for it
+    tensor = DeviceTensor.from_numpy(host, device=device, stream=stream, pool=pool)
     host_copy = host.copy()
     host[:] = 0  # the call returned after reading the host side
     np.testing.assert_array_equal(tensor.to_numpy(), host_copy)
-    tensor.copy_from_host(host)  # again, into memory that already holds data
+    tensor.region().fill(0xFF, stream=stream)  # queued before the copy: must land first
+    tensor.copy_from_host(host)
     assert not tensor.to_numpy().any()
 
 
@@ -222,11 +304,13 @@ def test_copier_arguments_and_close(device: Device) -> None:
         copier.run([])
 
 
+@pytest.mark.parametrize("arena", [True, False], ids=["arena", "per-tensor"])
 @pytest.mark.parametrize("target", ["float32", "bfloat16"])
 def test_gguf_round_trip_with_quantized_tensors(
     device: Device,
     tmp_path: Path,
     target: str,
+    arena: bool,
     small_copier: StagedCopier,
     allocations: list[DeviceBuffer],
 ) -> None:
@@ -253,7 +337,7 @@ def test_gguf_round_trip_with_quantized_tensors(
     writer.write_tensors_to_file()
     writer.close()
 
-    result = AsyncLoader(device, copier=small_copier).load(path, dequantize_to=target)
+    result = AsyncLoader(device, copier=small_copier).load(path, dequantize_to=target, arena=arena)
     for name, array in plain.items():
         assert result.tensors[name].to_numpy().tobytes() == array.tobytes()
     dtype = np.dtype(ml_dtypes.bfloat16) if target == "bfloat16" else np.dtype(np.float32)
@@ -263,5 +347,6 @@ def test_gguf_round_trip_with_quantized_tensors(
         assert got.shape == values.shape and got.dtype == dtype
         # one f32 product per element, rounded once to the target: equal to the reference
         assert got.tobytes() == expected.reshape(values.shape).astype(dtype).tobytes()
-    scratch = [b for b in allocations if b is not result.arena]
+    kept = {t.buffer.ptr for t in result.tensors.values()}
+    scratch = [b for b in allocations if b.closed or b.ptr not in kept]
     assert scratch and all(b.closed for b in scratch)  # the raw blocks' scratch is freed

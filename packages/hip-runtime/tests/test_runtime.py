@@ -76,6 +76,8 @@ def test_loading_the_same_names_twice_is_refused(
         held = len([b for b in allocations if not b.closed])
         with pytest.raises(ValueError, match="already loaded"):
             runtime.load_weights(path)
+        with pytest.raises(ValueError, match="stream= is not an option"):
+            runtime.load_weights(path, stream=device.default_stream)
         assert len([b for b in allocations if not b.closed]) == held
     assert all(b.closed for b in allocations)
 

@@ -128,6 +128,34 @@ CORRUPT: dict[str, tuple[Callable[[Path, Callable[..., Path]], Path], str, str |
     ),
     "not an object": (lambda p, s: _header(p, [1, 2]), "not a JSON object", None),  # type: ignore[arg-type]
     "bad metadata": (lambda p, s: _header(p, {"__metadata__": [1]}), "__metadata__", None),
+    "empty list as metadata": (
+        lambda p, s: _header(p, {"__metadata__": []}),
+        "__metadata__",
+        None,
+    ),
+    "metadata not strings": (
+        lambda p, s: _header(p, {"__metadata__": {"n": 3}}),
+        "of strings",
+        None,
+    ),
+    "nested brackets": (
+        lambda p, s: (
+            p.write_bytes((200000).to_bytes(8, "little") + b"[" * 100000 + b"]" * 100000),
+            p,
+        )[1],
+        "not valid JSON",
+        None,
+    ),
+    "dtype not a string": (
+        lambda p, s: s(p, TWO, header_override=_override(dtype=["F32"])),
+        "unknown dtype",
+        "w",
+    ),
+    "dimension past int64": (
+        lambda p, s: s(p, TWO, header_override=_override(shape=[0, 2**63])),
+        "shape",
+        "w",
+    ),
     "unknown dtype": (
         lambda p, s: s(p, TWO, header_override=_override(dtype="F4")),
         "unknown dtype",
@@ -227,6 +255,9 @@ def test_bad_index_and_paths(tmp_path: Path, save_safetensors: Callable[..., Pat
     (tmp_path / "model.safetensors.index.json").write_text("{not json")
     with pytest.raises(FormatError, match="not a JSON index"):
         open_checkpoint(tmp_path)
+    (tmp_path / "model.safetensors.index.json").write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(FormatError, match="not a JSON index"):
+        open_checkpoint(tmp_path)
     (tmp_path / "model.safetensors.index.json").write_text('{"weight_map": [1]}')
     with pytest.raises(FormatError, match="weight_map"):
         open_checkpoint(tmp_path)
@@ -236,7 +267,10 @@ def test_bad_index_and_paths(tmp_path: Path, save_safetensors: Callable[..., Pat
     two.mkdir()
     save_safetensors(two / "a.safetensors", TWO)
     save_safetensors(two / "b.safetensors", TWO)
-    with pytest.raises(FormatError, match=r"2 \.safetensors files"):
+    with pytest.raises(FormatError, match="2 checkpoint files"):
+        open_checkpoint(two)
+    (two / "b.safetensors").rename(two / "b.gguf")  # one of each is just as ambiguous
+    with pytest.raises(FormatError, match=r"a\.safetensors, b\.gguf"):
         open_checkpoint(two)
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -11,7 +11,7 @@ that stream. Nothing synchronizes.
 
 from __future__ import annotations
 
-from hip_core import Device, DeviceBuffer, Stream
+from hip_core import ClosedError, Device, DeviceBuffer, Stream
 from hip_runtime.dtypes import DTypeLike, as_dtype, float16
 from hip_runtime.tensor import DeviceTensor
 
@@ -76,7 +76,7 @@ class KVCache:
 
     def _check_layer(self, layer: int) -> None:
         if self.closed:
-            raise ValueError("this KVCache is closed")
+            raise ClosedError("this KVCache is closed")
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.layers:
             raise ValueError(f"layer must be in [0, {self.layers}), not {layer!r}")
 

@@ -15,7 +15,8 @@ dequantized on the device at the end; the scratch is freed before `result()` ret
 Stream semantics: `result()` returns once every copy and dequantization has finished (it waits
 for the loader's streams, not the device), so the tensors are ready for any stream. If the
 load fails or is cancelled, `result()` waits for the copies in flight, frees every byte of device
-memory the load allocated, and raises.
+memory the load allocated, and raises. (The pinned staging chunks belong to the copier, not the
+load: the device's shared copier keeps them for the next load until it is closed.)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from hip_core import Device, DeviceBuffer, Stream
 from hip_runtime._device_arg import as_device
 from hip_runtime.checksum import combine_parts
 from hip_runtime.formats import Checkpoint, open_checkpoint
+from hip_runtime.formats.records import check_checkpoint
 from hip_runtime.placement import Placement, plan_chunks
 from hip_runtime.staging import Chunk, StagedCopier
 from hip_runtime.tensor import DeviceTensor
@@ -154,8 +156,8 @@ class LoadJob:
         self._bytes_done = 0
         self._tensors_done = sum(1 for n in self._remaining if n == 0)
         self._callback = progress
-        self._bar = _progress_bar(checkpoint) if progress_bar else None
         self._files: list[int] = []
+        check_checkpoint(checkpoint)  # a Checkpoint made by hand gets the readers' checks too
         self._placement = Placement(loader.device, checkpoint, arena=arena)  # may raise OOM
         try:
             for path in checkpoint.files:
@@ -163,8 +165,13 @@ class LoadJob:
         except BaseException:
             self._cleanup()
             raise
+        self._bar = _progress_bar(checkpoint) if progress_bar else None
         self._thread = threading.Thread(target=self._read, name="hip-loader", daemon=True)
         self._thread.start()
+
+    @property
+    def _name(self) -> str:
+        return self.checkpoint.files[0] if self.checkpoint.files else "an empty checkpoint"
 
     @property
     def progress(self) -> tuple[int, int, int, int]:
@@ -182,19 +189,23 @@ class LoadJob:
         self._cancel.set()
 
     def result(self) -> LoadResult:
-        """Wait for the load; return its tensors, or free its memory and raise its error."""
+        """Wait for the load; return its tensors, or free its memory and raise its error (the
+        same error again on every later call)."""
         if self._finished is not None:
             return self._finished
         self._thread.join()
+        if self._error is not None and self._placement.released:
+            raise self._error  # an earlier result() already failed and freed everything
         try:
             self.loader.copier.synchronize()  # copies read the staging chunks and write the arena
             if self._error is not None:
                 raise self._error
             if self._cancel.is_set():
-                raise LoadCancelledError(f"loading {self.checkpoint.files[0]} was cancelled")
+                raise LoadCancelledError(f"loading {self._name} was cancelled")
             checksums = self._verify_checksums()
             tensors = self._placement.finish(self._stream)
-        except BaseException:
+        except BaseException as error:
+            self._error = error
             self._cleanup()
             raise
         c = self.checkpoint

@@ -31,6 +31,7 @@ class Placement:
         self.buffers: list[DeviceBuffer] = []
         self.targets: list[tuple[DeviceBuffer, int]] = []  # (buffer, offset) per tensor
         self.raw_at: list[int] = []  # device address the file bytes go to, per tensor
+        self.released = False
         try:
             self._allocate(arena)
         except BaseException:
@@ -77,11 +78,13 @@ class Placement:
         return tensors
 
     def release(self) -> None:
+        """Free everything allocated (after the copies into it have finished)."""
         for buffer in (self.arena, self.scratch, *self.buffers):
             if buffer is not None:
                 buffer.close()
         self.arena = self.scratch = None
         self.buffers = []
+        self.released = True
 
 
 def aligned_offsets(sizes: Iterable[int]) -> tuple[list[int], int]:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from hip_core import Device
+from hip_core import ClosedError, Device
 from hip_runtime.backend import HipBackend
 from hip_runtime.dtypes import DTypeLike, float16
 from hip_runtime.formats import Checkpoint
@@ -77,6 +77,8 @@ class ModelRuntime:
     def load_weights(self, path: str | os.PathLike[str] | Checkpoint, **options: Any) -> LoadReport:
         """Load a checkpoint's tensors into `weights` (names must be new); returns the report."""
         self._check_open()
+        if "stream" in options:
+            raise ValueError("weights carry the backend's stream; stream= is not an option")
         loader = AsyncLoader(self.backend.device)
         result = loader.load(path, stream=self.backend.stream, **options)
         clash = sorted(self.weights.keys() & result.tensors.keys())
@@ -140,7 +142,7 @@ class ModelRuntime:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ValueError("this ModelRuntime is closed")
+            raise ClosedError("this ModelRuntime is closed")
 
     def close(self) -> None:
         """Wait for the backend's stream, then free the weights, scratch and KV cache (and the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from hip_core import Device, DeviceBuffer, Stream
+from hip_core import ClosedError, Device, DeviceBuffer, Stream
 from hip_runtime.dtypes import DTypeLike, as_dtype, float32
 from hip_runtime.tensor import DeviceTensor, ShapeLike, as_shape
 
@@ -35,7 +35,7 @@ class ScratchArena:
     def tensor(self, shape: ShapeLike, dtype: DTypeLike = float32) -> DeviceTensor:
         """An uninitialized tensor from the arena (MemoryError-like ValueError when full)."""
         if self.buffer.closed:
-            raise ValueError("this ScratchArena is closed")
+            raise ClosedError("this ScratchArena is closed")
         shape, dtype = as_shape(shape), as_dtype(dtype)
         size = math.prod(shape) * dtype.itemsize
         start = -(-self.used // ALIGNMENT) * ALIGNMENT

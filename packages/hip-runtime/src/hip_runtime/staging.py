@@ -20,11 +20,12 @@ from __future__ import annotations
 import os
 import threading
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hip_core import Device, Event, PinnedBuffer, Stream, hip_api
+from hip_core import ClosedError, Device, Event, PinnedBuffer, Stream, hip_api
 from hip_core.errors import check
 from hip_ffi.constants import MEMCPY_HOST_TO_DEVICE
 
@@ -83,10 +84,11 @@ class StagedCopier:
         max_chunks: pinned chunks at most (allocated on demand; default 3 per thread).
 
     Pinned memory stays allocated until `close()`; `default(device)` keeps one per device for
-    the process. One `run` at a time (others wait).
+    the process. Several `run`s may proceed at once (a large upload during a checkpoint load,
+    or from a load's progress callback): they share the chunks and the streams.
     """
 
-    _defaults: ClassVar[dict[int, StagedCopier]] = {}
+    _defaults: ClassVar[dict[tuple[int, int], StagedCopier]] = {}
     _defaults_lock = threading.Lock()
 
     def __init__(
@@ -105,21 +107,21 @@ class StagedCopier:
         self.chunk_bytes = chunk_bytes
         self.max_chunks = max_chunks or 3 * threads
         self.streams = [device.create_stream(non_blocking=True) for _ in range(streams)]
-        self._marks = [Event(device, timing=False) for _ in self.streams]
-        self._free: list[_Slot] = []
+        self._free: deque[_Slot] = deque()  # oldest first: the likeliest to be done
         self._slots: list[_Slot] = []
         self._available = threading.Condition()
-        self._run_lock = threading.Lock()
+        self._runs = 0  # runs in progress (close() refuses while any is)
         self.closed = False
 
     @classmethod
     def default(cls, device: Device) -> StagedCopier:
         """The process's copier for `device` (created on first use, reused after)."""
+        key = (id(hip_api()), device.ordinal)  # per platform: tests switch platforms in-process
         with cls._defaults_lock:
-            found = cls._defaults.get(device.ordinal)
+            found = cls._defaults.get(key)
             if found is None or found.closed:
                 threads = min(DEFAULT_THREADS, os.cpu_count() or 1)
-                found = cls._defaults[device.ordinal] = cls(device, threads=threads)
+                found = cls._defaults[key] = cls(device, threads=threads)
             return found
 
     @property
@@ -142,20 +144,21 @@ class StagedCopier:
 
         Returns when all are queued (not done), or raises the first error a thread met (the
         others stop at their next chunk). `cancelled()` is polled before each chunk; once it is
-        true no further chunk starts. `on_chunk` is called (serialized, from a reader thread)
-        after each chunk is queued. With `checksums`, each piece's CRC-32 is stored under
-        (key, key_offset) as (crc, nbytes).
+        true no further chunk starts. `on_chunk` is called after each chunk is queued, from a
+        reader thread, one call at a time (other threads keep reading meanwhile). With
+        `checksums`, each piece's CRC-32 is stored under (key, key_offset) as (crc, nbytes).
 
         With `ordered_with`, the copies are ordered on the device as if queued on that stream:
         they wait for its earlier work (e.g. the stream-ordered allocation of their
         destination) and its later work waits for them. No host wait either way.
         """
-        if self.closed:
-            raise ValueError("this StagedCopier is closed")
-        with self._run_lock:
+        with self._available:
+            if self.closed:
+                raise ClosedError("this StagedCopier is closed")
+            self._runs += 1
+        try:
             if ordered_with is not None:
-                mark = self._marks[0]
-                mark.record(ordered_with)
+                mark = ordered_with.record(Event(self.device, timing=False))
                 for stream in self.streams:
                     stream.wait(mark)
             try:
@@ -163,6 +166,9 @@ class StagedCopier:
             finally:
                 if ordered_with is not None:
                     self._then(ordered_with)
+        finally:
+            with self._available:
+                self._runs -= 1
 
     def _run(
         self,
@@ -172,7 +178,7 @@ class StagedCopier:
         checksums: dict[tuple[int, int], tuple[int, int]] | None,
     ) -> None:
         work = iter(chunks)
-        lock = threading.Lock()
+        lock, callback_lock = threading.Lock(), threading.Lock()
         errors: list[BaseException] = []
 
         def next_chunk() -> Chunk | None:
@@ -188,7 +194,7 @@ class StagedCopier:
                     while (chunk := next_chunk()) is not None:
                         self._stage(chunk, stream, checksums)
                         if on_chunk is not None:
-                            with lock:
+                            with callback_lock:
                                 on_chunk(chunk)
             except BaseException as error:  # reported to the caller below
                 with lock:
@@ -211,6 +217,7 @@ class StagedCopier:
         if chunk.nbytes > self.chunk_bytes:
             raise ValueError(f"a chunk of {chunk.nbytes} bytes exceeds {self.chunk_bytes}")
         slot = self._acquire()
+        queued = False
         try:
             staged = slot.view[: chunk.nbytes]
             _fill(staged, chunk)
@@ -227,19 +234,26 @@ class StagedCopier:
                     ),
                     "hipMemcpyAsync",
                 )  # fmt: skip
-            slot.event.record(stream)
+                queued = True
         finally:
+            if queued:  # even on a later failure: the chunk is not refilled before it is read
+                slot.event.record(stream)
             self._release(slot)
 
     def _acquire(self) -> _Slot:
+        """A free chunk: the oldest whose copy is done, else a new one while there is room,
+        else the oldest (waiting for its copy), so reads overlap the copies in flight."""
         with self._available:
-            while not self._free and len(self._slots) >= self.max_chunks:
+            while True:
+                room = len(self._slots) < self.max_chunks
+                if self._free and (not room or self._free[0].event.done):
+                    slot = self._free.popleft()
+                    break
+                if room:
+                    slot = _Slot(self.device, self.chunk_bytes)
+                    self._slots.append(slot)
+                    break
                 self._available.wait()
-            if self._free:
-                slot = self._free.pop()
-            else:
-                slot = _Slot(self.device, self.chunk_bytes)
-                self._slots.append(slot)
         slot.event.sync()  # the copy that last read this chunk has finished
         return slot
 
@@ -252,9 +266,8 @@ class StagedCopier:
 
     def _then(self, stream: Stream) -> None:
         """Make work queued later on `stream` wait for every copy queued so far (device-side)."""
-        for copy_stream, mark in zip(self.streams, self._marks, strict=True):
-            mark.record(copy_stream)
-            stream.wait(mark)
+        for copy_stream in self.streams:
+            stream.wait(copy_stream.record(Event(self.device, timing=False)))
 
     def synchronize(self) -> None:
         """Block until every copy queued so far has finished."""
@@ -262,17 +275,21 @@ class StagedCopier:
             stream.sync()
 
     def close(self) -> None:
-        """Wait for the copies in flight, then free the pinned chunks, events and streams."""
-        if self.closed:
-            return
+        """Wait for the copies in flight, then free the pinned chunks, events and streams.
+        ValueError while a `run` is in progress (its threads are using the chunks)."""
+        with self._available:
+            if self.closed:
+                return
+            if self._runs:
+                raise ValueError("this StagedCopier is in use by a run; close it after")
+            self.closed = True
         self.synchronize()
-        self.closed = True
         for slot in self._slots:
             slot.close()
         self._slots.clear()
         self._free.clear()
-        for item in (*self._marks, *self.streams):
-            item.close()
+        for stream in self.streams:
+            stream.close()
 
 
 def _fill(staged: memoryview, chunk: Chunk) -> None:

@@ -53,15 +53,14 @@ def _pick_in_directory(folder: str) -> str:
     if os.path.isfile(os.path.join(folder, INDEX_NAME)):
         return os.path.join(folder, INDEX_NAME)
     names = sorted(os.listdir(folder))
-    for suffix in (".safetensors", ".gguf"):
-        found = [n for n in names if n.endswith(suffix)]
-        if len(found) == 1:
-            return os.path.join(folder, found[0])
-        if found:
-            raise FormatError(
-                f"{len(found)} {suffix} files and no {INDEX_NAME}: name the file to load",
-                path=folder,
-            )
+    found = [n for n in names if n.endswith((".safetensors", ".gguf"))]
+    if len(found) == 1:
+        return os.path.join(folder, found[0])
+    if found:
+        raise FormatError(
+            f"{len(found)} checkpoint files ({', '.join(found[:4])}) and no {INDEX_NAME}: "
+            "name the file to load", path=folder,
+        )  # fmt: skip
     raise FileNotFoundError(f"{folder} holds no {INDEX_NAME}, .safetensors or .gguf file")
 
 

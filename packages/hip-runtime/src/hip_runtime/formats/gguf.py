@@ -3,9 +3,10 @@
 Our own parser rather than `gguf.GGUFReader`: that one numpy-memmaps the whole file and
 allocates from its counts and lengths as it goes, while this one validates every count and
 length against the file's size before allocating anything for it (a hostile header cannot make
-it allocate more than the file holds), reads only the header, with ordinary buffered reads, and
-turns every fault into a FormatError naming the file and the tensor. No tensor data is read and
-nothing touches the device.
+it allocate more than a small multiple of what the file holds: metadata arrays become Python
+lists, up to ~9 bytes of list per byte of u8/u32/f32 array), reads only the header, with
+ordinary buffered reads, and turns every fault into a FormatError naming the file and the
+tensor. No tensor data is read and nothing touches the device.
 
 Layout (little-endian): magic "GGUF", u32 version, u64 tensor count, u64 KV count; the KVs
 (string key, u32 value type, value); the tensor infos (string name, u32 n_dims, n_dims × u64

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -133,3 +134,33 @@ def check_layout(
         if start < end:
             message = f"its bytes overlap those of tensor {first!r}"
             raise FormatError(message, path=path, tensor=second)
+
+
+def check_checkpoint(checkpoint: Checkpoint) -> None:
+    """The checks every reader makes, on any Checkpoint (one built by hand too) before the
+    loader sizes device memory from it: unique names, known encodings, each record in one of
+    the checkpoint's files, stored bytes matching shape and dtype, ranges inside the file and
+    not overlapping. FormatError naming the file and tensor otherwise."""
+    files = set(checkpoint.files)
+    names: set[str] = set()
+    by_file: dict[str, list[TensorRecord]] = {path: [] for path in checkpoint.files}
+    for r in checkpoint.tensors:
+        if r.name in names:
+            raise FormatError("appears twice in the checkpoint", path=r.path, tensor=r.name)
+        names.add(r.name)
+        if r.path not in files:
+            raise FormatError("is not one of the checkpoint's files", path=r.path, tensor=r.name)
+        if r.encoding != "raw" and r.encoding not in BLOCK_ENCODINGS:
+            raise FormatError(f"unknown encoding {r.encoding!r}", path=r.path, tensor=r.name)
+        if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in r.shape):
+            raise FormatError(f"shape {r.shape} is not non-negative ints", path=r.path,
+                              tensor=r.name)  # fmt: skip
+        expected = stored_nbytes(r.shape, r.dtype.itemsize, r.encoding, path=r.path, name=r.name)
+        if r.nbytes != expected:
+            raise FormatError(
+                f"holds {r.nbytes} bytes; shape {r.shape} of {r.dtype} ({r.encoding}) "
+                f"takes {expected}", path=r.path, tensor=r.name,
+            )  # fmt: skip
+        by_file[r.path].append(r)
+    for path, records in by_file.items():
+        check_layout(path, 0, os.path.getsize(path), records)

@@ -51,8 +51,8 @@ def read_safetensors_index(index_path: str | os.PathLike[str]) -> Checkpoint:
     try:
         with open(index_path, "rb") as f:
             index = json.loads(f.read())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise FormatError(f"not a JSON index ({error})", path=index_path) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise FormatError(f"not a JSON index ({type(error).__name__})", path=index_path) from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
@@ -100,13 +100,16 @@ def _read_file(path: str) -> tuple[list[TensorRecord], dict[str, object]]:
         raise FormatError("is a directory, not a safetensors file", path=path) from None
     try:
         header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise FormatError(f"header is not valid JSON ({error})", path=path) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        # RecursionError: a hostile header of deeply nested brackets
+        raise FormatError(f"header is not valid JSON ({type(error).__name__})", path=path) from None
     if not isinstance(header, dict):
         raise FormatError("header is not a JSON object", path=path)
-    metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict):
-        raise FormatError("__metadata__ is not an object", path=path)
+    metadata = header.pop("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise FormatError("__metadata__ is not an object of strings", path=path)
     data_start = 8 + header_bytes
     records = [_record(path, name, entry, data_start) for name, entry in header.items()]
     records.sort(key=lambda r: r.offset)
@@ -120,7 +123,8 @@ def _record(path: str, name: str, entry: Any, data_start: int) -> TensorRecord:
 
     if not isinstance(entry, dict):
         raise fail("entry is not an object")
-    dtype = DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
+    name_of_dtype = entry.get("dtype")
+    dtype = DTYPES.get(name_of_dtype) if isinstance(name_of_dtype, str) else None
     if dtype is None:
         raise fail(f"unknown dtype {entry.get('dtype')!r}")
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
@@ -141,7 +145,8 @@ def _record(path: str, name: str, entry: Any, data_start: int) -> TensorRecord:
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A non-negative int that fits the int64 sizes and offsets numpy and HIP use."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
 __all__ = ["DTYPES", "INDEX_NAME", "read_safetensors", "read_safetensors_index"]
