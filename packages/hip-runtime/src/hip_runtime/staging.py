@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import threading
 import zlib
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -81,7 +80,8 @@ class StagedCopier:
         threads: reader threads (each fills a chunk, then queues its copy).
         streams: copy streams, shared round-robin by the threads.
         chunk_bytes: size of one pinned chunk.
-        max_chunks: pinned chunks at most (allocated on demand; default 3 per thread).
+        max_chunks: pinned chunks at most (allocated on demand: in practice about one per
+            thread of each run in progress; default 3 per thread).
 
     Pinned memory stays allocated until `close()`; `default(device)` keeps one per device for
     the process. Several `run`s may proceed at once (a large upload during a checkpoint load,
@@ -107,7 +107,7 @@ class StagedCopier:
         self.chunk_bytes = chunk_bytes
         self.max_chunks = max_chunks or 3 * threads
         self.streams = [device.create_stream(non_blocking=True) for _ in range(streams)]
-        self._free: deque[_Slot] = deque()  # oldest first: the likeliest to be done
+        self._free: list[_Slot] = []  # most recently freed last
         self._slots: list[_Slot] = []
         self._available = threading.Condition()
         self._runs = 0  # runs in progress (close() refuses while any is)
@@ -241,19 +241,22 @@ class StagedCopier:
             self._release(slot)
 
     def _acquire(self) -> _Slot:
-        """A free chunk: the oldest whose copy is done, else a new one while there is room,
-        else the oldest (waiting for its copy), so reads overlap the copies in flight."""
+        """The most recently freed chunk (waiting for its copy), a new one only when none is
+        free and there is room, else wait for one.
+
+        Taking the most recent keeps the set of pinned pages in use small and hot, one or two
+        per thread: a thread's read then overlaps the other threads' copies, not its own. On
+        the H200 host, in one run, 4 GiB loads ran at 46.7 GB/s this way and at 39.5 GB/s when
+        a new chunk was taken whenever the most recent one's copy was still running (which
+        grows the pool to max_chunks and cycles through all of it)."""
         with self._available:
-            while True:
-                room = len(self._slots) < self.max_chunks
-                if self._free and (not room or self._free[0].event.done):
-                    slot = self._free.popleft()
-                    break
-                if room:
-                    slot = _Slot(self.device, self.chunk_bytes)
-                    self._slots.append(slot)
-                    break
+            while not self._free and len(self._slots) >= self.max_chunks:
                 self._available.wait()
+            if self._free:
+                slot = self._free.pop()
+            else:
+                slot = _Slot(self.device, self.chunk_bytes)
+                self._slots.append(slot)
         slot.event.sync()  # the copy that last read this chunk has finished
         return slot
 
