@@ -27,10 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from hip_core import Device, DeviceBuffer
-from hip_runtime import DeviceTensor, ModelRuntime
+from hip_runtime import DeviceTensor, ModelRuntime, save_safetensors
 
 MiB = 1 << 20
 RECORDS: list[dict[str, Any]] = []
@@ -42,33 +43,17 @@ def emit(**row: Any) -> None:
 
 
 def write_checkpoint(path: Path, gib: float) -> int:
-    """A safetensors file of 64 MiB bf16 matrices and 16 KiB vectors, about `gib` GiB."""
+    """A safetensors file of 64 MiB bf16 matrices and 16 KiB vectors, about `gib` GiB; returns
+    the bytes of tensor data. Random bits, different in every layer."""
     rng = np.random.default_rng(0)
     block = rng.integers(0, 2**16, size=(4096, 8192), dtype=np.uint16)  # 64 MiB of bf16 bits
-    layers = max(1, int(gib * 1024 / 64))
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset, names = 0, []
-    for layer in range(layers):
-        for name, shape in (
-            (f"layers.{layer}.norm.weight", (8192,)),
-            (f"layers.{layer}.proj.weight", (4096, 8192)),
-        ):
-            nbytes = int(np.prod(shape)) * 2
-            header[name] = {
-                "dtype": "BF16",
-                "shape": list(shape),
-                "data_offsets": [offset, offset + nbytes],
-            }
-            offset += nbytes
-            names.append((name, shape))
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(len(raw).to_bytes(8, "little") + raw)
-        for layer, (_, shape) in enumerate(names):
-            data = block if len(shape) == 2 else block[0]
-            f.write((data ^ np.uint16(layer)).tobytes())
-    return offset
+    tensors = {}
+    for layer in range(max(1, int(gib * 1024 / 64))):
+        bits = block ^ np.uint16(layer)
+        tensors[f"layers.{layer}.norm.weight"] = bits[0].view(ml_dtypes.bfloat16)
+        tensors[f"layers.{layer}.proj.weight"] = bits.view(ml_dtypes.bfloat16)
+    save_safetensors(path, tensors, {"format": "pt"})
+    return sum(t.nbytes for t in tensors.values())
 
 
 def drop_caches() -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hip_backend.loading import write_safetensors
+from hip_runtime import save_safetensors
 
 pytestmark = pytest.mark.gpu
 
@@ -40,7 +40,7 @@ def test_selftest_passes_on_the_gpu() -> None:
 def test_load_reports_rate_and_memory(tmp_path: Path) -> None:
     tensors = {f"w{i}": np.full((256, 1024), i, np.float32) for i in range(8)}  # 8 MiB
     path = tmp_path / "model.safetensors"
-    write_safetensors(path, tensors)
+    save_safetensors(path, tensors)
     done = hip_backend("load", str(path))
     assert done.returncode == 0, done.stderr
     assert "8 tensors" in done.stdout and "GB/s" in done.stdout

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import save_file
 
 import hip_runtime
 from hip_backend.cli import OK, UNAVAILABLE, USAGE, main
-from hip_backend.loading import write_safetensors
 
 if TYPE_CHECKING:
     from conftest import Cli
@@ -79,14 +78,3 @@ def test_without_model_runtime_exits_3(
     monkeypatch.setenv("HIP_PLATFORM", "cpu")
     assert main(["load", str(tmp_path / "model.safetensors")]) == UNAVAILABLE
     assert "has no ModelRuntime" in capsys.readouterr().err
-
-
-def test_write_safetensors_reads_back_with_the_reference_reader(tmp_path: Path) -> None:
-    path = tmp_path / "written.safetensors"
-    size = write_safetensors(path, TENSORS)
-    assert size == path.stat().st_size
-    loaded = load_file(str(path))
-    assert loaded.keys() == TENSORS.keys()
-    for name, array in TENSORS.items():
-        np.testing.assert_array_equal(loaded[name], array)
-        assert loaded[name].dtype == array.dtype

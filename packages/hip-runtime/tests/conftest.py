@@ -21,6 +21,7 @@ import hip_ffi
 from hip_core import Device, DeviceBuffer, Kernel, Module, _hip
 from hip_ffi.errors import LibraryNotFoundError
 from hip_runtime import kernel_sources
+from hip_runtime.formats import safetensors as safetensors_format
 
 PLATFORMS = [
     pytest.param("cpu", id="cpu"),
@@ -189,13 +190,6 @@ def harness(device: Device, kernel_module: Callable[[str], Module]) -> KernelHar
 
 # --- checkpoints ---------------------------------------------------------------------------------
 
-SAFETENSORS_NAMES = {
-    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
-    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8",
-    "uint64": "U64", "uint32": "U32", "uint16": "U16", "uint8": "U8", "bool": "BOOL",
-    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
-}  # fmt: skip
-
 
 def write_safetensors(
     path: Path,
@@ -203,29 +197,12 @@ def write_safetensors(
     metadata: dict[str, str] | None = None,
     header_override: Callable[[dict[str, Any]], None] | None = None,
 ) -> Path:
-    """A safetensors file as the format specifies it (8-byte length, JSON header padded to 8,
-    data), for every dtype including those `safetensors.numpy` cannot write (bf16, f8).
-    `header_override` may edit the header dict before it is written (corrupt files)."""
-    import json
-
-    header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
-    offset = 0
-    for name, array in tensors.items():
-        nbytes = array.nbytes
-        header[name] = {
-            "dtype": SAFETENSORS_NAMES[array.dtype.name],
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + nbytes],
-        }
-        offset += nbytes
+    """`save_safetensors`, with a hook that may edit the header before it is written (corrupt
+    files). Returns the path."""
+    header = safetensors_format.safetensors_header(tensors, metadata)
     if header_override is not None:
         header_override(header)
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(len(raw).to_bytes(8, "little") + raw)
-        for array in tensors.values():
-            f.write(np.ascontiguousarray(array).tobytes())
+    safetensors_format.save_safetensors(path, tensors, header=header)
     return path
 
 

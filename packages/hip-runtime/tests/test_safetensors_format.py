@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
+import hip_runtime
 from hip_runtime import FormatError, open_checkpoint
 
 
@@ -37,13 +38,21 @@ def test_layout_matches_the_reference_writer(tmp_path: Path) -> None:
     assert offsets == sorted(offsets)  # file order
 
 
-def test_our_test_writer_is_read_by_the_reference_reader(
-    tmp_path: Path, save_safetensors: Callable[..., Path]
-) -> None:
-    tensors = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "y": np.ones(4, np.int16)}
-    loaded = safetensors.numpy.load_file(str(save_safetensors(tmp_path / "t.safetensors", tensors)))
+def test_our_writer_is_read_by_the_reference_reader(tmp_path: Path) -> None:
+    tensors = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "y": np.ones(4, np.int16),
+               "z": np.array([True, False]), "e": np.zeros((0, 3), np.float64)}  # fmt: skip
+    path = tmp_path / "t.safetensors"
+    size = hip_runtime.save_safetensors(path, tensors, {"who": "us"})
+    assert size == path.stat().st_size
+    loaded = safetensors.numpy.load_file(str(path))
+    assert loaded.keys() == tensors.keys()
     for name, array in tensors.items():
+        assert loaded[name].dtype == array.dtype
         np.testing.assert_array_equal(loaded[name], array)
+    with safetensors.safe_open(str(path), "np") as f:
+        assert f.metadata() == {"who": "us"}
+    with pytest.raises(ValueError, match="no dtype for complex64"):
+        hip_runtime.save_safetensors(path, {"c": np.ones(2, np.complex64)})
 
 
 def test_every_dtype(

@@ -6,13 +6,10 @@ imported on first use, so the rest of hip-backend works with a hip-runtime that 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 Progress = Callable[[int, int, int, int], None]  # bytes done, bytes total, tensors done, total
 
@@ -88,38 +85,6 @@ def load_checkpoint(
         runtime.close()
 
 
-def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any]) -> int:
-    """Write numpy arrays as a .safetensors file (F32/F16/I32/...); returns the file size.
-
-    Enough of the format for benchmarks and tests: an 8-byte little-endian header size, a JSON
-    header with each tensor's dtype, shape and data offsets, then the data, 8-byte aligned.
-    """
-    codes = {"f4": "F32", "f2": "F16", "f8": "F64", "i4": "I32", "i8": "I64", "u1": "U8"}
-    header: dict[str, Any] = {}
-    offset = 0
-    arrays = []
-    for name, value in tensors.items():
-        array = np.ascontiguousarray(value)
-        code = codes.get(f"{array.dtype.kind}{array.dtype.itemsize}")
-        if code is None:
-            raise ValueError(f"{name}: no safetensors dtype for {array.dtype}")
-        header[name] = {
-            "dtype": code,
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + array.nbytes],
-        }
-        offset += array.nbytes
-        arrays.append(array)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as out:
-        out.write(len(text).to_bytes(8, "little"))
-        out.write(text)
-        for array in arrays:
-            out.write(array.tobytes())
-    return 8 + len(text) + offset
-
-
 __all__ = [
     "CHECKPOINT_SUFFIXES",
     "CheckpointPathError",
@@ -127,5 +92,4 @@ __all__ = [
     "check_path",
     "load_checkpoint",
     "model_runtime_class",
-    "write_safetensors",
 ]

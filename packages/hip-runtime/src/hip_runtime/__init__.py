@@ -11,7 +11,13 @@ from hip_runtime._version import __version__
 from hip_runtime.backend import HipBackend
 from hip_runtime.blas import Blas, Gemm
 from hip_runtime.dtypes import bfloat16, float16, float32
-from hip_runtime.formats import Checkpoint, FormatError, TensorRecord, open_checkpoint
+from hip_runtime.formats import (
+    Checkpoint,
+    FormatError,
+    TensorRecord,
+    open_checkpoint,
+    save_safetensors,
+)
 from hip_runtime.kernels import KernelCache
 from hip_runtime.kv_cache import KVCache
 from hip_runtime.loader import (
@@ -51,4 +57,5 @@ __all__ = [
     "float16",
     "float32",
     "open_checkpoint",
+    "save_safetensors",
 ]

@@ -131,7 +131,7 @@ def _row_ops(backend: Any, x: Any, w: Any, out: Any) -> list[tuple[str, Callable
 def loading(device: Any, sizes: Sizes) -> Iterator[Row]:
     """ModelRuntime.load of a freshly written safetensors file (the page cache is warm: this
     is the loader's rate, not the disk's): the median of three loads after one warm-up."""
-    from hip_backend.loading import load_checkpoint, model_runtime_class, write_safetensors
+    from hip_backend.loading import load_checkpoint, model_runtime_class
 
     name = "ModelRuntime.load (safetensors)"
     size = f"{sizes.checkpoint_bytes >> 20} MiB"
@@ -147,7 +147,9 @@ def loading(device: Any, sizes: Sizes) -> Iterator[Row]:
     }
     with tempfile.TemporaryDirectory(prefix="hip-backend-bench-") as folder:
         path = Path(folder) / "model.safetensors"
-        write_safetensors(path, tensors)
+        from hip_runtime import save_safetensors
+
+        save_safetensors(path, tensors)
         load_checkpoint(path, device)  # the first load pins the loader's staging chunks
         reports = sorted((load_checkpoint(path, device) for _ in range(3)),
                          key=lambda r: float(r["seconds"]))  # fmt: skip

@@ -20,7 +20,12 @@ from hip_runtime.formats.records import (
     FormatError,
     TensorRecord,
 )
-from hip_runtime.formats.safetensors import INDEX_NAME, read_safetensors, read_safetensors_index
+from hip_runtime.formats.safetensors import (
+    INDEX_NAME,
+    read_safetensors,
+    read_safetensors_index,
+    save_safetensors,
+)
 
 GGUF_MAGIC = b"GGUF"
 
@@ -70,4 +75,5 @@ __all__ = [
     "FormatError",
     "TensorRecord",
     "open_checkpoint",
+    "save_safetensors",
 ]

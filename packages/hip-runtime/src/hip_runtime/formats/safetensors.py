@@ -5,7 +5,10 @@ until the loader streams them. Everything is validated before anything is alloca
 length within the file and under 100 MB (safetensors' own limit), well-formed JSON, known dtypes,
 byte ranges inside the data section, no overlaps, and shape × itemsize equal to the byte length.
 
-Written by hand rather than with the `safetensors` package: its readers either load tensors
+`save_safetensors` writes the format (every dtype here, bf16 and f8 included), for tests,
+benchmarks and users with numpy arrays in hand.
+
+Read by hand rather than with the `safetensors` package: its readers either load tensors
 (into numpy or torch memory) or memory-map them one at a time; the loader needs only the
 layout, validated up front, so that it can read every byte once straight into pinned staging.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import ml_dtypes
@@ -144,9 +148,57 @@ def _record(path: str, name: str, entry: Any, data_start: int) -> TensorRecord:
     return TensorRecord(name, path, data_start + begin, end - begin, tuple(shape), dtype)
 
 
+def safetensors_header(
+    tensors: Mapping[str, np.ndarray[Any, Any]], metadata: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The JSON header that `save_safetensors` writes for `tensors` (in their order)."""
+    codes = {dtype: code for code, dtype in DTYPES.items()}
+    header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+    offset = 0
+    for name, array in tensors.items():
+        code = codes.get(array.dtype)
+        if code is None:
+            raise ValueError(f"{name}: safetensors has no dtype for {array.dtype}")
+        header[name] = {"dtype": code, "shape": list(array.shape),
+                        "data_offsets": [offset, offset + array.nbytes]}  # fmt: skip
+        offset += array.nbytes
+    return header
+
+
+def save_safetensors(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    header: Mapping[str, Any] | None = None,
+) -> int:
+    """Write host arrays as a .safetensors file (every dtype of DTYPES, bf16 and f8 included);
+    returns the file's size in bytes.
+
+    The format as specified: an 8-byte little-endian header length, the JSON header padded
+    with spaces to a multiple of 8, then each array's bytes in order. `header` replaces the
+    computed header (tests use it to write malformed files)."""
+    arrays = {name: np.ascontiguousarray(value) for name, value in tensors.items()}
+    raw = json.dumps(header if header is not None else safetensors_header(arrays, metadata))
+    encoded = raw.encode()
+    encoded += b" " * (-len(encoded) % 8)
+    with open(path, "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little") + encoded)
+        for array in arrays.values():
+            f.write(array.tobytes())
+    return 8 + len(encoded) + sum(a.nbytes for a in arrays.values())
+
+
 def _is_count(value: object) -> bool:
     """A non-negative int that fits the int64 sizes and offsets numpy and HIP use."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
-__all__ = ["DTYPES", "INDEX_NAME", "read_safetensors", "read_safetensors_index"]
+__all__ = [
+    "DTYPES",
+    "INDEX_NAME",
+    "read_safetensors",
+    "read_safetensors_index",
+    "safetensors_header",
+    "save_safetensors",
+]
