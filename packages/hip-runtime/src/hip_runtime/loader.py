@@ -112,10 +112,11 @@ class AsyncLoader:
 
         Raises FileNotFoundError / FormatError (nothing allocated) or HipOutOfMemoryError.
         """
-        checkpoint = (
-            source if isinstance(source, Checkpoint)
-            else open_checkpoint(source, dequantize_to=dequantize_to)
-        )  # fmt: skip
+        if isinstance(source, Checkpoint):
+            checkpoint = source
+            check_checkpoint(checkpoint)  # one made by hand gets the checks the readers make
+        else:
+            checkpoint = open_checkpoint(source, dequantize_to=dequantize_to)
         return LoadJob(
             self, checkpoint, arena=arena, stream=stream or self.device.default_stream,
             progress=progress, progress_bar=progress_bar,
@@ -157,7 +158,6 @@ class LoadJob:
         self._tensors_done = sum(1 for n in self._remaining if n == 0)
         self._callback = progress
         self._files: list[int] = []
-        check_checkpoint(checkpoint)  # a Checkpoint made by hand gets the readers' checks too
         self._placement = Placement(loader.device, checkpoint, arena=arena)  # may raise OOM
         try:
             for path in checkpoint.files:
@@ -239,9 +239,10 @@ class LoadJob:
         for piece in chunk.pieces:
             self._remaining[piece.key] -= piece.nbytes
             self._tensors_done += self._remaining[piece.key] == 0
-        self._bytes_done += sum(p.nbytes for p in chunk.pieces)
+        queued = sum(p.nbytes for p in chunk.pieces)
+        self._bytes_done += queued
         if self._bar is not None:
-            self._bar.update(sum(p.nbytes for p in chunk.pieces))
+            self._bar.update(queued)
         if self._callback is not None:
             self._callback(*self.progress)
 
