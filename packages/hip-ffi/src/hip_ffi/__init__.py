@@ -24,7 +24,7 @@ from hip_ffi.errors import (
 from hip_ffi.selection import PLATFORMS, requested_platform
 
 if TYPE_CHECKING:
-    from hip_ffi.api import HipApi
+    from hip_ffi.api import HipApi, PlatformTraits
 
 __all__ = [
     "PLATFORMS",
@@ -32,6 +32,7 @@ __all__ = [
     "HipApi",
     "HipFfiError",
     "LibraryNotFoundError",
+    "PlatformTraits",
     "PlatformUnavailableError",
     "__version__",
     "describe",
@@ -56,7 +57,7 @@ def describe(platform: str | None = None) -> str:
 
 def __getattr__(name: str) -> object:
     if name == "HipApi":  # the class, without importing api.py at package import
-        from hip_ffi.api import HipApi
+        from hip_ffi.api import HipApi, PlatformTraits
 
         return HipApi
     raise AttributeError(f"module 'hip_ffi' has no attribute {name!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from hip_ffi import surface
@@ -25,6 +26,36 @@ class Unavailable:
         return f"<unavailable {self.name}: {self.reason}>"
 
 
+@dataclass(frozen=True)
+class PlatformTraits:
+    """What the layers above need to know of a platform without naming it.
+
+    Attributes:
+        dlpack_device_type: the DLDeviceType of its device memory (dlpack.h): kDLROCM (10) on
+            amd, kDLCUDA (2) on nvidia, kDLCPU (1) on cpu, where device memory is host memory.
+        default_stream_handle: the integer a stream-taking protocol (DLPack's `stream=`, the CUDA
+            Array Interface's `stream`) uses for the default stream: CUDA's legacy stream is 1
+            (0 is ambiguous there); ROCm's and the cpu platform's is 0.
+        cuda_array_interface: whether `__cuda_array_interface__` applies (CUDA consumers such as
+            CuPy and Numba can take the memory): nvidia only.
+        host_memory_is_device_memory: device pointers are host addresses (the cpu platform), so
+            a consumer reads them on the host after synchronizing, with no stream to order.
+    """
+
+    dlpack_device_type: int
+    default_stream_handle: int
+    cuda_array_interface: bool
+    host_memory_is_device_memory: bool
+
+
+#: One row per platform; `HipApi.traits` is its platform's row.
+PLATFORM_TRAITS = {
+    "amd": PlatformTraits(10, 0, cuda_array_interface=False, host_memory_is_device_memory=False),
+    "nvidia": PlatformTraits(2, 1, cuda_array_interface=True, host_memory_is_device_memory=False),
+    "cpu": PlatformTraits(1, 0, cuda_array_interface=False, host_memory_is_device_memory=True),
+}
+
+
 class HipApi:
     """The HIP runtime, hiprtc and hipBLAS functions of one platform, under their HIP names.
 
@@ -44,6 +75,8 @@ class HipApi:
         libraries: role ("hip runtime", "hiprtc", "hipblas", ...) -> path that was loaded.
         device_prop_type: the struct `hipGetDeviceProperties` fills on this platform
             ("hipDeviceProp_tR0600" or "hipDeviceProp_tR0000").
+        traits: the platform's `PlatformTraits` (DLPack device type, default stream handle,
+            CUDA Array Interface), so that no layer above hip-ffi has to name a platform.
     """
 
     platform: str
@@ -52,6 +85,7 @@ class HipApi:
     platform_version: str
     libraries: dict[str, str]
     device_prop_type: str
+    traits: PlatformTraits
 
     def __init__(
         self,
@@ -75,6 +109,7 @@ class HipApi:
         self.platform_version = platform_version
         self.libraries = dict(libraries)
         self.device_prop_type = device_prop_type
+        self.traits = PLATFORM_TRAITS[platform]
         # The opened libraries: in cffi's ABI mode a bound function does not keep its library
         # open, and a library object that is collected is dlclose()d under its functions.
         self._keep_alive = keep_alive
