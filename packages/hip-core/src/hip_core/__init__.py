@@ -13,7 +13,7 @@ Built on hip-ffi; never imports the layers above it, never imports numpy at impo
 """
 
 from hip_core._hip import hip as hip_api
-from hip_core._resource import ClosedError
+from hip_core._resource import ClosedError, Resource
 from hip_core._version import __version__
 from hip_core.device import Device, DeviceProperties, devices
 from hip_core.errors import (
@@ -59,6 +59,7 @@ __all__ = [
     "PinnedBuffer",
     "PoolStats",
     "Program",
+    "Resource",
     "Stream",
     "__version__",
     "capture",
