@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+import hip_ffi
 from hip_ffi import _nvidia, constants, surface
-from hip_ffi.api import HipApi, Unavailable
+from hip_ffi.api import HipApi, PlatformTraits, Unavailable
 from hip_ffi.errors import FunctionUnavailableError, LibraryNotFoundError
 
 ENV = ("HIP_FFI_CUDART_PATH", "HIP_FFI_LIBCUDA_PATH", "HIP_FFI_NVRTC_PATH", "HIP_FFI_CUBLAS_PATH")
@@ -82,6 +83,16 @@ def test_every_surface_function_is_bound(api: HipApi, fake_cuda: Path) -> None:
     assert set(api.libraries) == {"cuda runtime", "cuda driver", "nvrtc", "cublas"}
     assert set(api.libraries.values()) == {str(fake_cuda)}
     assert all(callable(getattr(api, name)) for name in surface.ALL)
+
+
+def test_traits_and_the_device_count(api: HipApi) -> None:
+    assert api.traits == PlatformTraits(
+        dlpack_device_type=2,  # kDLCUDA
+        default_stream_handle=1,  # CUDA's legacy default stream
+        cuda_array_interface=True,
+        host_memory_is_device_memory=False,
+    )
+    assert hip_ffi.device_count(api) == (0, "hipErrorNoDevice")
 
 
 def test_codes_come_back_in_hip_numbering(api: HipApi) -> None:

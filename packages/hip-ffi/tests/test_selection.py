@@ -57,7 +57,7 @@ def _fake_platforms(monkeypatch: pytest.MonkeyPatch, behaviour: dict[str, Any]) 
 
     monkeypatch.delenv("HIP_PLATFORM", raising=False)
     monkeypatch.setattr(selection, "load_platform", load_platform)
-    monkeypatch.setattr(selection, "device_count", lambda api: api.devices)
+    monkeypatch.setattr(selection, "device_count", lambda api: (api.devices, ""))
     return attempts
 
 

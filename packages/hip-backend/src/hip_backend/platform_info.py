@@ -71,7 +71,7 @@ def platform_info() -> dict[str, Any]:
     total_memory, free_memory, ...}] — sizes in bytes, clock in kHz.
     """
     import hip_ffi
-    from hip_ffi.report import device_count
+    from hip_ffi import device_count
 
     api = hip_ffi.load()
     count, why = device_count(api)

@@ -15,9 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hip_ffi._version import __version__
+from hip_ffi.devices import DeviceProperties, device_count, device_properties
 from hip_ffi.errors import (
     FunctionUnavailableError,
     HipFfiError,
+    HipStatusError,
     LibraryNotFoundError,
     PlatformUnavailableError,
 )
@@ -28,14 +30,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PLATFORMS",
+    "DeviceProperties",
     "FunctionUnavailableError",
     "HipApi",
     "HipFfiError",
+    "HipStatusError",
     "LibraryNotFoundError",
     "PlatformTraits",
     "PlatformUnavailableError",
     "__version__",
     "describe",
+    "device_count",
+    "device_properties",
     "load",
     "requested_platform",
 ]
@@ -56,8 +62,9 @@ def describe(platform: str | None = None) -> str:
 
 
 def __getattr__(name: str) -> object:
-    if name == "HipApi":  # the class, without importing api.py at package import
-        from hip_ffi.api import HipApi, PlatformTraits
+    # The classes of api.py, without importing api.py (and surface.py) at package import.
+    if name in ("HipApi", "PlatformTraits"):
+        from hip_ffi import api
 
-        return HipApi
+        return getattr(api, name)
     raise AttributeError(f"module 'hip_ffi' has no attribute {name!r}")

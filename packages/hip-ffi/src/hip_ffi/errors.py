@@ -1,7 +1,9 @@
 """Why a platform, a library or a function could not be provided.
 
 These are load-time failures of hip_ffi itself. Errors *returned* by HIP calls are plain
-hipError_t integers at this layer; hip-core turns them into its HipError hierarchy.
+hipError_t integers at this layer; hip-core turns them into its HipError hierarchy. The one
+exception is HipStatusError, raised by hip_ffi's own helpers that make calls for you
+(`hip_ffi.device_properties`).
 """
 
 from __future__ import annotations
@@ -38,3 +40,19 @@ class PlatformUnavailableError(HipFfiError):
 
 class FunctionUnavailableError(HipFfiError):
     """A function of the surface that this platform or library release does not provide."""
+
+
+class HipStatusError(HipFfiError):
+    """A HIP call made by a hip_ffi helper failed.
+
+    Attributes: `code` (the hipError_t, HIP's numbering), `call` (the failing call, e.g.
+    "hipGetDeviceProperties"), `name` (the code's name, e.g. "hipErrorInvalidDevice").
+    """
+
+    def __init__(self, code: int, call: str) -> None:
+        from hip_ffi.constants import ERROR_NAMES
+
+        self.code = code
+        self.call = call
+        self.name = ERROR_NAMES.get(code, f"hipError {code}")
+        super().__init__(f"{call} failed: {self.name} ({code})")

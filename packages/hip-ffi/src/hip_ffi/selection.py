@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from hip_ffi.devices import device_count
 from hip_ffi.errors import HipFfiError, PlatformUnavailableError
 
 if TYPE_CHECKING:
@@ -51,12 +52,6 @@ def load_platform(name: str) -> HipApi:
         return _loaded[name]
 
 
-def device_count(api: HipApi) -> int:
-    """hipGetDeviceCount, 0 on any error (no device, no driver)."""
-    count = api.ffi.new("int*")
-    return count[0] if api.hipGetDeviceCount(count) == 0 else 0
-
-
 def select(platform: str | None = None) -> HipApi:
     """The HipApi for `platform`, for `HIP_PLATFORM`, or the first detected one with a device.
 
@@ -74,7 +69,7 @@ def select(platform: str | None = None) -> HipApi:
         except (HipFfiError, OSError, ImportError) as error:
             reasons[name] = str(error).replace("\n", "\n    ")
             continue
-        if name == "cpu" or device_count(api) > 0:
+        if name == "cpu" or device_count(api)[0] > 0:
             return api
         reasons[name] = f"{api.platform_version} loaded but sees no device"
     raise PlatformUnavailableError(reasons)

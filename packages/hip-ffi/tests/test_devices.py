@@ -1,0 +1,111 @@
+"""The one way to read devices (`hip_ffi.device_properties`, `hip_ffi.device_count`) and each
+platform's `PlatformTraits`: the cpu platform loaded for real, amd over the real ROCm libraries
+(no device there). nvidia's traits are checked where its tests load it (test_nvidia_load.py)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+import hip_ffi
+from hip_ffi import DeviceProperties, HipStatusError, PlatformTraits, constants
+
+
+@pytest.fixture(scope="module")
+def cpu() -> Any:
+    return hip_ffi.load("cpu")
+
+
+def test_cpu_device_count_and_properties_agree_with_the_runtime(cpu: Any) -> None:
+    assert hip_ffi.device_count(cpu) == (1, "")
+    props = hip_ffi.device_properties(cpu, 0)
+    assert isinstance(props, DeviceProperties)
+    raw = cpu.ffi.new(cpu.device_prop_type + "*")
+    assert cpu.hipGetDeviceProperties(raw, 0) == 0
+    assert props.name == cpu.ffi.string(raw.name).decode()
+    assert props.arch == os.uname().machine
+    assert props.total_memory == raw.totalGlobalMem
+    assert props.multiprocessors == raw.multiProcessorCount
+    assert props.warp_size == raw.warpSize == 1
+    assert props.max_threads_per_block == raw.maxThreadsPerBlock
+    assert props.shared_memory_per_block == raw.sharedMemPerBlock
+    assert props.clock_rate_khz > 0
+    assert props.pci_bus_id.count(":") == 2
+    assert props.platform == "cpu"
+    with pytest.raises(AttributeError):
+        props.name = "changed"  # type: ignore[misc]
+
+
+def test_an_ordinal_out_of_range_raises_with_code_and_call(cpu: Any) -> None:
+    with pytest.raises(HipStatusError, match="hipErrorInvalidDevice") as caught:
+        hip_ffi.device_properties(cpu, 1)
+    assert caught.value.code == constants.ERROR_CODES["hipErrorInvalidDevice"]
+    assert caught.value.call == "hipGetDeviceProperties"
+    assert isinstance(caught.value, hip_ffi.HipFfiError)
+
+
+def test_arch_is_cut_at_the_first_colon() -> None:
+    class _Api:  # a runtime answering an AMD-style gcnArchName with target features
+        platform = "amd"
+        device_prop_type = "hipDeviceProp_tR0600"
+
+        def __init__(self, ffi: Any) -> None:
+            self.ffi = ffi
+
+        def hipGetDeviceProperties(self, props: Any, ordinal: int) -> int:
+            props.gcnArchName = b"gfx90a:sramecc+:xnack-"
+            props.name = b"AMD Instinct MI250X"
+            return 0
+
+        def hipDeviceGetPCIBusId(self, out: Any, length: int, ordinal: int) -> int:
+            self.ffi.memmove(out, b"0000:c1:00.0\0", 13)
+            return 0
+
+        def hipDeviceGetAttribute(self, value: Any, attribute: int, ordinal: int) -> int:
+            value[0] = 64
+            return 0
+
+    from hip_ffi._ffi import ffi
+
+    props = hip_ffi.device_properties(_Api(ffi), 0)  # type: ignore[arg-type]
+    assert (props.arch, props.name, props.pci_bus_id) == (
+        "gfx90a",
+        "AMD Instinct MI250X",
+        "0000:c1:00.0",
+    )
+    assert props.warp_size == 64
+
+
+def test_amd_without_a_device_counts_none_and_says_why(amd: Any) -> None:
+    assert hip_ffi.device_count(amd) == (0, "hipErrorNoDevice")
+    with pytest.raises(HipStatusError) as caught:
+        hip_ffi.device_properties(amd, 0)
+    assert caught.value.call == "hipGetDeviceProperties"
+    assert caught.value.code != 0
+
+
+def test_describe_lists_the_devices(cpu: Any) -> None:
+    report = hip_ffi.describe("cpu")
+    props = hip_ffi.device_properties(cpu, 0)
+    assert report.startswith(f"platform: cpu ({cpu.platform_version})")
+    assert "devices: 1" in report and f"[0] {props.name} | {props.arch}" in report
+
+
+def test_cpu_traits(cpu: Any) -> None:
+    assert cpu.traits == PlatformTraits(
+        dlpack_device_type=1,  # kDLCPU
+        default_stream_handle=0,
+        cuda_array_interface=False,
+        host_memory_is_device_memory=True,
+    )
+
+
+def test_amd_traits(amd: Any) -> None:
+    assert amd.traits == PlatformTraits(
+        dlpack_device_type=10,  # kDLROCM
+        default_stream_handle=0,
+        cuda_array_interface=False,
+        host_memory_is_device_memory=False,
+    )
