@@ -68,6 +68,23 @@ def test_closing_a_view_never_frees_the_parent(device: Device) -> None:
         view.fill(1)
 
 
+@pytest.mark.parametrize("pinned", [False, True], ids=["device", "pinned"])
+def test_closing_a_full_size_view_never_frees_the_parent(device: Device, pinned: bool) -> None:
+    # A view that spans its whole parent is still a view: it was once taken for the parent.
+    parent = device.allocate_pinned(1024) if pinned else device.allocate(1024)
+    view = parent.view(0, 1024)
+    assert view.is_view and not parent.is_view
+    assert view.view(0).is_view  # a view of a view too
+    view.close()
+    assert view.closed and not parent.closed
+    if pinned:
+        parent.memoryview()[0] = 1  # still usable
+    else:
+        parent.fill(1)
+    with pytest.raises(ClosedError):
+        view.view(0)
+
+
 def test_closing_the_parent_closes_its_views(device: Device) -> None:
     parent = device.allocate(4096)
     view = parent.view(100)

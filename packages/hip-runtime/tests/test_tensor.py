@@ -77,6 +77,17 @@ def test_views_keep_the_storage_alive(device: Device) -> None:
     np.testing.assert_array_equal(view.to_numpy(), host[500:])
 
 
+def test_closing_a_region_leaves_the_tensor_usable(device: Device) -> None:
+    host = np.arange(256, dtype=np.float32)
+    tensor = DeviceTensor.from_numpy(host)  # its region spans the whole buffer
+    with tensor.region() as region:
+        assert region.is_view and region.size == tensor.buffer.size
+    assert region.closed and not tensor.closed
+    np.testing.assert_array_equal(tensor.to_numpy(), host)
+    tensor.copy_from_host(host[::-1].copy())
+    np.testing.assert_array_equal(tensor.to_numpy(), host[::-1])
+
+
 def test_view_errors(device: Device) -> None:
     tensor = DeviceTensor.empty((4, 6), device=device)
     with pytest.raises(ValueError):

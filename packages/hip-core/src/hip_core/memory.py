@@ -50,40 +50,34 @@ def _checked_range(offset: int, size: int, limit: int, what: str) -> None:
         )
 
 
-class _BufferBase:
-    """What device and pinned buffers share: an address range inside an `_Allocation`."""
+class _BufferBase(Resource):
+    """What device and pinned buffers share: an address range inside an `_Allocation`.
 
-    __slots__ = ("_closed", "_owner", "ptr", "size")
+    A buffer is the whole allocation or a view of part (or all) of it, as `is_view` says; the
+    difference is set when the buffer is made, never inferred from its extent. Closing the
+    whole buffer frees the allocation (its views close with it); closing a view only retires
+    the view. Neither frees anything when collected: the allocation's own finalizer does that
+    once the buffer and every view of it are gone.
+    """
 
-    def __init__(self, owner: _Allocation, ptr: int, size: int) -> None:
+    __slots__ = ("_owner", "is_view", "ptr", "size")
+
+    def __init__(self, owner: _Allocation, ptr: int, size: int, *, is_view: bool) -> None:
         self._owner = owner  # a view holds its parent's allocation: never freed before the view
         self.ptr = ptr  # address (int)
         self.size = size  # bytes
-        self._closed = False
+        self.is_view = is_view
+        self._own(nothing)
 
     @property
     def closed(self) -> bool:
-        return self._closed or self._owner.closed
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ClosedError(f"{type(self).__name__} is closed")
-
-    @property
-    def is_view(self) -> bool:
-        return self.ptr != self._owner.ptr or self.size != self._owner.size
+        return self._releaser is None or self._owner.closed
 
     def close(self) -> None:
         """Free the memory now (a view only stops being usable: it never frees its parent)."""
-        self._closed = True
+        super().close()
         if not self.is_view:
             self._owner.close()
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __len__(self) -> int:
         return self.size
@@ -100,8 +94,10 @@ class DeviceBuffer(_BufferBase):
 
     __slots__ = ("device",)
 
-    def __init__(self, owner: _Allocation, ptr: int, size: int, device: Device) -> None:
-        super().__init__(owner, ptr, size)
+    def __init__(
+        self, owner: _Allocation, ptr: int, size: int, device: Device, *, is_view: bool = False
+    ) -> None:
+        super().__init__(owner, ptr, size, is_view=is_view)
         self.device = device
 
     @classmethod
@@ -144,7 +140,7 @@ class DeviceBuffer(_BufferBase):
     def view(self, offset: int, size: int | None = None) -> DeviceBuffer:
         """Bytes [offset, offset+size) of this buffer, sharing its memory and keeping it alive."""
         ptr, size = self._view_range(offset, size)
-        return DeviceBuffer(self._owner, ptr, size, self.device)
+        return DeviceBuffer(self._owner, ptr, size, self.device, is_view=True)
 
     def copy_from(self, source: Any, *, stream: Stream | None = None) -> None:
         """Copy all of `source` into the start of this buffer.
@@ -223,11 +219,11 @@ class PinnedBuffer(_BufferBase):
         out = api.ffi.new("void**")
         check(api.hipHostMalloc(out, size, flags), "hipHostMalloc")
         ptr = int(api.ffi.cast("uintptr_t", out[0]))
-        return cls(_Allocation(ptr, size, _hip_host_free, api, out[0]), ptr, size)
+        return cls(_Allocation(ptr, size, _hip_host_free, api, out[0]), ptr, size, is_view=False)
 
     def view(self, offset: int, size: int | None = None) -> PinnedBuffer:
         ptr, size = self._view_range(offset, size)
-        return PinnedBuffer(self._owner, ptr, size)
+        return PinnedBuffer(self._owner, ptr, size, is_view=True)
 
     def memoryview(self) -> memoryview:
         """The bytes as a writable memoryview (no copy)."""
