@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from hip_ffi import _amd, constants, surface
+from hip_ffi import constants, surface
 from hip_ffi.errors import FunctionUnavailableError
+from hip_ffi.platforms.amd import loader as amd_loader
 from hip_ffi.rtc import compile_source
 
 EM_AMDGPU = 224  # ELF e_machine of AMD GPU code objects
@@ -26,7 +27,7 @@ extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
 
 
 def _release(amd: Any) -> tuple[int, int, int]:
-    return _amd.split_version(amd.runtime_version)
+    return amd_loader.split_version(amd.runtime_version)
 
 
 def test_every_function_for_this_release_resolves(amd: Any) -> None:
@@ -36,7 +37,7 @@ def test_every_function_for_this_release_resolves(amd: Any) -> None:
     for name in set(surface.ALL) - set(surface.HIPBLAS):
         assert amd.has(name), name
     native = ctypes.CDLL(amd.libraries["hip runtime"])
-    for name, release in _amd._INTRODUCED.items():
+    for name, release in amd_loader._INTRODUCED.items():
         present = hasattr(native, name)
         needed = tuple(int(p) for p in release.removeprefix("ROCm ").split("."))
         assert present == (_release(amd)[:2] >= needed), (name, release)

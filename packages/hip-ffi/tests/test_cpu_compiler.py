@@ -16,7 +16,7 @@ import pytest
 
 import hip_ffi
 from hip_ffi import constants
-from hip_ffi._cpu import device, elf, toolchain
+from hip_ffi.platforms.cpu import device, elf, toolchain
 from hip_ffi.rtc import compile_source
 
 E = constants.ERROR_CODES

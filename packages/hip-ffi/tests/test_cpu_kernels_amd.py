@@ -15,7 +15,7 @@ import hip_ffi_test_kernel_cases as cases  # registered by conftest.py
 import pytest
 
 import hip_ffi
-from hip_ffi._cpu import elf
+from hip_ffi.platforms.cpu import elf
 
 EM_AMDGPU = 224
 

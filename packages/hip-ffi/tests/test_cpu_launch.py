@@ -228,7 +228,7 @@ def test_function_attributes_and_occupancy(run: Any) -> None:
     assert hip.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(value, function, 256, 0) == 0
     assert value[0] == 1
     assert hip.hipModuleOccupancyMaxPotentialBlockSize(grid, block, function, 0, 512) == 0
-    assert block[0] == 512 and grid[0] == hip_ffi._cpu.device.host().cores
+    assert block[0] == 512 and grid[0] == hip_ffi.platforms.cpu.device.host().cores
 
 
 @pytest.fixture

@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 
-from hip_ffi import _nvidia_blas, _nvidia_device, _nvidia_rtc, constants
-from hip_ffi import _nvidia_wrappers as wrappers
+from hip_ffi import constants
 from hip_ffi._ffi import ffi
+from hip_ffi.platforms.nvidia import blas as nvidia_blas
+from hip_ffi.platforms.nvidia import device as nvidia_device
+from hip_ffi.platforms.nvidia import rtc as nvidia_rtc
+from hip_ffi.platforms.nvidia import wrappers
 
 E = constants.ERROR_CODES
 A = constants.DEVICE_ATTRIBUTES
@@ -54,7 +57,7 @@ def test_device_attributes(state: wrappers.DriverState) -> None:
         value[0] = attr
         return 0
 
-    call = _nvidia_device.device_attribute(fake_get_attribute, driver, fake_total_mem, state)
+    call = nvidia_device.device_attribute(fake_get_attribute, driver, fake_total_mem, state)
     assert attribute(call, "WarpSize") == (0, 32)
     assert attribute(call, "MultiprocessorCount") == (0, 132)
     assert attribute(call, "PhysicalMultiProcessorCount") == (0, 132)
@@ -81,7 +84,7 @@ def test_device_properties(prop_type: str) -> None:
     def checked(value: Any, attr: int, device: int) -> int:  # HIP codes, as wrapped
         return E["hipErrorInvalidDevice"] if fake_get_attribute(value, attr, device) else 0
 
-    call = _nvidia_device.device_properties(
+    call = nvidia_device.device_properties(
         checked, fake_get_attribute, fake_name, fake_total_mem, fake_uuid, prop_type
     )
     props = ffi.new(prop_type + "*")
@@ -104,7 +107,7 @@ def test_device_properties(prop_type: str) -> None:
 
 
 def test_device_prop_type_is_the_newest_declared() -> None:
-    assert _nvidia_device.device_prop_type() == "hipDeviceProp_tR0600"
+    assert nvidia_device.device_prop_type() == "hipDeviceProp_tR0600"
 
 
 def test_pointer_attributes() -> None:
@@ -119,18 +122,18 @@ def test_pointer_attributes() -> None:
         flags[0] = constants.HOST_MALLOC_MAPPED
         return 0
 
-    call = _nvidia_device.pointer_attributes(fake, fake_flags)
+    call = nvidia_device.pointer_attributes(fake, fake_flags)
     attributes = ffi.new("hipPointerAttribute_t*")
     assert call(attributes, host) == 0
     assert attributes.type == constants.MEMORY_TYPES["Host"]
     assert attributes.allocationFlags == constants.HOST_MALLOC_MAPPED
     assert attributes.isManaged == 0
-    failing = _nvidia_device.pointer_attributes(lambda a, p: 1, fake_flags)
+    failing = nvidia_device.pointer_attributes(lambda a, p: 1, fake_flags)
     assert failing(attributes, host) == E["hipErrorInvalidValue"]
 
 
 def test_rtc_options() -> None:
-    translate = _nvidia_rtc.translate_options
+    translate = nvidia_rtc.translate_options
     assert translate(["--offload-arch=sm_90", "-O3", "-DX=1"], "sm_80") == [
         "-arch=sm_90",
         "-DX=1",
@@ -200,7 +203,7 @@ def _code(rtc: dict[str, Any]) -> bytes:
 
 def test_rtc_program_gets_hip_headers_translated_options_and_cubin() -> None:
     nvrtc = FakeNvrtc(cubin=b"\x7fELF-cubin")
-    rtc = _nvidia_rtc.bind(nvrtc, lambda: "sm_90", "/opt/cuda/include")
+    rtc = nvidia_rtc.bind(nvrtc, lambda: "sm_90", "/opt/cuda/include")
     program = ffi.new("hiprtcProgram*")
     assert rtc["hiprtcCreateProgram"](program, b"src", b"k.hip", 0, ffi.NULL, ffi.NULL) == 0
     assert "__HIP_PLATFORM_NVIDIA__" in nvrtc.created["hip/hip_runtime.h"]
@@ -214,7 +217,7 @@ def test_rtc_program_gets_hip_headers_translated_options_and_cubin() -> None:
 
 def test_rtc_callers_header_wins_and_virtual_arch_gives_ptx() -> None:
     nvrtc = FakeNvrtc()
-    rtc = _nvidia_rtc.bind(nvrtc, lambda: None)
+    rtc = nvidia_rtc.bind(nvrtc, lambda: None)
     mine = [ffi.new("char[]", b"// mine")], [ffi.new("char[]", b"hip/hip_runtime.h")]
     headers, names = (ffi.new("const char*[]", x) for x in mine)
     assert rtc["hiprtcCreateProgram"](ffi.new("hiprtcProgram*"), b"s", b"n", 1, headers, names) == 0
@@ -248,7 +251,7 @@ class FakeCublas:
 
 def test_blas_translates_enums_and_statuses() -> None:
     cublas = FakeCublas()
-    blas = _nvidia_blas.bind(cublas)
+    blas = nvidia_blas.bind(cublas)
     a, b, c = constants.HIP_R_16BF, constants.HIP_R_16BF, constants.HIP_R_32F
     args = (1, 2, 3, "alpha", "A", a, 1, "B", b, 3, "beta", "C", c, 1)
     status = blas["hipblasGemmEx"](

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hip_ffi import _nvidia, _nvidia_libraries, selection
+from hip_ffi import selection
 from hip_ffi.errors import LibraryNotFoundError
+from hip_ffi.platforms.nvidia import libraries as nvidia_libraries
+from hip_ffi.platforms.nvidia import loader as nvidia_loader
 
 ENV_OVERRIDES = ("HIP_FFI_CUDART_PATH", "HIP_FFI_LIBCUDA_PATH", "HIP_FFI_NVRTC_PATH")
 
@@ -37,7 +39,7 @@ def make_wheel_tree(site: Path) -> None:
 
 def test_wheel_folders_are_found_under_every_site_packages(tmp_path: Path) -> None:
     make_wheel_tree(tmp_path / "site")
-    found = _nvidia_libraries.wheel_dirs([str(tmp_path / "elsewhere"), str(tmp_path / "site")])
+    found = nvidia_libraries.wheel_dirs([str(tmp_path / "elsewhere"), str(tmp_path / "site")])
     assert found == [
         str(tmp_path / "site/nvidia/cu13/lib"),
         str(tmp_path / "site/nvidia/cublas/lib"),
@@ -53,21 +55,21 @@ def test_mapped_libraries_are_read_from_the_process_maps(tmp_path: Path) -> None
         "7f02-7f03 r-xp 00000000 08:01 2 /usr/lib/libc.so.6\n"
         "7f03-7f04 rw-p 00000000 00:00 0 [heap]\n"
     )
-    found = _nvidia_libraries.mapped_dirs(("libcudart.so.13",), maps=str(maps))
+    found = nvidia_libraries.mapped_dirs(("libcudart.so.13",), maps=str(maps))
     assert found == ["/opt/venv/nvidia/cu13/lib"]
-    assert _nvidia_libraries.mapped_dirs(("x",), maps=str(tmp_path / "missing")) == []
+    assert nvidia_libraries.mapped_dirs(("x",), maps=str(tmp_path / "missing")) == []
 
 
 def test_search_order_mapped_then_cuda_home_then_system_then_wheels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_wheel_tree(tmp_path / "site")
-    monkeypatch.setattr(_nvidia_libraries, "mapped_dirs", lambda names: ["/already/mapped"])
-    monkeypatch.setattr(_nvidia_libraries, "SYSTEM_CUDA", (str(tmp_path / "sys"),))
+    monkeypatch.setattr(nvidia_libraries, "mapped_dirs", lambda names: ["/already/mapped"])
+    monkeypatch.setattr(nvidia_libraries, "SYSTEM_CUDA", (str(tmp_path / "sys"),))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
     (tmp_path / "link").symlink_to(tmp_path / "home")
     monkeypatch.setenv("CUDA_PATH", str(tmp_path / "link"))  # the same folders again: kept once
-    dirs = _nvidia_libraries.toolkit_dirs(("libcudart.so.13",), [str(tmp_path / "site")])
+    dirs = nvidia_libraries.toolkit_dirs(("libcudart.so.13",), [str(tmp_path / "site")])
     assert dirs[:3] == ["/already/mapped", str(tmp_path / "home/lib64"), str(tmp_path / "home/lib")]
     assert dirs.index(str(tmp_path / "sys")) < dirs.index(str(tmp_path / "site/nvidia/cu13/lib"))
     assert len({os.path.realpath(d) for d in dirs}) == len(dirs)
@@ -78,29 +80,29 @@ def test_cudart_candidates_prefer_found_files_then_the_linker(
 ) -> None:
     make_wheel_tree(tmp_path / "site")
     monkeypatch.setattr("sys.path", [str(tmp_path / "site")])
-    monkeypatch.setattr(_nvidia_libraries, "SYSTEM_CUDA", ())
-    monkeypatch.setattr(_nvidia_libraries, "mapped_dirs", lambda names: [])
-    candidates = _nvidia_libraries.cudart_spec().candidates()
+    monkeypatch.setattr(nvidia_libraries, "SYSTEM_CUDA", ())
+    monkeypatch.setattr(nvidia_libraries, "mapped_dirs", lambda names: [])
+    candidates = nvidia_libraries.cudart_spec().candidates()
     assert candidates == [
         str(tmp_path / "site/nvidia/cu13/lib/libcudart.so.13"),
         str(tmp_path / "site/nvidia/cuda_runtime/lib/libcudart.so.12"),
-        *_nvidia_libraries.CUDART_NAMES,
+        *nvidia_libraries.CUDART_NAMES,
     ]
 
 
 def test_override_is_the_only_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIP_FFI_NVRTC_PATH", "/opt/cuda/libnvrtc.so.13")
     monkeypatch.setenv("HIP_FFI_LIBCUDA_PATH", "/drivers/libcuda.so.1")
-    assert _nvidia_libraries.nvrtc_spec().candidates() == ["/opt/cuda/libnvrtc.so.13"]
-    assert _nvidia_libraries.libcuda_spec().candidates() == ["/drivers/libcuda.so.1"]
+    assert nvidia_libraries.nvrtc_spec().candidates() == ["/opt/cuda/libnvrtc.so.13"]
+    assert nvidia_libraries.libcuda_spec().candidates() == ["/drivers/libcuda.so.1"]
 
 
 def test_the_driver_is_looked_up_through_the_linker_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "libcuda.so.1").write_bytes(b"")
-    monkeypatch.setattr(_nvidia_libraries, "DRIVER_DIRS", (str(tmp_path),))
-    assert _nvidia_libraries.libcuda_spec().candidates() == [
+    monkeypatch.setattr(nvidia_libraries, "DRIVER_DIRS", (str(tmp_path),))
+    assert nvidia_libraries.libcuda_spec().candidates() == [
         "libcuda.so.1",
         "libcuda.so",
         str(tmp_path / "libcuda.so.1"),
@@ -111,11 +113,11 @@ def test_load_without_cuda_lists_every_path_tried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("sys.path", [str(tmp_path)])
-    monkeypatch.setattr(_nvidia_libraries, "SYSTEM_CUDA", (str(tmp_path),))
-    monkeypatch.setattr(_nvidia_libraries, "CUDART_NAMES", ("libcudart.so.99", "libcudart-x.so"))
+    monkeypatch.setattr(nvidia_libraries, "SYSTEM_CUDA", (str(tmp_path),))
+    monkeypatch.setattr(nvidia_libraries, "CUDART_NAMES", ("libcudart.so.99", "libcudart-x.so"))
     (tmp_path / "libcudart.so.99").write_bytes(b"not an ELF file")
     with pytest.raises(LibraryNotFoundError) as caught:
-        _nvidia.load()
+        nvidia_loader.load()
     message = str(caught.value)
     assert "could not load the CUDA runtime (libcudart)" in message
     assert [path for path, _ in caught.value.tried] == [
@@ -139,19 +141,19 @@ def test_explicit_nvidia_platform_reports_the_missing_library(
 def test_cuda_headers_are_found_beside_the_library_then_under_cuda_home(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_nvidia_libraries, "SYSTEM_CUDA_ROOT", str(tmp_path / "none"))
+    monkeypatch.setattr(nvidia_libraries, "SYSTEM_CUDA_ROOT", str(tmp_path / "none"))
     wheel = tmp_path / "nvidia/cu13"
     (wheel / "lib").mkdir(parents=True)
     (wheel / "include").mkdir()
     library = wheel / "lib/libnvrtc.so.13"
     library.write_bytes(b"")
-    assert _nvidia_libraries.cuda_include_dir(str(library)) is None
+    assert nvidia_libraries.cuda_include_dir(str(library)) is None
     (tmp_path / "home/include").mkdir(parents=True)
     (tmp_path / "home/include/cuda_fp16.h").write_text("")
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
-    assert _nvidia_libraries.cuda_include_dir(str(library)) == str(tmp_path / "home/include")
+    assert nvidia_libraries.cuda_include_dir(str(library)) == str(tmp_path / "home/include")
     (wheel / "include/cuda_fp16.h").write_text("")
-    assert _nvidia_libraries.cuda_include_dir(str(library)) == str(wheel / "include")
+    assert nvidia_libraries.cuda_include_dir(str(library)) == str(wheel / "include")
 
 
 HALF_SOURCE = r"""
@@ -166,10 +168,10 @@ extern "C" __global__ void narrow(const float* x, __half* h, __hip_bfloat16* b) 
 
 WHEELS_ONLY = r"""
 import json, sys
-from hip_ffi import _nvidia, _nvidia_libraries as libraries
+from hip_ffi.platforms.nvidia import libraries, loader
 libraries.SYSTEM_CUDA, libraries.SYSTEM_CUDA_ROOT = (), "/nonexistent"  # hide the system CUDA
 libraries.mapped_dirs = lambda names: []
-api = _nvidia.load()
+api = loader.load()
 ffi, program = api.ffi, api.ffi.new("hiprtcProgram*")
 source = sys.argv[1].encode()
 assert api.hiprtcCreateProgram(program, source, b"k.hip", 0, ffi.NULL, ffi.NULL) == 0
@@ -187,7 +189,7 @@ print(json.dumps({**result, "log": ffi.string(log).decode(errors="replace")}))
 @pytest.mark.gpu
 def test_nvidia_wheels_alone_are_enough() -> None:
     """On a GPU machine with NVIDIA's wheels (the H200's torch): no system CUDA needed."""
-    wheels = [d for d in _nvidia_libraries.wheel_dirs() if any(Path(d).glob("libcudart.so.*"))]
+    wheels = [d for d in nvidia_libraries.wheel_dirs() if any(Path(d).glob("libcudart.so.*"))]
     if not wheels:
         pytest.skip("no NVIDIA CUDA runtime wheel (nvidia/*/lib) on sys.path here")
     environment = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 import hip_ffi
-from hip_ffi import _nvidia, constants, surface
+from hip_ffi import constants, surface
 from hip_ffi.api import HipApi, PlatformTraits, Unavailable
 from hip_ffi.errors import FunctionUnavailableError, LibraryNotFoundError
+from hip_ffi.platforms.nvidia import loader as nvidia_loader
 
 ENV = ("HIP_FFI_CUDART_PATH", "HIP_FFI_LIBCUDA_PATH", "HIP_FFI_NVRTC_PATH", "HIP_FFI_CUBLAS_PATH")
 #: What the fake answers: the status of every function not named in SPECIAL, by prefix, longest
@@ -71,7 +72,7 @@ def fake_cuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def api(fake_cuda: Path, monkeypatch: pytest.MonkeyPatch) -> HipApi:
     for name in ENV:
         monkeypatch.setenv(name, str(fake_cuda))
-    return _nvidia.load()
+    return nvidia_loader.load()
 
 
 def test_every_surface_function_is_bound(api: HipApi, fake_cuda: Path) -> None:
@@ -125,7 +126,7 @@ def test_missing_cublas_makes_only_hipblas_unavailable(
     for name in ENV:
         monkeypatch.setenv(name, str(fake_cuda))
     monkeypatch.setenv("HIP_FFI_CUBLAS_PATH", str(tmp_path / "libcublas.so.13"))
-    api = _nvidia.load()
+    api = nvidia_loader.load()
     missing: dict[str, Any] = api.unavailable()
     assert set(missing) == set(surface.HIPBLAS)
     reason = missing["hipblasGemmEx"]
@@ -143,4 +144,4 @@ def test_cuda_11_is_refused_with_the_reason(
         monkeypatch.setenv(name, str(fake_cuda))
     monkeypatch.setenv("FAKE_CUDART_VERSION", "11080")
     with pytest.raises(LibraryNotFoundError, match=r"CUDA 11\.8 runtime; hip_ffi needs CUDA >= 12"):
-        _nvidia.load()
+        nvidia_loader.load()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hip_ffi import _nvidia_errors as errors
-from hip_ffi import _nvidia_tables as tables
 from hip_ffi import constants
 from hip_ffi._ffi import ffi
+from hip_ffi.platforms.nvidia import error_codes as errors
+from hip_ffi.platforms.nvidia import tables
 
 ERROR_TABLES = {
     "cudaError_t": (errors.CUDART_ERRORS, "cudaError", constants.ERROR_CODES),

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from hip_ffi import _nvidia_wrappers as wrappers
 from hip_ffi import constants
 from hip_ffi._ffi import ffi
+from hip_ffi.platforms.nvidia import wrappers
 
 E = constants.ERROR_CODES
 

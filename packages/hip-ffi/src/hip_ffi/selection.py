@@ -23,8 +23,9 @@ PLATFORMS = ("amd", "nvidia", "cpu")
 DETECTION_ORDER = PLATFORMS
 #: HIP_PLATFORM spellings HIP itself accepts, mapped to ours.
 _ALIASES = {"amd": "amd", "hcc": "amd", "nvidia": "nvidia", "nvcc": "nvidia", "cpu": "cpu"}
-#: Module implementing each platform; each has `load() -> HipApi`.
-_MODULES = {"amd": "hip_ffi._amd", "nvidia": "hip_ffi._nvidia", "cpu": "hip_ffi._cpu"}
+#: Module implementing each platform (hip_ffi/platforms/<name>/loader.py); each has
+#: `load() -> HipApi`.
+_MODULES = {name: f"hip_ffi.platforms.{name}.loader" for name in PLATFORMS}
 
 _lock = threading.Lock()
 _loaded: dict[str, HipApi] = {}

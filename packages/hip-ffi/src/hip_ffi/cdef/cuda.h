@@ -1,4 +1,4 @@
-/* CUDA entry points behind the nvidia platform (hip_ffi/_nvidia*.py), under their CUDA names.
+/* CUDA entry points behind the nvidia platform (hip_ffi/platforms/nvidia/), under their CUDA names.
  *
  * HIP on NVIDIA is header-only, so these are what the HIP names resolve to: libcudart,
  * libcuda (the driver API), libnvrtc and libcublas (CUDA >= 12; prototypes from CUDA 13.0).

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hip_ffi._cpu import native, status
-from hip_ffi._cpu.handles import address
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import DEVICE_ATTRIBUTES
+from hip_ffi.platforms.cpu import shared_objects, status
+from hip_ffi.platforms.cpu.handles import address
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
-SHARED_MEMORY_PER_BLOCK = native.MAX_DYNAMIC_SHARED  # bytes
+SHARED_MEMORY_PER_BLOCK = shared_objects.MAX_DYNAMIC_SHARED  # bytes
 WARP_SIZE = 1
 ALIGNMENT = 256  # bytes: every allocation, as on AMD GPUs
 
@@ -82,7 +82,7 @@ def host() -> Host:
                 l2 = _size((index / "size").read_text())
         except (OSError, ValueError):
             continue
-    return Host(name, platform.machine() or "cpu", native.worker_threads(), khz, l2)
+    return Host(name, platform.machine() or "cpu", shared_objects.worker_threads(), khz, l2)
 
 
 def _meminfo() -> dict[str, int]:

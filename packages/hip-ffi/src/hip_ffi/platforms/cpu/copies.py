@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from hip_ffi._cpu import status
-from hip_ffi._cpu.handles import address
-from hip_ffi._cpu.memory import check_range, is_pinned
-from hip_ffi._cpu.native import libc
-from hip_ffi._cpu.streams import ENGINE, Stream
+from hip_ffi.platforms.cpu import status
+from hip_ffi.platforms.cpu.handles import address
+from hip_ffi.platforms.cpu.memory import check_range, is_pinned
+from hip_ffi.platforms.cpu.shared_objects import libc
+from hip_ffi.platforms.cpu.streams import ENGINE, Stream
 
 _KINDS = range(0, 5)  # hipMemcpyHostToHost .. hipMemcpyDefault
 

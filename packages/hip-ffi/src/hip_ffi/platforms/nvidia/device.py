@@ -13,14 +13,14 @@ from typing import Any
 
 from hip_ffi import constants
 from hip_ffi._ffi import ffi
-from hip_ffi._nvidia_errors import CUDART_TO_HIP, HIP_UNKNOWN
-from hip_ffi._nvidia_tables import (
+from hip_ffi.platforms.nvidia.error_codes import CUDART_TO_HIP, HIP_UNKNOWN
+from hip_ffi.platforms.nvidia.tables import (
     ATTRIBUTE_CONSTANTS,
     ATTRIBUTE_TO_CUDA,
     ATTRIBUTE_TO_DRIVER,
     PROPERTY_ATTRIBUTES,
 )
-from hip_ffi._nvidia_wrappers import INVALID_VALUE, DriverState, Native
+from hip_ffi.platforms.nvidia.wrappers import INVALID_VALUE, DriverState, Native
 
 #: The struct hipGetDeviceProperties fills, newest first: the first one declared in cdef/ wins
 #: (hipDeviceProp_tR0600 once cdef/hip_types.h declares it; R0000 until then).
@@ -53,7 +53,7 @@ def device_attribute(
 
     `get_attribute` is cudaDeviceGetAttribute, `driver_get_attribute` the wrapped
     cuDeviceGetAttribute and `total_mem` the wrapped hipDeviceTotalMem. Attributes with no
-    single-int CUDA answer return hipErrorInvalidValue (_nvidia_tables.ATTRIBUTE_UNSUPPORTED).
+    single-int CUDA answer return hipErrorInvalidValue (tables.ATTRIBUTE_UNSUPPORTED).
     """
     to_cuda = {constants.DEVICE_ATTRIBUTES[n]: v for n, v in ATTRIBUTE_TO_CUDA.items()}
     to_driver = {constants.DEVICE_ATTRIBUTES[n]: v for n, v in ATTRIBUTE_TO_DRIVER.items()}

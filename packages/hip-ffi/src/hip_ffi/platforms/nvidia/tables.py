@@ -1,5 +1,5 @@
 """HIP values and their CUDA counterparts, as data: device attributes, device-properties fields,
-hipBLAS enums, flags and hiprtc options. Error codes live in `_nvidia_errors`.
+hipBLAS enums, flags and hiprtc options. Error codes live in `error_codes`.
 
 Numbers on the CUDA side are from the CUDA 13 headers (cudaDeviceAttr in driver_types.h,
 cublasOperation_t / cublasComputeType_t / cublasGemmAlgo_t in cublas_api.h); the HIP side is
@@ -120,7 +120,7 @@ ATTRIBUTE_CONSTANTS = MappingProxyType(
     }
 )
 
-#: Attributes computed from other queries (see _nvidia_device).
+#: Attributes computed from other queries (see device.py).
 ATTRIBUTE_COMPUTED = (
     "TotalGlobalMem",  # bytes from cuDeviceTotalMem, clamped to INT_MAX as ROCm does
     "PciChipId",  # the PCI device id: the high half of cudaDevAttrGpuPciDeviceId (139)
@@ -162,7 +162,7 @@ ATTRIBUTE_UNSUPPORTED = MappingProxyType(
 #: Field of hipDeviceProp_tR0000 / R0600 -> the cudaDeviceAttr (or one per array element) that
 #: fills it. Fields absent from the struct in use are skipped; fields of neither list (luid,
 #: reserved, the AMD-only ones) stay zero. name, uuid, totalGlobalMem, gcnArchName, gcnArch and
-#: arch are filled in code (_nvidia_device).
+#: arch are filled in code (device.py).
 PROPERTY_ATTRIBUTES: MappingProxyType[str, int | tuple[int, ...]] = MappingProxyType(
     {
         "sharedMemPerBlock": 8,

@@ -2,7 +2,7 @@
 
 Every wrapper costs one Python call on top of the cffi call and does work only when the status
 is not zero: success returns 0 at once. Failure translates the CUDA code through the tables in
-`_nvidia_errors`. Driver-API calls also recover, once, from a thread with no current context
+`error_codes`. Driver-API calls also recover, once, from a thread with no current context
 (see `DriverState`) and remember their error for hipGetLastError.
 """
 
@@ -14,8 +14,13 @@ from typing import Any
 
 from hip_ffi import constants
 from hip_ffi._ffi import ffi
-from hip_ffi._nvidia_errors import CUDART_TO_HIP, CURESULT_TO_HIP, HIP_TO_CUDART, HIP_UNKNOWN
-from hip_ffi._nvidia_tables import EVENT_AMD_ONLY, HOST_MALLOC_AMD_ONLY, LAUNCH_PARAM
+from hip_ffi.platforms.nvidia.error_codes import (
+    CUDART_TO_HIP,
+    CURESULT_TO_HIP,
+    HIP_TO_CUDART,
+    HIP_UNKNOWN,
+)
+from hip_ffi.platforms.nvidia.tables import EVENT_AMD_ONLY, HOST_MALLOC_AMD_ONLY, LAUNCH_PARAM
 
 Native = Callable[..., int]
 INVALID_VALUE = constants.ERROR_CODES["hipErrorInvalidValue"]

@@ -18,11 +18,11 @@ import struct
 import threading
 from typing import Any
 
-from hip_ffi._cpu import elf, status, toolchain
-from hip_ffi._cpu.handles import Registry, address, c_string
-from hip_ffi._cpu.native import SharedObject, function, load_image
-from hip_ffi._cpu.streams import ENGINE
 from hip_ffi._ffi import ffi
+from hip_ffi.platforms.cpu import elf, status, toolchain
+from hip_ffi.platforms.cpu.handles import Registry, address, c_string
+from hip_ffi.platforms.cpu.shared_objects import SharedObject, function, load_image
+from hip_ffi.platforms.cpu.streams import ENGINE
 
 LAUNCH_PREFIX = "__hipcpu_launch_"
 DESCRIBE_PREFIX = "__hipcpu_describe_"

@@ -1,16 +1,13 @@
 """hipStream*, hipEvent*, hipLaunchHostFunc and hipDeviceSynchronize over streams.ENGINE.
 
-Stream semantics are described in hip_ffi._cpu.streams. Priorities are accepted and reported
-back but do not change scheduling (the priority range is [0, 0]).
+Stream semantics are described in hip_ffi.platforms.cpu.streams. Priorities are accepted and
+reported back but do not change scheduling (the priority range is [0, 0]).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hip_ffi._cpu import status
-from hip_ffi._cpu.handles import Registry
-from hip_ffi._cpu.streams import ENGINE, Event
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import (
     EVENT_BLOCKING_SYNC,
@@ -18,6 +15,9 @@ from hip_ffi.constants import (
     EVENT_INTERPROCESS,
     STREAM_NON_BLOCKING,
 )
+from hip_ffi.platforms.cpu import status
+from hip_ffi.platforms.cpu.handles import Registry
+from hip_ffi.platforms.cpu.streams import ENGINE, Event
 
 EVENTS: Registry[Event] = Registry("hipEvent_t")
 _EVENT_FLAGS = EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING | EVENT_INTERPROCESS

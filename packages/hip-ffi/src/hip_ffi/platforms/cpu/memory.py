@@ -22,11 +22,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from hip_ffi._cpu import status
-from hip_ffi._cpu.device import ALIGNMENT, total_memory
-from hip_ffi._cpu.handles import Registry, address
-from hip_ffi._cpu.native import libc
-from hip_ffi._cpu.streams import ENGINE
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import (
     MEM_ALLOCATION_TYPE_PINNED,
@@ -34,6 +29,11 @@ from hip_ffi.constants import (
     MEM_POOL_ATTRIBUTES,
     MEMORY_TYPES,
 )
+from hip_ffi.platforms.cpu import status
+from hip_ffi.platforms.cpu.device import ALIGNMENT, total_memory
+from hip_ffi.platforms.cpu.handles import Registry, address
+from hip_ffi.platforms.cpu.shared_objects import libc
+from hip_ffi.platforms.cpu.streams import ENGINE
 
 DEVICE, HOST, REGISTERED = "device", "host", "registered"
 _HOST_MALLOC_FLAGS = 0x1 | 0x2 | 0x4 | 0x10000000 | 0x20000000 | 0x40000000  # + coherence/NUMA

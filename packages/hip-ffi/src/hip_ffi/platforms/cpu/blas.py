@@ -15,9 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from hip_ffi._cpu import native
-from hip_ffi._cpu.handles import Registry, address
-from hip_ffi._cpu.streams import ENGINE, Stream
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import (
     HIP_R_16BF,
@@ -32,6 +29,9 @@ from hip_ffi.constants import (
     HIPBLAS_OP_T,
     HIPBLAS_STATUSES,
 )
+from hip_ffi.platforms.cpu import shared_objects
+from hip_ffi.platforms.cpu.handles import Registry, address
+from hip_ffi.platforms.cpu.streams import ENGINE, Stream
 
 SUCCESS = HIPBLAS_STATUSES["HIPBLAS_STATUS_SUCCESS"]
 NOT_INITIALIZED = HIPBLAS_STATUSES["HIPBLAS_STATUS_NOT_INITIALIZED"]
@@ -66,7 +66,7 @@ def hipblasCreate(handle: Any) -> int:
     if handle == ffi.NULL:
         return HANDLE_IS_NULLPTR
     try:
-        native.runtime()
+        shared_objects.runtime()
     except RuntimeError:
         return NOT_INITIALIZED
     handle[0] = HANDLES.cdata(HANDLES.add(Handle()))
@@ -121,7 +121,7 @@ def _gemm(
     scalar = "double*" if compute == HIPBLAS_COMPUTE_64F else "float*"
     alpha_value = float(ffi.cast(scalar, alpha)[0])  # host pointer mode: read at the call
     beta_value = float(ffi.cast(scalar, beta)[0])
-    runtime = native.runtime()
+    runtime = shared_objects.runtime()
     pointers = address(a), address(b), address(c)
 
     def run() -> int:

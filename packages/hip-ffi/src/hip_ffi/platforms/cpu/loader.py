@@ -1,14 +1,4 @@
-"""The cpu platform: a HIP runtime on the host (HIP_PLATFORM=cpu, or when no GPU is found).
-
-One device, the host (device.py); its memory is host memory (memory.py, copies.py); streams
-are ordered queues run by worker threads, events carry timestamps (streams.py,
-stream_api.py); hiprtc is the host C++ compiler with a prelude that makes HIP kernels plain
-C++ (compiler.py, include/hip_cpu_prelude.h); a code object is the shared object it builds
-(modules.py); a launch runs the grid's blocks on every core, with GPU barrier semantics
-through fibers (launch.py, include/hip_cpu_executor.h); hipBLAS GEMM runs on the host
-(blas.py). Warp size 1. Native helpers are compiled on first use and cached on disk
-(toolchain.py). Linux only (it relies on /proc, memfd and ELF).
-"""
+"""The cpu platform's `load()`: the HipApi over the modules of this folder."""
 
 from __future__ import annotations
 
@@ -29,8 +19,8 @@ def _packed_version() -> int:
 
 def runtime_version(version: Any) -> int:
     """hipRuntimeGetVersion/hipDriverGetVersion: hip_ffi's own version, HIP-packed."""
-    from hip_ffi._cpu import status
     from hip_ffi._ffi import ffi
+    from hip_ffi.platforms.cpu import status
 
     if version == ffi.NULL:
         return status.INVALID_VALUE
@@ -41,7 +31,8 @@ def runtime_version(version: Any) -> int:
 def load() -> HipApi:
     """The cpu platform's HipApi. Loads nothing native yet: the runtime library is built
     (or taken from the disk cache) at the first launch or hipBLAS handle."""
-    from hip_ffi._cpu import (
+    from hip_ffi._ffi import ffi
+    from hip_ffi.platforms.cpu import (
         blas,
         compiler,
         copies,
@@ -54,7 +45,6 @@ def load() -> HipApi:
         stream_api,
         toolchain,
     )
-    from hip_ffi._ffi import ffi
 
     runtime: dict[str, Callable[..., Any]] = {}
     for part in (device, stream_api, memory, copies, modules, launch, graphs):

@@ -16,8 +16,8 @@ import tempfile
 import threading
 from typing import Any
 
-from hip_ffi._cpu import toolchain
 from hip_ffi._ffi import ffi
+from hip_ffi.platforms.cpu import toolchain
 
 #: Launch-slot layout (include/hip_cpu_abi.h).
 SLOT_ABI, SLOT_GRID, SLOT_BLOCK, SLOT_DYN_SHARED = 0, 1, 4, 7

@@ -2,7 +2,7 @@
 
 - Options: `--offload-arch=sm_90` (the surface's convention: the arch as gcnArchName reports
   it) becomes nvrtc's `-arch=sm_90`; a few HIP-only options are rewritten or dropped
-  (_nvidia_tables.RTC_OPTIONS). With no target named, the current device's is added, as hiprtc
+  (tables.RTC_OPTIONS). With no target named, the current device's is added, as hiprtc
   does, so that the result is machine code for this GPU.
 - Code: hiprtcGetCode returns the CUBIN when the program was compiled for a real architecture
   (sm_XX), else the PTX (compute_XX), which the driver compiles at module load.
@@ -18,14 +18,14 @@ from typing import Any
 
 from hip_ffi import constants
 from hip_ffi._ffi import ffi
-from hip_ffi._nvidia_errors import HIPRTC_TO_NVRTC, HIPRTC_UNKNOWN, NVRTC_TO_HIPRTC
-from hip_ffi._nvidia_tables import (
+from hip_ffi.platforms.nvidia.error_codes import HIPRTC_TO_NVRTC, HIPRTC_UNKNOWN, NVRTC_TO_HIPRTC
+from hip_ffi.platforms.nvidia.tables import (
     RTC_ARCH_PREFIXES,
     RTC_HEADERS,
     RTC_OPTION_PREFIXES,
     RTC_OPTIONS,
 )
-from hip_ffi._nvidia_wrappers import Native
+from hip_ffi.platforms.nvidia.wrappers import Native
 
 
 def translate_options(options: Sequence[str], default_arch: str | None) -> list[str]:

@@ -1,17 +1,4 @@
-"""The nvidia platform: the HIP surface over libcudart, libcuda, libnvrtc and libcublas.
-
-HIP on NVIDIA is header-only (every hip* call is an inline wrapper over CUDA), so there is no
-hip library to open: this module does what those headers do, at run time. Each HIP function is
-bound to the CUDA call with the same meaning (RUNTIME_CALLS / DRIVER_CALLS below, or a wrapper
-where arguments differ), returns HIP's codes (_nvidia_errors) and takes HIP's enum values
-(_nvidia_tables). Requires CUDA >= 12 (cuLaunchKernelEx, the three-argument
-cudaGraphInstantiate). Libraries are found as _nvidia_libraries describes; without NVRTC or
-cuBLAS only the hiprtc* / hipblas* functions become unavailable, saying why.
-
-Stream semantics are CUDA's, which HIP copied: the null stream is the legacy default stream,
-hipStreamNonBlocking streams do not synchronize with it, and every *Async call is ordered on
-its stream only.
-"""
+"""The nvidia platform's `load()`: open the CUDA libraries and bind the surface under HIP names."""
 
 from __future__ import annotations
 
@@ -20,23 +7,27 @@ from typing import Any
 
 from hip_ffi import surface
 from hip_ffi._ffi import ffi
-from hip_ffi._nvidia_blas import bind as bind_blas
-from hip_ffi._nvidia_device import (
+from hip_ffi._shims import memcpy_with_stream
+from hip_ffi.api import HipApi, Unavailable
+from hip_ffi.errors import LibraryNotFoundError
+from hip_ffi.libraries import LibrarySpec, open_library
+from hip_ffi.platforms.nvidia.blas import bind as bind_blas
+from hip_ffi.platforms.nvidia.device import (
     device_attribute,
     device_prop_type,
     device_properties,
     pointer_attributes,
 )
-from hip_ffi._nvidia_libraries import (
+from hip_ffi.platforms.nvidia.libraries import (
     cublas_spec,
     cuda_include_dir,
     cudart_spec,
     libcuda_spec,
     nvrtc_spec,
 )
-from hip_ffi._nvidia_rtc import bind as bind_rtc
-from hip_ffi._nvidia_tables import ATTRIBUTE_TO_CUDA
-from hip_ffi._nvidia_wrappers import (
+from hip_ffi.platforms.nvidia.rtc import bind as bind_rtc
+from hip_ffi.platforms.nvidia.tables import ATTRIBUTE_TO_CUDA
+from hip_ffi.platforms.nvidia.wrappers import (
     DriverState,
     Native,
     error_name,
@@ -50,10 +41,6 @@ from hip_ffi._nvidia_wrappers import (
     occupancy_max_potential_block_size,
     runtime,
 )
-from hip_ffi._shims import memcpy_with_stream
-from hip_ffi.api import HipApi, Unavailable
-from hip_ffi.errors import LibraryNotFoundError
-from hip_ffi.libraries import LibrarySpec, open_library
 
 MIN_CUDA_VERSION = 12000
 

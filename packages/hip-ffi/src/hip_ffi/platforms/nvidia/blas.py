@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from hip_ffi import constants
-from hip_ffi._nvidia_errors import CUBLAS_TO_HIPBLAS, HIPBLAS_UNKNOWN
-from hip_ffi._nvidia_tables import BLAS_COMPUTE_TYPE, BLAS_GEMM_ALGO, BLAS_OPERATION
-from hip_ffi._nvidia_wrappers import Native
+from hip_ffi.platforms.nvidia.error_codes import CUBLAS_TO_HIPBLAS, HIPBLAS_UNKNOWN
+from hip_ffi.platforms.nvidia.tables import BLAS_COMPUTE_TYPE, BLAS_GEMM_ALGO, BLAS_OPERATION
+from hip_ffi.platforms.nvidia.wrappers import Native
 
 INVALID_ENUM = constants.HIPBLAS_STATUSES["HIPBLAS_STATUS_INVALID_ENUM"]
 

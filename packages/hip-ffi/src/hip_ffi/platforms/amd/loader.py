@@ -1,30 +1,17 @@
-"""The amd platform: the ROCm libraries (libamdhip64, hiprtc, hipBLAS) of ROCm 5, 6 or 7.
-
-Functions are the cffi function objects themselves wherever the C ABI already matches the
-surface; wrappers exist only where a release differs:
-- hipGetDeviceProperties binds hipGetDevicePropertiesR0600 from ROCm 6.0 (the plain name keeps
-  the old R0000 layout there); on 5.x the plain name is the R0000 layout.
-- hipPointerGetAttributes on 5.x renumbers hipMemoryType to the ROCm 6 values.
-- hipblasGemmEx / hipblasGemmStridedBatchedEx take hipDataType and hipblasComputeType_t: the
-  plain names on hipBLAS 3, the `_v2` names on hipBLAS 2, translated to the older
-  hipblasDatatype_t on hipBLAS 0 and 1.
-- hipDrvLaunchKernelEx, where the release lacks it, goes through hipModuleLaunchKernel.
-ROCm 7 also changed some launch error codes and hipGetLastError (it returns the last error of
-any call, not only launches); those are HIP's own codes and reach the caller unchanged.
-"""
+"""The amd platform's `load()`: open the ROCm libraries and bind the surface for the release."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
-from hip_ffi import constants, surface
+from hip_ffi import surface
 from hip_ffi._ffi import ffi
 from hip_ffi._shims import launch_host_func, launch_kernel_ex, memcpy_with_stream
 from hip_ffi.api import HipApi, Unavailable
 from hip_ffi.errors import LibraryNotFoundError
 from hip_ffi.libraries import LibrarySpec, env_dirs, open_library
+from hip_ffi.platforms.amd.wrappers import bind_gemm, hipblas_major, rocm5_pointer_attributes
 
 _ROCM_DIRS = (*env_dirs("ROCM_PATH", "HIP_PATH"), "/opt/rocm/lib")
 
@@ -60,19 +47,6 @@ _INTRODUCED = {
     "hipGetDevicePropertiesR0600": "ROCm 6.0",
 }
 
-#: hipDataType -> hipblasDatatype_t, for the gemm-ex ABI of hipBLAS 0 and 1.
-_HIPBLAS_V1_DATATYPE = {
-    constants.HIP_R_16F: 150,
-    constants.HIP_R_32F: 151,
-    constants.HIP_R_64F: 152,
-    constants.HIP_R_16BF: 168,
-}
-#: hipblasComputeType_t -> the hipblasDatatype_t that ABI takes as compute type.
-_HIPBLAS_V1_COMPUTE = {
-    constants.HIPBLAS_COMPUTE_32F: 151,
-    constants.HIPBLAS_COMPUTE_32F_FAST_TF32: 151,
-}
-
 
 def split_version(runtime_version: int) -> tuple[int, int, int]:
     """HIP's packed version (major*10_000_000 + minor*100_000 + patch) as a tuple."""
@@ -100,9 +74,7 @@ def load() -> HipApi:
         functions["hipGetDeviceProperties"] = _symbol(hip, "hipGetDevicePropertiesR0600", release)
         prop_type = "hipDeviceProp_tR0600"
     else:
-        functions["hipPointerGetAttributes"] = _rocm5_pointer_attributes(
-            hip.hipPointerGetAttributes
-        )
+        functions["hipPointerGetAttributes"] = rocm5_pointer_attributes(hip.hipPointerGetAttributes)
         prop_type = "hipDeviceProp_tR0000"
     if isinstance(functions["hipDrvLaunchKernelEx"], Unavailable):
         functions["hipDrvLaunchKernelEx"] = launch_kernel_ex(hip.hipModuleLaunchKernel)
@@ -128,7 +100,7 @@ def load() -> HipApi:
         libraries["hipblas"] = blas_path
         opened.append(blas)
         _bind(functions, blas, surface.HIPBLAS, release)
-        _bind_gemm(functions, blas, _hipblas_major(blas_path, major))
+        bind_gemm(functions, blas, hipblas_major(blas_path, major))
 
     return HipApi(
         platform="amd",
@@ -166,62 +138,3 @@ def _hiprtc_library(hip: Any, hip_path: str, major: int) -> tuple[Any, str]:
         except (AttributeError, ffi.error):
             pass
     return open_library(ffi, HIPRTC)
-
-
-def _hipblas_major(path: str, rocm_major: int) -> int:
-    """hipBLAS's major version from its soname (libhipblas.so.N), else from the ROCm release."""
-    match = re.search(r"libhipblas\.so\.(\d+)", path)
-    if match:
-        return int(match.group(1))
-    return {5: 1, 6: 2}.get(rocm_major, 3)
-
-
-def _bind_gemm(functions: dict[str, Callable[..., Any]], blas: Any, hipblas_major: int) -> None:
-    """gemm-ex with hipDataType / hipblasComputeType_t arguments, whatever the hipBLAS release.
-
-    hipBLAS 3 takes them under the plain names; hipBLAS 2 exports them as `*_v2` (its plain
-    names keep the hipblasDatatype_t ABI); hipBLAS 0 and 1 only have the older ABI, so their
-    arguments are translated.
-    """
-    for name, datatype_args, compute_arg in (
-        ("hipblasGemmEx", (8, 11, 15), 17),
-        ("hipblasGemmStridedBatchedEx", (8, 12, 17), 21),
-    ):
-        if hipblas_major >= 3:
-            continue  # already bound under the plain name
-        try:
-            functions[name] = getattr(blas, name + "_v2")
-        except (AttributeError, ffi.error):
-            functions[name] = _hipblas_v1_gemm(getattr(blas, name), datatype_args, compute_arg)
-
-
-def _rocm5_pointer_attributes(native: Callable[..., int]) -> Callable[..., int]:
-    renumber = {
-        old: constants.MEMORY_TYPES[name] for old, name in constants.MEMORY_TYPES_ROCM5.items()
-    }
-
-    def hipPointerGetAttributes(attributes: Any, pointer: Any) -> int:
-        status = native(attributes, pointer)
-        if status == 0:
-            attributes.type = renumber.get(attributes.type, attributes.type)
-        return status
-
-    return hipPointerGetAttributes
-
-
-def _hipblas_v1_gemm(
-    native: Callable[..., int], datatype_args: tuple[int, ...], compute_arg: int
-) -> Callable[..., int]:
-    """Wrap a hipblasDatatype_t-ABI gemm-ex so it takes hipDataType / hipblasComputeType_t."""
-
-    def gemm(*args: Any) -> int:
-        converted = list(args)
-        try:
-            for index in datatype_args:
-                converted[index] = _HIPBLAS_V1_DATATYPE[args[index]]
-            converted[compute_arg] = _HIPBLAS_V1_COMPUTE[args[compute_arg]]
-        except KeyError:
-            return constants.HIPBLAS_STATUSES["HIPBLAS_STATUS_INVALID_ENUM"]
-        return native(*converted)
-
-    return gemm

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from hip_ffi._cpu import status
-from hip_ffi._cpu.handles import Registry, address
-from hip_ffi._cpu.streams import ENGINE, Work
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_NONE
+from hip_ffi.platforms.cpu import status
+from hip_ffi.platforms.cpu.handles import Registry, address
+from hip_ffi.platforms.cpu.streams import ENGINE, Work
 
 
 class Graph:

@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hip_ffi._cpu import status
-from hip_ffi._cpu.handles import Registry, address
 from hip_ffi.constants import STREAM_NON_BLOCKING
+from hip_ffi.platforms.cpu import status
+from hip_ffi.platforms.cpu.handles import Registry, address
 
 Work = Callable[[], int]  # runs one operation; returns a hipError_t
 Dependency = tuple["Stream", int]  # (stream, ticket): done once stream.completed >= ticket

@@ -19,10 +19,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from hip_ffi._cpu import device, native, status, toolchain
-from hip_ffi._cpu.handles import address, is_null, items
-from hip_ffi._cpu.modules import KERNELS, Function
-from hip_ffi._cpu.streams import ENGINE
 from hip_ffi._ffi import ffi
 from hip_ffi._shims import launch_kernel_ex
 from hip_ffi.constants import (
@@ -31,6 +27,10 @@ from hip_ffi.constants import (
     LAUNCH_PARAM_BUFFER_SIZE,
     LAUNCH_PARAM_END,
 )
+from hip_ffi.platforms.cpu import device, shared_objects, status, toolchain
+from hip_ffi.platforms.cpu.handles import address, is_null, items
+from hip_ffi.platforms.cpu.modules import KERNELS, Function
+from hip_ffi.platforms.cpu.streams import ENGINE
 
 MESSAGE_BYTES = 1024
 
@@ -109,13 +109,13 @@ def hipModuleLaunchKernel(
     error = _configuration_error(grid_x, grid_y, grid_z, block_x, block_y, block_z)
     if error:
         return error
-    if shared_bytes > native.MAX_DYNAMIC_SHARED:
+    if shared_bytes > shared_objects.MAX_DYNAMIC_SHARED:
         return status.INVALID_VALUE
     arguments = _pack(kernel, params, extra)
     if isinstance(arguments, int):
         return arguments
     try:
-        runtime = native.runtime()
+        runtime = shared_objects.runtime()
     except RuntimeError as failure:
         print(f"hip-ffi cpu: {failure}", file=sys.stderr)
         return status.NOT_INITIALIZED
@@ -164,7 +164,7 @@ def hipFuncGetAttribute(value: Any, attribute: int, function: Any) -> int:
         FUNC_ATTRIBUTES["PTX_VERSION"]: 0,
         FUNC_ATTRIBUTES["BINARY_VERSION"]: 0,
         FUNC_ATTRIBUTES["CACHE_MODE_CA"]: 0,
-        FUNC_ATTRIBUTES["MAX_DYNAMIC_SHARED_SIZE_BYTES"]: native.MAX_DYNAMIC_SHARED,
+        FUNC_ATTRIBUTES["MAX_DYNAMIC_SHARED_SIZE_BYTES"]: shared_objects.MAX_DYNAMIC_SHARED,
         FUNC_ATTRIBUTES["PREFERRED_SHARED_MEMORY_CARVEOUT"]: -1,
     }
     if attribute not in table:
@@ -182,7 +182,7 @@ def hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(
     if blocks == ffi.NULL:
         return status.INVALID_VALUE
     fits = 0 < block_size <= device.MAX_THREADS_PER_BLOCK
-    blocks[0] = 1 if fits and dynamic_shared <= native.MAX_DYNAMIC_SHARED else 0
+    blocks[0] = 1 if fits and dynamic_shared <= shared_objects.MAX_DYNAMIC_SHARED else 0
     return status.SUCCESS
 
 
@@ -195,7 +195,7 @@ def hipModuleOccupancyMaxPotentialBlockSize(
         return status.INVALID_HANDLE
     if grid_size == ffi.NULL or block_size == ffi.NULL:
         return status.INVALID_VALUE
-    if dynamic_shared > native.MAX_DYNAMIC_SHARED:
+    if dynamic_shared > shared_objects.MAX_DYNAMIC_SHARED:
         return status.INVALID_VALUE
     block_size[0] = min(limit, device.MAX_THREADS_PER_BLOCK) if limit > 0 else 1024
     grid_size[0] = device.host().cores

@@ -1,6 +1,6 @@
 /* The cpu platform's runtime library: the worker threads that run the blocks of every launch,
  * the fiber stacks that barrier-using blocks need, and the host GEMM behind hipBLAS. Compiled
- * once per compiler/flags/source (hip_ffi/_cpu/toolchain.py caches it on disk), loaded once
+ * once per compiler/flags/source (hip_ffi/platforms/cpu/toolchain.py caches it on disk), loaded once
  * per process, never unloaded.
  */
 #include <sys/mman.h>

@@ -24,10 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hip_ffi._cpu import source_scan, toolchain
-from hip_ffi._cpu.handles import Registry, c_string, is_null, items
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import HIPRTC_RESULTS
+from hip_ffi.platforms.cpu import source_scan, toolchain
+from hip_ffi.platforms.cpu.handles import Registry, c_string, is_null, items
 
 SUCCESS = HIPRTC_RESULTS["HIPRTC_SUCCESS"]
 INVALID_INPUT = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_INPUT"]

@@ -1,0 +1,15 @@
+"""The cpu platform: a HIP runtime on the host (HIP_PLATFORM=cpu, or when no GPU is found).
+
+One device, the host (device.py); its memory is host memory (memory.py, copies.py); streams
+are ordered queues run by worker threads, events carry timestamps (streams.py,
+stream_api.py); hiprtc is the host C++ compiler with a prelude that makes HIP kernels plain
+C++ (compiler.py, include/hip_cpu_prelude.h); a code object is the shared object it builds
+(modules.py); a launch runs the grid's blocks on every core, with GPU barrier semantics
+through fibers (launch.py, include/hip_cpu_executor.h); hipBLAS GEMM runs on the host
+(blas.py). Warp size 1. Native helpers are compiled on first use and cached on disk
+(toolchain.py). Linux only (it relies on /proc, memfd and ELF).
+
+loader.py builds the HipApi; shared_objects.py dlopens native code (libc, the runtime library,
+code objects); include/ and native/ hold the C++ headers and runtime source that toolchain.py
+compiles.
+"""
