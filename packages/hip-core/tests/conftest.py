@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-import hip_ffi
-from hip_core import Device, _hip
+from hip_core import Device, hip_api, use_platform
 
 PLATFORMS = [
     pytest.param("cpu", id="cpu"),
@@ -22,11 +21,8 @@ PLATFORMS = [
 
 @pytest.fixture(scope="session", params=PLATFORMS)
 def platform(request: pytest.FixtureRequest) -> Iterator[str]:
-    name: str = request.param
-    previous = _hip._api
-    _hip._api = hip_ffi.load(name)
-    yield name
-    _hip._api = previous
+    with use_platform(request.param):
+        yield request.param
 
 
 @pytest.fixture
@@ -36,7 +32,7 @@ def device(platform: str) -> Device:
 
 @pytest.fixture
 def api(platform: str) -> Any:
-    return _hip.hip()
+    return hip_api()
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from hip_core import ClosedError, Device, Event, Stream, devices
+import hip_ffi
+from hip_core import ClosedError, Device, Event, Stream, devices, hip_api, use_platform
+from hip_ffi import LibraryNotFoundError
 
 
 def test_device_properties_are_plausible(device: Device, platform: str) -> None:
@@ -127,3 +129,66 @@ def test_a_borrowed_stream_handle_is_never_destroyed(device: Device) -> None:
     borrowed.close()
     owner.sync()  # the stream itself is still alive
     owner.close()
+
+
+def test_one_device_object_per_ordinal_and_thread(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert Device(0) is device and Device.current() is device and devices()[0] is device
+    assert device.default_stream is device.default_stream  # kept, with what it keeps alive
+    assert device.properties is device.properties
+    reads: list[int] = []
+    read = hip_ffi.device_properties
+
+    def counting(api: object, ordinal: int) -> object:
+        reads.append(ordinal)
+        return read(api, ordinal)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hip_ffi, "device_properties", counting)
+    seen: list[Device] = []
+
+    def other_thread() -> None:
+        mine = Device(0)
+        assert mine.name and mine.arch and mine.properties.warp_size  # read once
+        seen.extend([mine, Device(0)])
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert seen[0] is seen[1] and seen[0] is not device
+    assert seen[0] == device and hash(seen[0]) == hash(device)
+    assert reads == [0]
+
+
+def test_a_closed_default_stream_is_replaced(device: Device) -> None:
+    stream = device.default_stream
+    stream.close()  # not owned: releases nothing
+    assert device.default_stream is not stream and not device.default_stream.closed
+    device.default_stream.sync()
+
+
+def test_use_platform_switches_devices_and_restores(platform: str, device: Device) -> None:
+    try:
+        hip_ffi.load("amd")  # ROCm 5.2's libraries in CI: a platform with no device
+    except LibraryNotFoundError as error:
+        pytest.skip(f"no ROCm runtime to switch to: {error}")
+    before = hip_api()
+    with use_platform("amd") as amd:
+        assert hip_api() is amd and amd is not before and amd.platform == "amd"
+        assert Device.count() == 0
+        with pytest.raises(ValueError, match="no device 0"):
+            Device(0)  # never the previous platform's device 0
+    assert hip_api() is before and Device(0) is device
+    with pytest.raises(RuntimeError, match="inside"), use_platform(platform):
+        raise RuntimeError("inside")
+    assert hip_api() is before  # restored after a failing block too
+
+
+def test_stream_addresses_round_trip_through_from_handle(device: Device) -> None:
+    assert device.default_stream.address == 0
+    with device.create_stream() as owner:
+        assert owner.address != 0
+        borrowed = Stream.from_handle(owner.address, device)
+        assert borrowed.address == owner.address
+        borrowed.wait(owner.record())
+        borrowed.sync()

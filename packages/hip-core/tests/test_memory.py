@@ -199,3 +199,18 @@ def test_nothing_is_printed_at_interpreter_exit(platform: str) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "done\n" and out.stderr == ""
+
+
+def test_stream_copy_from_a_host_address(device: Device) -> None:
+    stream = device.create_stream()
+    pinned = device.allocate_pinned(4096)
+    pinned.numpy()[:] = np.arange(4096) % 251
+    buffer = device.allocate(4096)
+    buffer.fill(0)
+    stream.copy_from_host(buffer.ptr + 1024, pinned.ptr + 16, 2048)
+    stream.sync()
+    out = bytearray(4096)
+    buffer.copy_to(out)
+    expected = bytearray(4096)
+    expected[1024:3072] = pinned.memoryview()[16:2064]
+    assert out == expected

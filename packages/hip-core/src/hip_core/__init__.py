@@ -13,9 +13,10 @@ Built on hip-ffi; never imports the layers above it, never imports numpy at impo
 """
 
 from hip_core._hip import hip as hip_api
+from hip_core._hip import use_platform
 from hip_core._resource import ClosedError, Resource
 from hip_core._version import __version__
-from hip_core.device import Device, DeviceProperties, devices
+from hip_core.device import Device, devices
 from hip_core.errors import (
     HipblasError,
     HipCompileError,
@@ -35,6 +36,7 @@ from hip_core.pool import MemoryPool, PoolStats
 from hip_core.program import Program
 from hip_core.signature import DevicePointer
 from hip_core.stream import Stream
+from hip_ffi import DeviceProperties  # the one reading of device facts, hip-ffi's
 
 __all__ = [
     "ClosedError",
@@ -65,4 +67,5 @@ __all__ = [
     "capture",
     "devices",
     "hip_api",
+    "use_platform",
 ]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import hip_ffi
 from hip_core._hip import hip
-from hip_core.errors import check
+from hip_core.errors import check, error_for
+from hip_ffi import DeviceProperties
 from hip_ffi.constants import DEVICE_ATTRIBUTES, ERROR_CODES
 
 if TYPE_CHECKING:
@@ -15,75 +16,74 @@ if TYPE_CHECKING:
     from hip_core.memory import DeviceBuffer, PinnedBuffer
     from hip_core.stream import Stream
 
-
-@dataclass(frozen=True)
-class DeviceProperties:
-    """What a device is. Sizes in bytes, clock in kHz."""
-
-    name: str
-    arch: str  # gfx90a / sm_90 / the host CPU's architecture on the cpu platform
-    total_memory: int
-    multiprocessors: int
-    warp_size: int
-    max_threads_per_block: int
-    shared_memory_per_block: int
-    clock_rate_khz: int
-    pci_bus_id: str
-    platform: str
-
-
-_NO_DEVICE = ERROR_CODES["hipErrorNoDevice"]
-_current = threading.local()  # .ordinal: this thread's current device; .stack: `with` nesting
+#: Per thread: .ordinal, the current device; .stack, `with device:` nesting; .devices, the
+#: Device objects made in this thread, by (HipApi, ordinal).
+_thread = threading.local()
 
 
 class Device:
-    """A HIP device, by ordinal. Cheap to create; compares equal by ordinal.
+    """A HIP device, by ordinal: one object per ordinal, platform and thread, as cuda.core's.
+
+    `Device(0) is Device(0)` within a thread, so the properties are read once and the default
+    stream is kept. Objects of different threads compare equal. The platform is part of the
+    identity: after `use_platform` switches hip-core to another HipApi, `Device(0)` is that
+    platform's device 0, never a Device of the previous one.
 
     `with device:` makes it the current device of this thread (hipSetDevice) for the block and
     restores the previous one after. Factories create resources on this device.
     """
 
-    __slots__ = ("_properties", "ordinal")
+    __slots__ = ("_api", "_default_stream", "_properties", "ordinal")
+    _api: Any
+    _default_stream: Stream | None
+    _properties: DeviceProperties | None
+    ordinal: int
 
-    def __init__(self, ordinal: int = 0) -> None:
-        count = Device.count()
-        if not 0 <= ordinal < count:
-            raise ValueError(f"no device {ordinal}: this platform has {count} device(s)")
-        self.ordinal = ordinal
-        self._properties: DeviceProperties | None = None
+    def __new__(cls, ordinal: int = 0) -> Device:
+        api = hip()
+        made: dict[tuple[Any, int], Device] = _thread.__dict__.setdefault("devices", {})
+        device = made.get((api, ordinal))
+        if device is None:
+            count = Device.count()
+            if not 0 <= ordinal < count:
+                raise ValueError(f"no device {ordinal}: this platform has {count} device(s)")
+            device = super().__new__(cls)
+            device.ordinal = ordinal
+            device._api = api
+            device._properties = None
+            device._default_stream = None
+            made[(api, ordinal)] = device
+        return device
 
     @staticmethod
     def count() -> int:
-        """Number of visible devices; 0 when the runtime reports none."""
-        api = hip()
-        count = api.ffi.new("int*")
-        status = api.hipGetDeviceCount(count)
-        if status == _NO_DEVICE:
-            return 0
-        check(status, "hipGetDeviceCount")
-        return int(count[0])
+        """Number of visible devices; 0 when the runtime reports none (hipErrorNoDevice)."""
+        count, error = hip_ffi.device_count(hip())
+        if error and error != "hipErrorNoDevice":
+            check(ERROR_CODES.get(error) or int(error), "hipGetDeviceCount")
+        return count
 
     @staticmethod
     def current() -> Device:
         """This thread's current device (device 0 until `with device:` or `make_current`)."""
-        return Device(getattr(_current, "ordinal", 0))
+        return Device(getattr(_thread, "ordinal", 0))
 
     def make_current(self) -> None:
         check(hip().hipSetDevice(self.ordinal), "hipSetDevice")
-        _current.ordinal = self.ordinal
+        _thread.ordinal = self.ordinal
 
     def __enter__(self) -> Device:
-        stack = _current.__dict__.setdefault("stack", [])
-        stack.append(getattr(_current, "ordinal", 0))
+        stack = _thread.__dict__.setdefault("stack", [])
+        stack.append(getattr(_thread, "ordinal", 0))
         if stack[-1] != self.ordinal:
             self.make_current()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        previous = _current.stack.pop()
+        previous = _thread.stack.pop()
         if previous != self.ordinal:
             check(hip().hipSetDevice(previous), "hipSetDevice")
-            _current.ordinal = previous
+            _thread.ordinal = previous
 
     def attribute(self, name: str) -> int:
         """hipDeviceGetAttribute by name without its prefix, e.g. "WarpSize"."""
@@ -94,29 +94,13 @@ class Device:
 
     @property
     def properties(self) -> DeviceProperties:
+        """What the device is (read from the runtime on first use, then kept)."""
         if self._properties is None:
-            self._properties = self._read_properties()
+            try:
+                self._properties = hip_ffi.device_properties(self._api, self.ordinal)
+            except hip_ffi.HipStatusError as error:
+                raise error_for(error.code, error.call) from None
         return self._properties
-
-    def _read_properties(self) -> DeviceProperties:
-        api = hip()
-        ffi = api.ffi
-        props = ffi.new(api.device_prop_type + "*")
-        check(api.hipGetDeviceProperties(props, self.ordinal), "hipGetDeviceProperties")
-        bus_id = ffi.new("char[64]")
-        check(api.hipDeviceGetPCIBusId(bus_id, 64, self.ordinal), "hipDeviceGetPCIBusId")
-        return DeviceProperties(
-            name=ffi.string(props.name).decode(errors="replace"),
-            arch=ffi.string(props.gcnArchName).decode(errors="replace").split(":")[0],
-            total_memory=int(props.totalGlobalMem),
-            multiprocessors=self.attribute("MultiprocessorCount"),
-            warp_size=self.attribute("WarpSize"),
-            max_threads_per_block=self.attribute("MaxThreadsPerBlock"),
-            shared_memory_per_block=self.attribute("MaxSharedMemoryPerBlock"),
-            clock_rate_khz=self.attribute("ClockRate"),
-            pci_bus_id=ffi.string(bus_id).decode(),
-            platform=api.platform,
-        )
 
     # Convenience views of the properties.
     @property
@@ -139,6 +123,8 @@ class Device:
         """Wait for all work on every stream of this device (hipDeviceSynchronize)."""
         with self:
             check(hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
+        if self._default_stream is not None:
+            self._default_stream._keep.clear()  # its work is done: the host memory may go
 
     # Factories: resources are created on this device.
     def create_stream(self, *, non_blocking: bool = False, priority: int = 0) -> Stream:
@@ -165,19 +151,25 @@ class Device:
 
     @property
     def default_stream(self) -> Stream:
-        """The null stream of this device (not owned: closing it does nothing)."""
-        from hip_core.stream import Stream
+        """The null stream of this device, one object per Device (not owned: closing it does
+        nothing). Host objects handed to copies on it stay referenced until its next `sync()`
+        or this device's `synchronize()`."""
+        if self._default_stream is None or self._default_stream.closed:  # closed by a user
+            from hip_core.stream import Stream
 
-        return Stream.null(self)
+            self._default_stream = Stream.null(self)
+        return self._default_stream
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Device) and other.ordinal == self.ordinal
+        return (
+            isinstance(other, Device) and other.ordinal == self.ordinal and other._api is self._api
+        )
 
     def __hash__(self) -> int:
         return hash(("Device", self.ordinal))
 
     def __repr__(self) -> str:
-        return f"<Device {self.ordinal}: {hip().platform}>"
+        return f"<Device {self.ordinal}: {self._api.platform}>"
 
 
 def devices() -> list[Device]:

@@ -35,6 +35,7 @@ class Event(Resource):
     def record(self, stream: Stream) -> None:
         """Capture the work queued on `stream` so far; the event completes when it has run."""
         self._check_open()
+        stream._check_open()
         check(hip().hipEventRecord(self.handle, stream.handle), "hipEventRecord")
 
     def sync(self) -> None:

@@ -184,6 +184,7 @@ class Kernel:
 
     def attribute(self, name: str) -> int:
         """hipFuncGetAttribute, e.g. "NUM_REGS", "MAX_THREADS_PER_BLOCK", "SHARED_SIZE_BYTES"."""
+        self.module._check_open()  # the function lives in the module's code
         api = hip()
         value = api.ffi.new("int*")
         check(
@@ -194,6 +195,7 @@ class Kernel:
 
     def max_active_blocks(self, block_size: int, shared_mem: int = 0) -> int:
         """Blocks of `block_size` threads that fit on one multiprocessor at once (occupancy)."""
+        self.module._check_open()
         api = hip()
         value = api.ffi.new("int*")
         check(

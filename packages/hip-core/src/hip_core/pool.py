@@ -117,6 +117,7 @@ class MemoryPool(Resource):
         self._backend.free(ptr, size, stream)
 
     def stats(self) -> PoolStats:
+        self._check_open()
         with self._lock:
             return PoolStats(self._in_use, self._backend.cached(), self._peak)
 
@@ -126,6 +127,8 @@ class MemoryPool(Resource):
         self._backend.trim()
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"<MemoryPool {self.backend} closed>"
         s = self.stats()
         return f"<MemoryPool {self.backend} in_use={s.in_use} cached={s.cached} peak={s.peak}>"
 

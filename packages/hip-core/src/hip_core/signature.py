@@ -158,6 +158,23 @@ def _float_value(value: Any) -> float:
     return float(value)
 
 
+def _half_value(value: Any) -> int:
+    return _half_bits(_float_value(value))
+
+
+def _bfloat16_value(value: Any) -> int:
+    return _bfloat16_bits(_float_value(value))
+
+
+#: What a pointer or floating-point parameter stores for a value (TypeError when none fits).
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "pointer": device_address,
+    "float": _float_value,
+    "half": _half_value,
+    "bfloat16": _bfloat16_value,
+}
+
+
 def value_writer(param: Param, slot: Any) -> Callable[[Any], None]:
     """A function storing a Python value into `slot` (a typed cffi pointer) as `param`'s type."""
     where = param.describe()
@@ -165,15 +182,6 @@ def value_writer(param: Param, slot: Any) -> Callable[[Any], None]:
     def fail(error: Exception) -> TypeError:
         return TypeError(f"{where}: {error}")
 
-    if param.kind == "pointer":
-
-        def write_pointer(value: Any) -> None:
-            try:
-                slot[0] = device_address(value)
-            except TypeError as error:
-                raise fail(error) from None
-
-        return write_pointer
     if param.kind == "int":
 
         def write_int(value: Any) -> None:
@@ -196,21 +204,12 @@ def value_writer(param: Param, slot: Any) -> Callable[[Any], None]:
             slot[0] = bool(value)
 
         return write_bool
-    if param.kind == "float":
+    convert = _CONVERTERS[param.kind]
 
-        def write_float(value: Any) -> None:
-            try:
-                slot[0] = _float_value(value)
-            except TypeError as error:
-                raise fail(error) from None
-
-        return write_float
-    to_bits = _half_bits if param.kind == "half" else _bfloat16_bits
-
-    def write_16bit_float(value: Any) -> None:
+    def write(value: Any) -> None:
         try:
-            slot[0] = to_bits(_float_value(value))
+            slot[0] = convert(value)
         except TypeError as error:
             raise fail(error) from None
 
-    return write_16bit_float
+    return write

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from hip_core._hip import hip
 from hip_core._resource import Resource, nothing
 from hip_core.errors import check
-from hip_ffi.constants import STREAM_DEFAULT, STREAM_NON_BLOCKING
+from hip_ffi.constants import MEMCPY_HOST_TO_DEVICE, STREAM_DEFAULT, STREAM_NON_BLOCKING
 
 if TYPE_CHECKING:
     from hip_core.device import Device
@@ -61,9 +61,10 @@ class Stream(Resource):
         return stream
 
     @classmethod
-    def from_handle(cls, handle: Any, device: Device) -> Stream:
-        """A non-owning Stream over a hipStream_t made elsewhere (an int address or a cffi
-        pointer): closing it does not destroy the stream, whose owner must keep it alive."""
+    def from_handle(cls, handle: int | Any, device: Device) -> Stream:
+        """A Stream that is not owned, over a hipStream_t made elsewhere (an int, as DLPack's
+        `stream=` passes it, or a cffi pointer): closing it releases nothing, and its owner
+        must keep it alive while it is used."""
         stream = cls.null(device)
         api = hip()
         stream.handle = api.ffi.cast(
@@ -100,12 +101,14 @@ class Stream(Resource):
     def wait(self, event: Event) -> None:
         """Make later work on this stream wait for `event` (on the device, not the host)."""
         self._check_open()
+        event._check_open()
         check(hip().hipStreamWaitEvent(self.handle, event.handle, 0), "hipStreamWaitEvent")
 
     def record(self, event: Event | None = None) -> Event:
         """Record `event` (a new timing event when None) at this point of the stream."""
         from hip_core.event import Event
 
+        self._check_open()
         event = event or Event(self.device)
         event.record(self)
         return event
@@ -125,9 +128,34 @@ class Stream(Resource):
             api.hipLaunchHostFunc(self.handle, _host_func_trampoline(), handle), "hipLaunchHostFunc"
         )
 
+    def copy_from_host(self, dst: int, src: int, nbytes: int) -> None:
+        """Queue a copy of `nbytes` bytes from host address `src` to device address `dst`.
+
+        The raw form of `DeviceBuffer.copy_from(..., stream=)` for hot paths that hold
+        addresses (pinned staging chunks): nothing is checked but this stream, and nothing is
+        kept referenced, so the caller keeps both ranges valid until the copy has run (record
+        an event after it). From pinned memory the call returns at once; from pageable memory
+        HIP returns once it has read the host side.
+        """
+        self._check_open()
+        api = hip()
+        cast = api.ffi.cast
+        status = api.hipMemcpyAsync(
+            cast("void*", dst), cast("void*", src), nbytes, MEMCPY_HOST_TO_DEVICE, self.handle
+        )
+        check(status, "hipMemcpyAsync")
+
     def keep_until_sync(self, obj: Any) -> None:
         """Hold a reference to `obj` until the next `sync()` (host memory in flight)."""
+        self._check_open()
         self._keep.append(obj)
+
+    @property
+    def address(self) -> int:
+        """The hipStream_t as an integer (0 for the null stream), as stream-taking protocols
+        pass it (DLPack's `stream=`, the CUDA Array Interface's `stream`)."""
+        self._check_open()
+        return int(hip().ffi.cast("uintptr_t", self.handle))
 
     def __repr__(self) -> str:
         kind = (
