@@ -1,15 +1,18 @@
 """DLPack (v0.8 `DLManagedTensor` capsules) and the CUDA Array Interface, zero-copy both ways.
 
 The structs are declared to cffi; capsules are made and read through CPython's PyCapsule API
-(ctypes.pythonapi). On the cpu platform device memory is host memory, so tensors travel as
-kDLCPU and `np.from_dlpack(tensor)` works; on nvidia as kDLCUDA, on amd as kDLROCM.
+(ctypes.pythonapi). The platform's facts come from its `HipApi.traits`: the DLPack device type
+(kDLCUDA on nvidia, kDLROCM on amd; kDLCPU on the cpu platform, where device memory is host
+memory, so `np.from_dlpack(tensor)` works there), the default stream's handle, and whether the
+CUDA Array Interface applies (nvidia only).
 
 Stream semantics (the DLPack Python specification):
 
 - export (`tensor.__dlpack__(stream=s)`): the consumer's stream `s` is made to wait, on the
-  device, for the work queued so far on `tensor.stream` (an event, no host wait). On the cpu
-  platform there is no consumer stream: the host reads the memory, so `tensor.stream` is
-  synchronized before the capsule is returned. `stream=-1` skips synchronization.
+  device, for the work queued so far on `tensor.stream` (an event, no host wait). Where device
+  memory is host memory (kDLCPU, the cpu platform) there is no consumer stream: the host reads
+  the memory, so `tensor.stream` is synchronized before the capsule is returned. `stream=-1`
+  skips synchronization.
 - import (`DeviceTensor.from_dlpack(obj, stream=st)`): the producer is asked to order its
   pending work before `st`; the tensor carries `st`.
 
@@ -27,10 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import cffi
 
-from hip_core import Device, Event, Stream
-from hip_core import hip_api as hip  # raw hipStreamWaitEvent on a consumer's stream handle
-from hip_core.errors import check
-from hip_core.memory import DeviceBuffer
+from hip_core import Device, DeviceBuffer, Event, Stream, hip_api
 from hip_runtime import dtypes
 
 if TYPE_CHECKING:
@@ -38,9 +38,8 @@ if TYPE_CHECKING:
 
 DLPackCapsule = Any  # a PyCapsule named "dltensor"
 
-# DLDeviceType values (dlpack.h).
+# DLDeviceType values (dlpack.h); a platform's own is `hip_api().traits.dlpack_device_type`.
 KDL_CPU, KDL_CUDA, KDL_ROCM = 1, 2, 10
-_DEVICE_TYPES = {"cpu": KDL_CPU, "nvidia": KDL_CUDA, "amd": KDL_ROCM}
 
 _CDEF = """
 typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
@@ -128,28 +127,17 @@ def sweep() -> None:
 
 def dlpack_device(device: Device) -> tuple[int, int]:
     """(DLDeviceType, ordinal) of a device on the current platform."""
-    return _DEVICE_TYPES[device.properties.platform], device.ordinal
-
-
-def _stream_address(stream: Stream) -> int:
-    return int(hip().ffi.cast("uintptr_t", stream.handle))
+    return hip_api().traits.dlpack_device_type, device.ordinal
 
 
 def _order_consumer(tensor: DeviceTensor, consumer: int) -> None:
     """Make the consumer's stream (a raw handle; 1 and 2 are CUDA's legacy and per-thread
     default streams) wait for the work queued so far on the tensor's stream."""
-    if consumer == _stream_address(tensor.stream):
+    if consumer == tensor.stream.address:
         return
-    api = hip()
-    event = Event(tensor.device, timing=False)
-    try:
+    with Event(tensor.device, timing=False) as event:  # HIP keeps it until the wait is met
         event.record(tensor.stream)
-        check(
-            api.hipStreamWaitEvent(api.ffi.cast("hipStream_t", consumer), event.handle, 0),
-            "hipStreamWaitEvent",
-        )
-    finally:
-        event.close()  # HIP releases it once the wait has been satisfied
+        Stream.from_handle(consumer, tensor.device).wait(event)
 
 
 def export_dlpack(
@@ -165,19 +153,20 @@ def export_dlpack(
     >= (1, 0), else a v0.8 "dltensor"."""
     if tensor.closed:
         raise BufferError("the tensor's memory is closed")
+    traits = hip_api().traits
     device_type, ordinal = dlpack_device(tensor.device)
     if dl_device is not None and tuple(dl_device) != (device_type, ordinal):
         raise BufferError(f"cannot export to device {dl_device}: the tensor is on {device_type}")
     if copy:
         raise BufferError("DeviceTensor exports its memory without copying only")
     code, bits = dtypes.to_dlpack(tensor.dtype)
-    if device_type == KDL_CPU:
+    if traits.host_memory_is_device_memory:
         if stream not in (None, -1):
             raise BufferError(f"kDLCPU takes no stream, not {stream!r}")
         if stream is None:
             tensor.stream.sync()  # the host reads it next
     elif stream != -1:
-        _order_consumer(tensor, _null_stream_value(device_type) if stream is None else int(stream))
+        _order_consumer(tensor, traits.default_stream_handle if stream is None else int(stream))
 
     versioned = max_version is not None and tuple(max_version) >= (1, 0)
     if versioned:
@@ -210,12 +199,6 @@ def export_dlpack(
     return capsule
 
 
-def _null_stream_value(device_type: int) -> int:
-    # The spec's "no stream given": CUDA's legacy default stream is 1 (0 is ambiguous there);
-    # ROCm's default stream is 0.
-    return 1 if device_type == KDL_CUDA else 0
-
-
 def _row_major_strides(shape: tuple[int, ...]) -> list[int]:
     strides, step = [], 1
     for d in reversed(shape):
@@ -232,18 +215,20 @@ def import_dlpack(obj: Any, *, stream: Stream | None = None) -> DeviceTensor:
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"{type(obj).__name__} does not implement __dlpack__")
     device = stream.device if stream is not None else Device.current()
-    device_type = dlpack_device(device)[0]
+    traits = hip_api().traits
+    device_type = traits.dlpack_device_type
+    host = traits.host_memory_is_device_memory  # any host producer's memory will do
     producer_type, producer_id = (int(v) for v in obj.__dlpack_device__())
-    if producer_type != device_type or (device_type != KDL_CPU and producer_id != device.ordinal):
+    if producer_type != device_type or (not host and producer_id != device.ordinal):
         raise BufferError(
             f"the producer is on DLPack device ({producer_type}, {producer_id}); this platform's "
             f"device is ({device_type}, {device.ordinal})"
         )
-    if device_type == KDL_CPU:
+    if host:
         capsule = obj.__dlpack__()
     else:
-        consumer = _stream_address(stream) if stream is not None else 0
-        capsule = obj.__dlpack__(stream=consumer or _null_stream_value(device_type))
+        consumer = stream.address if stream is not None else 0
+        capsule = obj.__dlpack__(stream=consumer or traits.default_stream_handle)
     if not _capsule_is_valid(capsule, _NAME):
         raise BufferError("expected an unconsumed 'dltensor' capsule")
     address = _capsule_pointer(capsule, _NAME)
@@ -272,21 +257,24 @@ def _call_deleter(address: int) -> None:
 
 
 def cuda_array_interface(tensor: DeviceTensor) -> dict[str, Any]:
-    """CUDA Array Interface v3 of a tensor on the nvidia platform; AttributeError elsewhere
-    (so `hasattr(t, "__cuda_array_interface__")` says whether CUDA consumers can take it).
+    """CUDA Array Interface v3 of a tensor where the platform's traits say it applies (nvidia);
+    AttributeError elsewhere (so `hasattr(t, "__cuda_array_interface__")` says whether CUDA
+    consumers can take it).
 
-    `stream` is the tensor's stream (1 for the null stream): consumers order on it themselves.
+    `stream` is the tensor's stream (the default stream's handle, 1, for the null stream):
+    consumers order on it themselves.
     """
-    if tensor.device.properties.platform != "nvidia":
-        raise AttributeError("__cuda_array_interface__ exists on the nvidia platform only")
-    handle = _stream_address(tensor.stream)
+    api = hip_api()
+    traits = api.traits
+    if not traits.cuda_array_interface:
+        raise AttributeError(f"__cuda_array_interface__ does not apply on {api.platform}")
     return {
         "shape": tensor.shape,
         "typestr": tensor.dtype.str,  # bfloat16 reads as '<V2': CAI has no bfloat16
         "data": (tensor.ptr, False),
         "strides": None,
         "version": 3,
-        "stream": handle or 1,
+        "stream": tensor.stream.address or traits.default_stream_handle,
     }
 
 

@@ -24,9 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hip_core import ClosedError, Device, Event, PinnedBuffer, Stream, hip_api
-from hip_core.errors import check
-from hip_ffi.constants import MEMCPY_HOST_TO_DEVICE
+from hip_core import ClosedError, Device, Event, PinnedBuffer, Stream
 
 MiB = 1 << 20
 CHUNK_BYTES = 16 * MiB  # big enough that per-chunk Python costs (~30 µs) vanish, small enough
@@ -88,7 +86,7 @@ class StagedCopier:
     or from a load's progress callback): they share the chunks and the streams.
     """
 
-    _defaults: ClassVar[dict[tuple[int, int], StagedCopier]] = {}
+    _defaults: ClassVar[dict[Device, StagedCopier]] = {}
     _defaults_lock = threading.Lock()
 
     def __init__(
@@ -116,12 +114,13 @@ class StagedCopier:
     @classmethod
     def default(cls, device: Device) -> StagedCopier:
         """The process's copier for `device` (created on first use, reused after)."""
-        key = (id(hip_api()), device.ordinal)  # per platform: tests switch platforms in-process
+        # Devices compare equal across threads, not across platforms (tests switch platforms
+        # in-process), so this is one copier per device of each platform.
         with cls._defaults_lock:
-            found = cls._defaults.get(key)
+            found = cls._defaults.get(device)
             if found is None or found.closed:
                 threads = min(DEFAULT_THREADS, os.cpu_count() or 1)
-                found = cls._defaults[key] = cls(device, threads=threads)
+                found = cls._defaults[device] = cls(device, threads=threads)
             return found
 
     @property
@@ -221,19 +220,12 @@ class StagedCopier:
         try:
             staged = slot.view[: chunk.nbytes]
             _fill(staged, chunk)
-            api = hip_api()
+            copy, base = stream.copy_from_host, slot.buffer.ptr
             for piece in chunk.pieces:
                 if checksums is not None:
                     part = staged[piece.chunk_offset : piece.chunk_offset + piece.nbytes]
                     checksums[(piece.key, piece.key_offset)] = (zlib.crc32(part), piece.nbytes)
-                check(
-                    api.hipMemcpyAsync(
-                        api.ffi.cast("void*", piece.dst),
-                        api.ffi.cast("void*", slot.buffer.ptr + piece.chunk_offset),
-                        piece.nbytes, MEMCPY_HOST_TO_DEVICE, stream.handle,
-                    ),
-                    "hipMemcpyAsync",
-                )  # fmt: skip
+                copy(piece.dst, base + piece.chunk_offset, piece.nbytes)
                 queued = True
         finally:
             if queued:  # even on a later failure: the chunk is not refilled before it is read

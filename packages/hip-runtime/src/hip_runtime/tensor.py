@@ -329,7 +329,8 @@ class DeviceTensor:
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        """CUDA Array Interface v3 (nvidia platform only; AttributeError elsewhere)."""
+        """CUDA Array Interface v3 where the platform's traits say CUDA consumers can take the
+        memory (nvidia); AttributeError elsewhere."""
         from hip_runtime.dlpack import cuda_array_interface
 
         return cuda_array_interface(self)
