@@ -93,19 +93,22 @@ def test_describe_lists_the_devices(cpu: Any) -> None:
     assert "devices: 1" in report and f"[0] {props.name} | {props.arch}" in report
 
 
-def test_cpu_traits(cpu: Any) -> None:
-    assert cpu.traits == PlatformTraits(
-        dlpack_device_type=1,  # kDLCPU
-        default_stream_handle=0,
-        cuda_array_interface=False,
-        host_memory_is_device_memory=True,
-    )
-
-
-def test_amd_traits(amd: Any) -> None:
-    assert amd.traits == PlatformTraits(
-        dlpack_device_type=10,  # kDLROCM
-        default_stream_handle=0,
-        cuda_array_interface=False,
-        host_memory_is_device_memory=False,
-    )
+@pytest.mark.parametrize(
+    ("platform", "expected"),
+    [
+        # kDLCPU; device memory is host memory, read after a synchronize
+        (
+            "cpu",
+            PlatformTraits(1, 0, cuda_array_interface=False, host_memory_is_device_memory=True),
+        ),
+        # kDLROCM; ROCm's default stream is 0
+        (
+            "amd",
+            PlatformTraits(10, 0, cuda_array_interface=False, host_memory_is_device_memory=False),
+        ),
+    ],
+)
+def test_traits(platform: str, expected: PlatformTraits, request: pytest.FixtureRequest) -> None:
+    api = request.getfixturevalue(platform)  # the amd fixture skips where ROCm is missing
+    assert api.traits == expected
+    assert api.traits is hip_ffi.load(platform).traits

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hip_ffi.api import Unavailable
 from hip_ffi.errors import LibraryNotFoundError
 
 
@@ -48,6 +49,16 @@ def open_library(ffi: Any, spec: LibrarySpec) -> tuple[Any, str]:
             tried.append((candidate, _short_reason(error)))
     hint = f"set {spec.env} to the library's path to choose one explicitly"
     raise LibraryNotFoundError(spec.role, tried, hint)
+
+
+def missing_library(
+    names: Iterable[str], what: str, spec: LibrarySpec, error: LibraryNotFoundError
+) -> dict[str, Unavailable]:
+    """Stand-ins for the functions `names` of an optional library (`what`, e.g. "hipBLAS") that
+    did not open: calling one says so, with every path tried and the variable that picks one."""
+    tried = ", ".join(path for path, _ in error.tried) or "nothing"
+    reason = f"no {what} library (tried {tried}; {spec.env} picks one)"
+    return {name: Unavailable(name, reason) for name in names}
 
 
 def env_dirs(*variables: str, suffixes: Iterable[str] = ("lib", "lib64")) -> list[str]:

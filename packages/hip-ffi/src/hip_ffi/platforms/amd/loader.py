@@ -10,7 +10,7 @@ from hip_ffi._ffi import ffi
 from hip_ffi._shims import launch_host_func, launch_kernel_ex, memcpy_with_stream
 from hip_ffi.api import HipApi, Unavailable
 from hip_ffi.errors import LibraryNotFoundError
-from hip_ffi.libraries import LibrarySpec, env_dirs, open_library
+from hip_ffi.libraries import LibrarySpec, env_dirs, missing_library, open_library
 from hip_ffi.platforms.amd.wrappers import bind_gemm, hipblas_major, rocm5_pointer_attributes
 
 _ROCM_DIRS = (*env_dirs("ROCM_PATH", "HIP_PATH"), "/opt/rocm/lib")
@@ -93,9 +93,7 @@ def load() -> HipApi:
     try:
         blas, blas_path = open_library(ffi, HIPBLAS)
     except LibraryNotFoundError as error:
-        tried = ", ".join(path for path, _ in error.tried)
-        reason = f"no hipBLAS library (tried {tried}; {HIPBLAS.env} picks one)"
-        functions.update({name: Unavailable(name, reason) for name in surface.HIPBLAS})
+        functions.update(missing_library(surface.HIPBLAS, "hipBLAS", HIPBLAS, error))
     else:
         libraries["hipblas"] = blas_path
         opened.append(blas)

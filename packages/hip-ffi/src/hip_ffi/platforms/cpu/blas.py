@@ -30,7 +30,7 @@ from hip_ffi.constants import (
     HIPBLAS_STATUSES,
 )
 from hip_ffi.platforms.cpu import shared_objects
-from hip_ffi.platforms.cpu.handles import Registry, address
+from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu.streams import ENGINE, Stream
 
 SUCCESS = HIPBLAS_STATUSES["HIPBLAS_STATUS_SUCCESS"]
@@ -59,6 +59,7 @@ class Handle:
 
 
 HANDLES: Registry[Handle] = Registry("hipblasHandle_t")
+on_handle = takes_handle(HANDLES.get, NOT_INITIALIZED)
 
 
 def hipblasCreate(handle: Any) -> int:
@@ -77,24 +78,20 @@ def hipblasDestroy(handle: Any) -> int:
     return SUCCESS if HANDLES.remove(handle) is not None else NOT_INITIALIZED
 
 
-def hipblasSetStream(handle: Any, stream: Any) -> int:
-    found = HANDLES.get(handle)
-    if found is None:
-        return NOT_INITIALIZED
+@on_handle
+def hipblasSetStream(handle: Handle, stream: Any) -> int:
     resolved = ENGINE.resolve(stream)
     if resolved is None:
         return INVALID_VALUE
-    found.stream, found.stream_value = resolved, address(stream)
+    handle.stream, handle.stream_value = resolved, address(stream)
     return SUCCESS
 
 
-def hipblasGetStream(handle: Any, stream: Any) -> int:
-    found = HANDLES.get(handle)
-    if found is None:
-        return NOT_INITIALIZED
+@on_handle
+def hipblasGetStream(handle: Handle, stream: Any) -> int:
     if stream == ffi.NULL:
         return INVALID_VALUE
-    stream[0] = ffi.cast("hipStream_t", found.stream_value)
+    stream[0] = ffi.cast("hipStream_t", handle.stream_value)
     return SUCCESS
 
 
@@ -159,12 +156,3 @@ def hipblasGemmStridedBatchedEx(
         handle, trans_a, trans_b, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb,
         stride_b, beta, c, c_type, ldc, stride_c, batches, compute,
     )  # fmt: skip
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hipblasCreate", "hipblasDestroy", "hipblasSetStream", "hipblasGetStream",
-        "hipblasGemmEx", "hipblasGemmStridedBatchedEx",
-    )
-}  # fmt: skip

@@ -27,7 +27,7 @@ from typing import Any
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import HIPRTC_RESULTS
 from hip_ffi.platforms.cpu import source_scan, toolchain
-from hip_ffi.platforms.cpu.handles import Registry, c_string, is_null, items
+from hip_ffi.platforms.cpu.handles import Registry, c_string, is_null, items, takes_handle
 
 SUCCESS = HIPRTC_RESULTS["HIPRTC_SUCCESS"]
 INVALID_INPUT = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_INPUT"]
@@ -86,6 +86,17 @@ class Program:
 
 
 PROGRAMS: Registry[Program] = Registry("hiprtcProgram")
+
+
+def _compiled(handle: Any) -> Program | None:
+    """The program behind `handle` if it compiled: for the calls that read the code, a program
+    without code is an invalid program (as hiprtc answers)."""
+    program = PROGRAMS.get(handle)
+    return program if program is not None and program.code is not None else None
+
+
+on_program = takes_handle(PROGRAMS.get, INVALID_PROGRAM)
+on_compiled = takes_handle(_compiled, INVALID_PROGRAM)
 
 
 def _file_name(name: str) -> str:
@@ -226,11 +237,9 @@ def hiprtcDestroyProgram(program: Any) -> int:
     return SUCCESS
 
 
-def hiprtcCompileProgram(program: Any, count: int, options: Any) -> int:
+@on_program
+def hiprtcCompileProgram(program: Program, count: int, options: Any) -> int:
     """Compile (or take from the disk cache); the log holds the compiler's diagnostics."""
-    found = PROGRAMS.get(program)
-    if found is None:
-        return INVALID_PROGRAM
     if count < 0 or (count and is_null(options)):
         return INVALID_INPUT
     given = [c_string(option) for option in items(options, count)]
@@ -239,58 +248,44 @@ def hiprtcCompileProgram(program: Any, count: int, options: Any) -> int:
     try:
         flags = parse_options([option for option in given if option is not None])
     except OptionError as error:
-        found.log = str(error)
+        program.log = str(error)
         return INVALID_OPTION
-    found.code, found.log = compile_program(found, flags)
-    return SUCCESS if found.code is not None else COMPILATION
+    program.code, program.log = compile_program(program, flags)
+    return SUCCESS if program.code is not None else COMPILATION
 
 
-def hiprtcGetProgramLogSize(program: Any, size: Any) -> int:
+@on_program
+def hiprtcGetProgramLogSize(program: Program, size: Any) -> int:
     """Bytes of the log including its terminating NUL."""
-    found = PROGRAMS.get(program)
-    if found is None:
-        return INVALID_PROGRAM
-    if size == ffi.NULL:
+    return _size(size, program.log.encode() + b"\0")
+
+
+@on_program
+def hiprtcGetProgramLog(program: Program, log: Any) -> int:
+    return _copy(log, program.log.encode() + b"\0")
+
+
+@on_compiled
+def hiprtcGetCodeSize(program: Program, size: Any) -> int:
+    return _size(size, program.code or b"")
+
+
+@on_compiled
+def hiprtcGetCode(program: Program, code: Any) -> int:
+    return _copy(code, program.code or b"")
+
+
+def _size(out: Any, data: bytes) -> int:
+    """`*out = len(data)`, HIPRTC_ERROR_INVALID_INPUT for a NULL `out`."""
+    if out == ffi.NULL:
         return INVALID_INPUT
-    size[0] = len(found.log.encode()) + 1
+    out[0] = len(data)
     return SUCCESS
 
 
-def hiprtcGetProgramLog(program: Any, log: Any) -> int:
-    found = PROGRAMS.get(program)
-    if found is None:
-        return INVALID_PROGRAM
-    if is_null(log):
+def _copy(out: Any, data: bytes) -> int:
+    """`data` into the caller's buffer (sized by the matching *Size call)."""
+    if is_null(out):
         return INVALID_INPUT
-    text = found.log.encode() + b"\0"
-    ffi.memmove(log, text, len(text))
+    ffi.memmove(out, data, len(data))
     return SUCCESS
-
-
-def hiprtcGetCodeSize(program: Any, size: Any) -> int:
-    found = PROGRAMS.get(program)
-    if found is None or found.code is None:
-        return INVALID_PROGRAM
-    if size == ffi.NULL:
-        return INVALID_INPUT
-    size[0] = len(found.code)
-    return SUCCESS
-
-
-def hiprtcGetCode(program: Any, code: Any) -> int:
-    found = PROGRAMS.get(program)
-    if found is None or found.code is None:
-        return INVALID_PROGRAM
-    if is_null(code):
-        return INVALID_INPUT
-    ffi.memmove(code, found.code, len(found.code))
-    return SUCCESS
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hiprtcVersion", "hiprtcCreateProgram", "hiprtcDestroyProgram", "hiprtcCompileProgram",
-        "hiprtcGetProgramLogSize", "hiprtcGetProgramLog", "hiprtcGetCodeSize", "hiprtcGetCode",
-    )
-}  # fmt: skip

@@ -153,14 +153,3 @@ def hipMemsetD32(dst: Any, value: int, count: int) -> int:
 
 def hipMemsetD32Async(dst: Any, value: int, count: int, stream: Any) -> int:
     return _memset(dst, value, count, 4, ENGINE.resolve(stream), sync=False)
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hipMemcpy", "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemcpyHtoD", "hipMemcpyDtoH",
-        "hipMemcpyDtoD", "hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipMemcpyDtoDAsync",
-        "hipMemcpyPeer", "hipMemcpyPeerAsync", "hipMemset", "hipMemsetAsync", "hipMemsetD8",
-        "hipMemsetD8Async", "hipMemsetD32", "hipMemsetD32Async",
-    )
-}  # fmt: skip

@@ -321,22 +321,21 @@ def hipGetDeviceProperties(props: Any, device: int) -> int:
 
 
 def hipDeviceGetName(name: Any, length: int, device: int) -> int:
-    if address(name) == 0 or length <= 0:
-        return status.INVALID_VALUE
-    if not _valid(device):
-        return status.INVALID_DEVICE
-    text = host().name.encode()[: length - 1] + b"\0"
-    ffi.memmove(name, text, len(text))
-    return status.SUCCESS
+    return _write_string(name, length, device, host().name)
 
 
 def hipDeviceGetPCIBusId(bus_id: Any, length: int, device: int) -> int:
-    if address(bus_id) == 0 or length <= 0:
+    return _write_string(bus_id, length, device, "0000:00:00.0")
+
+
+def _write_string(out: Any, length: int, device: int, text: str) -> int:
+    """`text` into the caller's `length`-byte buffer, cut to fit and NUL-terminated."""
+    if address(out) == 0 or length <= 0:
         return status.INVALID_VALUE
     if not _valid(device):
         return status.INVALID_DEVICE
-    text = b"0000:00:00.0"[: length - 1] + b"\0"
-    ffi.memmove(bus_id, text, len(text))
+    data = text.encode()[: length - 1] + b"\0"
+    ffi.memmove(out, data, len(data))
     return status.SUCCESS
 
 
@@ -381,15 +380,3 @@ def hipDeviceGetStreamPriorityRange(least: Any, greatest: Any) -> int:
     if greatest != ffi.NULL:
         greatest[0] = 0
     return status.SUCCESS
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hipInit", "hipGetDeviceCount", "hipGetDevice", "hipSetDevice", "hipDeviceGet",
-        "hipDeviceGetAttribute", "hipGetDeviceProperties", "hipDeviceGetName",
-        "hipDeviceGetPCIBusId", "hipDeviceTotalMem", "hipMemGetInfo", "hipDeviceCanAccessPeer",
-        "hipDeviceEnablePeerAccess", "hipDeviceDisablePeerAccess",
-        "hipDeviceGetStreamPriorityRange",
-    )
-}  # fmt: skip

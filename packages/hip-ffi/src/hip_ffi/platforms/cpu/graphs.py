@@ -16,7 +16,7 @@ from hip_ffi._ffi import ffi
 from hip_ffi.constants import CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_NONE
 from hip_ffi.platforms.cpu import status
 from hip_ffi.platforms.cpu.handles import Registry, address
-from hip_ffi.platforms.cpu.streams import ENGINE, Work
+from hip_ffi.platforms.cpu.streams import ENGINE, Stream, Work, on_stream
 
 
 class Graph:
@@ -34,42 +34,36 @@ GRAPHS: Registry[Graph] = Registry("hipGraph_t")
 EXECUTABLES: Registry[Graph] = Registry("hipGraphExec_t")
 
 
-def hipStreamBeginCapture(stream: Any, mode: int) -> int:
-    resolved = ENGINE.resolve(stream)
-    if resolved is None:
-        return status.INVALID_HANDLE
+@on_stream
+def hipStreamBeginCapture(stream: Stream, mode: int) -> int:
     if mode not in (0, 1, 2):
         return status.INVALID_VALUE
-    if resolved.null:
+    if stream.null:
         return status.CAPTURE_UNSUPPORTED
     with ENGINE.cond:
-        if resolved.capture is not None:
+        if stream.capture is not None:
             return status.ILLEGAL_STATE
-        resolved.capture = []
+        stream.capture = []
     return status.SUCCESS
 
 
-def hipStreamEndCapture(stream: Any, graph: Any) -> int:
-    resolved = ENGINE.resolve(stream)
-    if resolved is None:
-        return status.INVALID_HANDLE
+@on_stream
+def hipStreamEndCapture(stream: Stream, graph: Any) -> int:
     if graph == ffi.NULL:
         return status.INVALID_VALUE
     with ENGINE.cond:
-        nodes, resolved.capture = resolved.capture, None
+        nodes, stream.capture = stream.capture, None
     if nodes is None:
         return status.ILLEGAL_STATE
     graph[0] = GRAPHS.cdata(GRAPHS.add(Graph(nodes)))
     return status.SUCCESS
 
 
-def hipStreamIsCapturing(stream: Any, capture_status: Any) -> int:
-    resolved = ENGINE.resolve(stream)
-    if resolved is None:
-        return status.INVALID_HANDLE
+@on_stream
+def hipStreamIsCapturing(stream: Stream, capture_status: Any) -> int:
     if capture_status == ffi.NULL:
         return status.INVALID_VALUE
-    active = resolved.capture is not None
+    active = stream.capture is not None
     capture_status[0] = CAPTURE_STATUS_ACTIVE if active else CAPTURE_STATUS_NONE
     return status.SUCCESS
 
@@ -114,13 +108,3 @@ def hipGraphExecDestroy(executable: Any) -> int:
 
 def hipGraphDestroy(graph: Any) -> int:
     return status.SUCCESS if GRAPHS.remove(graph) is not None else status.INVALID_VALUE
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hipStreamBeginCapture", "hipStreamEndCapture", "hipStreamIsCapturing",
-        "hipGraphInstantiate", "hipGraphInstantiateWithFlags", "hipGraphLaunch",
-        "hipGraphExecDestroy", "hipGraphDestroy",
-    )
-}  # fmt: skip

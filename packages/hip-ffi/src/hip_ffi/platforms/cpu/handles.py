@@ -10,12 +10,15 @@ memory, so dereferencing one faults instead of reading garbage.
 
 from __future__ import annotations
 
+import functools
 import itertools
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from hip_ffi._ffi import ffi
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _values = itertools.count(0x10000, 16)
 _CData = ffi.CData
@@ -65,6 +68,29 @@ def is_null(value: Any) -> bool:
     if isinstance(value, bytes | bytearray | str | list | tuple):
         return False
     return bool(value == ffi.NULL)
+
+
+def takes_handle(
+    lookup: Callable[[Any], T | None], missing: int
+) -> Callable[[Callable[Concatenate[T, P], int]], Callable[Concatenate[Any, P], int]]:
+    """Decorator for a HIP call whose first argument is a handle: the function is written for
+    the object behind it (`lookup(handle)`), and the call answers `missing` without running it
+    when the handle names nothing (NULL where that is not a valid handle, unknown, destroyed).
+
+    So each call spells its argument checks once, and the handle check is written here only.
+    """
+
+    def decorate(function: Callable[Concatenate[T, P], int]) -> Callable[Concatenate[Any, P], int]:
+        @functools.wraps(function)
+        def call(handle: Any, /, *args: P.args, **kwargs: P.kwargs) -> int:
+            found = lookup(handle)
+            if found is None:
+                return missing
+            return function(found, *args, **kwargs)
+
+        return call
+
+    return decorate
 
 
 class Registry(Generic[T]):

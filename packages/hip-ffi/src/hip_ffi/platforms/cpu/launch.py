@@ -200,13 +200,3 @@ def hipModuleOccupancyMaxPotentialBlockSize(
     block_size[0] = min(limit, device.MAX_THREADS_PER_BLOCK) if limit > 0 else 1024
     grid_size[0] = device.host().cores
     return status.SUCCESS
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hipModuleLaunchKernel", "hipDrvLaunchKernelEx", "hipFuncGetAttribute",
-        "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
-        "hipModuleOccupancyMaxPotentialBlockSize",
-    )
-}  # fmt: skip

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+from hip_ffi import surface
 from hip_ffi._version import __version__
 from hip_ffi.api import HipApi
 
@@ -28,6 +30,13 @@ def runtime_version(version: Any) -> int:
     return status.SUCCESS
 
 
+def _defined(module: ModuleType) -> dict[str, Callable[..., Any]]:
+    """The surface functions `module` defines: each module of this folder implements its HIP
+    calls as functions named as in hip_ffi.surface, so the name is written once, at the def."""
+    namespace = vars(module)
+    return {name: namespace[name] for name in surface.ALL if callable(namespace.get(name))}
+
+
 def load() -> HipApi:
     """The cpu platform's HipApi. Loads nothing native yet: the runtime library is built
     (or taken from the disk cache) at the first launch or hipBLAS handle."""
@@ -48,21 +57,16 @@ def load() -> HipApi:
 
     runtime: dict[str, Callable[..., Any]] = {}
     for part in (device, stream_api, memory, copies, modules, launch, graphs):
-        runtime.update(part.FUNCTIONS)
+        runtime.update(_defined(part))
     runtime["hipRuntimeGetVersion"] = runtime_version
     runtime["hipDriverGetVersion"] = runtime_version
     functions: dict[str, Callable[..., Any]] = {
         name: status.track_errors(function) for name, function in runtime.items()
     }
-    functions.update(
-        hipGetErrorName=status.hipGetErrorName,
-        hipGetErrorString=status.hipGetErrorString,
-        hipGetLastError=status.hipGetLastError,
-        hipPeekAtLastError=status.hipPeekAtLastError,
-        hiprtcGetErrorString=status.hiprtcGetErrorString,
-    )
-    functions.update(compiler.FUNCTIONS)
-    functions.update(blas.FUNCTIONS)
+    # The error functions read and reset the error track_errors keeps, so they are not tracked;
+    # hiprtc and hipBLAS return their own status types, which hipGetLastError does not see.
+    for part in (status, compiler, blas):
+        functions.update(_defined(part))
 
     cxx = toolchain.find_compiler()
     cores = device.host().cores

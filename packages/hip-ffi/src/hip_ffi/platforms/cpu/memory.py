@@ -31,7 +31,7 @@ from hip_ffi.constants import (
 )
 from hip_ffi.platforms.cpu import status
 from hip_ffi.platforms.cpu.device import ALIGNMENT, total_memory
-from hip_ffi.platforms.cpu.handles import Registry, address
+from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu.shared_objects import libc
 from hip_ffi.platforms.cpu.streams import ENGINE
 
@@ -105,6 +105,7 @@ POOLS: Registry[Pool] = Registry("hipMemPool_t")
 DEFAULT_POOL = Pool()
 _default_pool_handle = POOLS.add(DEFAULT_POOL)
 _current_pool = _default_pool_handle
+on_pool = takes_handle(POOLS.get, status.INVALID_VALUE)
 
 
 def is_pinned(pointer: int) -> bool:
@@ -152,14 +153,24 @@ def _release(allocation: Allocation) -> None:
     libc.free(allocation.base)
 
 
-def _free(pointer: Any, kind: str) -> int:
+def _take(pointer: Any, kind: str) -> Allocation | int:
+    """The `kind` allocation at `pointer`, taken out of the table so that a second free of it
+    fails from now on; else a status: hipSuccess for NULL (nothing to free), else
+    hipErrorInvalidValue."""
     base = address(pointer)
     if base == 0:
         return status.SUCCESS
     found = ALLOCATIONS.at(base)
     if found is None or found.kind != kind:
         return status.INVALID_VALUE
-    _unregister(found)  # a second free fails from now on
+    _unregister(found)
+    return found
+
+
+def _free(pointer: Any, kind: str) -> int:
+    found = _take(pointer, kind)
+    if isinstance(found, int):
+        return found
     if ENGINE.must_not_wait():  # a finalizer on a worker or inside the engine: free later
         ENGINE.release_later(lambda: _release(found))
     else:
@@ -266,13 +277,9 @@ def hipFreeAsync(pointer: Any, stream: Any) -> int:
     resolved = ENGINE.resolve(stream)
     if resolved is None:
         return status.INVALID_HANDLE
-    base = address(pointer)
-    if base == 0:
-        return status.SUCCESS
-    found = ALLOCATIONS.at(base)
-    if found is None or found.kind != DEVICE:
-        return status.INVALID_VALUE
-    _unregister(found)  # a second free of it fails from now on
+    found = _take(pointer, DEVICE)
+    if isinstance(found, int):
+        return found
 
     def free() -> int:
         _release(found)
@@ -282,20 +289,19 @@ def hipFreeAsync(pointer: Any, stream: Any) -> int:
 
 
 def hipDeviceGetDefaultMemPool(pool: Any, device: int) -> int:
-    if pool == ffi.NULL:
-        return status.INVALID_VALUE
-    if device != 0:
-        return status.INVALID_DEVICE
-    pool[0] = POOLS.cdata(_default_pool_handle)
-    return status.SUCCESS
+    return _write_pool(pool, device, _default_pool_handle)
 
 
 def hipDeviceGetMemPool(pool: Any, device: int) -> int:
-    if pool == ffi.NULL:
+    return _write_pool(pool, device, _current_pool)
+
+
+def _write_pool(out: Any, device: int, handle: int) -> int:
+    if out == ffi.NULL:
         return status.INVALID_VALUE
     if device != 0:
         return status.INVALID_DEVICE
-    pool[0] = POOLS.cdata(_current_pool)
+    out[0] = POOLS.cdata(handle)
     return status.SUCCESS
 
 
@@ -339,58 +345,46 @@ _U64_ATTRIBUTES = {MEM_POOL_ATTRIBUTES[n] for n in ("ReleaseThreshold", "Reserve
                                                      "UsedMemHigh")}  # fmt: skip
 
 
-def hipMemPoolSetAttribute(pool: Any, attribute: int, value: Any) -> int:
+_ATTRIBUTE_NAMES = {value: name for name, value in MEM_POOL_ATTRIBUTES.items()}
+
+
+@on_pool
+def hipMemPoolSetAttribute(pool: Pool, attribute: int, value: Any) -> int:
     """ReleaseThreshold (uint64), the Reuse* flags (int); the *High watermarks reset to 0."""
-    found = POOLS.get(pool)
-    if found is None or address(value) == 0:
+    if address(value) == 0:
         return status.INVALID_VALUE
-    names = {v: k for k, v in MEM_POOL_ATTRIBUTES.items()}
-    name = names.get(attribute)
+    name = _ATTRIBUTE_NAMES.get(attribute)
     if name == "ReleaseThreshold":
-        found.release_threshold = int(ffi.cast("uint64_t*", value)[0])
+        pool.release_threshold = int(ffi.cast("uint64_t*", value)[0])
     elif name in ("ReuseFollowEventDependencies", "ReuseAllowOpportunistic",
                   "ReuseAllowInternalDependencies"):  # fmt: skip
-        found.reuse[attribute] = int(ffi.cast("int*", value)[0])
+        pool.reuse[attribute] = int(ffi.cast("int*", value)[0])
     elif name in ("ReservedMemHigh", "UsedMemHigh") and ffi.cast("uint64_t*", value)[0] == 0:
-        found.used_high = found.used
+        pool.used_high = pool.used
     else:
         return status.INVALID_VALUE
     return status.SUCCESS
 
 
-def hipMemPoolGetAttribute(pool: Any, attribute: int, value: Any) -> int:
-    found = POOLS.get(pool)
-    if found is None or address(value) == 0:
-        return status.INVALID_VALUE
-    names = {v: k for k, v in MEM_POOL_ATTRIBUTES.items()}
-    name = names.get(attribute)
-    if name is None:
+@on_pool
+def hipMemPoolGetAttribute(pool: Pool, attribute: int, value: Any) -> int:
+    name = _ATTRIBUTE_NAMES.get(attribute)
+    if name is None or address(value) == 0:
         return status.INVALID_VALUE
     if attribute in _U64_ATTRIBUTES:
         result = {
-            "ReleaseThreshold": found.release_threshold,
-            "ReservedMemCurrent": found.used,
-            "ReservedMemHigh": found.used_high,
-            "UsedMemCurrent": found.used,
-            "UsedMemHigh": found.used_high,
+            "ReleaseThreshold": pool.release_threshold,
+            "ReservedMemCurrent": pool.used,
+            "ReservedMemHigh": pool.used_high,
+            "UsedMemCurrent": pool.used,
+            "UsedMemHigh": pool.used_high,
         }[name]
         ffi.cast("uint64_t*", value)[0] = result
     else:
-        ffi.cast("int*", value)[0] = found.reuse[attribute]
+        ffi.cast("int*", value)[0] = pool.reuse[attribute]
     return status.SUCCESS
 
 
-def hipMemPoolTrimTo(pool: Any, min_bytes_to_hold: int) -> int:
-    return status.SUCCESS if POOLS.get(pool) is not None else status.INVALID_VALUE
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hipMalloc", "hipFree", "hipHostMalloc", "hipHostFree", "hipHostRegister",
-        "hipHostUnregister", "hipHostGetDevicePointer", "hipPointerGetAttributes",
-        "hipMallocAsync", "hipMallocFromPoolAsync", "hipFreeAsync", "hipDeviceGetDefaultMemPool",
-        "hipDeviceGetMemPool", "hipDeviceSetMemPool", "hipMemPoolCreate", "hipMemPoolDestroy",
-        "hipMemPoolSetAttribute", "hipMemPoolGetAttribute", "hipMemPoolTrimTo",
-    )
-}  # fmt: skip
+@on_pool
+def hipMemPoolTrimTo(pool: Pool, min_bytes_to_hold: int) -> int:
+    return status.SUCCESS  # nothing is held back: freed memory goes back to the host at once

@@ -203,12 +203,3 @@ def hipModuleGetGlobal(pointer: Any, size: Any, module: Any, name: Any) -> int:
     if size != ffi.NULL:
         size[0] = symbol.size
     return status.SUCCESS
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hipModuleLoad", "hipModuleLoadData", "hipModuleUnload", "hipModuleGetFunction",
-        "hipModuleGetGlobal",
-    )
-}  # fmt: skip

@@ -14,6 +14,7 @@ name to look up), and an extern shared array must be declared at global scope or
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 GLOBAL_MARKER = "__hipcpu_global__"
 SHARED_MARKER = "__hipcpu_shared__"
@@ -69,33 +70,35 @@ def _kernel_name(text: str, at: int) -> str | None:
     return None
 
 
+def _marked(text: str, marker: str) -> Iterator[tuple[int, int]]:
+    """(where `marker` stands, where its declaration starts), for each `marker` in `text`."""
+    at = text.find(marker)
+    while at >= 0:
+        yield at, _declaration_start(text, at)
+        at = text.find(marker, at + len(marker))
+
+
 def find_kernels(preprocessed: str) -> list[str]:
     """Names of the non-template __global__ functions, in order of first appearance."""
-    names: list[str] = []
-    at = preprocessed.find(GLOBAL_MARKER)
-    while at >= 0:
-        start = _declaration_start(preprocessed, at)
+    names: dict[str, None] = {}  # a dict keeps the first appearance's order, once each
+    for at, start in _marked(preprocessed, GLOBAL_MARKER):
         if not _TEMPLATE.search(preprocessed, start, at):
             name = _kernel_name(preprocessed, at + len(GLOBAL_MARKER))
-            if name and name not in names:
-                names.append(name)
-        at = preprocessed.find(GLOBAL_MARKER, at + len(GLOBAL_MARKER))
-    return names
+            if name:
+                names[name] = None
+    return list(names)
 
 
 def find_dynamic_shared(preprocessed: str) -> list[str]:
     """Names of the `extern __shared__ T name[];` arrays."""
-    names: list[str] = []
-    at = preprocessed.find(SHARED_MARKER)
-    while at >= 0:
-        start = _declaration_start(preprocessed, at)
+    names: dict[str, None] = {}
+    for at, start in _marked(preprocessed, SHARED_MARKER):
         end = preprocessed.find(";", at)
         if _EXTERN.search(preprocessed, start, at) and end >= 0:
             match = _ARRAY_NAME.search(preprocessed, at, end)
-            if match and match.group(1) not in names:
-                names.append(match.group(1))
-        at = preprocessed.find(SHARED_MARKER, at + len(SHARED_MARKER))
-    return names
+            if match:
+                names[match.group(1)] = None
+    return list(names)
 
 
 def entry_points(kernels: list[str], dynamic_shared: list[str]) -> str:

@@ -16,11 +16,12 @@ from hip_ffi.constants import (
     STREAM_NON_BLOCKING,
 )
 from hip_ffi.platforms.cpu import status
-from hip_ffi.platforms.cpu.handles import Registry
-from hip_ffi.platforms.cpu.streams import ENGINE, Event
+from hip_ffi.platforms.cpu.handles import Registry, takes_handle
+from hip_ffi.platforms.cpu.streams import ENGINE, Event, Stream, on_stream
 
 EVENTS: Registry[Event] = Registry("hipEvent_t")
 _EVENT_FLAGS = EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING | EVENT_INTERPROCESS
+on_event = takes_handle(EVENTS.get, status.INVALID_HANDLE)
 
 
 def hipStreamCreateWithFlags(stream: Any, flags: int) -> int:
@@ -35,23 +36,21 @@ def hipStreamCreateWithPriority(stream: Any, flags: int, priority: int) -> int:
     return status.SUCCESS
 
 
-def hipStreamGetFlags(stream: Any, flags: Any) -> int:
-    resolved = ENGINE.resolve(stream)
-    if resolved is None:
-        return status.INVALID_HANDLE
-    if flags == ffi.NULL:
-        return status.INVALID_VALUE
-    flags[0] = resolved.flags
-    return status.SUCCESS
+@on_stream
+def hipStreamGetFlags(stream: Stream, flags: Any) -> int:
+    return _write(flags, stream.flags)
 
 
-def hipStreamGetPriority(stream: Any, priority: Any) -> int:
-    resolved = ENGINE.resolve(stream)
-    if resolved is None:
-        return status.INVALID_HANDLE
-    if priority == ffi.NULL:
+@on_stream
+def hipStreamGetPriority(stream: Stream, priority: Any) -> int:
+    return _write(priority, stream.priority)
+
+
+def _write(out: Any, value: int) -> int:
+    """`*out = value`, hipErrorInvalidValue for a NULL `out`."""
+    if out == ffi.NULL:
         return status.INVALID_VALUE
-    priority[0] = resolved.priority
+    out[0] = value
     return status.SUCCESS
 
 
@@ -64,19 +63,15 @@ def hipStreamDestroy(stream: Any) -> int:
     return status.SUCCESS
 
 
-def hipStreamSynchronize(stream: Any) -> int:
-    resolved = ENGINE.resolve(stream)
-    if resolved is None:
-        return status.INVALID_HANDLE
-    return ENGINE.synchronize(resolved)
+@on_stream
+def hipStreamSynchronize(stream: Stream) -> int:
+    return ENGINE.synchronize(stream)
 
 
-def hipStreamQuery(stream: Any) -> int:
+@on_stream
+def hipStreamQuery(stream: Stream) -> int:
     """hipSuccess when all work enqueued on the stream has finished, else hipErrorNotReady."""
-    resolved = ENGINE.resolve(stream)
-    if resolved is None:
-        return status.INVALID_HANDLE
-    return ENGINE.query(resolved)
+    return ENGINE.query(stream)
 
 
 def hipStreamWaitEvent(stream: Any, event: Any, flags: int) -> int:
@@ -90,12 +85,10 @@ def hipStreamWaitEvent(stream: Any, event: Any, flags: int) -> int:
     return ENGINE.wait_event(resolved, waited)
 
 
-def hipLaunchHostFunc(stream: Any, function: Any, user_data: Any) -> int:
+@on_stream
+def hipLaunchHostFunc(stream: Stream, function: Any, user_data: Any) -> int:
     """Enqueue a call of `function(user_data)` (a C function pointer, e.g. a cffi callback) on
     `stream`; it runs on the stream's worker thread and must not call the HIP API."""
-    resolved = ENGINE.resolve(stream)
-    if resolved is None:
-        return status.INVALID_HANDLE
     if function == ffi.NULL:
         return status.INVALID_VALUE
 
@@ -103,7 +96,7 @@ def hipLaunchHostFunc(stream: Any, function: Any, user_data: Any) -> int:
         function(user_data)
         return status.SUCCESS
 
-    return ENGINE.submit(resolved, call)
+    return ENGINE.submit(stream, call)
 
 
 def hipDeviceSynchronize() -> int:
@@ -127,20 +120,16 @@ def hipEventRecord(event: Any, stream: Any) -> int:
     return ENGINE.record(recorded, resolved)
 
 
-def hipEventSynchronize(event: Any) -> int:
-    waited = EVENTS.get(event)
-    if waited is None:
-        return status.INVALID_HANDLE
-    ENGINE.event_synchronize(waited)
+@on_event
+def hipEventSynchronize(event: Event) -> int:
+    ENGINE.event_synchronize(event)
     return status.SUCCESS
 
 
-def hipEventQuery(event: Any) -> int:
+@on_event
+def hipEventQuery(event: Event) -> int:
     """hipSuccess once the stream reached the event (or it was never recorded)."""
-    queried = EVENTS.get(event)
-    if queried is None:
-        return status.INVALID_HANDLE
-    return status.SUCCESS if ENGINE.event_done(queried) else status.NOT_READY
+    return status.SUCCESS if ENGINE.event_done(event) else status.NOT_READY
 
 
 def hipEventElapsedTime(ms: Any, start: Any, stop: Any) -> int:
@@ -169,15 +158,3 @@ def hipEventElapsedTime(ms: Any, start: Any, stop: Any) -> int:
 
 def hipEventDestroy(event: Any) -> int:
     return status.SUCCESS if EVENTS.remove(event) is not None else status.INVALID_HANDLE
-
-
-FUNCTIONS = {
-    name: globals()[name]
-    for name in (
-        "hipStreamCreateWithFlags", "hipStreamCreateWithPriority", "hipStreamGetFlags",
-        "hipStreamGetPriority", "hipStreamDestroy", "hipStreamSynchronize", "hipStreamQuery",
-        "hipStreamWaitEvent", "hipLaunchHostFunc", "hipDeviceSynchronize",
-        "hipEventCreateWithFlags", "hipEventRecord", "hipEventSynchronize", "hipEventQuery",
-        "hipEventElapsedTime", "hipEventDestroy",
-    )
-}  # fmt: skip

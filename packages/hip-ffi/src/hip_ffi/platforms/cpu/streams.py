@@ -31,7 +31,7 @@ from typing import Any
 
 from hip_ffi.constants import STREAM_NON_BLOCKING
 from hip_ffi.platforms.cpu import status
-from hip_ffi.platforms.cpu.handles import Registry, address
+from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 
 Work = Callable[[], int]  # runs one operation; returns a hipError_t
 Dependency = tuple["Stream", int]  # (stream, ticket): done once stream.completed >= ticket
@@ -407,3 +407,6 @@ class Engine:
 
 
 ENGINE = Engine()
+#: Decorator for a call whose first argument is a hipStream_t: the function gets the Stream
+#: (NULL and hipStreamLegacy: the null stream), the call hipErrorInvalidHandle for a bad handle.
+on_stream = takes_handle(ENGINE.resolve, status.INVALID_HANDLE)

@@ -14,27 +14,30 @@ from typing import Any
 from hip_ffi import constants
 from hip_ffi.platforms.nvidia.error_codes import CUBLAS_TO_HIPBLAS, HIPBLAS_UNKNOWN
 from hip_ffi.platforms.nvidia.tables import BLAS_COMPUTE_TYPE, BLAS_GEMM_ALGO, BLAS_OPERATION
-from hip_ffi.platforms.nvidia.wrappers import Native
+from hip_ffi.platforms.nvidia.wrappers import Native, translated
 
 INVALID_ENUM = constants.HIPBLAS_STATUSES["HIPBLAS_STATUS_INVALID_ENUM"]
+
+
+def _cuda_enums(
+    trans_a: int, trans_b: int, compute: int, algo: int
+) -> tuple[int, int, int, int] | None:
+    """The cuBLAS values of a GEMM's HIP enums; None when one has no cuBLAS counterpart."""
+    op_a, op_b = BLAS_OPERATION.get(trans_a), BLAS_OPERATION.get(trans_b)
+    cu_compute, cu_algo = BLAS_COMPUTE_TYPE.get(compute), BLAS_GEMM_ALGO.get(algo)
+    if op_a is None or op_b is None or cu_compute is None or cu_algo is None:
+        return None
+    return op_a, op_b, cu_compute, cu_algo
 
 
 def bind(cublas: Any) -> dict[str, Native]:
     """The HIPBLAS surface over an opened libcublas."""
     table = CUBLAS_TO_HIPBLAS.get
-    op = BLAS_OPERATION.get
-    compute_type = BLAS_COMPUTE_TYPE.get
-    algorithm = BLAS_GEMM_ALGO.get
     native_gemm = cublas.cublasGemmEx
     native_batched = cublas.cublasGemmStridedBatchedEx
 
     def mapped(native: Native, name: str) -> Native:
-        def call(*args: Any) -> int:
-            status = native(*args)
-            return table(status, HIPBLAS_UNKNOWN) if status else 0
-
-        call.__name__ = call.__qualname__ = name
-        return call
+        return translated(native, name, CUBLAS_TO_HIPBLAS, HIPBLAS_UNKNOWN)
 
     def hipblasGemmEx(
         handle: Any, trans_a: int, trans_b: int, m: int, n: int, k: int,
@@ -44,11 +47,10 @@ def bind(cublas: Any) -> dict[str, Native]:
         """C = alpha·op(A)·op(B) + beta·C, column-major; alpha/beta on the host (pointer mode
         host, the default) in the compute type's precision; asynchronous on the handle's
         stream."""
-        op_a, op_b, cu_compute, cu_algo = (
-            op(trans_a), op(trans_b), compute_type(compute), algorithm(algo)
-        )  # fmt: skip
-        if op_a is None or op_b is None or cu_compute is None or cu_algo is None:
+        enums = _cuda_enums(trans_a, trans_b, compute, algo)
+        if enums is None:
             return INVALID_ENUM
+        op_a, op_b, cu_compute, cu_algo = enums
         status = native_gemm(
             handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb,
             beta, c, c_type, ldc, cu_compute, cu_algo,
@@ -63,11 +65,10 @@ def bind(cublas: Any) -> dict[str, Native]:
         batch: int, compute: int, algo: int,
     ) -> int:  # fmt: skip
         """`batch` GEMMs as hipblasGemmEx, matrix i at A + i·stride_a elements (and B, C)."""
-        op_a, op_b, cu_compute, cu_algo = (
-            op(trans_a), op(trans_b), compute_type(compute), algorithm(algo)
-        )  # fmt: skip
-        if op_a is None or op_b is None or cu_compute is None or cu_algo is None:
+        enums = _cuda_enums(trans_a, trans_b, compute, algo)
+        if enums is None:
             return INVALID_ENUM
+        op_a, op_b, cu_compute, cu_algo = enums
         status = native_batched(
             handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, stride_a,
             b, b_type, ldb, stride_b, beta, c, c_type, ldc, stride_c,

@@ -10,7 +10,7 @@ from hip_ffi._ffi import ffi
 from hip_ffi._shims import memcpy_with_stream
 from hip_ffi.api import HipApi, Unavailable
 from hip_ffi.errors import LibraryNotFoundError
-from hip_ffi.libraries import LibrarySpec, open_library
+from hip_ffi.libraries import LibrarySpec, missing_library, open_library
 from hip_ffi.platforms.nvidia.blas import bind as bind_blas
 from hip_ffi.platforms.nvidia.device import (
     device_attribute,
@@ -43,6 +43,8 @@ from hip_ffi.platforms.nvidia.wrappers import (
 )
 
 MIN_CUDA_VERSION = 12000
+#: Binds the surface functions of an opened optional library (library, its path) -> functions.
+Binder = Callable[[Any, str], dict[str, Native]]
 
 #: HIP function -> the runtime-API function with the same arguments and enum values.
 RUNTIME_CALLS = {
@@ -169,23 +171,21 @@ def load() -> HipApi:
         prop_type,
     )
 
-    rtc_spec, blas_spec = nvrtc_spec(), cublas_spec()
-    try:
-        nvrtc, nvrtc_path = open_library(ffi, rtc_spec)
-    except LibraryNotFoundError as error:
-        functions.update(_unavailable(surface.HIPRTC, "NVRTC", rtc_spec, error))
-    else:
-        libraries["nvrtc"] = nvrtc_path
-        opened.append(nvrtc)
-        functions.update(_bind_nvrtc(nvrtc, cudart, cuda_include_dir(nvrtc_path)))
-    try:
-        cublas, cublas_path = open_library(ffi, blas_spec)
-    except LibraryNotFoundError as error:
-        functions.update(_unavailable(surface.HIPBLAS, "cuBLAS", blas_spec, error))
-    else:
-        libraries["cublas"] = cublas_path
-        opened.append(cublas)
-        functions.update(bind_blas(cublas))
+    # Optional: without one of these, only its functions are unavailable (saying why).
+    optional: tuple[tuple[str, str, LibrarySpec, tuple[str, ...], Binder], ...] = (
+        ("nvrtc", "NVRTC", nvrtc_spec(), surface.HIPRTC,
+         lambda nvrtc, path: _bind_nvrtc(nvrtc, cudart, cuda_include_dir(path))),
+        ("cublas", "cuBLAS", cublas_spec(), surface.HIPBLAS, lambda cublas, _: bind_blas(cublas)),
+    )  # fmt: skip
+    for role, what, spec, names, bind in optional:
+        try:
+            library, path = open_library(ffi, spec)
+        except LibraryNotFoundError as error:
+            functions.update(missing_library(names, what, spec, error))
+        else:
+            libraries[role] = path
+            opened.append(library)
+            functions.update(bind(library, path))
 
     return HipApi(
         platform="nvidia",
@@ -255,15 +255,6 @@ def _bind_nvrtc(nvrtc: Any, cudart: Any, include_dir: str | None) -> dict[str, N
         return f"sm_{major[0]}{minor[0]}"
 
     return bind_rtc(nvrtc, current_arch, include_dir)
-
-
-def _unavailable(
-    names: tuple[str, ...], what: str, spec: LibrarySpec, error: LibraryNotFoundError
-) -> dict[str, Any]:
-    """Stand-ins for `names` when an optional library is missing; the reason lists the paths."""
-    tried = ", ".join(path for path, _ in error.tried) or "nothing"
-    reason = f"no {what} library (tried {tried}; {spec.env} picks one)"
-    return {name: Unavailable(name, reason) for name in names}
 
 
 def _uuid_query(cuda: Any, state: DriverState) -> Native | None:

@@ -25,7 +25,7 @@ from hip_ffi.platforms.nvidia.tables import (
     RTC_OPTION_PREFIXES,
     RTC_OPTIONS,
 )
-from hip_ffi.platforms.nvidia.wrappers import Native
+from hip_ffi.platforms.nvidia.wrappers import Native, translated
 
 
 def translate_options(options: Sequence[str], default_arch: str | None) -> list[str]:
@@ -69,12 +69,7 @@ def bind(
     extra_options = [f"-I{include_dir}"] if include_dir else []
 
     def mapped(native: Native, name: str) -> Native:
-        def call(*args: Any) -> int:
-            status = native(*args)
-            return table(status, HIPRTC_UNKNOWN) if status else 0
-
-        call.__name__ = call.__qualname__ = name
-        return call
+        return translated(native, name, NVRTC_TO_HIPRTC, HIPRTC_UNKNOWN)
 
     names = {
         code: ffi.new("char[]", name.encode()) for name, code in constants.HIPRTC_RESULTS.items()

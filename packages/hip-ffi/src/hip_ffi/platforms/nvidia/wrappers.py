@@ -9,7 +9,7 @@ is not zero: success returns 0 at once. Failure translates the CUDA code through
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hip_ffi import constants
@@ -76,15 +76,21 @@ class DriverState:
         return driver(native, self, name, needs_context=False)
 
 
-def runtime(native: Native, name: str) -> Native:
-    """A runtime-API call whose cudaError_t is returned as hipError_t."""
-    table = CUDART_TO_HIP.get
+def translated(native: Native, name: str, table: Mapping[int, int], unknown: int) -> Native:
+    """`native` as the HIP function `name`: success returns 0 at once (no translation cost), a
+    failure status becomes its row of `table` (a CUDA code -> HIP code table), else `unknown`."""
+    lookup = table.get
 
     def call(*args: Any) -> int:
         status = native(*args)
-        return table(status, HIP_UNKNOWN) if status else 0
+        return lookup(status, unknown) if status else 0
 
     return _named(call, name)
+
+
+def runtime(native: Native, name: str) -> Native:
+    """A runtime-API call whose cudaError_t is returned as hipError_t."""
+    return translated(native, name, CUDART_TO_HIP, HIP_UNKNOWN)
 
 
 def driver_failure(native: Native, state: DriverState, *, needs_context: bool = True) -> Native:
