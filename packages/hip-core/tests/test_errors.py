@@ -52,3 +52,10 @@ def test_compile_error_carries_the_log() -> None:
     assert caught.value.name == "HIPRTC_ERROR_COMPILATION"
     assert caught.value.log == "x.hip:1: error: nope"
     assert "error: nope" in str(caught.value)
+
+
+def test_check_done_answers_queries() -> None:
+    assert errors.check_done(0, "hipStreamQuery") is True
+    assert errors.check_done(ERROR_CODES["hipErrorNotReady"], "hipStreamQuery") is False
+    with pytest.raises(errors.HipInvalidValueError, match="hipEventQuery"):
+        errors.check_done(ERROR_CODES["hipErrorInvalidHandle"], "hipEventQuery")

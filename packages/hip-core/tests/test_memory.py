@@ -77,7 +77,7 @@ def test_closing_a_full_size_view_never_frees_the_parent(device: Device, pinned:
     assert view.view(0).is_view  # a view of a view too
     view.close()
     assert view.closed and not parent.closed
-    if pinned:
+    if isinstance(parent, PinnedBuffer):
         parent.memoryview()[0] = 1  # still usable
     else:
         parent.fill(1)

@@ -7,7 +7,8 @@
         error.recoverable                   # True: the process can go on
 
 `check(status, api)` is the one checker every module uses: it returns at once on success and
-raises the class the table assigns to the code otherwise.
+raises the class the table assigns to the code otherwise (`check_done` for queries, where "not
+ready" is an answer).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ _ERROR_TABLE: tuple[tuple[str, type[HipError], bool], ...] = (
 _BY_CODE: dict[int, tuple[type[HipError], bool]] = {
     constants.ERROR_CODES[name]: (cls, recoverable) for name, cls, recoverable in _ERROR_TABLE
 }
+_NOT_READY = constants.ERROR_CODES["hipErrorNotReady"]
 _HIPRTC_NAMES = {code: name for name, code in constants.HIPRTC_RESULTS.items()}
 _HIPBLAS_NAMES = {code: name for name, code in constants.HIPBLAS_STATUSES.items()}
 
@@ -109,6 +111,15 @@ def check(status: int, api: str) -> None:
     """Raise the HipError for `status` unless it is hipSuccess (0)."""
     if status:
         raise error_for(status, api)
+
+
+def check_done(status: int, api: str) -> bool:
+    """For queries that answer "not yet" (hipStreamQuery, hipEventQuery): True on success,
+    False on hipErrorNotReady, and the HipError for any other status."""
+    if status == _NOT_READY:
+        return False
+    check(status, api)
+    return True
 
 
 def check_hiprtc(status: int, api: str, log: str = "") -> None:

@@ -6,14 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
 from hip_core._resource import Resource
-from hip_core.errors import check
+from hip_core.errors import check, check_done
 from hip_ffi.constants import EVENT_DEFAULT, EVENT_DISABLE_TIMING
 
 if TYPE_CHECKING:
     from hip_core.device import Device
     from hip_core.stream import Stream
-
-_NOT_READY = 600  # hipErrorNotReady
 
 
 class Event(Resource):
@@ -47,11 +45,7 @@ class Event(Resource):
     def done(self) -> bool:
         """True once the recorded work has completed (does not block)."""
         self._check_open()
-        status = hip().hipEventQuery(self.handle)
-        if status == _NOT_READY:
-            return False
-        check(status, "hipEventQuery")
-        return True
+        return check_done(hip().hipEventQuery(self.handle), "hipEventQuery")
 
     def elapsed_ms(self, end: Event) -> float:
         """Milliseconds of device time from this event to `end`; both must have completed."""

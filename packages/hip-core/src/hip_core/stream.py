@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
 from hip_core._resource import Resource, nothing
-from hip_core.errors import check
+from hip_core.errors import check, check_done
 from hip_ffi.constants import MEMCPY_HOST_TO_DEVICE, STREAM_DEFAULT, STREAM_NON_BLOCKING
 
 if TYPE_CHECKING:
@@ -92,11 +92,7 @@ class Stream(Resource):
     def done(self) -> bool:
         """True when all work queued so far has finished (hipStreamQuery; does not block)."""
         self._check_open()
-        status = hip().hipStreamQuery(self.handle)
-        if status == 600:  # hipErrorNotReady
-            return False
-        check(status, "hipStreamQuery")
-        return True
+        return check_done(hip().hipStreamQuery(self.handle), "hipStreamQuery")
 
     def wait(self, event: Event) -> None:
         """Make later work on this stream wait for `event` (on the device, not the host)."""
