@@ -47,6 +47,8 @@ def _libraries(api: Any) -> list[dict[str, Any]]:
 
 
 def _devices(count: int) -> list[dict[str, Any]]:
+    """Each device's properties (hip_core.Device reads them once, through
+    hip_ffi.device_properties) and its free memory."""
     from hip_core import Device
 
     found = []
@@ -71,10 +73,9 @@ def platform_info() -> dict[str, Any]:
     total_memory, free_memory, ...}] — sizes in bytes, clock in kHz.
     """
     import hip_ffi
-    from hip_ffi import device_count
 
     api = hip_ffi.load()
-    count, why = device_count(api)
+    count, why = hip_ffi.device_count(api)
     return {
         "version": __version__,
         "platform": api.platform,

@@ -15,12 +15,14 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+import hip_ffi
 from hip_backend._version import __version__
 from hip_backend.cli import bench, info, load, selftest
 from hip_backend.cli._common import FAILED, OK, UNAVAILABLE, USAGE, CommandError
 
 __all__ = ["FAILED", "OK", "UNAVAILABLE", "USAGE", "build_parser", "main"]
 
+#: Each command is a module with NAME, HELP, DESCRIPTION, add_arguments(parser) and run(args).
 _COMMANDS = (info, selftest, bench, load)
 _EPILOG = (
     "exit codes: 0 success, 1 a check failed, 2 bad usage or input, "
@@ -32,7 +34,7 @@ def _platform_option(default: object) -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--platform",
-        choices=("amd", "nvidia", "cpu"),
+        choices=hip_ffi.PLATFORMS,
         default=default,
         help="the HIP platform to use (default: $HIP_PLATFORM, else the first detected: "
         "amd with a device, nvidia with a device, cpu)",
@@ -41,7 +43,7 @@ def _platform_option(default: object) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every command (each module adds its own subcommand)."""
+    """The argument parser of every command."""
     parser = argparse.ArgumentParser(
         prog="hip-backend",
         description="Inspect, check and measure the hip-backend stack on this machine.",
@@ -54,7 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
     # work, and a subcommand without the option leaves the top-level value alone.
     after = _platform_option(argparse.SUPPRESS)
     for command in _COMMANDS:
-        command.add_parser(commands, parents=[after], epilog=_EPILOG)
+        sub = commands.add_parser(
+            command.NAME,
+            help=command.HELP,
+            description=command.DESCRIPTION,
+            parents=[after],
+            epilog=_EPILOG,
+        )
+        command.add_arguments(sub)
+        sub.add_argument("--json", action="store_true", help="print the result as JSON")
+        sub.set_defaults(run=command.run)
     return parser
 
 

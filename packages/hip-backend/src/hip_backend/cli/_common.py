@@ -1,12 +1,13 @@
 """What every command shares: exit codes, the error a command raises to stop, platform choice,
-and plain-text tables."""
+the JSON-or-text output, and plain-text tables."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 #: Exit codes of the `hip-backend` command.
@@ -44,20 +45,29 @@ def select_platform(platform: str | None) -> str:
     return str(api.platform)
 
 
-def first_device() -> Any:
-    """Device 0 of the selected platform; CommandError(UNAVAILABLE) when it has none."""
+def select_device(platform: str | None) -> tuple[str, Any]:
+    """`select_platform(platform)`, then its device 0: (platform name, hip_core.Device).
+    CommandError(UNAVAILABLE) when the platform sees no device."""
+    import hip_ffi
     from hip_core import Device
 
-    if Device.count() == 0:
-        import hip_ffi
-
-        api = hip_ffi.load()
+    name = select_platform(platform)
+    if Device.count() == 0:  # hip_ffi.device_count, with runtime errors raised
         raise CommandError(
-            f"the {api.platform} platform ({api.platform_version}) sees no device; "
+            f"the {name} platform ({hip_ffi.load().platform_version}) sees no device; "
             "choose another with --platform or HIP_PLATFORM",
             UNAVAILABLE,
         )
-    return Device(0)
+    return name, Device(0)
+
+
+def output(args: argparse.Namespace, report: dict[str, Any], render: Callable[..., str]) -> int:
+    """Print `report` as JSON with `--json`, else as `render(report)` writes it; returns OK."""
+    if args.json:
+        print_json(report)
+    else:
+        print(render(report))
+    return OK
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

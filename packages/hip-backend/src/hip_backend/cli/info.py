@@ -6,21 +6,18 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from hip_backend.cli._common import OK, human_bytes, print_json, select_platform, table
+from hip_backend.cli._common import human_bytes, output, select_platform, table
+
+NAME = "info"
+HELP = "platform, libraries and devices"
+DESCRIPTION = (
+    "Show the selected HIP platform, the libraries it loaded (paths and versions) and the "
+    "properties of every device it sees. A platform without devices is reported, not an error."
+)
 
 
-def add_parser(commands: Any, **kwargs: Any) -> None:
-    """Register the `info` subcommand."""
-    parser = commands.add_parser(
-        "info",
-        help="platform, libraries and devices",
-        description="Show the selected HIP platform, the libraries it loaded (paths and "
-        "versions) and the properties of every device it sees. A platform without devices "
-        "is reported, not an error.",
-        **kwargs,
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(run=run)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`info` has only the options every command has."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,12 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from hip_backend.platform_info import platform_info
 
     select_platform(args.platform)
-    report = platform_info()
-    if args.json:
-        print_json(report)
-    else:
-        print(render(report))
-    return OK
+    return output(args, platform_info(), render)
 
 
 def render(report: dict[str, Any]) -> str:

@@ -7,32 +7,28 @@ import argparse
 from typing import Any
 
 from hip_backend.cli._common import (
-    OK,
     UNAVAILABLE,
     USAGE,
     CommandError,
-    first_device,
     human_bytes,
-    print_json,
-    select_platform,
+    output,
+    select_device,
+)
+
+NAME = "load"
+HELP = "load a checkpoint and report GB/s, tensors and memory"
+DESCRIPTION = (
+    "Load a checkpoint onto device 0 with hip-runtime's ModelRuntime: a .safetensors file, a "
+    "directory of them (or its model.safetensors.index.json), or a .gguf file. Shows a "
+    "progress bar, then the load rate (tensor data read per second, GB = 1e9 bytes), the "
+    "tensor count and the device memory by category."
 )
 
 
-def add_parser(commands: Any, **kwargs: Any) -> None:
-    """Register the `load` subcommand."""
-    parser = commands.add_parser(
-        "load",
-        help="load a checkpoint and report GB/s, tensors and memory",
-        description="Load a checkpoint onto device 0 with hip-runtime's ModelRuntime: a "
-        ".safetensors file, a directory of them (or its model.safetensors.index.json), or a "
-        ".gguf file. Shows a progress bar, then the load rate (tensor data read per "
-        "second, GB = 1e9 bytes), the tensor count and the device memory by category.",
-        **kwargs,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The checkpoint path and `--no-progress`."""
     parser.add_argument("path", help="the checkpoint file or directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,19 +40,14 @@ def run(args: argparse.Namespace) -> int:
         path = check_path(args.path)  # before any platform work: a typo fails fast
     except CheckpointPathError as error:
         raise CommandError(str(error), USAGE) from error
-    select_platform(args.platform)
-    device = first_device()
+    _, device = select_device(args.platform)
     try:
         report = load_checkpoint(path, device, progress_bar=not (args.no_progress or args.json))
     except ImportError as error:
         raise CommandError(f"cannot load checkpoints here: {error}", UNAVAILABLE) from error
     except (ValueError, OSError) as error:  # a corrupt or unreadable file (FormatError...)
         raise CommandError(f"cannot load {path}: {error}", USAGE) from error
-    if args.json:
-        print_json(report)
-    else:
-        print(render(report))
-    return OK
+    return output(args, report, render)
 
 
 def render(report: dict[str, Any]) -> str:

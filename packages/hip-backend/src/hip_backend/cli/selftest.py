@@ -6,32 +6,23 @@ import argparse
 import dataclasses
 import sys
 import time
-from typing import Any
 
-from hip_backend.cli._common import (
-    FAILED,
-    OK,
-    USAGE,
-    first_device,
-    print_json,
-    select_platform,
-    table,
+from hip_backend.cli._common import FAILED, OK, USAGE, print_json, select_device, table
+
+NAME = "selftest"
+HELP = "check every kernel and op against numpy"
+DESCRIPTION = (
+    "Compile every kernel source, run every HipBackend op on small odd shapes in f32, f16 and "
+    "bf16 and compare with a float64 numpy reference (tolerances of a few units of the output "
+    "type's rounding; casts, embedding and transpose bit for bit). Prints a pass/fail table; "
+    "exits 1 if anything fails."
 )
 
 
-def add_parser(commands: Any, **kwargs: Any) -> None:
-    """Register the `selftest` subcommand."""
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--only CHECK` and `--seed`."""
     from hip_backend.selftest import CHECKS
 
-    parser = commands.add_parser(
-        "selftest",
-        help="check every kernel and op against numpy",
-        description="Compile every kernel source, run every HipBackend op on small odd shapes "
-        "in f32, f16 and bf16 and compare with a float64 numpy reference (tolerances of a few "
-        "units of the output type's rounding; casts, embedding and transpose bit for bit). "
-        "Prints a pass/fail table; exits 1 if anything fails.",
-        **kwargs,
-    )
     parser.add_argument(
         "--only",
         action="append",
@@ -42,16 +33,13 @@ def add_parser(commands: Any, **kwargs: Any) -> None:
         + ", ".join(check.name for check in CHECKS),
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the checks; 0 when all pass, 1 when any fails."""
     from hip_backend.selftest import run_selftest
 
-    platform = select_platform(args.platform)
-    device = first_device()
+    platform, device = select_device(args.platform)
     if not args.json:
         print(f"hip-backend selftest on {platform}: {device.name} ({device.arch})", flush=True)
     start = time.perf_counter()
