@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -192,3 +194,25 @@ def test_stream_addresses_round_trip_through_from_handle(device: Device) -> None
         assert borrowed.address == owner.address
         borrowed.wait(owner.record())
         borrowed.sync()
+
+
+def test_a_stream_never_synchronized_keeps_only_what_is_in_flight(device: Device) -> None:
+    class Held:
+        pass
+
+    stream = device.default_stream
+    stream.sync()
+    held = [Held() for _ in range(64)]
+    alive = [weakref.ref(h) for h in held]
+    for h in held:
+        stream.keep_until_sync(h)
+    del held, h
+    gc.collect()
+    assert not any(ref() for ref in alive)  # the stream was idle at the 64th: all released
+    buffer = device.allocate(64)
+    buffer.copy_from(bytes(64), stream=stream)
+    device.synchronize()  # releases what the default stream kept, as its sync() does
+    alive = [weakref.ref(buffer)]
+    del buffer
+    gc.collect()
+    assert alive[0]() is None

@@ -121,10 +121,12 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait for all work on every stream of this device (hipDeviceSynchronize)."""
+        stream = self._default_stream
+        kept = 0 if stream is None else len(stream._keep)  # queued before the wait: done after
         with self:
             check(hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
-        if self._default_stream is not None:
-            self._default_stream._keep.clear()  # its work is done: the host memory may go
+        if stream is not None:
+            del stream._keep[:kept]
 
     # Factories: resources are created on this device.
     def create_stream(self, *, non_blocking: bool = False, priority: int = 0) -> Stream:

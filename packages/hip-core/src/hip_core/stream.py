@@ -85,8 +85,9 @@ class Stream(Resource):
     def sync(self) -> None:
         """Block the calling thread until all work queued so far on this stream is done."""
         self._check_open()
+        kept = len(self._keep)  # queued before the wait, so done after it (others may append)
         check(hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
-        self._keep.clear()
+        del self._keep[:kept]
 
     @property
     def done(self) -> bool:
@@ -142,9 +143,15 @@ class Stream(Resource):
         check(status, "hipMemcpyAsync")
 
     def keep_until_sync(self, obj: Any) -> None:
-        """Hold a reference to `obj` until the next `sync()` (host memory in flight)."""
+        """Hold a reference to `obj` until the next `sync()` (host memory in flight), or until
+        a query finds the stream idle: one is made each time the list doubles from 64, so a
+        stream that is never synchronized (the default stream) keeps only what is in flight."""
         self._check_open()
-        self._keep.append(obj)
+        keep = self._keep
+        keep.append(obj)
+        kept = len(keep)
+        if kept >= 64 and not kept & (kept - 1) and hip().hipStreamQuery(self.handle) == 0:
+            del keep[:kept]  # all queued before the query: done (a capture answers an error)
 
     @property
     def address(self) -> int:
