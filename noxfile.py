@@ -158,7 +158,11 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks under bench/ on the current platform; JSON lines plus a table."""
+    """Run the benchmarks under bench/ on the current platform; JSON lines plus a table each.
+
+    Every script takes the harness's flags, so `nox -s bench -- --quick --out DIR` hands them
+    to all of them (a script's own flags, such as bench_ops' --size, only make sense alone).
+    """
     install_only(session, "hip-backend")
     scripts = sorted((ROOT / "bench").glob("bench_*.py"))
     if not scripts:

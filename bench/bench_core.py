@@ -8,22 +8,39 @@ Measures, in one run (numbers from different runs are not comparable on shared m
 - stream and event creation (create + destroy), beside cuda.core;
 - 4 KiB and 256 MiB pinned host<->device copies, synchronous, beside cuda.core (or CuPy).
 Anchors that are not importable (no GPU, no nvcc) are reported as skipped, not guessed.
-Prints JSON lines, then a table.
+Prints JSON lines, then a table; writes bench_core.jsonl and bench_core.md under --out.
 
-    python bench/bench_core.py [--quick]
+    python bench/bench_core.py [--quick] [--out DIR]
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _harness import ROWS, cuda_core, emit, median_us, nvcc, run
+from _harness import ROWS, cuda_core_kernel, emit, median_us, nvcc, parser, run, save
 
 EMPTY = 'extern "C" __global__ void empty(float* p, int n) {}\n'
+OBJECT_CALLS = 2000  # creations (+ destructions) per sample
+
+
+def emit_objects(impl: str, cases: dict[str, Callable[[], Any]], sync: Callable[[], Any]) -> None:
+    """One row per (benchmark, create-and-destroy call): µs per object."""
+    for bench, create in cases.items():
+        emit(bench=bench, impl=impl, us=median_us(create, OBJECT_CALLS, sync))
+
+
+def emit_copies(
+    impl: str, size: int, h2d: Callable[[], Any], d2h: Callable[[], Any], sync: Callable[[], Any]
+) -> None:
+    """A synchronous host->device and device->host copy of `size` bytes: µs and GB/s."""
+    calls = 2000 if size <= 65536 else 10
+    for bench, copy in (("h2d", h2d), ("d2h", d2h)):
+        us = median_us(copy, calls, sync)
+        emit(bench=bench, impl=impl, bytes=size, us=us, gb_s=size / us / 1e3)
 
 
 def bench_hip_core(calls: int, copy_sizes: list[int]) -> None:
@@ -34,7 +51,7 @@ def bench_hip_core(calls: int, copy_sizes: list[int]) -> None:
     buffer = device.allocate(1024)
     kernel = hip_core.Program(EMPTY).load(device).get_kernel("empty")
     us = median_us(lambda: kernel.launch(1, 1, buffer, 0, stream=stream), calls, stream.sync)
-    emit(bench="launch", impl="hip_core", us=us, platform=hip_core._hip.hip().platform)
+    emit(bench="launch", impl="hip_core", us=us, platform=hip_core.hip_api().platform)
 
     per_graph = 1000
     with hip_core.capture(stream) as captured:
@@ -44,61 +61,37 @@ def bench_hip_core(calls: int, copy_sizes: list[int]) -> None:
     us = median_us(lambda: graph.launch(stream), 20, stream.sync) / per_graph
     emit(bench="graph_replay_per_kernel", impl="hip_core", us=us)
 
-    emit(
-        bench="stream_create",
-        impl="hip_core",
-        us=median_us(lambda: device.create_stream().close(), 2000, stream.sync),
-    )
-    emit(
-        bench="event_create_timing",
-        impl="hip_core",
-        us=median_us(lambda: device.create_event().close(), 2000, stream.sync),
-    )
-    emit(
-        bench="event_create",  # timing off, as cuda.core's default event
-        impl="hip_core",
-        us=median_us(lambda: device.create_event(timing=False).close(), 2000, stream.sync),
-    )
-
+    objects = {
+        "stream_create": lambda: device.create_stream().close(),
+        "event_create_timing": lambda: device.create_event().close(),
+        # timing off, as cuda.core's default event
+        "event_create": lambda: device.create_event(timing=False).close(),
+    }
+    emit_objects("hip_core", objects, stream.sync)
     for size in copy_sizes:
         pinned, dev = device.allocate_pinned(size), device.allocate(size)
-        calls_for_size = 2000 if size <= 65536 else 10
-        us = median_us(lambda d=dev, p=pinned: d.copy_from(p), calls_for_size, stream.sync)
-        emit(bench="h2d", impl="hip_core", bytes=size, us=us, gb_s=size / us / 1e3)
-        us = median_us(lambda d=dev, p=pinned: d.copy_to(p), calls_for_size, stream.sync)
-        emit(bench="d2h", impl="hip_core", bytes=size, us=us, gb_s=size / us / 1e3)
+        emit_copies("hip_core", size, lambda d=dev, p=pinned: d.copy_from(p),
+                    lambda d=dev, p=pinned: d.copy_to(p), stream.sync)  # fmt: skip
 
 
 def bench_cuda_core(calls: int, copy_sizes: list[int]) -> None:
-    cc = cuda_core()
+    cc, device, stream, kernel = cuda_core_kernel(EMPTY, "empty")
     import numpy as np
 
-    device = cc.Device()
-    device.set_current()
-    stream = device.create_stream()
-    arch = "".join(str(v) for v in device.compute_capability)
-    program = cc.Program(EMPTY, code_type="c++", options=cc.ProgramOptions(arch=f"sm_{arch}"))
-    kernel = program.compile("cubin").get_kernel("empty")
     buffer = device.allocate(1024, stream=stream)
     config = cc.LaunchConfig(grid=1, block=1)
     n = np.int32(0)
     us = median_us(lambda: cc.launch(stream, config, kernel, buffer, n), calls, stream.sync)
     emit(bench="launch", impl="cuda.core", us=us)
-    emit(
-        bench="stream_create",
-        impl="cuda.core",
-        us=median_us(lambda: device.create_stream().close(), 2000, stream.sync),
-    )
-    emit(
-        bench="event_create",
-        impl="cuda.core",
-        us=median_us(lambda: device.create_event().close(), 2000, stream.sync),
-    )
+    objects = {
+        "stream_create": lambda: device.create_stream().close(),
+        "event_create": lambda: device.create_event().close(),
+    }
+    emit_objects("cuda.core", objects, stream.sync)
     pinned_resource = cc.LegacyPinnedMemoryResource()
     for size in copy_sizes:
         pinned = pinned_resource.allocate(size)
         dev = device.allocate(size, stream=stream)
-        calls_for_size = 2000 if size <= 65536 else 10
 
         def h2d(d: Any = dev, p: Any = pinned) -> None:
             p.copy_to(d, stream=stream)
@@ -108,10 +101,7 @@ def bench_cuda_core(calls: int, copy_sizes: list[int]) -> None:
             d.copy_to(p, stream=stream)
             stream.sync()
 
-        us = median_us(h2d, calls_for_size, stream.sync)
-        emit(bench="h2d", impl="cuda.core", bytes=size, us=us, gb_s=size / us / 1e3)
-        us = median_us(d2h, calls_for_size, stream.sync)
-        emit(bench="d2h", impl="cuda.core", bytes=size, us=us, gb_s=size / us / 1e3)
+        emit_copies("cuda.core", size, h2d, d2h, stream.sync)
 
 
 def bench_cupy(calls: int) -> None:
@@ -164,40 +154,40 @@ def bench_raw_c(calls: int) -> None:
     emit(bench="launch", impl="raw C", us=float(out.stdout))
 
 
-def table() -> None:
+def table() -> str:
     by_key: dict[tuple[Any, ...], dict[str, float]] = {}
     for row in ROWS:
         if "us" in row:
             by_key.setdefault((row["bench"], row.get("bytes")), {})[row["impl"]] = row["us"]
     header = ("benchmark", "hip_core µs", "cuda.core", "cupy", "raw C", "vs cuda.core")
-    print("\n{:<26}{:>12}{:>12}{:>12}{:>12}{:>14}".format(*header))
+    lines = ["\n{:<26}{:>12}{:>12}{:>12}{:>12}{:>14}".format(*header)]
     for (bench, size), impls in by_key.items():
         name = bench if size is None else f"{bench} {size // 1024} KiB"
         ours, anchor = impls.get("hip_core"), impls.get("cuda.core")
         ratio = f"{ours / anchor:.2f}x" if ours and anchor else "-"
         cells = [impls.get(k) for k in ("hip_core", "cuda.core", "cupy", "raw C")]
-        print(
+        lines.append(
             f"{name:<26}"
             + "".join(f"{c:>11.2f} " if c else f"{'-':>11} " for c in cells)
             + f"{ratio:>12}"
         )
+    lines += [f"skipped {r['impl']}: {r['reason']}" for r in ROWS if r["bench"] == "skipped"]
+    return "\n".join(lines)
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv
-    calls = 2000 if quick else 20000
-    sizes = [4096, 4096 if quick else 256 << 20]
-    sizes = sorted(set(sizes))
+    args = parser(__doc__).parse_args()
+    calls = 2000 if args.quick else 20000
+    sizes = sorted({4096, 4096 if args.quick else 256 << 20})
     run(
-        "bench_core",
         (
             ("hip_core", lambda: bench_hip_core(calls, sizes)),
             ("cuda.core", lambda: bench_cuda_core(calls, sizes)),
             ("cupy", lambda: bench_cupy(calls)),
             ("raw C", lambda: bench_raw_c(calls)),
-        ),
+        )
     )
-    table()
+    save(args.out, "bench_core", table())
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ Measures (numbers from different runs are not comparable on shared machines):
   runs alone, so it cannot share cache lines with its neighbours), and a contiguous 64 Ki-float
   chunk per block — beside numpy `x.sum()` and plain C loops.
 Kernel times are host wall time of launch + hipDeviceSynchronize (the hip_ffi call overhead
-included), median of repeats after a warm-up. Prints JSON lines, then a table.
+included), median of repeats after a warm-up. Prints JSON lines, then a table; writes
+bench_cpu.jsonl and bench_cpu.md under --out.
 
-    python bench/bench_cpu.py [--quick] [--out DIR]     # run from the checkout root or bench/
+    python bench/bench_cpu.py [--quick] [--out DIR]     # --quick: 1M floats, fewer repeats
 """
 
 from __future__ import annotations
@@ -22,52 +23,48 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _harness import ROWS, emit, run
+from _harness import ROWS, emit, hip_module, parser, run, save, seconds
 
 KERNELS = r"""
 extern "C" __global__ void vector_add_f32(const float* a, const float* b, float* c, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) c[i] = a[i] + b[i];
 }
-extern "C" __global__ void block_sum_f32(const float* x, float* partial, int n) {
-    __shared__ float s[256];
-    const unsigned int t = threadIdx.x;
-    float v = 0.0f;
-    for (int i = blockIdx.x * blockDim.x + t; i < n; i += gridDim.x * blockDim.x) v += x[i];
+// The shared-memory tree of a block: thread t brings v, s[0] ends with the block's sum.
+__device__ void block_tree_sum(float* s, unsigned int t, float v) {
     s[t] = v;
     __syncthreads();
     for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
         if (t < half) s[t] += s[t + half];
         __syncthreads();
     }
-    if (t == 0) partial[blockIdx.x] = s[0];
+}
+extern "C" __global__ void block_sum_f32(const float* x, float* partial, int n) {
+    __shared__ float s[256];
+    float v = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        v += x[i];
+    block_tree_sum(s, threadIdx.x, v);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
 }
 // The same tree over a contiguous chunk per block (threads stride by blockDim.x inside it):
 // coalesced on a GPU, and cache-friendly when a block's threads run one after another.
 extern "C" __global__ void block_sum_chunk_f32(const float* x, float* partial, int n, int chunk) {
     __shared__ float s[256];
-    const unsigned int t = threadIdx.x;
     const int begin = blockIdx.x * chunk, end = min(begin + chunk, n);
     float v = 0.0f;
-    for (int i = begin + t; i < end; i += blockDim.x) v += x[i];
-    s[t] = v;
-    __syncthreads();
-    for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
-        if (t < half) s[t] += s[t + half];
-        __syncthreads();
-    }
-    if (t == 0) partial[blockIdx.x] = s[0];
+    for (int i = begin + threadIdx.x; i < end; i += blockDim.x) v += x[i];
+    block_tree_sum(s, threadIdx.x, v);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
 }
 """
 
@@ -110,16 +107,14 @@ EXPORT double sum_threads(const float* x, long n, int threads) {
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up: first touch of pages, thread wake-up
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(samples)
+    """Median ms of one call (it synchronizes), after one warm-up: first touch of pages,
+    thread wake-up."""
+    return seconds(fn, repeats) * 1e3
 
 
 # ---- the disk cache: a cold and a warm process ----------------------------------------------
+# The probe is its own small program (not this file's helpers) so that the fresh process
+# imports hip_ffi alone, as a user's would, before its first launch.
 
 _CACHE_PROBE = textwrap.dedent(
     """
@@ -170,18 +165,8 @@ class Cpu:
 
         self.hip = hip_ffi.load("cpu")
         self.ffi = self.hip.ffi
-        ffi, hip = self.ffi, self.hip
-        from hip_ffi.rtc import compile_source
-
-        compiled = compile_source(hip, KERNELS, name="bench.hip")
-        assert compiled.ok, compiled.log
-        code = compiled.code
-        module = ffi.new("hipModule_t*")
-        assert hip.hipModuleLoadData(module, code) == 0
-        self.module = module[0]
-        count = ffi.new("int*")
-        hip.hipDeviceGetAttribute(count, 63, 0)  # hipDeviceAttributeMultiprocessorCount
-        self.cores = int(count[0])
+        self.module = hip_module(self.hip, KERNELS, "bench.hip")
+        self.cores = hip_ffi.device_properties(self.hip, 0).multiprocessors
 
     def function(self, name: str) -> Any:
         out = self.ffi.new("hipFunction_t*")
@@ -296,39 +281,41 @@ def check_sum(cpu: Cpu, partial: np.ndarray, device: Any, count: int, x: np.ndar
     assert abs(total - x.astype(np.float64).sum()) <= 1e-4 * np.abs(x).sum()
 
 
-def table() -> None:
-    print()
-    cache = [r for r in ROWS if r["bench"] == "disk_cache"]
-    for r in cache:
-        print(f"disk cache, {r['run']} process: {r['compiles']} compiler runs, "
-              f"{r['cache_hits']} cache hits, {r['seconds']:.2f} s to first launch")  # fmt: skip
+def table() -> str:
+    lines = [""]
     for r in ROWS:
-        if r["bench"] == "skipped":
-            print(f"skipped: {r['impl']}: {r['reason']}")
+        if r["bench"] == "disk_cache":
+            lines.append(
+                f"disk cache, {r['run']} process: {r['compiles']} compiler runs, "
+                f"{r['cache_hits']} cache hits, {r['seconds']:.2f} s to first launch"
+            )
+    lines += [f"skipped: {r['impl']}: {r['reason']}" for r in ROWS if r["bench"] == "skipped"]
     for bench in ("vector_add", "block_reduce_256"):
         rows = [r for r in ROWS if r["bench"] == bench]
         numpy_ms = next((r["ms"] for r in rows if r["impl"].startswith("numpy")), None)
         if not rows or numpy_ms is None:
             continue
-        print(f"\n{bench}, {rows[0]['n']} floats, {rows[0]['cores']} cores")
-        print(f"{'implementation':<62} {'ms':>9} {'GB/s':>7} {'/ numpy':>8}")
+        lines.append(f"\n{bench}, {rows[0]['n']} floats, {rows[0]['cores']} cores")
+        lines.append(f"{'implementation':<62} {'ms':>9} {'GB/s':>7} {'/ numpy':>8}")
         for r in rows:
-            print(f"{r['impl']:<62} {r['ms']:>9.2f} {r['gb_s']:>7.2f} {r['ms'] / numpy_ms:>8.2f}")
+            lines.append(
+                f"{r['impl']:<62} {r['ms']:>9.2f} {r['gb_s']:>7.2f} {r['ms'] / numpy_ms:>8.2f}"
+            )
+    return "\n".join(lines)
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv  # 1M floats, fewer repeats; --out DIR (or $OUT) saves rows
-    n, repeats = (1 << 20, 5) if quick else (1 << 24, 15)
+    args = parser(__doc__).parse_args()
+    n, repeats = (1 << 20, 5) if args.quick else (1 << 24, 15)
     run(
-        "bench_cpu",
         [
             ("disk cache", bench_cache),
             ("hip_ffi cpu", lambda: bench_hip(n, repeats)),
             ("numpy", lambda: bench_numpy(n, repeats)),
             ("plain C", lambda: bench_plain_c(n, repeats)),
-        ],
+        ]
     )
-    table()
+    save(args.out, "bench_cpu", table())
 
 
 if __name__ == "__main__":

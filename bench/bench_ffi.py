@@ -12,7 +12,7 @@ Measures, in one run (numbers from different runs are not comparable on shared m
   (numpy) memory, synchronous hipMemcpy, in GB/s (median of repeats), beside raw C cudaMemcpy
   and torch's copy_.
 Anchors that cannot run here (no nvcc, no CuPy...) are reported as skipped, not guessed.
-Prints JSON lines, then a table; with $OUT set (or --out DIR) the JSON lines go to a file too.
+Prints JSON lines, then a table; writes bench_ffi.jsonl and bench_ffi.md under --out.
 
     python bench/bench_ffi.py [--quick] [--out DIR]
 """
@@ -20,32 +20,39 @@ Prints JSON lines, then a table; with $OUT set (or --out DIR) the JSON lines go 
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _harness import ROWS, cuda_core, emit, nvcc, per_call_us, run
+from _harness import (
+    ROWS,
+    cuda_core_kernel,
+    emit,
+    hip_module,
+    nvcc,
+    parser,
+    run,
+    save,
+    seconds,
+    timing,
+)
 
 EMPTY = 'extern "C" __global__ void empty() {}\n'
 COPY_BYTES = 256 << 20
 
 
 def copy_gb_s(copy: Callable[[], int], size: int, repeats: int) -> float:
-    """Median GB/s of a synchronous copy of `size` bytes (one warm-up)."""
-    if copy() != 0:
-        raise RuntimeError("copy failed")
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        if copy() != 0:
-            raise RuntimeError("copy failed")
-        samples.append(size / (time.perf_counter() - start) / 1e9)
-    return statistics.median(samples)
+    """GB/s of the median time of a synchronous copy of `size` bytes (one warm-up; `copy`
+    returns a status)."""
+    return size / seconds(copy, repeats, status=True) / 1e9
+
+
+def emit_launch(impl: str, launch: Callable[[], Any], calls: int, sync: Callable[[], Any]) -> None:
+    """One launch row: µs per launch (median, min, max)."""
+    t = timing(launch, calls, sync)
+    emit(bench="launch", impl=impl, us=t.median_us, min=t.min_us, max=t.max_us, calls=calls)
 
 
 def bench_hip_ffi(calls: int, copy_repeats: int) -> None:
@@ -53,7 +60,6 @@ def bench_hip_ffi(calls: int, copy_repeats: int) -> None:
 
     import hip_ffi
     from hip_ffi import constants
-    from hip_ffi.rtc import compile_source
 
     hip = hip_ffi.load("nvidia")
     ffi = hip.ffi
@@ -63,12 +69,9 @@ def bench_hip_ffi(calls: int, copy_repeats: int) -> None:
     arch = ffi.string(props.gcnArchName).decode()
     emit(bench="device", name=ffi.string(props.name).decode(), arch=arch)
 
-    compiled = compile_source(hip, EMPTY, name="e.cu", options=[f"--offload-arch={arch}"])
-    assert compiled.ok, compiled.log
-    code = compiled.code
-    module, function = ffi.new("hipModule_t*"), ffi.new("hipFunction_t*")
-    assert hip.hipModuleLoadData(module, code) == 0
-    assert hip.hipModuleGetFunction(function, module[0], b"empty") == 0
+    module = hip_module(hip, EMPTY, "e.cu", [f"--offload-arch={arch}"])
+    function = ffi.new("hipFunction_t*")
+    assert hip.hipModuleGetFunction(function, module, b"empty") == 0
     stream = ffi.new("hipStream_t*")
     assert hip.hipStreamCreateWithFlags(stream, constants.STREAM_NON_BLOCKING) == 0
     f, s, null = function[0], stream[0], ffi.NULL
@@ -89,8 +92,7 @@ def bench_hip_ffi(calls: int, copy_repeats: int) -> None:
         ("cffi cuLaunchKernelEx (no wrapper)", lambda: raw_ex(config, f, null, null)),
         ("cffi cuLaunchKernel (no wrapper)", lambda: raw(f, 1, 1, 1, 1, 1, 1, 0, s, null, null)),
     ):
-        median, low, high = per_call_us(fn, calls, sync)
-        emit(bench="launch", impl=impl, us=median, min=low, max=high, calls=calls)
+        emit_launch(impl, fn, calls, sync)
 
     device, pinned = ffi.new("void**"), ffi.new("void**")
     assert hip.hipMalloc(device, COPY_BYTES) == 0
@@ -108,7 +110,7 @@ def bench_hip_ffi(calls: int, copy_repeats: int) -> None:
             emit(bench="copy", impl="hip_ffi hipMemcpy", direction=direction, memory=memory,
                  bytes=COPY_BYTES, gb_s=gb_s)  # fmt: skip
     assert hip.hipHostFree(pinned[0]) == 0 and hip.hipFree(device[0]) == 0
-    assert hip.hipStreamDestroy(s) == 0 and hip.hipModuleUnload(module[0]) == 0
+    assert hip.hipStreamDestroy(s) == 0 and hip.hipModuleUnload(module) == 0
 
 
 RAW_C = r"""
@@ -216,21 +218,14 @@ def bench_raw_c(calls: int, copy_repeats: int) -> None:
 
 
 def bench_cuda_core(calls: int) -> None:
-    cc = cuda_core()
-    device = cc.Device()
-    device.set_current()
-    stream = device.create_stream()
-    arch = "".join(str(v) for v in device.compute_capability)
-    program = cc.Program(EMPTY, code_type="c++", options=cc.ProgramOptions(arch=f"sm_{arch}"))
-    kernel = program.compile("cubin").get_kernel("empty")
+    cc, _, stream, kernel = cuda_core_kernel(EMPTY, "empty")
     config = cc.LaunchConfig(grid=1, block=1)
 
     def launch() -> int:
         cc.launch(stream, config, kernel)
         return 0
 
-    median, low, high = per_call_us(launch, calls, stream.sync)
-    emit(bench="launch", impl="cuda.core launch", us=median, min=low, max=high, calls=calls)
+    emit_launch("cuda.core launch", launch, calls, stream.sync)
 
 
 def bench_cupy(calls: int) -> None:
@@ -244,8 +239,7 @@ def bench_cupy(calls: int) -> None:
         return 0
 
     with stream:
-        median, low, high = per_call_us(launch, calls, stream.synchronize)
-    emit(bench="launch", impl="CuPy RawKernel", us=median, min=low, max=high, calls=calls)
+        emit_launch("CuPy RawKernel", launch, calls, stream.synchronize)
 
 
 def bench_torch_copies(copy_repeats: int) -> None:
@@ -272,45 +266,47 @@ def bench_torch_copies(copy_repeats: int) -> None:
                  bytes=COPY_BYTES, gb_s=gb_s)  # fmt: skip
 
 
-def table() -> None:
+def table() -> str:
     launches = {row["impl"]: row for row in ROWS if row.get("bench") == "launch"}
     anchor = launches.get("raw C cuLaunchKernel")
-    print("\nempty-kernel launch, µs per launch (lower is better)")
-    print(f"{'implementation':<38}{'median':>8}{'min':>8}{'max':>8}{'vs raw C cuLaunchKernel':>26}")
+    lines = [
+        "\nempty-kernel launch, µs per launch (lower is better)",
+        f"{'implementation':<38}{'median':>8}{'min':>8}{'max':>8}{'vs raw C cuLaunchKernel':>26}",
+    ]
     for impl, row in launches.items():
         ratio = f"{row['us'] / anchor['us']:.2f}x" if anchor else "-"
-        print(f"{impl:<38}{row['us']:>8.2f}{row['min']:>8.2f}{row['max']:>8.2f}{ratio:>26}")
+        lines.append(f"{impl:<38}{row['us']:>8.2f}{row['min']:>8.2f}{row['max']:>8.2f}{ratio:>26}")
     copies: dict[tuple[str, str], dict[str, float]] = {}
     for row in ROWS:
         if row.get("bench") == "copy":
             key = (row["direction"], row["memory"])
             copies.setdefault(key, {})[row["impl"].split()[0]] = row["gb_s"]
-    print(f"\n{COPY_BYTES >> 20} MiB synchronous copies, GB/s (higher is better)")
-    print(f"{'copy':<16}{'hip_ffi':>10}{'raw C':>10}{'torch':>10}{'hip_ffi / raw C':>18}")
+    lines += [
+        f"\n{COPY_BYTES >> 20} MiB synchronous copies, GB/s (higher is better)",
+        f"{'copy':<16}{'hip_ffi':>10}{'raw C':>10}{'torch':>10}{'hip_ffi / raw C':>18}",
+    ]
     for (direction, memory), impls in copies.items():
         cells = [impls.get(k) for k in ("hip_ffi", "raw", "torch")]
         ratio = f"{cells[0] / cells[1]:.2f}" if cells[0] and cells[1] else "-"
         text = "".join(f"{c:>10.1f}" if c else f"{'-':>10}" for c in cells)
-        print(f"{direction + ' ' + memory:<16}{text}{ratio:>18}")
-    for row in ROWS:
-        if row.get("bench") == "skipped":
-            print(f"skipped {row['impl']}: {row['reason']}")
+        lines.append(f"{direction + ' ' + memory:<16}{text}{ratio:>18}")
+    lines += [f"skipped {r['impl']}: {r['reason']}" for r in ROWS if r.get("bench") == "skipped"]
+    return "\n".join(lines)
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv
-    calls, copy_repeats = (2000, 3) if quick else (20000, 10)
+    args = parser(__doc__).parse_args()
+    calls, copy_repeats = (2000, 3) if args.quick else (20000, 10)
     run(
-        "bench_ffi",
         (
             ("hip_ffi", lambda: bench_hip_ffi(calls, copy_repeats)),
             ("raw C", lambda: bench_raw_c(calls, copy_repeats)),
             ("cuda.core", lambda: bench_cuda_core(calls)),
             ("CuPy", lambda: bench_cupy(calls)),
             ("torch", lambda: bench_torch_copies(copy_repeats)),
-        ),
+        )
     )
-    table()
+    save(args.out, "bench_ffi", table())
 
 
 if __name__ == "__main__":

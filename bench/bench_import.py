@@ -1,20 +1,20 @@
 """Import cost of each layer over a bare interpreter (goal: hip_ffi <= 30 ms, hip_core <= 50 ms).
 
-Runs `python -c "import X"` and `python -c "pass"` alternately, 30 times each, and reports the
-median wall-clock difference. Prints JSON lines, then a table.
+Runs `python -c "import X"` and `python -c "pass"` alternately, 30 times each (--quick: 5),
+and reports the median wall-clock difference. Prints JSON lines, then a table; writes
+bench_import.jsonl and bench_import.md under --out.
 
-    python bench/bench_import.py [module ...]
+    python bench/bench_import.py [--quick] [--out DIR] [module ...]
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import subprocess
 import sys
 import time
 
-RUNS = 30
+from _harness import ROWS, emit, parser, save
 
 
 def _wall(code: str) -> float:
@@ -23,29 +23,38 @@ def _wall(code: str) -> float:
     return time.perf_counter() - start
 
 
-def import_cost_ms(module: str) -> dict[str, float | str]:
+def import_cost_ms(module: str, runs: int) -> None:
     bare, loaded = [], []
-    for _ in range(RUNS):
+    for _ in range(runs):
         bare.append(_wall("pass"))
         loaded.append(_wall(f"import {module}"))
     base, with_module = statistics.median(bare), statistics.median(loaded)
-    return {
-        "bench": "import",
-        "module": module,
-        "bare_ms": round(base * 1e3, 2),
-        "import_ms": round(with_module * 1e3, 2),
-        "cost_ms": round((with_module - base) * 1e3, 2),
-    }
+    emit(
+        bench="import",
+        module=module,
+        bare_ms=round(base * 1e3, 2),
+        import_ms=round(with_module * 1e3, 2),
+        cost_ms=round((with_module - base) * 1e3, 2),
+    )
 
 
-def main(modules: list[str]) -> None:
-    rows = [import_cost_ms(module) for module in modules]
-    for row in rows:
-        print(json.dumps(row))
-    print(f"{'module':<14}{'bare ms':>10}{'import ms':>12}{'cost ms':>10}")
-    for row in rows:
-        print(f"{row['module']:<14}{row['bare_ms']:>10}{row['import_ms']:>12}{row['cost_ms']:>10}")
+def table() -> str:
+    lines = [f"{'module':<14}{'bare ms':>10}{'import ms':>12}{'cost ms':>10}"]
+    for row in ROWS:
+        lines.append(
+            f"{row['module']:<14}{row['bare_ms']:>10}{row['import_ms']:>12}{row['cost_ms']:>10}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    flags = parser(__doc__)
+    flags.add_argument("modules", nargs="*", default=["hip_ffi"], help="modules to import")
+    args = flags.parse_args()
+    for module in args.modules:
+        import_cost_ms(module, 5 if args.quick else 30)
+    save(args.out, "bench_import", table())
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["hip_ffi"])
+    main()

@@ -9,37 +9,35 @@ Measures on the current platform (the H200 through the nvidia platform):
 - pageable `DeviceTensor.from_numpy` of 1 GiB against HIP's own pageable copy (`hipMemcpy`
   from the numpy array) and torch's `tensor.to("cuda")`.
 Each figure is the median of --repeats runs. Prints JSON lines and a table; writes
-bench_load.jsonl, bench_load.md and bench_load.png (when matplotlib imports) under $OUT if set,
-else bench/results/.
+bench_load.jsonl, bench_load.md and bench_load.png (when matplotlib imports) under --out.
+--quick: a 64 MiB checkpoint and 64 MiB uploads, 2 runs each.
 
-    PYTHONPATH=... python3 bench/bench_load.py [--gib 4] [--dir /tmp] [--repeats 3] [--keep]
+    PYTHONPATH=... python3 bench/bench_load.py [--quick] [--out DIR] [--gib 4] [--dir /tmp]
+        [--repeats 3] [--keep]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import statistics
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+from _harness import ROWS, emit, parser, pyplot, save, seconds
 
 from hip_core import Device, DeviceBuffer
 from hip_runtime import DeviceTensor, ModelRuntime, save_safetensors
 
 MiB = 1 << 20
-RECORDS: list[dict[str, Any]] = []
+GiB = 1 << 30
 
 
-def emit(**row: Any) -> None:
-    RECORDS.append(row)
-    print(json.dumps(row), flush=True)
+def emit_rate(bench: str, case: str, impl: str, nbytes: int, time_s: float) -> None:
+    """One row: `nbytes` in `time_s` seconds as GB/s (1e9 bytes per second)."""
+    emit(bench=bench, case=case, impl=impl, gb_per_s=nbytes / time_s / 1e9, seconds=time_s)
 
 
 def write_checkpoint(path: Path, gib: float) -> int:
@@ -95,14 +93,10 @@ def parallel_read(path: Path, threads: int = 8, chunk: int = 16 * MiB) -> None:
     os.close(fd)
 
 
-def timed(fn: Callable[[], Any], repeats: int, before: Callable[[], Any] = lambda: None) -> float:
-    times = []
-    for _ in range(repeats):
-        before()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def timed(fn: Callable[[], Any], repeats: int, before: Callable[[], Any] | None = None) -> float:
+    """Median seconds of `fn` over `repeats`, no warm-up (the caller warms up where it should);
+    `before` runs untimed before each (dropping the page cache)."""
+    return seconds(fn, repeats, warmup=0, before=before)
 
 
 def ours(path: Path) -> None:
@@ -111,17 +105,19 @@ def ours(path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gib", type=float, default=4.0)
-    parser.add_argument("--dir", default="/tmp")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--keep", action="store_true", help="keep the checkpoint file")
-    args = parser.parse_args()
+    flags = parser(__doc__)
+    flags.add_argument("--gib", type=float, help="checkpoint size, GiB (4; --quick: 1/16)")
+    flags.add_argument("--dir", default="/tmp", help="where the checkpoint is written")
+    flags.add_argument("--repeats", type=int, help="runs per figure (3; --quick: 2)")
+    flags.add_argument("--keep", action="store_true", help="keep the checkpoint file")
+    args = flags.parse_args()
+    gib = args.gib or (1 / 16 if args.quick else 4.0)
+    repeats = args.repeats or (2 if args.quick else 3)
+    upload_bytes = 64 * MiB if args.quick else GiB
     path = Path(args.dir) / "bench_load.safetensors"
-    nbytes = write_checkpoint(path, args.gib)
+    nbytes = write_checkpoint(path, gib)
     size = path.stat().st_size
-    gb = size / 1e9
-    print(f"checkpoint: {path} {size / 2**30:.2f} GiB")
+    print(f"checkpoint: {path} {size / GiB:.2f} GiB")
 
     try:
         import safetensors.torch
@@ -131,8 +127,7 @@ def main() -> None:
     device = Device(0)
     ours(path)  # warm-up: kernels, pinned staging, CUDA context
     warm(path)
-    t = timed(lambda: ours(path), args.repeats)
-    emit(bench="load", case="warm", impl="hip_runtime", gb_per_s=gb / t, seconds=t)
+    emit_rate("load", "warm", "hip_runtime", size, timed(lambda: ours(path), repeats))
     if torch is not None:
 
         def anchor() -> None:
@@ -141,69 +136,47 @@ def main() -> None:
             del tensors
 
         anchor()
-        t = timed(anchor, args.repeats)
-        emit(bench="load", case="warm", impl="safetensors.torch", gb_per_s=gb / t, seconds=t)
+        emit_rate("load", "warm", "safetensors.torch", size, timed(anchor, repeats))
     if drop_caches():
-        t = timed(lambda: parallel_read(path), args.repeats, drop_caches)
-        emit(
-            bench="load",
-            case="cold",
-            impl="raw parallel read (8 threads)",
-            gb_per_s=gb / t,
-            seconds=t,
+        t = timed(lambda: parallel_read(path), repeats, drop_caches)
+        emit_rate("load", "cold", "raw parallel read (8 threads)", size, t)
+        emit_rate(
+            "load", "cold", "hip_runtime", size, timed(lambda: ours(path), repeats, drop_caches)
         )
-        t = timed(lambda: ours(path), args.repeats, drop_caches)
-        emit(bench="load", case="cold", impl="hip_runtime", gb_per_s=gb / t, seconds=t)
     else:
         print("cold cache: /proc/sys/vm/drop_caches is not writable here; skipped")
 
-    host = np.random.default_rng(1).standard_normal(2**28, dtype=np.float32)  # 1 GiB
+    host = np.random.default_rng(1).standard_normal(upload_bytes // 4, dtype=np.float32)
+    upload = _size(host.nbytes)
+    case = f"pageable {upload}"
     target = DeviceBuffer.allocate(device, host.nbytes)
-    t = timed(lambda: target.copy_from(host), args.repeats)
-    emit(
-        bench="upload",
-        case="pageable 1 GiB",
-        impl="hipMemcpy (pageable)",
-        gb_per_s=host.nbytes / t / 1e9,
-        seconds=t,
-    )
+    emit_rate("upload", case, "hipMemcpy (pageable)", host.nbytes,
+              timed(lambda: target.copy_from(host), repeats))  # fmt: skip
 
-    def upload() -> None:
+    def from_numpy() -> None:
         tensor = DeviceTensor.from_numpy(host, device=device)
         tensor.stream.sync()
         tensor.buffer.close()
 
-    upload()
-    t = timed(upload, args.repeats)
-    emit(
-        bench="upload",
-        case="pageable 1 GiB",
-        impl="DeviceTensor.from_numpy",
-        gb_per_s=host.nbytes / t / 1e9,
-        seconds=t,
-    )
+    from_numpy()
+    emit_rate("upload", case, "DeviceTensor.from_numpy", host.nbytes, timed(from_numpy, repeats))
     if torch is not None:
         pinned_source = torch.from_numpy(host)
-        t = timed(lambda: (pinned_source.to("cuda:0"), torch.cuda.synchronize()), args.repeats)
-        emit(
-            bench="upload",
-            case="pageable 1 GiB",
-            impl="torch .to('cuda')",
-            gb_per_s=host.nbytes / t / 1e9,
-            seconds=t,
-        )
+        t = timed(lambda: (pinned_source.to("cuda:0"), torch.cuda.synchronize()), repeats)
+        emit_rate("upload", case, "torch .to('cuda')", host.nbytes, t)
     if not args.keep:
         path.unlink()
-    report(nbytes)
+    report(args.out, nbytes, upload)
 
 
-def report(nbytes: int) -> None:
-    out = Path(os.environ.get("OUT") or Path(__file__).parent / "results")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_load.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+def _size(nbytes: int) -> str:
+    return f"{nbytes / GiB:g} GiB" if nbytes >= GiB else f"{nbytes // MiB} MiB"
+
+
+def report(out: Path, nbytes: int, upload: str) -> None:
     lines = ["| bench | case | implementation | GB/s | ratio |", "|---|---|---|---:|---:|"]
-    for r in RECORDS:
-        peers = [p for p in RECORDS if p["case"] == r["case"] and p["impl"] != r["impl"]]
+    for r in ROWS:
+        peers = [p for p in ROWS if p["case"] == r["case"] and p["impl"] != r["impl"]]
         ratio = (
             ""
             if r["impl"] != "hip_runtime" and r["impl"] != "DeviceTensor.from_numpy"
@@ -212,25 +185,19 @@ def report(nbytes: int) -> None:
         lines.append(
             f"| {r['bench']} | {r['case']} | {r['impl']} | {r['gb_per_s']:.1f} | {ratio} |"
         )
-    table = "\n".join(lines)
-    print(table)
-    (out / "bench_load.md").write_text(table + "\n")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    save(out, "bench_load", "\n".join(lines))
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(9, 4))
-    labels = [f"{r['case']}\n{r['impl']}" for r in RECORDS]
+    labels = [f"{r['case']}\n{r['impl']}" for r in ROWS]
     colors = [
         "tab:red" if r["impl"] in ("hip_runtime", "DeviceTensor.from_numpy") else "tab:gray"
-        for r in RECORDS
+        for r in ROWS
     ]
-    ax.barh(labels, [r["gb_per_s"] for r in RECORDS], color=colors)
+    ax.barh(labels, [r["gb_per_s"] for r in ROWS], color=colors)
     ax.set_xlabel("GB/s (file or array bytes / wall time until resident on the device)")
-    ax.set_title(f"Loading {nbytes / 2**30:.1f} GiB of safetensors and 1 GiB uploads (red: ours)")
+    ax.set_title(f"Loading {nbytes / GiB:.1f} GiB of safetensors and {upload} uploads (red: ours)")
     ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(out / "bench_load.png", dpi=120)

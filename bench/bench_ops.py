@@ -11,25 +11,22 @@ Measures on the current platform (the H200 through the nvidia platform):
 - bf16 matmul N^3 beside torch.matmul, in TFLOP/s.
 8192^2 inputs (128-256 MiB) are far larger than L2, so no input rotation is needed.
 Prints JSON lines and a table; writes bench_ops.jsonl, bench_ops.md and bench_ops.png (when
-matplotlib imports) under $OUT if set, else bench/results/.
+matplotlib imports) under --out.
 
-    PYTHONPATH=... python3 bench/bench_ops.py [--size N] [--repeats R]
+    PYTHONPATH=... python3 bench/bench_ops.py [--quick] [--out DIR] [--size N] [--repeats R]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _harness import ROWS, emit, parser, pyplot, save
 
-from hip_core import _hip
+from hip_core import hip_api
 from hip_runtime import DeviceTensor, HipBackend
 from hip_runtime.dtypes import as_dtype
 
@@ -37,12 +34,6 @@ OPS = ("layernorm", "rmsnorm", "softmax", "swiglu", "add")
 #: N x N tensors each op must read or write at least once (weights of size N are negligible).
 TENSORS_MOVED = {"layernorm": 2, "rmsnorm": 2, "softmax": 2, "swiglu": 3, "add": 3}
 EPS = 1e-5
-RECORDS: list[dict[str, Any]] = []
-
-
-def emit(**record: Any) -> None:
-    RECORDS.append(record)
-    print(json.dumps(record), flush=True)
 
 
 def time_ms(
@@ -51,7 +42,8 @@ def time_ms(
     """Median milliseconds per call: 3 warm-up calls, then `repeats` batches of 5 calls, each
     timed by device events around the batch. Each batch is queued behind one more, untimed call,
     so the device is busy when the start event passes and the host's time to launch the
-    batch's first call stays out of it (for every implementation alike)."""
+    batch's first call stays out of it (for every implementation alike). Device time, not
+    hip_backend.bench.per_call's host wall time: the ops are held to the device's copy rate."""
     for _ in range(3):
         run()
     samples = []
@@ -246,9 +238,9 @@ def table(copy_gb_s: float) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     torch_rate = {
-        (r["op"], r["dtype"]): r for r in RECORDS if r.get("impl") == "torch" and r["bench"] == "op"
+        (r["op"], r["dtype"]): r for r in ROWS if r.get("impl") == "torch" and r["bench"] == "op"
     }
-    for r in RECORDS:
+    for r in ROWS:
         if r["bench"] == "op" and r["impl"] == "hip":
             other = torch_rate.get((r["op"], r["dtype"]))
             lines.append(
@@ -258,7 +250,7 @@ def table(copy_gb_s: float) -> str:
                 else f"| {r['op']} | {r['dtype']} | {r['ms']:.3f} | {r['gb_s']:.0f} | "
                 f"{100 * r['of_copy']:.1f} | skipped | - |"
             )
-    sweep = [r for r in RECORDS if r["bench"] == "row_block"]
+    sweep = [r for r in ROWS if r["bench"] == "row_block"]
     if sweep:
         lines += ["", "row kernels by block size, % of copy:", "",
                   "| op | dtype | " + " | ".join(str(b) for b in SWEEP_BLOCKS) + " |",
@@ -268,22 +260,18 @@ def table(copy_gb_s: float) -> str:
                 cells = [f"{100 * r['of_copy']:.1f}" for r in sweep
                          if r["op"] == op and r["dtype"] == dtype]  # fmt: skip
                 lines.append(f"| {op} | {dtype} | " + " | ".join(cells) + " |")
-    for r in RECORDS:
+    for r in ROWS:
         if r["bench"] == "matmul":
             ratio = f", {r['vs_torch']:.3f}x torch" if "vs_torch" in r else ""
             lines.append(f"\nmatmul bf16 {r['n']}^3 {r['impl']}: {r['tflop_s']:.0f} TFLOP/s{ratio}")
     return "\n".join(lines)
 
 
-def plot(path: Path, copy_gb_s: float) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    ops = [r for r in RECORDS if r["bench"] == "op"]
+def plot(path: Path, copy_gb_s: float, n: int) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    ops = [r for r in ROWS if r["bench"] == "op"]
     labels = [f"{r['op']}\n{r['dtype']}" for r in ops if r["impl"] == "hip"]
     hip = [r["gb_s"] for r in ops if r["impl"] == "hip"]
     torch_rates = {(r["op"], r["dtype"]): r["gb_s"] for r in ops if r["impl"] == "torch"}
@@ -296,39 +284,32 @@ def plot(path: Path, copy_gb_s: float) -> bool:
     ax.axhline(0.85 * copy_gb_s, color="gray", linestyle=":", label="85 % of copy")
     ax.set_xticks(xs, labels)
     ax.set_ylabel("effective bandwidth, GB/s")
-    ax.set_title("HipBackend ops at 8192 x 8192: minimum bytes moved / time")
+    ax.set_title(f"HipBackend ops at {n} x {n}: minimum bytes moved / time")
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    return True
+    print(f"plot: {path}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=8192)
-    parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
-    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parent / "results")
-    out.mkdir(parents=True, exist_ok=True)
+    flags = parser(__doc__)
+    flags.add_argument("--size", type=int, help="N of the N x N inputs (8192; --quick: 256)")
+    flags.add_argument("--repeats", type=int, help="timed batches per figure (15; --quick: 3)")
+    args = flags.parse_args()
+    n = args.size or (256 if args.quick else 8192)
+    repeats = args.repeats or (3 if args.quick else 15)
     backend = HipBackend(preload=True)
-    platform = _hip.hip().platform
+    platform = hip_api().platform
     torch = import_torch(platform)
-    emit(bench="setup", platform=platform, device=backend.device.name, n=args.size,
+    emit(bench="setup", platform=platform, device=backend.device.name, n=n,
          torch=getattr(torch, "__version__", "skipped: not importable with a GPU"))  # fmt: skip
-    n = args.size
-    copy_gb_s = bench_copy(backend, torch, n * n * 4, args.repeats)
-    bench_ops(backend, torch, n, args.repeats, copy_gb_s)
-    bench_matmul(backend, torch, n, args.repeats)
-    bench_row_blocks(backend, n, args.repeats, copy_gb_s)
+    copy_gb_s = bench_copy(backend, torch, n * n * 4, repeats)
+    bench_ops(backend, torch, n, repeats, copy_gb_s)
+    bench_matmul(backend, torch, n, repeats)
+    bench_row_blocks(backend, n, repeats, copy_gb_s)
     backend.close()
-    summary = table(copy_gb_s)
-    print(summary)
-    (out / "bench_ops.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
-    (out / "bench_ops.md").write_text(summary + "\n")
-    if plot(out / "bench_ops.png", copy_gb_s):
-        print(f"plot: {out / 'bench_ops.png'}")
-    else:
-        print("plot skipped: matplotlib is not importable", file=sys.stderr)
+    save(args.out, "bench_ops", table(copy_gb_s))
+    plot(args.out / "bench_ops.png", copy_gb_s, n)
 
 
 if __name__ == "__main__":

@@ -41,3 +41,13 @@ def test_per_call_counts_calls_and_syncs() -> None:
     assert 0 <= timing.min_us <= timing.median_us <= timing.max_us
     with pytest.raises(ValueError):
         per_call(lambda: None, 0, lambda: None)
+
+
+def test_per_call_checks_statuses_after_timing_and_runs_before_each_repeat() -> None:
+    calls, befores = [], []
+    per_call(lambda: calls.append(1), 4, lambda: None, repeats=2, warmup=0,
+             before=lambda: befores.append(len(calls)))  # fmt: skip
+    assert len(calls) == 2 * 4 and befores == [0, 4]  # no warm-up; `before` precedes each repeat
+    assert per_call(lambda: 0, 3, lambda: None, status=True).median_us >= 0
+    with pytest.raises(RuntimeError, match="status bits 0x2"):
+        per_call(lambda: 2, 3, lambda: None, status=True)
