@@ -9,7 +9,8 @@ Stream semantics: every op and every tensor the backend makes is ordered on `bac
 (a blocking stream, so the device's null stream orders with it too). Nothing synchronizes the
 device; `to_numpy()` and `synchronize()` wait for this stream alone. Outputs come from a
 stream-ordered memory pool: dropping a tensor returns its memory in stream order, no wait.
-Bad input (wrong type, device, shape, dtype) raises ValueError before anything is queued.
+Bad input (wrong type, device, shape, dtype) raises ValueError before anything is queued; any
+method of a closed backend raises hip_core.ClosedError (a ValueError).
 """
 
 from __future__ import annotations
@@ -18,26 +19,29 @@ from typing import Any
 
 from hip_core import Device, MemoryPool
 from hip_runtime._device_arg import as_device
-from hip_runtime._ops_base import grid_cap
 from hip_runtime.blas import Blas
 from hip_runtime.dtypes import DTypeLike, float32
-from hip_runtime.kernels import KernelCache
-from hip_runtime.ops_elementwise import ElementwiseOps
-from hip_runtime.ops_linalg import LinalgOps
-from hip_runtime.ops_misc import MiscOps
-from hip_runtime.ops_rows import RowOps
+from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.ops.activations import ActivationOps
+from hip_runtime.ops.base import grid_cap
+from hip_runtime.ops.elementwise import ElementwiseOps
+from hip_runtime.ops.layout import LayoutOps
+from hip_runtime.ops.linalg import LinalgOps
+from hip_runtime.ops.norms import NormOps
+from hip_runtime.ops.softmax import SoftmaxOps
 from hip_runtime.tensor import DeviceTensor, ShapeLike
 
 
-class HipBackend(ElementwiseOps, RowOps, LinalgOps, MiscOps):
-    """Ops on one device, ordered on one stream.
+class HipBackend(ElementwiseOps, ActivationOps, NormOps, SoftmaxOps, LinalgOps, LayoutOps):
+    """Ops on one device, ordered on one stream (the families of `hip_runtime.ops`).
 
     Args:
         device: a Device, an ordinal, or None for this thread's current device.
         preload: compile and load every kernel source now instead of on first use.
 
-    `close()` (or `with HipBackend() as backend:`) waits for the stream and destroys the BLAS
-    handle; the stream and the pool are released once no tensor of this backend is left.
+    A hip_core.Resource: `close()` (or `with HipBackend() as backend:`) waits for the stream
+    and destroys the BLAS handle; the stream and the pool are released once no tensor of this
+    backend is left. A backend collected unclosed destroys its BLAS handle without waiting.
     """
 
     def __init__(self, device: Device | int | None = None, *, preload: bool = False) -> None:
@@ -48,30 +52,22 @@ class HipBackend(ElementwiseOps, RowOps, LinalgOps, MiscOps):
         self.kernels = KernelCache(device)
         self._grid_cap = grid_cap(device)
         self._max_block = min(device.properties.max_threads_per_block, 1024)
+        self._own(self.blas.close)
         if preload:
             self.kernels.preload()
 
     # --- lifetime ----------------------------------------------------------------------------
 
-    @property
-    def closed(self) -> bool:
-        return self.blas.closed
-
     def close(self) -> None:
         """Wait for the backend's stream, then destroy the BLAS handle. Closing twice is
         harmless. Tensors stay valid (their memory and stream live as long as they do)."""
-        if not self.blas.closed:
+        if not self.closed:
             self.stream.sync()
-            self.blas.close()
-
-    def __enter__(self) -> HipBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            super().close()
 
     def synchronize(self) -> None:
         """Block until all work queued on the backend's stream is done (this stream only)."""
+        self._check_open()
         self.stream.sync()
 
     # --- tensors on this backend's stream and pool --------------------------------------------

@@ -10,13 +10,11 @@ compute (alpha and beta are host floats read at the call).
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from hip_core import Stream
+from hip_core import Resource, Stream
 from hip_core import hip_api as hip  # the raw hipBLAS entry points (hip-core wraps no BLAS yet)
 from hip_core.errors import check_hipblas
 from hip_ffi.constants import HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT, HIPBLAS_OP_N, HIPBLAS_OP_T
@@ -43,8 +41,12 @@ class Gemm:
     stride_c: int = 0
 
 
-class Blas:
-    """A hipBLAS handle whose work is queued on `stream` (bound once, at creation)."""
+class Blas(Resource):
+    """A hipBLAS handle whose work is queued on `stream` (bound once, at creation).
+
+    `close()` (or `with`) destroys the handle (work already queued still runs); a Blas
+    collected unclosed destroys it then. `gemm` on a closed Blas raises hip_core.ClosedError.
+    """
 
     def __init__(self, stream: Stream) -> None:
         api = hip()
@@ -62,20 +64,7 @@ class Blas:
         self._alpha = api.ffi.new("float*")
         self._beta = api.ffi.new("float*")
         self._lock = threading.Lock()  # alpha/beta are read at the call: one call at a time
-        # A safety net only (never at interpreter exit, never raising): close() is the way.
-        self._finalizer = weakref.finalize(self, _destroy_quietly, api, self.handle)
-        self._finalizer.atexit = False
-
-    @property
-    def closed(self) -> bool:
-        return self.handle is None
-
-    def close(self) -> None:
-        """Destroy the handle (work already queued still runs). Closing twice is harmless."""
-        if self.handle is not None:
-            handle, self.handle = self.handle, None
-            self._finalizer.detach()
-            check_hipblas(self._api.hipblasDestroy(handle), "hipblasDestroy")
+        self._own(_destroy, api, self.handle)
 
     def gemm(
         self,
@@ -90,8 +79,7 @@ class Blas:
     ) -> None:
         """Queue `spec` on the stream. a, b, c: device addresses (ints) of row-major data of
         hipDataType `data_type`. Shapes must have been validated by the caller."""
-        if self.handle is None:
-            raise ValueError("the BLAS handle is closed")
+        self._check_open()
         m, n, k = spec.m, spec.n, spec.k
         if max(m, n, k, spec.batch) > _INT_MAX:
             raise ValueError(f"gemm dimensions {m, n, k, spec.batch} exceed hipBLAS's int range")
@@ -126,9 +114,8 @@ class Blas:
         check_hipblas(status, "hipblasGemmStridedBatchedEx")
 
 
-def _destroy_quietly(api: Any, handle: Any) -> None:
-    with contextlib.suppress(Exception):
-        api.hipblasDestroy(handle)
+def _destroy(api: Any, handle: Any) -> None:
+    check_hipblas(api.hipblasDestroy(handle), "hipblasDestroy")
 
 
 __all__ = ["Blas", "Gemm"]

@@ -6,17 +6,17 @@ already there; `view` gives tensors over the filled part without copying; `reset
 token without touching memory.
 
 Stream semantics: appends are device-to-device copies queued on the cache's stream; views carry
-that stream. Nothing synchronizes.
+that stream. Nothing synchronizes. Every method of a closed cache raises hip_core.ClosedError.
 """
 
 from __future__ import annotations
 
-from hip_core import ClosedError, Device, DeviceBuffer, Stream
+from hip_core import Device, DeviceBuffer, Resource, Stream
 from hip_runtime.dtypes import DTypeLike, as_dtype, float16
 from hip_runtime.tensor import DeviceTensor
 
 
-class KVCache:
+class KVCache(Resource):
     """Keys and values for `layers` layers of up to `max_tokens` tokens each.
 
     Args:
@@ -27,6 +27,8 @@ class KVCache:
         kv_heads: key/value heads per token.
         head_dim: elements per head.
         dtype: element type (float16 by default).
+
+    `close()` (or `with`) frees the memory; views made from the cache must not be used after.
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class KVCache:
         self.stream = stream
         self.buffer: DeviceBuffer = device.allocate(self.nbytes)
         self.lengths = [0] * layers
+        self._own(self.buffer.close)
 
     @property
     def token_bytes(self) -> int:
@@ -65,18 +68,13 @@ class KVCache:
     def nbytes(self) -> int:
         return self.layers * 2 * self.max_tokens * self.token_bytes
 
-    @property
-    def closed(self) -> bool:
-        return self.buffer.closed
-
     def _part(self, layer: int, which: int, start: int, tokens: int) -> DeviceTensor:
         offset = ((layer * 2 + which) * self.max_tokens + start) * self.token_bytes
         shape = (tokens, self.kv_heads, self.head_dim)
         return DeviceTensor(self.buffer, shape, self.dtype, offset=offset, stream=self.stream)
 
     def _check_layer(self, layer: int) -> None:
-        if self.closed:
-            raise ClosedError("this KVCache is closed")
+        self._check_open()
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.layers:
             raise ValueError(f"layer must be in [0, {self.layers}), not {layer!r}")
 
@@ -115,11 +113,8 @@ class KVCache:
 
     def reset(self) -> None:
         """Forget every token of every layer (memory is kept and not cleared)."""
+        self._check_open()
         self.lengths = [0] * self.layers
-
-    def close(self) -> None:
-        """Free the cache's memory (views made from it must not be used after)."""
-        self.buffer.close()
 
     def __repr__(self) -> str:
         shape = (self.layers, 2, self.max_tokens, self.kv_heads, self.head_dim)

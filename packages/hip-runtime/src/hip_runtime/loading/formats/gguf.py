@@ -15,7 +15,7 @@ ne — ggml order, fastest dimension first —, u32 ggml type, u64 offset); padd
 offset, which must be a multiple of the alignment. Strings are a u64 length and UTF-8 bytes.
 
 Supported ggml types: F32, F16, BF16 (raw records of that dtype) and Q8_0, Q4_0 (records with
-encoding "q8_0"/"q4_0", dequantized on the device into `dequantize_to`; hip_runtime.dequantize).
+encoding "q8_0"/"q4_0", dequantized on the device into `dequantize_to`; hip_runtime.ops.quantized).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import IO, Any
 import numpy as np
 
 from hip_runtime.dtypes import DTypeLike, bfloat16, float16, float32, float_type
-from hip_runtime.formats.records import (
+from hip_runtime.loading.formats.records import (
     Checkpoint,
     FormatError,
     TensorRecord,

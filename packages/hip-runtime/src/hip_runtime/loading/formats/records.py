@@ -16,12 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Quantized encodings: (elements per block, bytes per block). A block is one f16 scale `d`
-# followed by the quants, exactly as ggml stores them (ggml-common.h).
-BLOCK_ENCODINGS: dict[str, tuple[int, int]] = {
-    "q8_0": (32, 2 + 32),  # value = d * int8
-    "q4_0": (32, 2 + 16),  # value = d * (nibble - 8); low nibbles are elements 0..15
-}
+from hip_runtime.ops.quantized import BLOCK_ENCODINGS
 
 
 class FormatError(ValueError):

@@ -8,11 +8,17 @@ float tensor with the kernels of `kernels/dequant.hip`.
 from __future__ import annotations
 
 from hip_core import DevicePointer, Stream
-from hip_runtime._ops_base import grid_cap
 from hip_runtime.dtypes import float_type
-from hip_runtime.formats.records import BLOCK_ENCODINGS
-from hip_runtime.kernels import KernelCache
+from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.ops.base import grid_cap
 from hip_runtime.tensor import DeviceTensor
+
+#: Quantized encodings: (elements per block, bytes per block). A block is one f16 scale `d`
+#: followed by the quants, exactly as ggml stores them (ggml-common.h).
+BLOCK_ENCODINGS: dict[str, tuple[int, int]] = {
+    "q8_0": (32, 2 + 32),  # value = d * int8
+    "q4_0": (32, 2 + 16),  # value = d * (nibble - 8); low nibbles are elements 0..15
+}
 
 _SOURCE = "dequant.hip"
 _BLOCK = 256  # threads per block; each thread writes one 16-byte run of output per pass
@@ -70,4 +76,4 @@ def dequantize_into(
     kernel.launch(grid, _BLOCK, DevicePointer(source), out, nblocks, stream=stream)
 
 
-__all__ = ["dequantize_into"]
+__all__ = ["BLOCK_ENCODINGS", "dequantize_into"]

@@ -1,4 +1,4 @@
-"""Elementwise ops: add, mul, scale, add_row_bias, silu, gelu, swiglu, cast.
+"""Elementwise arithmetic: add, mul, scale, add_row_bias, and cast between the float types.
 
 All take f32/f16/bf16 tensors, compute in f32 and store in the input type. Outputs may be an
 input (`out=x` works in place) except for `cast`. Queued on the backend's stream.
@@ -6,24 +6,12 @@ input (`out=x` works in place) except for `cast`. Queued on the backend's stream
 
 from __future__ import annotations
 
-from hip_runtime._ops_base import OpsBase
 from hip_runtime.dtypes import DTypeLike, as_dtype, float_type
+from hip_runtime.ops.base import OpsBase
 from hip_runtime.tensor import DeviceTensor
-
-_GELU = {"none": "gelu_erf", "erf": "gelu_erf", "tanh": "gelu_tanh"}
 
 
 class ElementwiseOps(OpsBase):
-    def _binary(
-        self, source: str, op: str, a: DeviceTensor, b: DeviceTensor, out: DeviceTensor | None
-    ) -> DeviceTensor:
-        a, t = self._float(a, "a")
-        self._same(a, b, "b")
-        y = self._output(out, a.shape, a.dtype, inputs=(a, b))
-        kernel = self._kernel(source, f"{op}_{t.suffix}")
-        self._launch_flat(kernel, a.size, a.dtype.itemsize, a, b, y, a.size)
-        return y
-
     def add(
         self, a: DeviceTensor, b: DeviceTensor, *, out: DeviceTensor | None = None
     ) -> DeviceTensor:
@@ -35,12 +23,6 @@ class ElementwiseOps(OpsBase):
     ) -> DeviceTensor:
         """a · b elementwise (same shape and dtype)."""
         return self._binary("elementwise.hip", "mul", a, b, out)
-
-    def swiglu(
-        self, gate: DeviceTensor, up: DeviceTensor, *, out: DeviceTensor | None = None
-    ) -> DeviceTensor:
-        """silu(gate) · up, the Llama MLP's gating (the silu is on the gate, not on up)."""
-        return self._binary("activations.hip", "swiglu", gate, up, out)
 
     def scale(
         self, x: DeviceTensor, alpha: float, *, out: DeviceTensor | None = None
@@ -63,25 +45,6 @@ class ElementwiseOps(OpsBase):
         kernel = self._kernel("elementwise.hip", f"add_row_bias_{t.suffix}")
         self._launch_flat(kernel, x.size, x.dtype.itemsize, x, bias, y, rows, cols)
         return y
-
-    def _unary(self, name: str, x: DeviceTensor, out: DeviceTensor | None) -> DeviceTensor:
-        x, t = self._float(x, "x")
-        y = self._output(out, x.shape, x.dtype, inputs=(x,))
-        kernel = self._kernel("activations.hip", f"{name}_{t.suffix}")
-        self._launch_flat(kernel, x.size, x.dtype.itemsize, x, y, x.size)
-        return y
-
-    def silu(self, x: DeviceTensor, *, out: DeviceTensor | None = None) -> DeviceTensor:
-        """x · sigmoid(x)."""
-        return self._unary("silu", x, out)
-
-    def gelu(
-        self, x: DeviceTensor, *, approximate: str = "none", out: DeviceTensor | None = None
-    ) -> DeviceTensor:
-        """GELU: exact with erf (`approximate="none"`), or the tanh approximation ("tanh")."""
-        if approximate not in _GELU:
-            raise ValueError(f"approximate must be 'none' or 'tanh', not {approximate!r}")
-        return self._unary(_GELU[approximate], x, out)
 
     def cast(
         self, x: DeviceTensor, dtype: DTypeLike, *, out: DeviceTensor | None = None

@@ -10,10 +10,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from hip_core import Device, Kernel, MemoryPool, Stream
+from hip_core import Device, Kernel, MemoryPool, Resource, Stream
 from hip_runtime.blas import Blas
 from hip_runtime.dtypes import DTypeLike, FloatType, as_dtype, float_type
-from hip_runtime.kernels import KernelCache
+from hip_runtime.kernel_cache import KernelCache
 from hip_runtime.tensor import DeviceTensor, Shape, as_shape
 
 INT_MAX = 2**31 - 1
@@ -22,8 +22,11 @@ _BLOCKS_PER_MULTIPROCESSOR = 64  # grid cap for grid-stride kernels: several pas
 _ROW_ELEMENTS_PER_THREAD = 32  # f32 elements a row kernel holds per thread (16-bit: twice)
 
 
-class OpsBase:
-    """The state and helpers the op mixins use; HipBackend fills the attributes in."""
+class OpsBase(Resource):
+    """The state and helpers the op families use; HipBackend fills the attributes in.
+
+    A Resource: every op of a closed backend raises hip_core.ClosedError (through `_tensor`).
+    """
 
     device: Device
     stream: Stream
@@ -34,10 +37,6 @@ class OpsBase:
     _max_block: int
 
     # --- validation --------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self.blas.closed:
-            raise ValueError("this HipBackend is closed")
 
     def _tensor(self, x: Any, name: str) -> DeviceTensor:
         self._check_open()
@@ -109,6 +108,17 @@ class OpsBase:
     def _kernel(self, source: str, name: str) -> Kernel:
         return self.kernels.get(source, name)
 
+    def _binary(
+        self, source: str, op: str, a: DeviceTensor, b: DeviceTensor, out: DeviceTensor | None
+    ) -> DeviceTensor:
+        """`op` of two tensors of one shape and float type, elementwise (kernel `op_<type>`)."""
+        a, t = self._float(a, "a")
+        self._same(a, b, "b")
+        y = self._output(out, a.shape, a.dtype, inputs=(a, b))
+        kernel = self._kernel(source, f"{op}_{t.suffix}")
+        self._launch_flat(kernel, a.size, a.dtype.itemsize, a, b, y, a.size)
+        return y
+
     def _launch_flat(self, kernel: Kernel, n: int, itemsize: int, *args: Any) -> None:
         """A grid-stride kernel over n elements: one 16-byte vector per thread per pass."""
         if n == 0:
@@ -138,6 +148,7 @@ def _same_region(a: DeviceTensor, b: DeviceTensor) -> bool:
 
 
 def grid_cap(device: Device) -> int:
+    """The grid of a grid-stride kernel on `device`: enough blocks to fill it several times."""
     return max(1, device.properties.multiprocessors * _BLOCKS_PER_MULTIPROCESSOR)
 
 

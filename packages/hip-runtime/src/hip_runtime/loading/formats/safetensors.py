@@ -24,7 +24,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from hip_runtime.formats.records import Checkpoint, FormatError, TensorRecord, check_layout
+from hip_runtime.loading.formats.records import Checkpoint, FormatError, TensorRecord, check_layout
 
 MAX_HEADER_BYTES = 100_000_000
 INDEX_NAME = "model.safetensors.index.json"

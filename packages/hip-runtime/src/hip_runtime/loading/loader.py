@@ -30,10 +30,10 @@ from typing import Any
 
 from hip_core import Device, DeviceBuffer, Stream
 from hip_runtime._device_arg import as_device
-from hip_runtime.checksum import combine_parts
-from hip_runtime.formats import Checkpoint, open_checkpoint
-from hip_runtime.formats.records import check_checkpoint
-from hip_runtime.placement import Placement, plan_chunks
+from hip_runtime.loading.checksum import combine_parts
+from hip_runtime.loading.formats import Checkpoint, open_checkpoint
+from hip_runtime.loading.formats.records import check_checkpoint
+from hip_runtime.loading.placement import Placement, plan_chunks
 from hip_runtime.staging import Chunk, StagedCopier
 from hip_runtime.tensor import DeviceTensor
 

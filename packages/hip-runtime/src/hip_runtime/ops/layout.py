@@ -1,13 +1,14 @@
-"""Index and layout ops: rope, embedding, transpose. Queued on the backend's stream."""
+"""Ops that move elements by index: rope (pairs rotated by position), embedding (rows gathered
+by id), transpose (a layout change). Queued on the backend's stream."""
 
 from __future__ import annotations
 
-from hip_runtime._ops_base import INT_MAX, OpsBase
 from hip_runtime.dtypes import float32, int32
+from hip_runtime.ops.base import INT_MAX, OpsBase
 from hip_runtime.tensor import DeviceTensor
 
 
-class MiscOps(OpsBase):
+class LayoutOps(OpsBase):
     def rope(
         self,
         x: DeviceTensor,
@@ -93,4 +94,4 @@ class MiscOps(OpsBase):
         return y
 
 
-__all__ = ["MiscOps"]
+__all__ = ["LayoutOps"]

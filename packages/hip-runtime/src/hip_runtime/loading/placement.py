@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from hip_core import Device, DeviceBuffer, Stream
-from hip_runtime.formats import Checkpoint, TensorRecord
+from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.loading.formats import Checkpoint, TensorRecord
+from hip_runtime.ops.quantized import dequantize_into
 from hip_runtime.staging import Chunk, Piece, StagedCopier
 from hip_runtime.tensor import DeviceTensor
 
@@ -65,9 +67,6 @@ class Placement:
         for t, (buffer, offset) in zip(self.checkpoint.tensors, self.targets, strict=True):
             tensors[t.name] = DeviceTensor(buffer, t.shape, t.dtype, offset=offset, stream=stream)
         if self.scratch is not None:
-            from hip_runtime.dequantize import dequantize_into
-            from hip_runtime.kernels import KernelCache
-
             kernels = KernelCache(self.device)
             for t, source in zip(self.checkpoint.tensors, self.raw_at, strict=True):
                 if t.encoding != "raw":

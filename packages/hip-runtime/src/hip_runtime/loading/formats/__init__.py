@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 
 from hip_runtime.dtypes import as_dtype
-from hip_runtime.formats.records import (
-    BLOCK_ENCODINGS,
+from hip_runtime.loading.formats.records import (
     Checkpoint,
     FormatError,
     TensorRecord,
 )
-from hip_runtime.formats.safetensors import (
+from hip_runtime.loading.formats.safetensors import (
     INDEX_NAME,
     read_safetensors,
     read_safetensors_index,
@@ -48,7 +47,7 @@ def open_checkpoint(path: str | os.PathLike[str], *, dequantize_to: Any = np.flo
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic == GGUF_MAGIC:
-        from hip_runtime.formats.gguf import read_gguf
+        from hip_runtime.loading.formats.gguf import read_gguf
 
         return read_gguf(path, dequantize_to=as_dtype(dequantize_to))
     return read_safetensors(path)
@@ -70,7 +69,6 @@ def _pick_in_directory(folder: str) -> str:
 
 
 __all__ = [
-    "BLOCK_ENCODINGS",
     "Checkpoint",
     "FormatError",
     "TensorRecord",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from hip_runtime._ops_base import OpsBase, _overlap
 from hip_runtime.blas import Gemm
 from hip_runtime.dtypes import FloatType
+from hip_runtime.ops.base import OpsBase
 from hip_runtime.tensor import DeviceTensor
 
 
@@ -146,4 +146,4 @@ class LinalgOps(OpsBase):
         return y
 
 
-__all__ = ["LinalgOps", "_overlap"]
+__all__ = ["LinalgOps"]

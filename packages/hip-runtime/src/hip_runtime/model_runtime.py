@@ -8,7 +8,8 @@
 
 Stream semantics: the weights, the scratch arena and the KV cache all carry the backend's
 stream, so ops on them are ordered with each other. `load` returns with the weights resident
-(see AsyncLoader). `close()` waits for the backend's stream and frees everything.
+(see AsyncLoader). `close()` waits for the backend's stream and frees everything; every method
+of a closed runtime raises hip_core.ClosedError.
 """
 
 from __future__ import annotations
@@ -17,19 +18,23 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from hip_core import ClosedError, Device
+from hip_core import Device, Resource
 from hip_runtime.backend import HipBackend
 from hip_runtime.dtypes import DTypeLike, float16
-from hip_runtime.formats import Checkpoint
 from hip_runtime.kv_cache import KVCache
-from hip_runtime.loader import AsyncLoader, LoadReport, LoadResult, ProgressCallback
+from hip_runtime.loading.formats import Checkpoint
+from hip_runtime.loading.loader import AsyncLoader, LoadReport, LoadResult, ProgressCallback
 from hip_runtime.scratch import ScratchArena
 from hip_runtime.tensor import DeviceTensor
 
 
-class ModelRuntime:
+class ModelRuntime(Resource):
     """Owns a HipBackend, the weights (name -> DeviceTensor), an optional scratch arena and KV
-    cache, and accounts for the device memory of each."""
+    cache, and accounts for the device memory of each.
+
+    `close()` (or `with`) frees them in order. A runtime collected unclosed frees nothing
+    itself: each part it holds is a Resource (or memory) that frees itself when collected.
+    """
 
     def __init__(
         self, backend: HipBackend | None = None, *, device: Device | int | None = None
@@ -41,7 +46,7 @@ class ModelRuntime:
         self.scratch: ScratchArena | None = None
         self.kv_cache: KVCache | None = None
         self._loads: list[LoadResult] = []
-        self.closed = False
+        self._own(_parts_free_themselves)
 
     @classmethod
     def load(
@@ -127,6 +132,7 @@ class ModelRuntime:
     def memory(self) -> dict[str, int]:
         """Device bytes held, by category: weights (arenas and per-tensor buffers, with
         alignment padding), kv_cache, scratch, and activations (the backend's pool in use)."""
+        self._check_open()
         weights = 0
         for result in self._loads:
             if result.arena is not None:
@@ -140,16 +146,12 @@ class ModelRuntime:
             "activations": 0 if self.backend.closed else self.backend.pool.stats().in_use,
         }
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ClosedError("this ModelRuntime is closed")
-
     def close(self) -> None:
         """Wait for the backend's stream, then free the weights, scratch and KV cache (and the
         backend when this runtime made it). Closing twice is harmless."""
         if self.closed:
             return
-        self.closed = True
+        super().close()  # closed from here on, even if freeing a part fails
         if not self.backend.closed:
             self.backend.synchronize()
         for result in self._loads:
@@ -163,15 +165,13 @@ class ModelRuntime:
         if self._owns_backend:
             self.backend.close()
 
-    def __enter__(self) -> ModelRuntime:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self.weights)} weights"
         return f"<ModelRuntime {state} on {self.backend.device!r}>"
+
+
+def _parts_free_themselves() -> None:
+    """The runtime's own release: nothing, as close() has freed the parts (see ModelRuntime)."""
 
 
 def _free(result: LoadResult) -> None:
