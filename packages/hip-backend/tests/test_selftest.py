@@ -10,10 +10,10 @@ import pytest
 
 import hip_core
 from hip_backend.cli import FAILED, OK, UNAVAILABLE, main
-from hip_backend.selftest import CHECKS, DTYPES, entry_points
+from hip_backend.selftest import CHECKS, entry_points
 from hip_backend.selftest import runner as selftest_runner
 from hip_backend.selftest.checks import OpCheck
-from hip_backend.selftest.references import Mismatch, compare
+from hip_runtime.testing import DTYPES, Mismatch, assert_close
 
 if TYPE_CHECKING:
     from conftest import Cli
@@ -49,7 +49,7 @@ def test_a_wrong_result_fails_with_exit_1(
     def off_by_one(backend: Any, rng: Any, dtype: str) -> float:
         x = rng.standard_normal((3, 5)).astype(DTYPES[dtype])
         got = backend.add(backend.from_numpy(x), backend.from_numpy(x)).to_numpy()
-        return compare(got, 2.0 * x.astype("float64") + 1.0, dtype)
+        return assert_close(got, 2.0 * x.astype("float64") + 1.0, dtype)
 
     monkeypatch.setattr(selftest_runner, "CHECKS", (OpCheck("add", off_by_one),))
     monkeypatch.setenv("HIP_PLATFORM", "cpu")
@@ -67,14 +67,14 @@ def test_no_device_exits_3(
     assert "sees no device" in capsys.readouterr().err
 
 
-def test_compare_rejects_nan_and_wrong_dtype() -> None:
+def test_assert_close_rejects_nan_and_wrong_dtype() -> None:
     import numpy as np
 
     with pytest.raises(Mismatch):
-        compare(np.array([np.nan], np.float32), np.array([1.0]), "f32")
+        assert_close(np.array([np.nan], np.float32), np.array([1.0]), "f32")
     with pytest.raises(Mismatch, match="dtype"):
-        compare(np.array([1.0], np.float64), np.array([1.0]), "f32")
-    assert compare(np.array([1.0], np.float32), np.array([1.0]), "f32") == 0.0
+        assert_close(np.array([1.0], np.float64), np.array([1.0]), "f32")
+    assert assert_close(np.array([1.0], np.float32), np.array([1.0]), "f32") == 0.0
 
 
 def test_entry_points_are_found_with_and_without_launch_bounds() -> None:

@@ -1,10 +1,10 @@
 """The self-test's numeric checks: every HipBackend op on small odd shapes, in every float type,
-against the float64 references (references.py).
+against hip_runtime.testing's float64 references and tolerances.
 
 A check takes (backend, rng, dtype), runs the op on the device and returns the largest error as
-a fraction of the allowed one; it raises `Mismatch` (or the op's own error) when it fails. The
-shapes are odd on purpose: rows that do not fill a block, lengths that are not a multiple of the
-vector width, a single element.
+a fraction of the allowed one (0 for a bit-exact op); it raises `testing.Mismatch` (or the op's
+own error) when it fails. The shapes are odd on purpose: rows that do not fill a block, lengths
+that are not a multiple of the vector width, a single element.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from hip_backend.selftest import references as ref
-from hip_backend.selftest.references import DTYPES, compare, compare_bits, f64
+from hip_runtime import testing
+from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
+from hip_runtime.testing import DTYPES, assert_bits_equal, assert_close
 
 Check = Callable[[Any, np.random.Generator, str], float]
 EPS = 1e-5
@@ -31,161 +32,147 @@ class OpCheck:
     run: Check
 
 
-def _random(rng: np.random.Generator, shape: Any, dtype: str, scale: float = 1.0,
-            shift: float = 0.0) -> Any:  # fmt: skip
-    return np.asarray(rng.standard_normal(shape) * scale + shift, dtype=DTYPES[dtype])
-
-
 def _binary(op: str) -> Check:
-    references: dict[str, Callable[[Any, Any], Any]] = {
-        "add": np.add,
-        "mul": np.multiply,
-        "swiglu": lambda g, u: ref.silu(g) * u,
-    }
-    expected_of = references[op]
-
     def check(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-        a, b = _random(rng, ROWS, dtype, 2.0), _random(rng, ROWS, dtype, 2.0)
+        a, b = (
+            testing.random(rng, ROWS, dtype, scale=2.0),
+            testing.random(rng, ROWS, dtype, scale=2.0),
+        )
         got = getattr(backend, op)(backend.from_numpy(a), backend.from_numpy(b)).to_numpy()
-        return compare(got, expected_of(f64(a), f64(b)), dtype)
+        return assert_close(got, getattr(testing, op)(a, b), dtype)
 
     return check
 
 
 def _unary(op: str) -> Check:
     def check(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-        x = _random(rng, ROWS, dtype, 3.0)
-        dx, v = backend.from_numpy(x), f64(x)
+        x = testing.random(rng, ROWS, dtype, scale=3.0)
+        dx = backend.from_numpy(x)
         if op == "scale":
-            return compare(backend.scale(dx, 0.375).to_numpy(), 0.375 * v, dtype)
+            return assert_close(backend.scale(dx, 0.375).to_numpy(), testing.scale(x, 0.375), dtype)
         if op == "silu":
-            return compare(backend.silu(dx).to_numpy(), ref.silu(v), dtype)
+            return assert_close(backend.silu(dx).to_numpy(), testing.silu(x), dtype)
         approximate = "tanh" if op == "gelu_tanh" else "none"
         got = backend.gelu(dx, approximate=approximate).to_numpy()
-        return compare(got, ref.gelu(v, approximate), dtype)
+        return assert_close(got, testing.gelu(x, approximate=approximate), dtype)
 
     return check
 
 
 def add_row_bias(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-    x, bias = _random(rng, ROWS, dtype), _random(rng, ROWS[1], dtype)
+    x, bias = testing.random(rng, ROWS, dtype), testing.random(rng, ROWS[1], dtype)
     got = backend.add_row_bias(backend.from_numpy(x), backend.from_numpy(bias)).to_numpy()
-    return compare(got, f64(x) + f64(bias), dtype)
+    return assert_close(got, testing.add_row_bias(x, bias), dtype)
 
 
 def layernorm(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-    x = _random(rng, ROWS, dtype, 2.0, 1.0)
-    w, b = _random(rng, ROWS[1], dtype), _random(rng, ROWS[1], dtype)
+    x = testing.random(rng, ROWS, dtype, scale=2.0, shift=1.0)
+    w, b = testing.random(rng, ROWS[1], dtype), testing.random(rng, ROWS[1], dtype)
     got = backend.layernorm(*map(backend.from_numpy, (x, w, b)), eps=EPS).to_numpy()
-    expected, magnitude = ref.layernorm(x, w, b, EPS)
-    return compare(got, expected, dtype, magnitude)
+    return assert_close(got, testing.layernorm(x, w, b, eps=EPS), dtype)
 
 
 def rmsnorm(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-    x, w = _random(rng, ROWS, dtype, 2.0, 1.0), _random(rng, ROWS[1], dtype)
+    x = testing.random(rng, ROWS, dtype, scale=2.0, shift=1.0)
+    w = testing.random(rng, ROWS[1], dtype)
     got = backend.rmsnorm(backend.from_numpy(x), backend.from_numpy(w), eps=EPS).to_numpy()
-    return compare(got, ref.rmsnorm(x, w, EPS), dtype)
+    return assert_close(got, testing.rmsnorm(x, w, eps=EPS), dtype)
 
 
 def softmax(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-    x = _random(rng, ROWS, dtype, 2.0, 1.0)
+    x = testing.random(rng, ROWS, dtype, scale=2.0, shift=1.0)
     got = backend.softmax(backend.from_numpy(x), scale=0.7).to_numpy()
-    return compare(got, ref.softmax(x, 0.7), dtype)
+    return assert_close(got, testing.softmax(x, scale=0.7), dtype)
 
 
 def matmul(backend: Any, rng: np.random.Generator, dtype: str) -> float:
     worst = 0.0
     for ta, tb in ((False, False), (True, True)):
-        a, b = _random(rng, (2, 7, 65), dtype), _random(rng, (65, 5), dtype)
-        da = backend.from_numpy(np.ascontiguousarray(a.transpose(0, 2, 1)) if ta else a)
-        db = backend.from_numpy(np.ascontiguousarray(b.T) if tb else b)
-        got = backend.matmul(da, db, transpose_a=ta, transpose_b=tb, alpha=0.5).to_numpy()
-        magnitude = 0.5 * (np.abs(f64(a)) @ np.abs(f64(b)))
-        worst = max(worst, compare(got, 0.5 * (f64(a) @ f64(b)), dtype, magnitude))
+        a = testing.random(rng, (2, 65, 7) if ta else (2, 7, 65), dtype)  # as stored
+        b = testing.random(rng, (5, 65) if tb else (65, 5), dtype)
+        got = backend.matmul(
+            backend.from_numpy(a), backend.from_numpy(b), transpose_a=ta, transpose_b=tb,
+            alpha=0.5,
+        ).to_numpy()  # fmt: skip
+        expected = testing.matmul(a, b, transpose_a=ta, transpose_b=tb, alpha=0.5)
+        worst = max(worst, assert_close(got, expected, dtype))
     return worst
 
 
 def linear(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-    x, w, b = _random(rng, (2, 3, 33), dtype), _random(rng, (9, 33), dtype), _random(rng, 9, dtype)
+    x, w = testing.random(rng, (2, 3, 33), dtype), testing.random(rng, (9, 33), dtype)
+    b = testing.random(rng, 9, dtype)
     got = backend.linear(*map(backend.from_numpy, (x, w, b))).to_numpy()
-    magnitude = np.abs(f64(x)) @ np.abs(f64(w)).T + np.abs(f64(b))
-    return compare(got, f64(x) @ f64(w).T + f64(b), dtype, magnitude)
+    return assert_close(got, testing.linear(x, w, b), dtype)
 
 
 def mlp_swiglu(backend: Any, rng: np.random.Generator, dtype: str) -> float:
     hidden, inter = 24, 40
-    x = _random(rng, (3, 5, hidden), dtype)
-    wg, wu = _random(rng, (inter, hidden), dtype, 0.2), _random(rng, (inter, hidden), dtype, 0.2)
-    wd = _random(rng, (hidden, inter), dtype, 0.2)
+    x = testing.random(rng, (3, 5, hidden), dtype)
+    wg = testing.random(rng, (inter, hidden), dtype, scale=0.2)
+    wu = testing.random(rng, (inter, hidden), dtype, scale=0.2)
+    wd = testing.random(rng, (hidden, inter), dtype, scale=0.2)
     got = backend.mlp_swiglu(*map(backend.from_numpy, (x, wg, wu, wd))).to_numpy()
-    # The backend stores the intermediate in the storage type: so does the reference, and one
-    # unit of that rounding is allowed on top of the output's own.
-    h = f64((ref.silu(f64(x) @ f64(wg).T) * (f64(x) @ f64(wu).T)).astype(DTYPES[dtype]))
-    magnitude = np.abs(h) @ np.abs(f64(wd)).T
-    return compare(got, h @ f64(wd).T, dtype, magnitude * (1 if dtype == "f32" else 2))
+    # One unit of the stored intermediate's rounding is allowed on top of the output's own.
+    expected = testing.mlp_swiglu(x, wg, wu, wd)
+    return assert_close(
+        got, expected.value, dtype, expected.magnitude * (1 if dtype == "f32" else 2)
+    )
 
 
 def _rope(interleaved: bool) -> Check:
     def check(backend: Any, rng: np.random.Generator, dtype: str) -> float:
         tokens, heads, head_dim, rot, max_position = 5, 3, 40, 32, 11
-        angles = np.arange(max_position)[:, None] * 10000.0 ** (-np.arange(0, rot, 2) / rot)
-        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        cos, sin = testing.rope_tables(max_position, rot)
         pos = rng.integers(0, max_position, tokens).astype(np.int32)
-        x = _random(rng, (tokens, heads, head_dim), dtype)
+        x = testing.random(rng, (tokens, heads, head_dim), dtype)
         got = backend.rope(
             *map(backend.from_numpy, (x, cos, sin, pos)), rot_dim=rot, interleaved=interleaved
         ).to_numpy()
-        return compare(got, ref.rope(x, cos, sin, pos, rot, interleaved), dtype)
+        expected = testing.rope(x, cos, sin, pos, rot_dim=rot, interleaved=interleaved)
+        return assert_close(got, expected, dtype)
 
     return check
 
 
 def embedding(backend: Any, rng: np.random.Generator, dtype: str) -> float:
     vocab, dim = 17, 33
-    table = _random(rng, (vocab, dim), dtype)
+    table = testing.random(rng, (vocab, dim), dtype)
     ids = rng.integers(-1, vocab + 1, (2, 7)).astype(np.int32)  # some out of range: zero rows
     got = backend.embedding(backend.from_numpy(ids), backend.from_numpy(table)).to_numpy()
-    known = (ids >= 0) & (ids < vocab)
-    expected = np.zeros((*ids.shape, dim), table.dtype)
-    expected[known] = table[ids[known]]
-    return compare_bits(got, expected)
+    assert_bits_equal(got, testing.embedding(ids, table))
+    return 0.0
 
 
 def cast(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-    x = _random(rng, ROWS, dtype, 100.0)
+    x = testing.random(rng, ROWS, dtype, scale=100.0)
     for target in DTYPES.values():
-        got = backend.cast(backend.from_numpy(x), target).to_numpy()
-        compare_bits(got, x.astype(np.float32).astype(target))
+        assert_bits_equal(
+            backend.cast(backend.from_numpy(x), target).to_numpy(), testing.cast(x, target)
+        )
     return 0.0
 
 
 def transpose(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-    x = _random(rng, (7, 45), dtype)
-    return compare_bits(backend.transpose(backend.from_numpy(x)).to_numpy(), x.T.copy())
+    x = testing.random(rng, (7, 45), dtype)
+    assert_bits_equal(backend.transpose(backend.from_numpy(x)).to_numpy(), testing.transpose(x))
+    return 0.0
 
 
 def _dequant(encoding: str) -> Check:
-    """GGUF block dequantization (the loader's kernels): value = f32(f16 scale) * quant, rounded
+    """GGUF block dequantization (the loader's kernels): value = f32(f16 scale) · quant, rounded
     once to the output type, so the result must match bit for bit."""
 
     def check(backend: Any, rng: np.random.Generator, dtype: str) -> float:
-        from hip_runtime.dequantize import dequantize_into
-
-        blocks = 37
-        scales = (rng.standard_normal(blocks) * 0.05).astype(np.float16)
-        if encoding == "q8_0":
-            packed = rng.integers(-128, 128, (blocks, 32), dtype=np.int8)
-            quants = packed.astype(np.float32)
-        else:
-            packed = rng.integers(0, 256, (blocks, 16), dtype=np.uint8)
-            low, high = (packed & 0xF).astype(np.float32), (packed >> 4).astype(np.float32)
-            quants = np.concatenate([low, high], axis=1) - np.float32(8)
-        raw = np.concatenate([scales.view(np.uint8).reshape(blocks, 2), packed.view(np.uint8)], 1)
-        source = backend.from_numpy(np.ascontiguousarray(raw))
+        blocks, block_bytes = 37, BLOCK_ENCODINGS[encoding][1]
+        raw = rng.integers(0, 256, (blocks, block_bytes), dtype=np.uint8)
+        scales = (rng.standard_normal(blocks) * 0.05).astype(np.float16)  # finite scales
+        raw[:, :2] = scales.view(np.uint8).reshape(blocks, 2)
+        source = backend.from_numpy(raw)
         out = backend.empty((blocks * 32,), DTYPES[dtype])
         dequantize_into(backend.kernels, encoding, source.ptr, out, stream=backend.stream)
-        expected = (scales.astype(np.float32)[:, None] * quants).reshape(-1)
-        return compare_bits(out.to_numpy(), expected.astype(DTYPES[dtype]))
+        assert_bits_equal(out.to_numpy(), testing.dequantize(raw, encoding, dtype))
+        return 0.0
 
     return check
 

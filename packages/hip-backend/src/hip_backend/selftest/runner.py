@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from hip_backend.selftest.checks import CHECKS, OpCheck
-from hip_backend.selftest.references import DTYPES, TOLERANCE
 from hip_runtime import HipBackend, KernelCache, kernel_sources
+from hip_runtime.testing import DTYPES, tolerance
 
 #: An entry point of a kernel source: `extern "C" __global__ void [__launch_bounds__(..)] name(`.
 _ENTRY = re.compile(
@@ -100,7 +100,7 @@ def _run_check(backend: HipBackend, check: OpCheck, dtype: str, seed: int) -> Re
         seconds = time.perf_counter() - start
         return Result(check.name, dtype, "fail", seconds, detail=_first_line(failure))
     seconds = time.perf_counter() - start
-    rtol, atol = TOLERANCE[dtype]
+    rtol, atol = tolerance(dtype)
     detail = f"rtol {rtol:g}, atol {atol:g}" if error else "bit-exact"
     return Result(check.name, dtype, "pass", seconds, error, detail)
 
