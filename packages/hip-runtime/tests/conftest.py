@@ -7,11 +7,12 @@ HipApi in between. Kernel programs are compiled once per platform into a private
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -20,8 +21,8 @@ import pytest
 import hip_ffi
 from hip_core import Device, DeviceBuffer, Kernel, Module, _hip
 from hip_ffi.errors import LibraryNotFoundError
-from hip_runtime import kernel_sources
-from hip_runtime.formats import safetensors as safetensors_format
+from hip_runtime import kernel_sources, testing
+from hip_runtime.loading.formats import safetensors as safetensors_format
 
 PLATFORMS = [
     pytest.param("cpu", id="cpu"),
@@ -111,22 +112,9 @@ class Output:
 
 
 class KernelHarness:
-    """What a kernel test needs: the device, the kernels, fresh random inputs, poisoned outputs
-    and comparisons with a float64 reference. (A fixture, because test modules cannot import
-    conftest under --import-mode=importlib.)"""
-
-    DTYPES: ClassVar[dict[str, np.dtype[Any]]] = {
-        "f32": np.dtype(np.float32),
-        "f16": np.dtype(np.float16),
-        "bf16": np.dtype(ml_dtypes.bfloat16),
-    }
-    #: (rtol, atol) per output type: twice the unit roundoff of f16 (2^-11) and bf16 (2^-8);
-    #: for f32, the few ulps of expf/erff/tanhf and of f32 accumulation over long rows.
-    TOLERANCE: ClassVar[dict[str, tuple[float, float]]] = {
-        "f32": (1e-5, 1e-6),
-        "f16": (1e-3, 1e-5),
-        "bf16": (8e-3, 1e-5),
-    }
+    """What a kernel test needs: the device, the kernels, fresh random inputs and poisoned
+    outputs (the references and comparisons are hip_runtime.testing's). A fixture, because test
+    modules cannot import conftest under --import-mode=importlib."""
 
     def __init__(self, device: Device, load: Callable[[str], Module]) -> None:
         self.device = device
@@ -139,9 +127,8 @@ class KernelHarness:
         return self._load(source).get_kernel(name)
 
     def random(self, shape: Any, dtype: str, scale: float = 1.0, shift: float = 0.0) -> np.ndarray:
-        """Normal numbers stored as `dtype` (so the reference sees what the kernel sees)."""
-        values = self.rng.standard_normal(shape) * scale + shift
-        return np.asarray(values, dtype=self.DTYPES[dtype])
+        """testing.random from this harness's seeded generator."""
+        return testing.random(self.rng, shape, dtype, scale=scale, shift=shift)
 
     def upload(self, array: np.ndarray) -> DeviceBuffer:
         data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
@@ -150,37 +137,7 @@ class KernelHarness:
         return buffer
 
     def output(self, shape: Any, dtype: str) -> Output:
-        return Output(self.device, shape, self.DTYPES[dtype])
-
-    def assert_close(
-        self, got: np.ndarray, expected: np.ndarray, dtype: str, magnitude: Any = 0.0
-    ) -> None:
-        """|got - expected| <= rtol * max(|expected|, magnitude) + atol, elementwise.
-
-        `magnitude`: the size of the terms that make up each result where it exceeds the result
-        (a sum that cancels), since f32 rounding errors scale with the terms."""
-        assert got.dtype == self.DTYPES[dtype]
-        rtol, atol = self.TOLERANCE[dtype]
-        actual = got.astype(np.float64)
-        bound = rtol * np.maximum(np.abs(expected), magnitude) + atol
-        bad = ~(np.abs(actual - expected) <= bound)  # NaN is bad too
-        if bad.any():
-            where = np.unravel_index(np.argmax(bad), bad.shape)
-            raise AssertionError(
-                f"{np.count_nonzero(bad)} of {bad.size} elements out of tolerance; first at "
-                f"{tuple(map(int, where))}: got {actual[where]!r}, expected {expected[where]!r}, "
-                f"allowed error {bound[where]!r} (rtol {rtol}, atol {atol})"
-            )
-
-    @staticmethod
-    def assert_bits_equal(got: np.ndarray, expected: np.ndarray) -> None:
-        """Bit for bit, except that any NaN matches any NaN (payloads differ by hardware)."""
-        assert got.dtype == expected.dtype
-        with np.errstate(invalid="ignore"):  # converting a signalling NaN raises "invalid"
-            nan = np.isnan(expected.astype(np.float64))
-            np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
-        bits = np.dtype(f"u{got.dtype.itemsize}")
-        np.testing.assert_array_equal(got.view(bits)[~nan], expected.view(bits)[~nan])
+        return Output(self.device, shape, testing.DTYPES[dtype])
 
 
 @pytest.fixture
@@ -204,6 +161,28 @@ def write_safetensors(
         header_override(header)
     safetensors_format.save_safetensors(path, tensors, header=header)
     return path
+
+
+def write_shards(folder: Path, weight_map: dict[str, str] | None = None) -> dict[str, np.ndarray]:
+    """A checkpoint of two safetensors shards and its `model.safetensors.index.json` in
+    `folder` (the index lists `weight_map`, by default where each tensor is); returns the
+    tensors by name. Shapes are odd and larger than 4 KiB, so small staging chunks split them."""
+    rng = np.random.default_rng()
+    shards = {
+        "model-00001-of-00002.safetensors": {"a": rng.standard_normal((33, 65)).astype(np.float16)},
+        "model-00002-of-00002.safetensors": {
+            "b": rng.standard_normal(4097).astype(np.float32),
+            "c": np.arange(10, dtype=np.int64),
+        },
+    }
+    for file, tensors in shards.items():
+        write_safetensors(folder / file, tensors)
+    if weight_map is None:
+        weight_map = {name: file for file, tensors in shards.items() for name in tensors}
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map})
+    )
+    return {name: array for tensors in shards.values() for name, array in tensors.items()}
 
 
 @pytest.fixture
@@ -245,3 +224,9 @@ def allocations(monkeypatch: pytest.MonkeyPatch) -> list[DeviceBuffer]:
 def save_safetensors() -> Callable[..., Path]:
     """`write_safetensors` as a fixture (test modules cannot import conftest)."""
     return write_safetensors
+
+
+@pytest.fixture
+def sharded_checkpoint() -> Callable[..., dict[str, np.ndarray]]:
+    """`write_shards` as a fixture."""
+    return write_shards

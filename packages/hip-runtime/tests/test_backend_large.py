@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from hip_core import Device
-from hip_runtime import DeviceTensor, HipBackend
+from hip_runtime import DeviceTensor, HipBackend, testing
+from hip_runtime.testing import DTYPES, assert_bits_equal, assert_close
 
 if TYPE_CHECKING:
     from conftest import KernelHarness
@@ -39,7 +40,7 @@ class Inputs:
     """Two N x N inputs and a row vector of one type, on the host and on the device."""
 
     def __init__(self, backend: HipBackend, harness: KernelHarness, dtype: str) -> None:
-        storage = harness.DTYPES[dtype]
+        storage = DTYPES[dtype]
         rng = harness.rng
         self.a = rng.standard_normal((N, N), dtype=np.float32).astype(storage)
         self.b = rng.standard_normal((N, N), dtype=np.float32).astype(storage)
@@ -65,17 +66,6 @@ def sample(tensor: DeviceTensor, rows: np.ndarray) -> np.ndarray:
     return np.stack([tensor[int(r)].to_numpy() for r in rows])
 
 
-def f64(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float64)
-
-
-def silu(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x / (1.0 + np.exp(-x)))
-
-
-ERF = np.vectorize(math.erf)
-
-
 @pytest.mark.parametrize("dtype", TYPES)
 @pytest.mark.parametrize(
     "op",
@@ -86,32 +76,26 @@ def test_large_ops(
     backend: HipBackend, harness: KernelHarness, inputs: Inputs, op: str, dtype: str
 ) -> None:
     i, rows = inputs, inputs.rows
-    a, b, v = f64(i.a[rows]), f64(i.b[rows]), f64(i.v)
-    magnitude: Any = 0.0
+    a, b, v = i.a[rows], i.b[rows], i.v
+    expected: Any
     if op in ("add", "mul", "swiglu"):
-        result = getattr(backend, op)(i.da, i.db)
-        expected = {"add": a + b, "mul": a * b, "swiglu": silu(a) * b}[op]
+        result, expected = getattr(backend, op)(i.da, i.db), getattr(testing, op)(a, b)
     elif op == "scale":
-        result, expected = backend.scale(i.da, 0.25), 0.25 * a
+        result, expected = backend.scale(i.da, 0.25), testing.scale(a, 0.25)
     elif op == "silu":
-        result, expected = backend.silu(i.da), silu(a)
+        result, expected = backend.silu(i.da), testing.silu(a)
     elif op == "gelu":
-        result, expected = backend.gelu(i.da), 0.5 * a * (1.0 + ERF(a / math.sqrt(2.0)))
+        result, expected = backend.gelu(i.da), testing.gelu(a)
     elif op == "add_row_bias":
-        result, expected = backend.add_row_bias(i.da, i.dv), a + v
+        result, expected = backend.add_row_bias(i.da, i.dv), testing.add_row_bias(a, v)
     elif op == "layernorm":
         result = backend.layernorm(i.da, i.dv, i.dv, eps=EPS)
-        rstd = 1.0 / np.sqrt(a.var(-1, keepdims=True) + np.float64(np.float32(EPS)))
-        expected = (a - a.mean(-1, keepdims=True)) * rstd * v + v
-        magnitude = np.abs(a) * rstd * np.abs(v) + np.abs(v)
+        expected = testing.layernorm(a, v, v, eps=EPS)
     elif op == "rmsnorm":
-        result = backend.rmsnorm(i.da, i.dv, eps=EPS)
-        expected = a / np.sqrt((a * a).mean(-1, keepdims=True) + np.float64(np.float32(EPS))) * v
+        result, expected = backend.rmsnorm(i.da, i.dv, eps=EPS), testing.rmsnorm(a, v, eps=EPS)
     else:
-        result = backend.softmax(i.da, scale=0.5)
-        e = np.exp(0.5 * a - (0.5 * a).max(-1, keepdims=True))
-        expected = e / e.sum(-1, keepdims=True)
-    harness.assert_close(sample(result, rows), expected, dtype, magnitude)
+        result, expected = backend.softmax(i.da, scale=0.5), testing.softmax(a, scale=0.5)
+    assert_close(sample(result, rows), expected, dtype)
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -119,9 +103,9 @@ def test_large_casts(
     backend: HipBackend, harness: KernelHarness, inputs: Inputs, dtype: str
 ) -> None:
     for target in TYPES:
-        result = backend.cast(inputs.da, harness.DTYPES[target])
-        expected = inputs.a[inputs.rows].astype(np.float32).astype(harness.DTYPES[target])
-        harness.assert_bits_equal(sample(result, inputs.rows), expected)
+        result = backend.cast(inputs.da, DTYPES[target])
+        expected = testing.cast(inputs.a[inputs.rows], target)
+        assert_bits_equal(sample(result, inputs.rows), expected)
 
 
 @pytest.mark.parametrize("transpose_b", [False, True], ids=["nn", "nt"])
@@ -131,9 +115,8 @@ def test_large_matmul(
 ) -> None:
     rows = inputs.rows[:12]
     result = backend.matmul(inputs.da, inputs.db, transpose_b=transpose_b)
-    a, b = f64(inputs.a[rows]), f64(inputs.b)
-    b = b.T if transpose_b else b
-    harness.assert_close(sample(result, rows), a @ b, dtype, np.abs(a) @ np.abs(b))
+    expected = testing.matmul(inputs.a[rows], inputs.b, transpose_b=transpose_b)
+    assert_close(sample(result, rows), expected, dtype)
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -144,17 +127,13 @@ def test_large_linear_and_mlp_swiglu(
     # Weights scaled by 1/sqrt(N) keep the MLP's values inside f16's range; the reference
     # reads them back as stored.
     w = backend.scale(inputs.db, 1.0 / math.sqrt(N))
-    w_host = f64(w.to_numpy())
-    x = f64(inputs.a[rows])
+    w_host, x = w.to_numpy(), inputs.a[rows]
     result = backend.linear(inputs.da, w, inputs.dv)
-    expected = x @ w_host.T + f64(inputs.v)
-    magnitude = np.abs(x) @ np.abs(w_host).T + np.abs(f64(inputs.v))
-    harness.assert_close(sample(result, rows), expected, dtype, magnitude)
+    assert_close(sample(result, rows), testing.linear(x, w_host, inputs.v), dtype)
     del result
     result = backend.mlp_swiglu(inputs.da, w, w, w)
-    h = f64((silu(x @ w_host.T) * (x @ w_host.T)).astype(harness.DTYPES[dtype]))
-    magnitude = np.abs(h) @ np.abs(w_host).T
-    harness.assert_close(sample(result, rows), h @ w_host.T, dtype, 2 * magnitude)
+    expected = testing.mlp_swiglu(x, w_host, w_host, w_host)
+    assert_close(sample(result, rows), expected.value, dtype, 2 * expected.magnitude)
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -162,20 +141,14 @@ def test_large_rope_and_embedding(
     backend: HipBackend, harness: KernelHarness, inputs: Inputs, dtype: str
 ) -> None:
     heads, head_dim = N // 128, 128  # the N x N input as [N tokens, heads, 128]
-    angles = np.arange(N)[:, None] * 10000.0 ** (-np.arange(0, head_dim, 2) / head_dim)
-    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    cos, sin = testing.rope_tables(N, head_dim)
     x = inputs.da.reshape(N, heads, head_dim)
     result = backend.rope(x, backend.from_numpy(cos), backend.from_numpy(sin)).reshape(N, N)
-    rows = inputs.rows
-    a = f64(inputs.a[rows]).reshape(len(rows), heads, head_dim)
-    c, s = f64(cos[rows])[:, None, :], f64(sin[rows])[:, None, :]
-    first, second = a[..., : head_dim // 2], a[..., head_dim // 2 :]
-    expected = np.concatenate([first * c - second * s, second * c + first * s], axis=-1)
-    harness.assert_close(sample(result, rows), expected.reshape(len(rows), N), dtype)
+    rows = inputs.rows  # token r sits at position r
+    a = inputs.a[rows].reshape(len(rows), heads, head_dim)
+    expected = testing.rope(a, cos, sin, rows).reshape(len(rows), N)
+    assert_close(sample(result, rows), expected, dtype)
     del result
     ids = harness.rng.integers(-2, N + 2, N).astype(np.int32)  # a few out of range
     result = backend.embedding(backend.from_numpy(ids), inputs.da)
-    known = (ids[rows] >= 0) & (ids[rows] < N)
-    expected = np.zeros((len(rows), N), inputs.a.dtype)
-    expected[known] = inputs.a[ids[rows][known]]
-    harness.assert_bits_equal(sample(result, rows), expected)
+    assert_bits_equal(sample(result, rows), testing.embedding(ids[rows], inputs.a))

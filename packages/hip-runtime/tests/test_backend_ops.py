@@ -1,22 +1,22 @@
-"""Every HipBackend op against a float64 numpy reference, in every float type, over odd shapes
-(1 x 1, 3 x 1000, 7 x 4097), on the selected platform (cpu in CI; nvidia marked gpu). The
-8192 x 8192 cases are in test_backend_large.py (gpu only). Inputs are random numbers stored in
-the op's type, so the reference sees exactly what the device sees; tolerances are the
-KernelHarness's (conftest.py): a few units of the output type's rounding.
+"""Every HipBackend op against its float64 numpy reference (hip_runtime.testing), in every float
+type, over odd shapes (1 x 1, 3 x 1000, 7 x 4097), on the selected platform (cpu in CI; nvidia
+marked gpu). The 8192 x 8192 cases are in test_backend_large.py (gpu only). Inputs are random
+numbers stored in the op's type, so the reference sees exactly what the device sees; tolerances
+are testing.TOLERANCE: a few units of the output type's rounding.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from hip_core import Device
-from hip_runtime import HipBackend
+from hip_runtime import HipBackend, testing
+from hip_runtime.testing import DTYPES, assert_bits_equal, assert_close
 
 if TYPE_CHECKING:
     from conftest import KernelHarness
@@ -32,17 +32,6 @@ def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
         yield backend
 
 
-def f64(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float64)
-
-
-def silu(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x / (1.0 + np.exp(-x)))
-
-
-ERF = np.vectorize(math.erf)
-
-
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", TYPES)
 @pytest.mark.parametrize("op", ["add", "mul", "swiglu"])
@@ -51,10 +40,7 @@ def test_binary(
 ) -> None:
     a, b = harness.random(shape, dtype, 2.0), harness.random(shape, dtype, 2.0)
     got = getattr(backend, op)(backend.from_numpy(a), backend.from_numpy(b)).to_numpy()
-    expected = {"add": np.add, "mul": np.multiply, "swiglu": lambda g, u: silu(g) * u}[op](
-        f64(a), f64(b)
-    )
-    harness.assert_close(got, expected, dtype)
+    assert_close(got, getattr(testing, op)(a, b), dtype)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -64,17 +50,17 @@ def test_unary(
     backend: HipBackend, harness: KernelHarness, op: str, dtype: str, shape: tuple[int, int]
 ) -> None:
     x = harness.random(shape, dtype, 3.0)
-    dx, v = backend.from_numpy(x), f64(x)
+    dx = backend.from_numpy(x)
     if op == "scale":
-        got, expected = backend.scale(dx, 0.375).to_numpy(), 0.375 * v
+        got, expected = backend.scale(dx, 0.375).to_numpy(), testing.scale(x, 0.375)
     elif op == "silu":
-        got, expected = backend.silu(dx).to_numpy(), silu(v)
+        got, expected = backend.silu(dx).to_numpy(), testing.silu(x)
     elif op == "gelu":
-        got, expected = backend.gelu(dx).to_numpy(), 0.5 * v * (1.0 + ERF(v / math.sqrt(2.0)))
+        got, expected = backend.gelu(dx).to_numpy(), testing.gelu(x)
     else:
         got = backend.gelu(dx, approximate="tanh").to_numpy()
-        expected = 0.5 * v * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
-    harness.assert_close(got, expected, dtype)
+        expected = testing.gelu(x, approximate="tanh")
+    assert_close(got, expected, dtype)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -84,25 +70,7 @@ def test_add_row_bias(
 ) -> None:
     x, bias = harness.random(shape, dtype), harness.random(shape[1], dtype)
     got = backend.add_row_bias(backend.from_numpy(x), backend.from_numpy(bias)).to_numpy()
-    harness.assert_close(got, f64(x) + f64(bias), dtype)
-
-
-def layernorm_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple[Any, Any]:
-    v = f64(x)
-    rstd = 1.0 / np.sqrt(v.var(-1, keepdims=True) + np.float64(np.float32(EPS)))
-    y = (v - v.mean(-1, keepdims=True)) * rstd * f64(w) + f64(b)
-    return y, np.abs(v) * rstd * np.abs(f64(w)) + np.abs(f64(b))  # f32 rounds at |x| scale
-
-
-def rmsnorm_reference(x: np.ndarray, w: np.ndarray) -> Any:
-    v = f64(x)
-    return v / np.sqrt((v * v).mean(-1, keepdims=True) + np.float64(np.float32(EPS))) * f64(w)
-
-
-def softmax_reference(x: np.ndarray, scale: float) -> Any:
-    s = f64(x) * np.float64(np.float32(scale))
-    e = np.exp(s - s.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
+    assert_close(got, testing.add_row_bias(x, bias), dtype)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -113,15 +81,11 @@ def test_norms_and_softmax(
     x = harness.random(shape, dtype, scale=2.0, shift=1.0)
     w, b = harness.random(shape[1], dtype), harness.random(shape[1], dtype)
     dx, dw, db = backend.from_numpy(x), backend.from_numpy(w), backend.from_numpy(b)
-    expected, magnitude = layernorm_reference(x, w, b)
-    harness.assert_close(
-        backend.layernorm(dx, dw, db, eps=EPS).to_numpy(), expected, dtype, magnitude
-    )
-    harness.assert_close(
-        backend.rmsnorm(dx, dw, eps=EPS).to_numpy(), rmsnorm_reference(x, w), dtype
-    )
+    layernorm = backend.layernorm(dx, dw, db, eps=EPS).to_numpy()
+    assert_close(layernorm, testing.layernorm(x, w, b, eps=EPS), dtype)
+    assert_close(backend.rmsnorm(dx, dw, eps=EPS).to_numpy(), testing.rmsnorm(x, w, eps=EPS), dtype)
     got = backend.softmax(dx, scale=0.7).to_numpy()
-    harness.assert_close(got, softmax_reference(x, 0.7), dtype)
+    assert_close(got, testing.softmax(x, scale=0.7), dtype)
 
 
 def test_norms_without_affine_and_causal_softmax(
@@ -129,14 +93,13 @@ def test_norms_without_affine_and_causal_softmax(
 ) -> None:
     x = harness.random((6, 37), "f32", scale=2.0, shift=1.0)
     dx = backend.from_numpy(x)
-    ones, zeros = np.ones(37, np.float32), np.zeros(37, np.float32)
-    expected, magnitude = layernorm_reference(x, ones, zeros)
-    harness.assert_close(backend.layernorm(dx, eps=EPS).to_numpy(), expected, "f32", magnitude)
-    harness.assert_close(backend.rmsnorm(dx, eps=EPS).to_numpy(), rmsnorm_reference(x, ones), "f32")
+    assert_close(backend.layernorm(dx, eps=EPS).to_numpy(), testing.layernorm(x, eps=EPS), "f32")
+    assert_close(backend.rmsnorm(dx, eps=EPS).to_numpy(), testing.rmsnorm(x, eps=EPS), "f32")
     got = backend.softmax(dx, causal_rows=3).to_numpy()  # 2 heads x 3 queries over 37 keys
     last = np.arange(6) % 3 + 37 - 3
     assert (got[np.arange(37)[None, :] > last[:, None]] == 0).all()
     np.testing.assert_allclose(got.sum(-1), 1.0, rtol=1e-5)
+    assert_close(got, testing.softmax(x, causal_rows=3), "f32")
 
 
 MATMULS = [(1, 1, 1), (3, 1000, 5), (7, 4097, 3)]  # (m, k, n)
@@ -155,10 +118,12 @@ def test_matmul(
     m, k, n = mkn
     a, b = harness.random((m, k), dtype), harness.random((k, n), dtype)
     ta, tb = transposed[0] == "t", transposed[1] == "t"
-    da = backend.from_numpy(np.ascontiguousarray(a.T) if ta else a)  # stored transposed
-    db = backend.from_numpy(np.ascontiguousarray(b.T) if tb else b)
-    got = backend.matmul(da, db, transpose_a=ta, transpose_b=tb).to_numpy()
-    harness.assert_close(got, f64(a) @ f64(b), dtype, np.abs(f64(a)) @ np.abs(f64(b)))
+    a = np.ascontiguousarray(a.T) if ta else a  # stored transposed
+    b = np.ascontiguousarray(b.T) if tb else b
+    got = backend.matmul(
+        backend.from_numpy(a), backend.from_numpy(b), transpose_a=ta, transpose_b=tb
+    ).to_numpy()
+    assert_close(got, testing.matmul(a, b, transpose_a=ta, transpose_b=tb), dtype)
 
 
 @pytest.mark.parametrize("batches", [(4, 4), (4, 1), (1, 4), (4, 0)], ids=str)
@@ -171,7 +136,7 @@ def test_batched_matmul_broadcasts(
     a, b = harness.random(shape_a, dtype), harness.random(shape_b, dtype)
     got = backend.matmul(backend.from_numpy(a), backend.from_numpy(b)).to_numpy()
     assert got.shape == (4, 5, 6)
-    harness.assert_close(got, f64(a) @ f64(b), dtype, np.abs(f64(a)) @ np.abs(f64(b)))
+    assert_close(got, testing.matmul(a, b), dtype)
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 1000), (7, 4097, 3)], ids=str)
@@ -184,8 +149,7 @@ def test_linear(
     w, b = harness.random((features_out, features_in), dtype), harness.random(features_out, dtype)
     got = backend.linear(backend.from_numpy(x), backend.from_numpy(w), backend.from_numpy(b))
     assert got.shape == (2, tokens, features_out)
-    magnitude = np.abs(f64(x)) @ np.abs(f64(w)).T + np.abs(f64(b))
-    harness.assert_close(got.to_numpy(), f64(x) @ f64(w).T + f64(b), dtype, magnitude)
+    assert_close(got.to_numpy(), testing.linear(x, w, b), dtype)
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -200,23 +164,10 @@ def test_mlp_swiglu_is_the_llama_mlp(
     )
     wd = harness.random((hidden, inter), dtype, 0.2)
     got = backend.mlp_swiglu(*map(backend.from_numpy, (x, wg, wu, wd))).to_numpy()
-    # The reference rounds the intermediate to the storage type, as the backend stores it.
-    storage = harness.DTYPES[dtype]
-    h = f64((silu(f64(x) @ f64(wg).T) * (f64(x) @ f64(wu).T)).astype(storage))
-    magnitude = np.abs(h) @ np.abs(f64(wd)).T
-    # The intermediate's own rounding may differ by one unit: allow it on top of the output's.
-    harness.assert_close(got, h @ f64(wd).T, dtype, magnitude * (1 if dtype == "f32" else 2))
-
-
-def rope_reference(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray, rot: int,
-                   interleaved: bool) -> np.ndarray:  # fmt: skip
-    out = f64(x)
-    c, s = f64(cos[pos])[:, None, :], f64(sin[pos])[:, None, :]
-    first, second = (slice(0, rot, 2), slice(1, rot, 2)) if interleaved else (
-        slice(0, rot // 2), slice(rot // 2, rot))  # fmt: skip
-    a, b = out[..., first].copy(), out[..., second].copy()
-    out[..., first], out[..., second] = a * c - b * s, b * c + a * s
-    return out
+    # The reference rounds the intermediate to the storage type, as the backend stores it; that
+    # rounding may differ by one unit: allow it on top of the output's.
+    expected = testing.mlp_swiglu(x, wg, wu, wd)
+    assert_close(got, expected.value, dtype, expected.magnitude * (1 if dtype == "f32" else 2))
 
 
 @pytest.mark.parametrize("interleaved", [False, True], ids=["half", "interleaved"])
@@ -227,8 +178,7 @@ def test_rope(
     given_positions: bool,
 ) -> None:  # fmt: skip
     tokens, heads, head_dim, rot, max_position = 7, 3, 96, 64, 40
-    angles = np.arange(max_position)[:, None] * 10000.0 ** (-np.arange(0, rot, 2) / rot)
-    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    cos, sin = testing.rope_tables(max_position, rot)
     pos = harness.rng.integers(0, max_position, tokens) if given_positions else np.arange(tokens)
     pos = pos.astype(np.int32)
     x = harness.random((tokens, heads, head_dim), dtype)
@@ -236,7 +186,8 @@ def test_rope(
         backend.from_numpy(x), backend.from_numpy(cos), backend.from_numpy(sin),
         backend.from_numpy(pos) if given_positions else None, rot_dim=rot, interleaved=interleaved,
     ).to_numpy()  # fmt: skip
-    harness.assert_close(got, rope_reference(x, cos, sin, pos, rot, interleaved), dtype)
+    expected = testing.rope(x, cos, sin, pos, rot_dim=rot, interleaved=interleaved)
+    assert_close(got, expected, dtype)
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 1000, 17), (7, 4097, 5)], ids=str)
@@ -248,10 +199,7 @@ def test_embedding(
     table = harness.random((vocab, dim), dtype)
     ids = harness.rng.integers(-1, vocab + 1, (1, tokens)).astype(np.int32)
     got = backend.embedding(backend.from_numpy(ids), backend.from_numpy(table)).to_numpy()
-    known = (ids >= 0) & (ids < vocab)
-    expected = np.zeros((1, tokens, dim), table.dtype)
-    expected[known] = table[ids[known]]
-    harness.assert_bits_equal(got, expected)
+    assert_bits_equal(got, testing.embedding(ids, table))
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -261,14 +209,14 @@ def test_cast(
     backend: HipBackend, harness: KernelHarness, source: str, target: str, shape: tuple[int, int]
 ) -> None:
     x = harness.random(shape, source, 100.0)
-    got = backend.cast(backend.from_numpy(x), harness.DTYPES[target]).to_numpy()
-    harness.assert_bits_equal(got, x.astype(np.float32).astype(harness.DTYPES[target]))
+    got = backend.cast(backend.from_numpy(x), DTYPES[target]).to_numpy()
+    assert_bits_equal(got, testing.cast(x, target))
 
 
 @pytest.mark.parametrize("dtype", TYPES)
 def test_transpose(backend: HipBackend, harness: KernelHarness, dtype: str) -> None:
     x = harness.random((7, 4097), dtype)
-    harness.assert_bits_equal(backend.transpose(backend.from_numpy(x)).to_numpy(), x.T.copy())
+    assert_bits_equal(backend.transpose(backend.from_numpy(x)).to_numpy(), testing.transpose(x))
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -279,5 +227,4 @@ def test_batched_transposed_matmul_with_alpha(
     da = backend.from_numpy(np.ascontiguousarray(a.transpose(0, 2, 1)))  # stored [3, 17, 9]
     db = backend.from_numpy(np.ascontiguousarray(b.transpose(0, 2, 1)))  # stored [3, 5, 17]
     got = backend.matmul(da, db, transpose_a=True, transpose_b=True, alpha=0.5).to_numpy()
-    expected = 0.5 * (f64(a) @ f64(b))
-    harness.assert_close(got, expected, dtype, 0.5 * (np.abs(f64(a)) @ np.abs(f64(b))))
+    assert_close(got, testing.matmul(a, b, alpha=0.5), dtype)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hip_core import Device, Kernel, _hip
+from hip_core import Device, Kernel, hip_api
 from hip_runtime import Blas, DeviceTensor, HipBackend
 
 
@@ -126,7 +126,7 @@ def test_every_op_runs_on_the_backends_stream(
     backend.mlp_swiglu(x, f32(backend, 5, 8), f32(backend, 5, 8), f32(backend, 8, 5))
     assert len(launches) >= 12
     assert all(stream is backend.stream for _, stream in launches), launches
-    api = _hip.hip()
+    api = hip_api()
     bound = api.ffi.new("hipStream_t*")
     assert api.hipblasGetStream(backend.blas.handle, bound) == 0
     assert bound[0] == backend.stream.handle and backend.stream.handle != api.ffi.NULL

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hip_runtime.checksum import combine_parts, crc32_combine
+from hip_runtime.loading.checksum import combine_parts, crc32_combine
 
 
 @given(st.binary(max_size=3000), st.lists(st.integers(0, 3000), max_size=8), st.randoms())

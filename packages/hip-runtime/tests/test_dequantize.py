@@ -21,11 +21,11 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 
 from hip_core import Device, DeviceBuffer, Stream
-from hip_runtime.dequantize import dequantize_into
-from hip_runtime.formats.gguf import read_gguf
-from hip_runtime.formats.records import BLOCK_ENCODINGS
-from hip_runtime.kernels import KernelCache
+from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.loading.formats.gguf import read_gguf
+from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
 from hip_runtime.tensor import DeviceTensor
+from hip_runtime.testing import DTYPES, assert_bits_equal, assert_close
 
 if TYPE_CHECKING:
     from conftest import KernelHarness
@@ -79,10 +79,10 @@ def test_quantized_values(
     values = harness.random(shape, "f32", 3.0)
     blocks = np.asarray(gguf.quants.quantize(values, QTYPES[encoding]))
     got = dequantize(harness, kernels, stream, encoding, blocks, dtype)
-    expected = reference(blocks, encoding, harness.DTYPES[dtype])
-    harness.assert_bits_equal(got, expected)
+    expected = reference(blocks, encoding, DTYPES[dtype])
+    assert_bits_equal(got, expected)
     exact = np.asarray(gguf.quants.dequantize(blocks, QTYPES[encoding]), np.float64).reshape(-1)
-    harness.assert_close(got, exact, dtype)
+    assert_close(got, exact, dtype)
     if encoding == "q8_0":  # and the quantization itself is close to the input
         np.testing.assert_allclose(exact, values.reshape(-1), atol=3.0 * 4 / 127)
 
@@ -99,7 +99,7 @@ def test_every_bit_pattern(
         :, None
     ].view(np.uint8)  # subnormal, max, ±inf, NaN, -0, 0
     got = dequantize(harness, kernels, stream, encoding, blocks, dtype)
-    harness.assert_bits_equal(got, reference(blocks, encoding, harness.DTYPES[dtype]))
+    assert_bits_equal(got, reference(blocks, encoding, DTYPES[dtype]))
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -112,7 +112,7 @@ def test_unaligned_source_and_output(
     block_bytes = BLOCK_ENCODINGS[encoding][1]
     blocks = harness.rng.integers(0, 256, (37, block_bytes), dtype=np.uint8)
     blocks[:, :2] = np.full((37, 1), 0x3555, "<u2").view(np.uint8)  # finite scales
-    element = harness.DTYPES[dtype]
+    element = DTYPES[dtype]
     count, skip = 37 * 32, element.itemsize  # the output starts one element in
     buffer = harness.device.allocate((count + 2) * element.itemsize)
     buffer.fill(0xFF)
@@ -126,7 +126,7 @@ def test_unaligned_source_and_output(
     stream.sync()
     assert (host[:skip] == 0xFF).all() and (host[skip + count * element.itemsize :] == 0xFF).all()
     got = host[skip : skip + count * element.itemsize].view(element)
-    harness.assert_bits_equal(got, reference(blocks, encoding, element))
+    assert_bits_equal(got, reference(blocks, encoding, element))
 
 
 @pytest.mark.parametrize("encoding", sorted(QTYPES))
@@ -137,7 +137,7 @@ def test_any_grid_is_correct(harness: KernelHarness, encoding: str) -> None:
     blocks[:, :2] = np.full((300, 1), 0x2E66, "<u2").view(np.uint8)
     source, out = harness.upload(blocks), harness.output((300 * 32,), "bf16")
     harness.kernel("dequant.hip", f"dequant_{encoding}_bf16").launch(1, 32, source, out.buffer, 300)
-    harness.assert_bits_equal(out.read(), reference(blocks, encoding, harness.DTYPES["bf16"]))
+    assert_bits_equal(out.read(), reference(blocks, encoding, DTYPES["bf16"]))
 
 
 def test_gguf_file_round_trip(
@@ -161,7 +161,7 @@ def test_gguf_file_round_trip(
         out = DeviceTensor.empty(record.shape, record.dtype, device=harness.device, stream=stream)
         dequantize_into(kernels, record.encoding, source.ptr, out, stream=stream)
         expected = gguf.quants.dequantize(theirs[record.name].data, theirs[record.name].tensor_type)
-        harness.assert_bits_equal(out.to_numpy(), np.asarray(expected, np.float32))
+        assert_bits_equal(out.to_numpy(), np.asarray(expected, np.float32))
 
 
 def test_bad_arguments_raise_before_launching(

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 
-from hip_runtime.formats.gguf import GGML_TYPES, read_gguf
-from hip_runtime.formats.records import FormatError
+from hip_runtime.loading.formats.gguf import GGML_TYPES, read_gguf
+from hip_runtime.loading.formats.records import FormatError
 
 # (name, numpy shape, type): 1-D to 3-D, rows that are odd (raw) or odd multiples of 32.
 SPECS = [

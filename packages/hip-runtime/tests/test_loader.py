@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
 import threading
 import zlib
@@ -28,7 +27,7 @@ from hip_runtime import (
     StagedCopier,
     open_checkpoint,
 )
-from hip_runtime.placement import ALIGNMENT, Placement
+from hip_runtime.loading.placement import ALIGNMENT, Placement
 
 
 def assert_loaded(tensors: dict[str, DeviceTensor], expected: dict[str, np.ndarray]) -> None:
@@ -102,23 +101,12 @@ def test_sharded_round_trip(
     device: Device,
     tmp_path: Path,
     small_copier: StagedCopier,
-    save_safetensors: Callable[..., Path],
+    sharded_checkpoint: Callable[..., dict[str, np.ndarray]],
 ) -> None:
-    rng = np.random.default_rng()
-    shards = {
-        "s1.safetensors": {"a": rng.standard_normal((33, 65)).astype(np.float16)},
-        "s2.safetensors": {
-            "b": rng.standard_normal(4097).astype(np.float32),
-            "c": np.arange(10, dtype=np.int32),
-        },
-    }
-    for file, tensors in shards.items():
-        save_safetensors(tmp_path / file, tensors)
-    weight_map = {n: f for f, ts in shards.items() for n in ts}
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    tensors = sharded_checkpoint(tmp_path)
     result = AsyncLoader(device, copier=small_copier).load(tmp_path)
     assert result.report.files == 2
-    assert_loaded(result.tensors, {n: a for ts in shards.values() for n, a in ts.items()})
+    assert_loaded(result.tensors, tensors)
 
 
 def test_progress_bar_writes_to_stderr(

@@ -69,31 +69,10 @@ def test_every_dtype(
     assert checkpoint.file_bytes == sum(a.nbytes for a in checkpoint_tensors.values())
 
 
-def write_shards(
-    folder: Path, save: Callable[..., Path], weight_map: dict[str, str] | None = None
-) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng()
-    shards = {
-        "model-00001-of-00002.safetensors": {"a": rng.standard_normal((4, 9)).astype(np.float32)},
-        "model-00002-of-00002.safetensors": {
-            "b": rng.standard_normal(7).astype(np.float16),
-            "c": np.arange(3, dtype=np.int64),
-        },
-    }
-    for file, tensors in shards.items():
-        save(folder / file, tensors)
-    if weight_map is None:
-        weight_map = {name: file for file, tensors in shards.items() for name in tensors}
-    (folder / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map})
-    )
-    return {name: array for tensors in shards.values() for name, array in tensors.items()}
-
-
 def test_sharded_checkpoint_from_index_or_directory(
-    tmp_path: Path, save_safetensors: Callable[..., Path]
+    tmp_path: Path, sharded_checkpoint: Callable[..., dict[str, np.ndarray]]
 ) -> None:
-    tensors = write_shards(tmp_path, save_safetensors)
+    tensors = sharded_checkpoint(tmp_path)
     for source in (tmp_path, tmp_path / "model.safetensors.index.json"):
         checkpoint = open_checkpoint(source)
         assert len(checkpoint.files) == 2
@@ -106,114 +85,68 @@ def test_sharded_checkpoint_from_index_or_directory(
 # --- corrupt files ---------------------------------------------------------------------------
 
 
-def _header(path: Path, header: dict[str, Any]) -> Path:
-    raw = json.dumps(header).encode()
-    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(64))
-    return path
-
-
-def _override(**entry: Any) -> Callable[[dict[str, Any]], None]:
-    return lambda header: header["w"].update(entry)
+def _length(n: int) -> bytes:
+    return n.to_bytes(8, "little")
 
 
 TWO = {"w": np.ones((2, 4), np.float32), "v": np.ones(4, np.float32)}
 
-CORRUPT: dict[str, tuple[Callable[[Path, Callable[..., Path]], Path], str, str | None]] = {
-    "too short": (lambda p, s: (p.write_bytes(b"\x01\x02"), p)[1], "too short", None),
-    "header longer than file": (
-        lambda p, s: (p.write_bytes((10**6).to_bytes(8, "little") + b"{}"), p)[1],
-        "runs past",
-        None,
-    ),
-    "absurd header length": (
-        lambda p, s: (p.write_bytes((2**63).to_bytes(8, "little") + b"{}"), p)[1],
-        "runs past",
-        None,
-    ),
-    "not json": (
-        lambda p, s: (p.write_bytes((4).to_bytes(8, "little") + b"{{{{"), p)[1],
-        "not valid JSON",
-        None,
-    ),
-    "not an object": (lambda p, s: _header(p, [1, 2]), "not a JSON object", None),  # type: ignore[arg-type]
-    "bad metadata": (lambda p, s: _header(p, {"__metadata__": [1]}), "__metadata__", None),
-    "empty list as metadata": (
-        lambda p, s: _header(p, {"__metadata__": []}),
-        "__metadata__",
-        None,
-    ),
-    "metadata not strings": (
-        lambda p, s: _header(p, {"__metadata__": {"n": 3}}),
-        "of strings",
-        None,
-    ),
-    "nested brackets": (
-        lambda p, s: (
-            p.write_bytes((200000).to_bytes(8, "little") + b"[" * 100000 + b"]" * 100000),
-            p,
-        )[1],
-        "not valid JSON",
-        None,
-    ),
-    "dtype not a string": (
-        lambda p, s: s(p, TWO, header_override=_override(dtype=["F32"])),
-        "unknown dtype",
-        "w",
-    ),
-    "dimension past int64": (
-        lambda p, s: s(p, TWO, header_override=_override(shape=[0, 2**63])),
-        "shape",
-        "w",
-    ),
-    "unknown dtype": (
-        lambda p, s: s(p, TWO, header_override=_override(dtype="F4")),
-        "unknown dtype",
-        "w",
-    ),
-    "shape is not a list": (
-        lambda p, s: s(p, TWO, header_override=_override(shape="2x4")),
-        "shape",
-        "w",
-    ),
-    "negative dimension": (
-        lambda p, s: s(p, TWO, header_override=_override(shape=[-2, -4])),
-        "shape",
-        "w",
-    ),
-    "size mismatch": (
-        lambda p, s: s(p, TWO, header_override=_override(shape=[2, 5])),
-        "needs 40 bytes",
-        "w",
-    ),
-    "offsets reversed": (
-        lambda p, s: s(p, TWO, header_override=_override(data_offsets=[32, 0])),
-        "end before",
-        "w",
-    ),
-    "offsets past the end": (
-        lambda p, s: s(p, TWO, header_override=_override(data_offsets=[64, 96])),
-        "outside the data section",
-        "w",
-    ),
-    "overlap": (
-        lambda p, s: s(p, TWO, header_override=_override(data_offsets=[16, 48])),
-        "overlap",
-        None,
-    ),
-    "entry not an object": (
-        lambda p, s: s(p, TWO, header_override=lambda h: h.update(w=3)),
-        "not an object",
-        "w",
-    ),
+#: Files whose header cannot be parsed: (the file's bytes, the error's words).
+BAD_BYTES: dict[str, tuple[bytes, str]] = {
+    "too short": (b"\x01\x02", "too short"),
+    "header longer than file": (_length(10**6) + b"{}", "runs past"),
+    "absurd header length": (_length(2**63) + b"{}", "runs past"),
+    "not json": (_length(4) + b"{{{{", "not valid JSON"),
+    "nested brackets": (_length(200000) + b"[" * 100000 + b"]" * 100000, "not valid JSON"),
+}
+#: Well-formed JSON that is not a safetensors header: (the header, the error's words).
+BAD_HEADERS: dict[str, tuple[Any, str]] = {
+    "not an object": ([1, 2], "not a JSON object"),
+    "bad metadata": ({"__metadata__": [1]}, "__metadata__"),
+    "empty list as metadata": ({"__metadata__": []}, "__metadata__"),
+    "metadata not strings": ({"__metadata__": {"n": 3}}, "of strings"),
+}
+#: TWO's header with entry "w" changed: (what to set in it, the error's words, the tensor named).
+BAD_ENTRIES: dict[str, tuple[dict[str, Any], str, str | None]] = {
+    "dtype not a string": ({"dtype": ["F32"]}, "unknown dtype", "w"),
+    "dimension past int64": ({"shape": [0, 2**63]}, "shape", "w"),
+    "unknown dtype": ({"dtype": "F4"}, "unknown dtype", "w"),
+    "shape is not a list": ({"shape": "2x4"}, "shape", "w"),
+    "negative dimension": ({"shape": [-2, -4]}, "shape", "w"),
+    "size mismatch": ({"shape": [2, 5]}, "needs 40 bytes", "w"),
+    "offsets reversed": ({"data_offsets": [32, 0]}, "end before", "w"),
+    "offsets past the end": ({"data_offsets": [64, 96]}, "outside the data section", "w"),
+    "overlap": ({"data_offsets": [16, 48]}, "overlap", None),
 }
 
 
-@pytest.mark.parametrize("case", CORRUPT, ids=str)
+def _write_bad(path: Path, case: str, save: Callable[..., Path]) -> tuple[str, str | None]:
+    """Write the corrupt file of `case`; (the error's words, the tensor it must name)."""
+    if case in BAD_BYTES:
+        content, message = BAD_BYTES[case]
+        path.write_bytes(content)
+        return message, None
+    if case in BAD_HEADERS:
+        header, message = BAD_HEADERS[case]
+        raw = json.dumps(header).encode()
+        path.write_bytes(_length(len(raw)) + raw + bytes(64))
+        return message, None
+    if case == "entry not an object":
+        save(path, TWO, header_override=lambda h: h.update(w=3))
+        return "not an object", "w"
+    entry, message, tensor = BAD_ENTRIES[case]
+    save(path, TWO, header_override=lambda h: h["w"].update(entry))
+    return message, tensor
+
+
+@pytest.mark.parametrize(
+    "case", [*BAD_BYTES, *BAD_HEADERS, *BAD_ENTRIES, "entry not an object"], ids=str
+)
 def test_corrupt_files_raise_format_errors(
     tmp_path: Path, save_safetensors: Callable[..., Path], case: str
 ) -> None:
-    make, message, tensor = CORRUPT[case]
-    path = make(tmp_path / "bad.safetensors", save_safetensors)
+    path = tmp_path / "bad.safetensors"
+    message, tensor = _write_bad(path, case, save_safetensors)
     with pytest.raises(FormatError, match=message) as caught:
         open_checkpoint(path)
     assert caught.value.path == str(path) and str(path) in str(caught.value)
@@ -253,9 +186,12 @@ def test_truncated_data_is_out_of_range(
     ids=["listed but missing", "present but unlisted", "missing shard", "shard outside"],
 )
 def test_inconsistent_index(
-    tmp_path: Path, save_safetensors: Callable[..., Path], weight_map: dict[str, str], message: str
+    tmp_path: Path,
+    sharded_checkpoint: Callable[..., dict[str, np.ndarray]],
+    weight_map: dict[str, str],
+    message: str,
 ) -> None:
-    write_shards(tmp_path, save_safetensors, weight_map)
+    sharded_checkpoint(tmp_path, weight_map)
     with pytest.raises(FormatError, match=message):
         open_checkpoint(tmp_path)
 
