@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import hip_ffi
-from hip_core import Device, DeviceBuffer, Kernel, Module, _hip
+from hip_core import Device, DeviceBuffer, Kernel, Module, use_platform
 from hip_ffi.errors import LibraryNotFoundError
 from hip_runtime import kernel_sources, testing
 from hip_runtime.loading.formats import safetensors as safetensors_format
@@ -48,11 +48,8 @@ def program_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session", params=PLATFORMS)
 def platform(request: pytest.FixtureRequest) -> Iterator[str]:
-    name: str = request.param
-    previous = _hip._api
-    _hip._api = hip_ffi.load(name)
-    yield name
-    _hip._api = previous
+    with use_platform(request.param):
+        yield request.param
 
 
 @pytest.fixture(scope="session")
