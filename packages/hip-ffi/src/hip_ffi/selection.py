@@ -1,8 +1,8 @@
 """Which platform serves the HIP API: `HIP_PLATFORM`, else detection.
 
-Detection order (shared/DESIGN.md §2): amd if a ROCm runtime loads and sees a device, then
-nvidia if the CUDA libraries load and see a device, then cpu. A platform that loads but sees
-no device is passed over, with the reason kept for the error message.
+Detection order (docs/architecture.md, Platforms): amd if a ROCm runtime loads and sees a
+device, then nvidia if the CUDA libraries load and see a device, then cpu. A platform that
+loads but sees no device is passed over, with the reason kept for the error message.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Ordering and blocking, as HIP documents them:
 - The *Async calls enqueue the work on their stream and return at once, when the host side is
   device or pinned memory (hipMalloc, hipHostMalloc, hipHostRegister). When a host buffer is
   pageable they behave like HIP's: they wait for the stream, copy, and return when done, so
-  the caller may reuse the buffer at once (and gets no overlap; shared/DESIGN.md §4).
+  the caller may reuse the buffer at once (and gets no overlap; docs/architecture.md, Semantics).
 - hipMemcpyWithStream: in `stream`'s order, and returns when done.
 A copy that runs past the end of a known allocation is refused with hipErrorInvalidValue;
 pageable memory cannot be checked.

@@ -7,8 +7,9 @@ buffer by the function's own parameter types and runs the grid (hip_cpu_executor
 The names are found in the *preprocessed* program (g++ -E with the prelude in scan mode, where
 `__global__` and `__shared__` become marker tokens), so macros, #if and included headers are
 all accounted for. A kernel must be a non-template function at global namespace scope, as
-`extern "C" __global__` kernels are (shared/DESIGN.md §3); templates are skipped (they have no
-name to look up), and an extern shared array must be declared at global scope or in a kernel.
+`extern "C" __global__` kernels are (docs/architecture.md, Kernels); templates are skipped
+(they have no name to look up), and an extern shared array must be declared at global scope
+or in a kernel.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Streams and events of the cpu platform: ordered queues executed by worker threads.
 
-Semantics (HIP's, shared/DESIGN.md §4):
+Semantics (HIP's; docs/architecture.md, Semantics):
 - Work enqueued on a stream runs in enqueue order, off the thread that enqueued it: on the
   stream's worker thread (a Python thread started with the stream; the C work it calls
   releases the GIL). The asynchronous calls return as soon as the work is queued. A thread

@@ -15,7 +15,7 @@
  *   of a plain loop needs no lock-step partner, so barrier-free kernels run as a plain loop
  *   (C speed); shuffles return the caller's own value and votes its own predicate, which is
  *   exactly what HIP specifies for a one-lane warp. Portable kernels never hard-code the warp
- *   size (shared/DESIGN.md §3). Like CUDA's (not ROCm 5's) it is not a constant expression.
+ *   size (docs/architecture.md, Kernels). Like CUDA's (not ROCm 5's) it is not a constant expression.
  */
 #ifndef HIP_CPU_PRELUDE_H
 #define HIP_CPU_PRELUDE_H
