@@ -51,6 +51,10 @@ HIPK_DEVICE void write_item(T* y, const T* weight, const T* bias, const RowPart&
 // (count, mean, M2 = sum of squared deviations from the mean) of a set of values, merged by
 // Chan et al.'s parallel formula: exact statistics of the union from those of the parts,
 // with no cancellation (unlike sum(x^2) - n * mean^2). The identity is the empty set.
+// The M2 term is d * (d * (n_a * f)): n_a * f = n_a n_b / n is exactly 0 when either part is
+// empty, so merging an empty part adds 0 whatever the other's mean. (Written d * d * n_a * f,
+// d * d overflowed to inf for means from 2^64 ≈ 1.8e19 on, and inf * 0 made the row NaN:
+// short rows leave most threads empty. No extra work: the same three products, reordered.)
 struct MeanM2 {
     HIPK_DEVICE Floats<3> identity() const {
         Floats<3> s = {{0.0f, 0.0f, 0.0f}};
@@ -60,7 +64,7 @@ struct MeanM2 {
         const float n = a.v[0] + b.v[0];
         const float f = fast_divide(b.v[0], fmaxf(n, 1.0f));  // b's share (0 when both are empty)
         const float d = b.v[1] - a.v[1];
-        Floats<3> s = {{n, a.v[1] + d * f, a.v[2] + b.v[2] + d * d * a.v[0] * f}};
+        Floats<3> s = {{n, a.v[1] + d * f, a.v[2] + b.v[2] + d * (d * (a.v[0] * f))}};
         return s;
     }
 };

@@ -118,3 +118,28 @@ def test_norms_and_softmax_work_in_place(harness: KernelHarness, dtype: str, blo
         got = np.empty(rows * cols, x.dtype)
         data.copy_to(got.view(np.uint8))
         assert_close(got.reshape(rows, cols), expected, dtype)
+
+
+#: Row magnitudes per type: at and past 2^64 ≈ 1.8e19, where the square of a row's mean
+#: overflows f32 (f16 stops at 65504: its largest values stand in for them).
+HUGE = {"f32": (1.8e19, -2e19, 1e20), "bf16": (1.8e19, -2e19, 1e20), "f16": (6e4, -6e4, 3e4)}
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.parametrize("cols", [1, 7, 64])
+@pytest.mark.parametrize("dtype", TYPES)
+def test_layernorm_of_huge_short_rows_is_finite(
+    harness: KernelHarness, dtype: str, cols: int, block: int
+) -> None:
+    # Short rows leave most threads of the block empty; merging an empty thread's statistics
+    # with a row's at these magnitudes once computed inf · 0 = NaN.
+    rows = [harness.random(cols, dtype, scale=abs(m) / 100, shift=m) for m in HUGE[dtype]]
+    rows.append(np.full(cols, 3e38 if dtype != "f16" else 65504, testing.DTYPES[dtype]))
+    x = np.stack(rows)
+    dx, out = harness.upload(x), harness.output(x.shape, dtype)
+    harness.kernel("norms.hip", f"layernorm_{dtype}").launch(
+        len(rows), block, dx, None, None, out.buffer, len(rows), cols, EPS
+    )
+    got = out.read()
+    assert np.isfinite(got.astype(np.float64)).all()
+    assert_close(got, testing.layernorm(x, eps=EPS), dtype)
