@@ -190,6 +190,17 @@ def test_rope(
     assert_close(got, expected, dtype)
 
 
+def test_rope_positions_outside_the_tables_give_zero_pairs(backend: HipBackend) -> None:
+    # The op hands the kernel the tables' length: positions past it (or negative) read no table.
+    cos, sin = testing.rope_tables(4, 2)
+    x = np.ones((4, 1, 4), np.float32)
+    pos = backend.from_numpy(np.array([0, 4, -1, 2**31 - 1], np.int32))
+    got = backend.rope(backend.from_numpy(x), *map(backend.from_numpy, (cos, sin)), pos, rot_dim=2)
+    expected = testing.rope(x, cos, sin, [0, 0, 0, 0], rot_dim=2)
+    expected[1:, :, :2] = 0  # the rotated pair of each position outside [0, 4); the tail is kept
+    assert_close(got.to_numpy(), expected, "f32")
+
+
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 1000, 17), (7, 4097, 5)], ids=str)
 @pytest.mark.parametrize("dtype", TYPES)
 def test_embedding(

@@ -163,10 +163,42 @@ def test_rope(
     dpos = harness.upload(positions) if given_positions else None
     out = harness.output(x.shape, dtype)
     harness.kernel("rope.hip", f"rope_{pairs}_{dtype}").launch(
-        grid_for(x.size, 64), 64, dx, dcos, dsin, dpos, out.buffer, tokens, heads, head_dim, rot
-    )
+        grid_for(x.size, 64), 64, dx, dcos, dsin, dpos, out.buffer, tokens, heads, head_dim, rot,
+        max_position,
+    )  # fmt: skip
     expected = testing.rope(x, cos, sin, positions, rot_dim=rot, interleaved=pairs == "interleaved")
     assert_close(out.read(), expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("pairs", ["half", "interleaved"])
+def test_rope_positions_outside_the_tables_read_zero_angles(
+    harness: KernelHarness, pairs: str, dtype: str
+) -> None:
+    # As embedding gives an unknown id a row of zeros: a position outside [0, max_position)
+    # reads cos = sin = 0 (its rotated pairs become 0, the tail is copied) and never reads
+    # outside the tables (2**31 - 1 pairs past them would fault).
+    max_position, heads, head_dim, rot = 50, 3, 64, 32
+    positions = np.array([0, -1, 49, 50, 51, -(2**31), 2**31 - 1, 7], np.int32)
+    tokens = len(positions)
+    cos, sin = testing.rope_tables(max_position, rot)
+    x = harness.random((tokens, heads, head_dim), dtype)
+    dx, dcos, dsin, dpos = map(harness.upload, (x, cos, sin, positions))
+    out = harness.output(x.shape, dtype)
+    harness.kernel("rope.hip", f"rope_{pairs}_{dtype}").launch(
+        grid_for(x.size, 64), 64, dx, dcos, dsin, dpos, out.buffer, tokens, heads, head_dim, rot,
+        max_position,
+    )  # fmt: skip
+    outside = (positions < 0) | (positions >= max_position)
+    zero = np.zeros((1, rot // 2), np.float32)  # the angle a position outside reads
+    at = np.where(outside, max_position, positions)
+    expected = testing.rope(
+        x, np.vstack([cos, zero]), np.vstack([sin, zero]), at, rot_dim=rot,
+        interleaved=pairs == "interleaved",
+    )  # fmt: skip
+    got = out.read()
+    assert_close(got, expected, dtype)
+    assert not got[outside][..., :rot].any() and (got[..., rot:] == x[..., rot:]).all()
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 1000, 17), (7, 4097, 5)], ids=str)

@@ -23,8 +23,10 @@ class LayoutOps(OpsBase):
         """Rotary position embedding of x [tokens, heads, head_dim] (queries or keys).
 
         cos, sin: f32 tables [max_position, rot_dim / 2], one angle per pair. positions: int32
-        [tokens], or None for position = token index; values must lie in [0, max_position)
-        (they stay on the device, so they are not checked). rot_dim (even, <= head_dim;
+        [tokens], or None for position = token index. The positions stay on the device, so the
+        kernel checks them: a position outside [0, max_position) reads cos = sin = 0 (its
+        rotated pairs become 0, as `embedding` gives an unknown id a row of zeros) and nothing
+        is read outside the tables. rot_dim (even, <= head_dim;
         default head_dim): elements from rot_dim on are copied. Pairs are (i, i + rot_dim/2)
         as Llama/NeoX, or (2i, 2i + 1) with `interleaved` as GPT-J. `out=x` works in place.
         """
@@ -50,13 +52,13 @@ class LayoutOps(OpsBase):
         elif tokens > cos.shape[0]:
             raise ValueError(f"{tokens} tokens need {tokens} positions; the tables hold "
                              f"{cos.shape[0]}")  # fmt: skip
-        if x.size > INT_MAX:
-            raise ValueError(f"x {x.shape} exceeds the kernel's int range")
+        if x.size > INT_MAX or cos.shape[0] > INT_MAX:
+            raise ValueError(f"x {x.shape} or the tables {cos.shape} exceed the kernel's int range")
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(cos, sin, positions))
         name = f"rope_{'interleaved' if interleaved else 'half'}_{t.suffix}"
         self._launch_flat(
             self._kernel("rope.hip", name), x.size // 2, 4, x, cos, sin, positions, y,
-            tokens, heads, head_dim, rot,
+            tokens, heads, head_dim, rot, cos.shape[0],
         )  # fmt: skip
         return y
 
