@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
 from hip_core._resource import Resource
-from hip_core.errors import check
+from hip_core.errors import check, error_for
 from hip_core.kernel import Kernel
 from hip_core.signature import Param, kernels_in_source, parse_signature
 
@@ -35,8 +35,18 @@ class Module(Resource):
 
     @classmethod
     def from_bytes(cls, code: bytes, device: Device, *, source: str | None = None) -> Module:
-        """Load a code object (ELF for AMD, CUBIN/PTX for NVIDIA, a shared object on cpu)."""
+        """Load a code object (ELF for AMD, CUBIN/PTX for NVIDIA, a shared object on cpu).
+
+        hipModuleLoadData takes no size, so the platform first checks that `code` holds a whole
+        code object (`HipApi.check_code_object`): a truncated or corrupt one raises HipError
+        (hipErrorInvalidImage; hipErrorNoBinaryForGpu for one built for another device) saying
+        why, before the loader reads anything.
+        """
         api = hip()
+        code = bytes(code)  # PTX is read up to a NUL: CPython keeps one after a bytes' data
+        error, reason = api.check_code_object(code)
+        if error:
+            raise error_for(error, "hipModuleLoadData", reason)
         out = api.ffi.new("hipModule_t*")
         image = api.ffi.from_buffer(code)
         with device:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hip_ffi import surface
+from hip_ffi.code_objects import Image
 from hip_ffi.errors import FunctionUnavailableError
 
 
@@ -77,6 +78,10 @@ class HipApi:
             ("hipDeviceProp_tR0600" or "hipDeviceProp_tR0000").
         traits: the platform's `PlatformTraits` (DLPack device type, default stream handle,
             CUDA Array Interface), so that no layer above hip-ffi has to name a platform.
+
+    Besides the C functions, two platform facts are methods: `check_code_object(image)` (is
+    this a whole code object for this platform, before hipModuleLoadData reads it) and
+    `error_detail(code)` (what the platform knows about the last asynchronous failure).
     """
 
     platform: str
@@ -97,8 +102,10 @@ class HipApi:
         platform_version: str,
         libraries: Mapping[str, str],
         device_prop_type: str,
+        code_object_check: Callable[[Image], tuple[int, str]],
         keep_alive: tuple[Any, ...] = (),
         natives: Mapping[str, Callable[..., Any]] | None = None,
+        error_detail: Callable[[int], str] | None = None,
     ) -> None:
         missing = [name for name in surface.ALL if name not in functions]
         if missing:
@@ -114,6 +121,8 @@ class HipApi:
         # open, and a library object that is collected is dlclose()d under its functions.
         self._keep_alive = keep_alive
         self._natives = dict(natives or {})
+        self._code_object_check = code_object_check
+        self._error_detail = error_detail
         # Plain instance attributes: `hip.hipMalloc` is one dict lookup, no indirection.
         self.__dict__.update(functions)
 
@@ -127,6 +136,22 @@ class HipApi:
         that is only safe for calls where a failure has no effect, such as a launch.
         """
         return self._natives.get(name) or getattr(self, name)
+
+    def check_code_object(self, image: Image) -> tuple[int, str]:
+        """Whether `image` is a whole code object this platform loads: (0, "") or
+        (hipErrorInvalidImage / hipErrorNoBinaryForGpu, why), reading only inside `image`.
+
+        hipModuleLoadData takes no size (the loader reads it from the image), so call this on
+        the bytes first: a truncated or corrupt image would make the loader read past them.
+        What each platform accepts is in `hip_ffi.code_objects`.
+        """
+        return self._code_object_check(image)
+
+    def error_detail(self, code: int) -> str:
+        """What the platform knows of the last failure `code` that a synchronize returned on
+        this thread (the cpu platform: the kernel, block, thread and address of a bad access),
+        or "" when it knows nothing more than the code."""
+        return self._error_detail(code) if self._error_detail is not None else ""
 
     def has(self, name: str) -> bool:
         """True when `name` is provided here (not an `Unavailable` stand-in)."""

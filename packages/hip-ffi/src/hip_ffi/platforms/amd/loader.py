@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hip_ffi import surface
+from hip_ffi import code_objects, surface
 from hip_ffi._ffi import ffi
 from hip_ffi._shims import launch_host_func, launch_kernel_ex, memcpy_with_stream
 from hip_ffi.api import HipApi, Unavailable
@@ -104,6 +104,7 @@ def load() -> HipApi:
         platform="amd",
         ffi=ffi,
         functions=functions,
+        code_object_check=code_objects.as_status(code_objects.check_amd),
         runtime_version=version[0],
         platform_version=release,
         libraries=libraries,

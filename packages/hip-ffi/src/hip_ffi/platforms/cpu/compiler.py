@@ -26,7 +26,7 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import HIPRTC_RESULTS
-from hip_ffi.platforms.cpu import source_scan, toolchain
+from hip_ffi.platforms.cpu import images, source_scan, toolchain
 from hip_ffi.platforms.cpu.handles import Registry, c_string, is_null, items, takes_handle
 
 SUCCESS = HIPRTC_RESULTS["HIPRTC_SUCCESS"]
@@ -188,7 +188,7 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
         log = _clean(log, work)
         if status != 0:
             return None, log
-        code = library.read_bytes()
+        code = images.seal(library.read_bytes())
         if cached is not None and meta is not None:
             try:
                 toolchain.write_atomically(cached, code)

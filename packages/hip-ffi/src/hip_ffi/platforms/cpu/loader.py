@@ -47,6 +47,7 @@ def load() -> HipApi:
         copies,
         device,
         graphs,
+        images,
         launch,
         memory,
         modules,
@@ -78,8 +79,12 @@ def load() -> HipApi:
         platform="cpu",
         ffi=ffi,
         functions=functions,
+        code_object_check=images.check_code_object,
         runtime_version=_packed_version(),
-        platform_version=f"host runtime: {cxx.name if cxx else 'no C++ compiler'}, {cores} cores",
+        # The ABI version is in the release string, so caches keyed on it (hip-core's program
+        # cache) never hand an object of another ABI to this one.
+        platform_version=f"host runtime: {cxx.name if cxx else 'no C++ compiler'}, {cores} cores, "
+        f"ABI {toolchain.ABI_VERSION}",
         libraries=libraries,
         device_prop_type=device.PROP_TYPE,
     )

@@ -1,10 +1,13 @@
 """hipModule* of the cpu platform: code objects (shared objects from our hiprtc) in memory.
 
 A load is a separate instance (dlopen of a memfd copy), with its own `__device__` globals.
-A code object built for another machine, another ABI version of this platform, or another
-platform (an AMD or NVIDIA binary) is refused with hipErrorNoBinaryForGpu; bytes that are not
-an ELF shared object, or a truncated one, with hipErrorInvalidImage. (Beyond that the loader
-trusts the image: a deliberately corrupted shared object can crash dlopen.)
+Before anything is dlopen()ed the image is checked whole (images.py: every ELF table inside
+the bytes, and the SHA-256 seal our hiprtc appends): a truncated or corrupt image is
+hipErrorInvalidImage; a code object built for another machine, another platform (an AMD or
+NVIDIA binary) or by something else than this platform's hiprtc is hipErrorNoBinaryForGpu, as
+is one of another ABI version of this platform (read after the load).
+hipModuleLoadData gets a bare pointer, so its size is read from the ELF headers (the seal
+follows them); callers that hold the bytes check them first (`HipApi.check_code_object`).
 hipModuleUnload first waits for all queued work (like hipFree), so no queued launch runs
 unloaded code; a graph that still holds one of its kernels gets hipErrorInvalidHandle when it
 replays it.
@@ -13,13 +16,11 @@ replays it.
 from __future__ import annotations
 
 import functools
-import platform
-import struct
 import threading
 from typing import Any
 
 from hip_ffi._ffi import ffi
-from hip_ffi.platforms.cpu import elf, status, toolchain
+from hip_ffi.platforms.cpu import elf, images, status, toolchain
 from hip_ffi.platforms.cpu.handles import Registry, address, c_string
 from hip_ffi.platforms.cpu.shared_objects import SharedObject, function, load_image
 from hip_ffi.platforms.cpu.streams import ENGINE
@@ -88,17 +89,10 @@ KERNELS: Registry[Function] = Registry("hipFunction_t")
 
 
 def _load(image: bytes) -> tuple[int, Module | None]:
-    if not elf.is_elf64(image[: elf.HEADER_SIZE]):
-        return status.INVALID_IMAGE, None
-    # A truncated object would fault inside dlopen (SIGBUS), not fail: check its extent.
-    try:
-        size = elf.image_size(image, lambda offset, n: image[offset : offset + n])
-    except struct.error:
-        return status.INVALID_IMAGE, None
-    if size > len(image):
-        return status.INVALID_IMAGE, None
-    if elf.machine(image) != elf.MACHINES.get(platform.machine(), -1):
-        return status.NO_BINARY_FOR_GPU, None  # e.g. an amdgcn code object
+    # A truncated or corrupt object would fault inside dlopen, not fail: check it whole.
+    error, _reason = images.check_code_object(image)
+    if error:
+        return error, None
     try:
         library = load_image(image)
     except OSError:
@@ -141,7 +135,7 @@ def hipModuleLoadData(module: Any, image: Any) -> int:
     if not elf.is_elf64(header):
         return status.INVALID_IMAGE
     size = elf.image_size(header, lambda offset, n: ffi.buffer(start + offset, n)[:])
-    return _store(module, ffi.buffer(start, size)[:])
+    return _store(module, ffi.buffer(start, size + images.TRAILER)[:])
 
 
 def hipModuleUnload(module: Any) -> int:

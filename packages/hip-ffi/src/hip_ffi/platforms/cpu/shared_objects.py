@@ -67,7 +67,9 @@ def load_image(image: bytes) -> SharedObject:
         fd = -1  # no memfd (or a noexec policy on it): a temporary file instead
     if fd >= 0:
         try:
-            os.write(fd, image)
+            view = memoryview(image)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view) :]
             return SharedObject(f"/proc/self/fd/{fd}", fd)
         except OSError:
             os.close(fd)

@@ -27,7 +27,7 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = PACKAGE_DIR / "include"
 NATIVE_DIR = PACKAGE_DIR / "native"
-ABI_VERSION = 1  # HIPCPU_ABI_VERSION in include/hip_cpu_abi.h
+ABI_VERSION = 2  # HIPCPU_ABI_VERSION in include/hip_cpu_abi.h
 
 #: Flags of every build. -march=native: the code only ever runs on this host (the host CPU is
 #: in the cache key). -fno-semantic-interposition and -fvisibility=hidden let kernels and

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hip_ffi import surface
+from hip_ffi import code_objects, surface
 from hip_ffi._ffi import ffi
 from hip_ffi._shims import memcpy_with_stream
 from hip_ffi.api import HipApi, Unavailable
@@ -191,6 +191,7 @@ def load() -> HipApi:
         platform="nvidia",
         ffi=ffi,
         functions=functions,
+        code_object_check=code_objects.as_status(code_objects.check_nvidia),
         runtime_version=runtime_version,
         platform_version=release,
         libraries=libraries,

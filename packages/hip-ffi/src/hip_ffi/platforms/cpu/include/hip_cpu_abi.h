@@ -6,7 +6,7 @@
 #ifndef HIP_CPU_ABI_H
 #define HIP_CPU_ABI_H
 
-#define HIPCPU_ABI_VERSION 1u
+#define HIPCPU_ABI_VERSION 2u
 
 /* A launch is described by an array of unsigned long long "slots" (no struct: the Python side
  * builds it with cffi without declaring a new C type). */
