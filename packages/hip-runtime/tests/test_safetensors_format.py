@@ -4,6 +4,9 @@ corrupt-file suite in which every fault is a FormatError naming the file (and th
 from __future__ import annotations
 
 import json
+import os
+import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,8 @@ import safetensors.numpy
 
 import hip_runtime
 from hip_runtime import FormatError, open_checkpoint
+from hip_runtime.loading.formats.gguf import read_gguf
+from hip_runtime.loading.formats.safetensors import read_safetensors
 
 
 def test_layout_matches_the_reference_writer(tmp_path: Path) -> None:
@@ -221,3 +226,185 @@ def test_bad_index_and_paths(tmp_path: Path, save_safetensors: Callable[..., Pat
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="holds no"):
         open_checkpoint(empty)
+
+
+# --- parity with the safetensors package ------------------------------------------------------
+# Each header below is refused by the `safetensors` package itself (checked here too, so that
+# every rule is the format's, not one of ours), and must be a FormatError from our reader.
+
+_ENTRY = '"dtype": "F32", "shape": [2], "data_offsets": [0, 8]'
+
+
+def _entry(extra: str = "") -> bytes:
+    return ("{" + _ENTRY + extra + "}").encode()
+
+
+#: name -> (header bytes, data bytes, the words of our error)
+REFUSED: dict[str, tuple[bytes, bytes, str]] = {
+    "UTF-16 header": (('{"a": {' + _ENTRY + "}}").encode("utf-16"), bytes(8), "not UTF-8"),
+    "UTF-8 byte order mark": (b'\xef\xbb\xbf{"a": ' + _entry() + b"}", bytes(8), "not valid JSON"),
+    "Latin-1 name": (('{"\xe9": {' + _ENTRY + "}}").encode("latin-1"), bytes(8), "not UTF-8"),
+    "NaN": (b'{"a": ' + _entry(', "x": NaN') + b"}", bytes(8), "NaN"),
+    "integer over 4300 digits": (
+        b'{"a": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 8]}}',
+        bytes(8),
+        "out of range",
+    ),
+    "integer past f64": (
+        b'{"a": ' + _entry(', "x": ' + "1" * 310) + b"}",
+        bytes(8),
+        "out of range",
+    ),
+    "float past f64": (b'{"a": ' + _entry(', "x": -1e400') + b"}", bytes(8), "out of range"),
+    "lone surrogate in a name": (b'{"\\udc00": ' + _entry() + b"}", bytes(8), "surrogate"),
+    "lone surrogate in metadata": (
+        b'{"__metadata__": {"k": "\\ud800"}, "a": ' + _entry() + b"}",
+        bytes(8),
+        "surrogate",
+    ),
+    "nested 128 deep": (
+        b'{"a": ' + _entry(', "x": ' + "[" * 126 + "]" * 126) + b"}",
+        bytes(8),
+        "deep",
+    ),
+    "field twice in an entry": (
+        b'{"a": {"shape": [1], ' + _ENTRY.encode() + b"}}",
+        bytes(8),
+        "'shape' appears twice",
+    ),
+    "__metadata__ twice": (
+        b'{"__metadata__": {}, "__metadata__": {}, "a": ' + _entry() + b"}",
+        bytes(8),
+        "__metadata__ appears twice",
+    ),
+    "-0 in a shape": (
+        b'{"a": {"dtype": "F32", "shape": [-0], "data_offsets": [0, 0]}}',
+        b"",
+        "shape",
+    ),
+    "bytes after the last tensor": (b'{"a": ' + _entry() + b"}", bytes(12), "belong to no tensor"),
+    "bytes before the first tensor": (
+        b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}',
+        bytes(12),
+        "belong to no tensor",
+    ),
+    "a gap between tensors": (
+        b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+        b'"b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}}',
+        bytes(12),
+        "belong to no tensor",
+    ),
+    "data and no tensor": (b"{}", bytes(2), "belong to no tensor"),
+    "a name twice, the last entry leaving a gap": (
+        b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+        b'"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}',
+        bytes(8),
+        "belong to no tensor",
+    ),
+    "overlapping tensors": (
+        b'{"a": ' + _entry() + b', "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}',
+        bytes(12),
+        "overlap",
+    ),
+    "the same bytes twice": (
+        b'{"a": ' + _entry() + b', "b": ' + _entry() + b"}",
+        bytes(8),
+        "overlap",
+    ),
+}
+
+#: Odd headers the package accepts, and so do we: name -> (header bytes, data bytes).
+ACCEPTED: dict[str, tuple[bytes, bytes]] = {
+    "a name twice, same entry (the last wins)": (
+        b'{"a": ' + _entry() + b', "a": ' + _entry() + b"}", bytes(8)
+    ),
+    "__metadata__ null": (b'{"__metadata__": null, "a": ' + _entry() + b"}", bytes(8)),
+    "a key twice in __metadata__": (b'{"__metadata__": {"k": "1", "k": "2"}}', b""),
+    "unknown field, twice": (b'{"a": ' + _entry(', "x": 1, "x": [{}]') + b"}", bytes(8)),
+    "whitespace around and tabs after": (b' \n{"a" : ' + _entry() + b"}\t\t", bytes(8)),
+    "surrogate pair, NUL and escapes in a name": (
+        b'{"\\ud83d\\ude00\\u0000\\u0061": ' + _entry() + b"}", bytes(8)
+    ),
+    "309-digit integer": (b'{"a": ' + _entry(', "x": ' + "1" * 309) + b"}", bytes(8)),
+    "nested 127 deep": (b'{"a": ' + _entry(', "x": ' + "[" * 125 + "]" * 125) + b"}", bytes(8)),
+    "no tensors": (b"{}", b""),
+}  # fmt: skip
+
+
+def _write_header(path: Path, header: bytes, data: bytes) -> Path:
+    path.write_bytes(_length(len(header)) + header + data)
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED), ids=str)
+def test_what_the_safetensors_package_refuses_we_refuse(tmp_path: Path, case: str) -> None:
+    header, data, message = REFUSED[case]
+    path = _write_header(tmp_path / "bad.safetensors", header, data)
+    with pytest.raises(safetensors.SafetensorError):
+        safetensors.numpy.load_file(str(path))
+    with pytest.raises(FormatError, match=re.escape(message)) as caught:
+        open_checkpoint(path)
+    assert caught.value.path == str(path) and str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("case", sorted(ACCEPTED), ids=str)
+def test_what_the_safetensors_package_accepts_we_read_alike(tmp_path: Path, case: str) -> None:
+    path = _write_header(tmp_path / "odd.safetensors", *ACCEPTED[case])
+    theirs = safetensors.numpy.load_file(str(path))
+    checkpoint = open_checkpoint(path)
+    data = path.read_bytes()
+    assert {r.name for r in checkpoint.tensors} == set(theirs)
+    for r in checkpoint.tensors:
+        assert data[r.offset : r.offset + r.nbytes] == theirs[r.name].tobytes()
+
+
+# --- files that are not regular files, and files that change -----------------------------------
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "model.safetensors"
+    os.mkfifo(fifo)
+    for source in (fifo, tmp_path):  # named, or the one checkpoint file of its folder
+        errors: list[BaseException] = []
+        reader = threading.Thread(target=_catch(open_checkpoint, source, errors), daemon=True)
+        reader.start()
+        reader.join(10)
+        if reader.is_alive():  # blocked in open(): a writer's open releases it
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            pytest.fail(f"open_checkpoint({source}) blocked on a FIFO")
+        assert isinstance(errors[0], FormatError) and "FIFO" in str(errors[0])
+        assert errors[0].path == str(fifo)
+
+
+def _catch(
+    function: Callable[..., object], argument: object, errors: list[BaseException]
+) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            function(argument)
+        except BaseException as error:  # handed to the test
+            errors.append(error)
+
+    return run
+
+
+def test_directories_and_devices_named_as_checkpoints_are_format_errors(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    (folder / "model.safetensors").mkdir(parents=True)  # the one "checkpoint file" of its folder
+    with pytest.raises(FormatError, match="is a directory") as caught:
+        open_checkpoint(folder)
+    assert caught.value.path == str(folder / "model.safetensors")
+    for read in (read_safetensors, read_gguf):
+        with pytest.raises(FormatError, match="is a directory"):
+            read(folder / "model.safetensors")
+    with pytest.raises(FormatError, match="character device") as caught:
+        open_checkpoint("/dev/null")
+    assert caught.value.path == "/dev/null"
+
+
+def test_index_with_an_integer_over_4300_digits(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors.index.json").write_text(
+        '{"weight_map": {}, "n": ' + "9" * 5000 + "}"
+    )
+    with pytest.raises(FormatError, match="not a JSON index"):
+        open_checkpoint(tmp_path)

@@ -18,6 +18,7 @@ from hip_runtime.loading.formats.records import (
     Checkpoint,
     FormatError,
     TensorRecord,
+    open_regular,
 )
 from hip_runtime.loading.formats.safetensors import (
     INDEX_NAME,
@@ -35,16 +36,20 @@ def open_checkpoint(path: str | os.PathLike[str], *, dequantize_to: Any = np.flo
     `path` may be a `.safetensors` file, a `model.safetensors.index.json`, a `.gguf` file, or a
     directory holding exactly one of: an index, one `.safetensors` file, one `.gguf` file.
     Quantized GGUF tensors become `dequantize_to` (float32, float16 or bfloat16) on the device.
-    Raises FileNotFoundError for a missing path and FormatError for a malformed file.
+    Raises FileNotFoundError for a missing path (or a directory holding no checkpoint) and
+    FormatError, naming the file, for anything else that is not a checkpoint: a malformed file,
+    or a path that is not a regular file (a FIFO, a device; checked before it is opened, so
+    nothing blocks). This is the one rule of what a checkpoint is: the loader and the
+    `hip-backend load` command accept exactly what it accepts.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
         path = _pick_in_directory(path)
-    elif not os.path.exists(path):
+    elif not os.path.lexists(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
     if path.endswith(".json"):
         return read_safetensors_index(path)
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
         magic = f.read(4)
     if magic == GGUF_MAGIC:
         from hip_runtime.loading.formats.gguf import read_gguf
@@ -54,7 +59,9 @@ def open_checkpoint(path: str | os.PathLike[str], *, dequantize_to: Any = np.flo
 
 
 def _pick_in_directory(folder: str) -> str:
-    if os.path.isfile(os.path.join(folder, INDEX_NAME)):
+    # By name only: what the name picks is then opened as a regular file or refused (a
+    # directory or a FIFO named model.safetensors is a FormatError naming it, not skipped).
+    if os.path.lexists(os.path.join(folder, INDEX_NAME)):
         return os.path.join(folder, INDEX_NAME)
     names = sorted(os.listdir(folder))
     found = [n for n in names if n.endswith((".safetensors", ".gguf"))]

@@ -32,6 +32,7 @@ from hip_runtime.loading.formats.records import (
     FormatError,
     TensorRecord,
     check_layout,
+    open_regular,
     stored_nbytes,
 )
 
@@ -239,7 +240,7 @@ def read_gguf(path: str | os.PathLike[str], *, dequantize_to: DTypeLike = float3
     """
     quantized_dtype = float_type(dequantize_to, "dequantize_to").dtype
     name = os.fspath(path)
-    with open(name, "rb", buffering=0) as file:
+    with os.fdopen(open_regular(name), "rb", buffering=0) as file:
         size = os.fstat(file.fileno()).st_size
         if size < _FIXED.size:
             raise FormatError(

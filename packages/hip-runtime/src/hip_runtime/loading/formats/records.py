@@ -11,6 +11,7 @@ import functools
 import itertools
 import math
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -88,6 +89,39 @@ class Checkpoint:
     @functools.cached_property
     def _by_name(self) -> dict[str, TensorRecord]:
         return {record.name: record for record in self.tensors}
+
+
+#: What a path that is not a regular file is, by its stat.S_IFMT bits.
+_KINDS = {
+    stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+}  # fmt: skip
+
+
+def open_regular(path: str) -> int:
+    """A read-only descriptor of the regular file at `path` (the caller closes it).
+
+    Anything else is a FormatError naming the path: a FIFO would block `open()` until a writer
+    came, a device or a directory is no checkpoint. The path is checked with `stat` before it is
+    opened, so no device is ever opened, and the open itself is non-blocking and checked again
+    with `fstat`, so a FIFO swapped in between cannot block it either. FileNotFoundError (and
+    other OSErrors, e.g. permissions) propagate as they are: they name the path.
+    """
+    _check_regular(path, os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        _check_regular(path, os.fstat(fd).st_mode)
+        os.set_blocking(fd, True)  # reads of a regular file ignore it; keep the usual flags
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_regular(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "a special file")
+        raise FormatError(f"is {kind}, not a regular file", path=path)
 
 
 def stored_nbytes(

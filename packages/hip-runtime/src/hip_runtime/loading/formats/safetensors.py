@@ -2,8 +2,11 @@
 
 Only the header is read (8-byte little-endian length, then JSON); tensor bytes stay on disk
 until the loader streams them. Everything is validated before anything is allocated: header
-length within the file and under 100 MB (safetensors' own limit), well-formed JSON, known dtypes,
-byte ranges inside the data section, no overlaps, and shape × itemsize equal to the byte length.
+length within the file and under 100 MB (safetensors' own limit), JSON as the `safetensors`
+package reads it (`strict_json`: UTF-8, no NaN, numbers within f64, no lone surrogates, no
+struct field twice), known dtypes, shape × itemsize equal to the byte length, and byte ranges
+that tile the data section exactly: inside it, no overlaps, and no byte that belongs to no
+tensor (the package refuses such files, so a file loads here only if it loads there).
 
 `save_safetensors` writes the format (every dtype here, bf16 and f8 included), for tests,
 benchmarks and users with numpy arrays in hand.
@@ -24,10 +27,18 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from hip_runtime.loading.formats.records import Checkpoint, FormatError, TensorRecord, check_layout
+from hip_runtime.loading.formats import strict_json
+from hip_runtime.loading.formats.records import (
+    Checkpoint,
+    FormatError,
+    TensorRecord,
+    check_layout,
+    open_regular,
+)
 
 MAX_HEADER_BYTES = 100_000_000
 INDEX_NAME = "model.safetensors.index.json"
+_FIELDS = frozenset({"dtype", "shape", "data_offsets"})  # a tensor entry's (serde's struct)
 
 DTYPES: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
@@ -53,9 +64,11 @@ def read_safetensors_index(index_path: str | os.PathLike[str]) -> Checkpoint:
     and checked, and every name in `weight_map` must be in the shard it names."""
     index_path = os.fspath(index_path)
     try:
-        with open(index_path, "rb") as f:
+        with os.fdopen(open_regular(index_path), "rb") as f:
             index = json.loads(f.read())
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:  # ValueError: JSONDecodeError, UTF-8, digits
+        if isinstance(error, FormatError):
+            raise
         raise FormatError(f"not a JSON index ({type(error).__name__})", path=index_path) from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(
@@ -88,37 +101,53 @@ def read_safetensors_index(index_path: str | os.PathLike[str]) -> Checkpoint:
 
 
 def _read_file(path: str) -> tuple[list[TensorRecord], dict[str, object]]:
+    with os.fdopen(open_regular(path), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 8:
+            raise FormatError(f"{size} bytes: too short for a safetensors header", path=path)
+        header_bytes = int.from_bytes(f.read(8), "little")
+        if header_bytes > min(size - 8, MAX_HEADER_BYTES):
+            raise FormatError(
+                f"header length {header_bytes} runs past the file ({size} bytes) "
+                f"or over {MAX_HEADER_BYTES}", path=path,
+            )  # fmt: skip
+        raw = f.read(header_bytes)
+    if len(raw) < header_bytes:
+        raise FormatError(f"the file shrank to {8 + len(raw)} bytes while read", path=path)
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < 8:
-                raise FormatError(f"{size} bytes: too short for a safetensors header", path=path)
-            header_bytes = int.from_bytes(f.read(8), "little")
-            if header_bytes > min(size - 8, MAX_HEADER_BYTES):
-                raise FormatError(
-                    f"header length {header_bytes} runs past the file ({size} bytes) "
-                    f"or over {MAX_HEADER_BYTES}", path=path,
-                )  # fmt: skip
-            raw = f.read(header_bytes)
-    except IsADirectoryError:
-        raise FormatError("is a directory, not a safetensors file", path=path) from None
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        # RecursionError: a hostile header of deeply nested brackets
-        raise FormatError(f"header is not valid JSON ({type(error).__name__})", path=path) from None
+        header = strict_json.loads(raw)
+    except strict_json.JsonError as error:
+        words = "is not" if str(error).startswith("not UTF-8") else "is not valid JSON:"
+        raise FormatError(f"header {words} {error}", path=path) from None
     if not isinstance(header, dict):
         raise FormatError("header is not a JSON object", path=path)
-    metadata = header.pop("__metadata__", {})
+    if "__metadata__" in getattr(header, "repeated", ()):
+        raise FormatError("__metadata__ appears twice in the header", path=path)
+    metadata = header.pop("__metadata__", None)
+    metadata = {} if metadata is None else metadata  # null is no metadata, as for the package
     if not isinstance(metadata, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
         raise FormatError("__metadata__ is not an object of strings", path=path)
     data_start = 8 + header_bytes
     records = [_record(path, name, entry, data_start) for name, entry in header.items()]
-    records.sort(key=lambda r: r.offset)
+    records.sort(key=lambda r: (r.offset, r.nbytes))
     check_layout(path, data_start, size, records)
+    _check_tiled(path, data_start, size, records)
     return records, dict(metadata)
+
+
+def _check_tiled(path: str, data_start: int, size: int, records: list[TensorRecord]) -> None:
+    """Every byte of the data section belongs to a tensor (`records` in file order, already
+    inside it and not overlapping), as the package requires."""
+    at = data_start
+    for r in [*records, None]:
+        end = size if r is None else r.offset
+        if end != at:
+            raise FormatError(f"bytes [{at}, {end}) of the data section belong to no tensor",
+                              path=path)  # fmt: skip
+        if r is not None:
+            at = r.offset + r.nbytes
 
 
 def _record(path: str, name: str, entry: Any, data_start: int) -> TensorRecord:
@@ -127,6 +156,15 @@ def _record(path: str, name: str, entry: Any, data_start: int) -> TensorRecord:
 
     if not isinstance(entry, dict):
         raise fail("entry is not an object")
+    twice = sorted(_FIELDS & getattr(entry, "repeated", frozenset()))
+    if twice:
+        raise fail(f"field {twice[0]!r} appears twice in its entry")
+    for field_name, value in entry.items():
+        if field_name not in _FIELDS:  # ignored, as by the package, but parsed as strictly
+            try:
+                strict_json.check_tree(value, strict_json.MAX_DEPTH - 2)
+            except strict_json.JsonError as error:
+                raise fail(f"header is not valid JSON: {error}") from None
     name_of_dtype = entry.get("dtype")
     dtype = DTYPES.get(name_of_dtype) if isinstance(name_of_dtype, str) else None
     if dtype is None:
