@@ -4,10 +4,13 @@ device memory behind. Runs on the cpu platform and, marked gpu, on nvidia."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
+import signal
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +20,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hip_core import Device, DeviceBuffer, MemoryPool
+from hip_core import ClosedError, Device, DeviceBuffer, MemoryPool
 from hip_runtime import (
     AsyncLoader,
     ChecksumError,
@@ -263,8 +266,9 @@ def test_file_shrinking_during_the_load_frees_everything(
     def shrink(*_: int) -> None:  # after the first chunk, the file loses its tail
         os.truncate(path, 5000)
 
-    with pytest.raises(EOFError, match="ended"):
+    with pytest.raises(FormatError, match="ended") as caught:  # naming the file
         AsyncLoader(device, copier=small_copier).load(path, progress=shrink)
+    assert caught.value.path == str(path) and str(path) in str(caught.value)
     assert allocations and all(b.closed for b in allocations)
 
 
@@ -290,6 +294,83 @@ def test_copier_arguments_and_close(device: Device) -> None:
     copier.close()
     with pytest.raises(ValueError, match="closed"):
         copier.run([])
+
+
+def test_a_closed_copier_is_never_used(
+    device: Device,
+    tmp_path: Path,
+    allocations: list[DeviceBuffer],
+    save_safetensors: Callable[..., Path],
+) -> None:
+    tensors = {"x": np.arange(3000, dtype=np.float32)}
+    path = save_safetensors(tmp_path / "m.safetensors", tensors)
+    # The device's shared copier, closed by the user: the loader takes the new one.
+    loader = AsyncLoader(device)
+    loader.copier.close()
+    assert not loader.copier.closed
+    assert_loaded(loader.load(path).tensors, tensors)
+    # A copier of one's own, closed: ClosedError naming it, before anything is allocated.
+    copier = StagedCopier(device, threads=2, streams=1, chunk_bytes=4096)
+    mine = AsyncLoader(device, copier=copier)
+    copier.close()
+    allocations.clear()
+    with pytest.raises(ClosedError, match=r"StagedCopier .*closed"):
+        mine.load(path)
+    assert allocations == []
+    with pytest.raises(ClosedError, match=r"StagedCopier .*closed"):
+        copier.synchronize()
+    # Closed once the reading is over but before result(): close() waited for the copies.
+    copier = StagedCopier(device, threads=2, streams=1, chunk_bytes=4096)
+    job = AsyncLoader(device, copier=copier).start(path)
+    job._thread.join()
+    copier.close()
+    assert_loaded(job.result().tensors, tensors)
+
+
+def test_an_interrupt_while_waiting_cancels_frees_and_reraises(
+    device: Device,
+    tmp_path: Path,
+    small_copier: StagedCopier,
+    allocations: list[DeviceBuffer],
+    save_safetensors: Callable[..., Path],
+) -> None:
+    # Ctrl-C in result(): the readers stop, the memory is freed and the file closed before
+    # KeyboardInterrupt reaches the caller. (The whole stack, in a subprocess with a real
+    # SIGINT and a large checkpoint: tests/reliability/test_interrupt.py.)
+    path = save_safetensors(tmp_path / "m.safetensors", {"x": np.ones(256 * 1024, np.float32)})
+    chunks: list[float] = []
+    sent: list[float] = []
+    main = threading.main_thread().ident
+    assert main is not None and threading.get_ident() == main
+
+    def slowly(*_: int) -> None:  # 256 chunks of 4 KiB at 10 ms each: 2.5 s unless stopped
+        chunks.append(time.monotonic())
+        if len(chunks) == 3:
+            sent.append(time.monotonic())
+            signal.pthread_kill(main, signal.SIGINT)
+        time.sleep(0.01)
+
+    job = AsyncLoader(device, copier=small_copier).start(path, progress=slowly)
+    with pytest.raises(KeyboardInterrupt):
+        job.result()
+    assert time.monotonic() - sent[0] < 1.0
+    assert allocations and all(b.closed for b in allocations)
+    assert str(path) not in _open_paths()
+    assert not [
+        t for t in threading.enumerate() if t.name.startswith(("hip-staging", "hip-loader"))
+    ]
+    assert len(chunks) < 100  # the readers stopped
+    with pytest.raises(LoadCancelledError, match="KeyboardInterrupt"):
+        job.result()  # later calls: cancelled, not a second KeyboardInterrupt
+
+
+def _open_paths() -> set[str]:
+    """The files this process has open."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return found
 
 
 @pytest.mark.parametrize("arena", [True, False], ids=["arena", "per-tensor"])

@@ -62,7 +62,9 @@ class ModelRuntime(Resource):
         arena: bool = True,
     ) -> ModelRuntime:
         """A runtime on `device` holding the checkpoint at `path` (see AsyncLoader.start for
-        the options). On failure nothing stays allocated and the error propagates."""
+        the options). On failure nothing stays allocated and the error propagates; Ctrl-C
+        (KeyboardInterrupt) cancels the load, frees its memory and closes its files before it
+        propagates."""
         runtime = cls(device=device)
         try:
             runtime.load_weights(
@@ -86,12 +88,15 @@ class ModelRuntime(Resource):
             raise ValueError("weights carry the backend's stream; stream= is not an option")
         loader = AsyncLoader(self.backend.device)
         result = loader.load(path, stream=self.backend.stream, **options)
-        clash = sorted(self.weights.keys() & result.tensors.keys())
-        if clash:
+        try:  # an interrupt from here on frees the result too
+            clash = sorted(self.weights.keys() & result.tensors.keys())
+            if clash:
+                raise ValueError(f"weights already loaded under these names: {clash[:5]}")
+            self._loads.append(result)  # close() frees it from here on
+        except BaseException:
             _free(result)
-            raise ValueError(f"weights already loaded under these names: {clash[:5]}")
+            raise
         self.weights.update(result.tensors)
-        self._loads.append(result)
         self.load_report = result.report
         return result.report
 

@@ -11,8 +11,12 @@ completed. Memory in flight is bounded by the pool, so files larger than RAM str
     copier.run(chunks)              # returns once every chunk has been read and queued
 
 Stream semantics: copies run on the copier's own non-blocking streams. `run` returns when the
-last copy is queued, not done; call `wait_on(stream)` to order later work on `stream` after
-them (on the device, no host wait), or `synchronize()` to wait on the host.
+last copy is queued, not done; pass `ordered_with=stream` to order later work on `stream` after
+them (on the device, no host wait), or call `synchronize()` to wait on the host.
+
+Interrupts: an exception in the thread that called `run` (Ctrl-C's KeyboardInterrupt) stops
+the reader threads at their next chunk; each keeps the copier in use (`close()` refuses) until
+it has queued its last copy, so no pinned chunk is freed under a thread or a copy.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hip_core import ClosedError, Device, Event, PinnedBuffer, Stream
+from hip_core import ClosedError, Device, Event, PinnedBuffer, Resource, Stream
 
 MiB = 1 << 20
 CHUNK_BYTES = 16 * MiB  # big enough that per-chunk Python costs (~30 µs) vanish, small enough
@@ -43,6 +47,15 @@ class Piece:
     nbytes: int
     key: int = 0
     key_offset: int = 0
+
+
+class ShortReadError(EOFError):
+    """A file ended before a staged read was filled: it shrank under the reader. `source` is
+    the file descriptor, `offset` where the read stopped, `missing` the bytes it lacked."""
+
+    def __init__(self, source: int, offset: int, missing: int) -> None:
+        super().__init__(f"file ended {missing} bytes early at {offset}")
+        self.source, self.offset, self.missing = source, offset, missing
 
 
 @dataclass
@@ -70,7 +83,7 @@ class _Slot:
         self.buffer.close()
 
 
-class StagedCopier:
+class StagedCopier(Resource):
     """Threads, pinned chunks and streams of one device for host-to-device copies.
 
     Args:
@@ -82,8 +95,10 @@ class StagedCopier:
             thread of each run in progress; default 3 per thread).
 
     Pinned memory stays allocated until `close()`; `default(device)` keeps one per device for
-    the process. Several `run`s may proceed at once (a large upload during a checkpoint load,
-    or from a load's progress callback): they share the chunks and the streams.
+    the process (and makes a new one once that is closed). Several `run`s may proceed at once
+    (a large upload during a checkpoint load, or from a load's progress callback): they share
+    the chunks and the streams. Once closed, `run` and `synchronize` raise ClosedError naming
+    the copier.
     """
 
     _defaults: ClassVar[dict[Device, StagedCopier]] = {}
@@ -108,8 +123,8 @@ class StagedCopier:
         self._free: list[_Slot] = []  # most recently freed last
         self._slots: list[_Slot] = []
         self._available = threading.Condition()
-        self._runs = 0  # runs in progress (close() refuses while any is)
-        self.closed = False
+        self._runs = 0  # runs and reader threads in progress (close() refuses while any is)
+        self._own(_release, self._slots, self.streams)
 
     @classmethod
     def default(cls, device: Device) -> StagedCopier:
@@ -152,8 +167,7 @@ class StagedCopier:
         destination) and its later work waits for them. No host wait either way.
         """
         with self._available:
-            if self.closed:
-                raise ClosedError("this StagedCopier is closed")
+            self._check_open()
             self._runs += 1
         try:
             if ordered_with is not None:
@@ -179,10 +193,11 @@ class StagedCopier:
         work = iter(chunks)
         lock, callback_lock = threading.Lock(), threading.Lock()
         errors: list[BaseException] = []
+        stop = threading.Event()  # the caller was interrupted: no further chunk starts
 
         def next_chunk() -> Chunk | None:
             with lock:
-                if errors or cancelled():
+                if errors or stop.is_set() or cancelled():
                     return None
                 return next(work, None)
 
@@ -198,15 +213,30 @@ class StagedCopier:
             except BaseException as error:  # reported to the caller below
                 with lock:
                     errors.append(error)
+            finally:
+                with self._available:  # counted from before its start (see below)
+                    self._runs -= 1
 
         workers = [
             threading.Thread(target=reader, args=(i,), name=f"hip-staging-{i}", daemon=True)
             for i in range(self.threads)
         ]
         for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+            with self._available:
+                self._runs += 1  # each reader keeps the copier open until it has finished
+            try:
+                worker.start()
+            except BaseException:
+                with self._available:
+                    self._runs -= 1
+                stop.set()
+                raise
+        try:
+            for worker in workers:
+                worker.join()
+        except BaseException:  # e.g. KeyboardInterrupt in the calling thread: stop the readers
+            stop.set()
+            raise
         if errors:
             raise errors[0]
 
@@ -265,26 +295,48 @@ class StagedCopier:
             stream.wait(copy_stream.record(Event(self.device, timing=False)))
 
     def synchronize(self) -> None:
-        """Block until every copy queued so far has finished."""
+        """Block until every copy queued so far has finished. ClosedError once closed (close()
+        waited for them)."""
+        self._check_open()
         for stream in self.streams:
             stream.sync()
 
     def close(self) -> None:
         """Wait for the copies in flight, then free the pinned chunks, events and streams.
-        ValueError while a `run` is in progress (its threads are using the chunks)."""
+        ValueError while a `run` is in progress (its threads are using the chunks). Closing
+        twice is harmless."""
         with self._available:
             if self.closed:
                 return
             if self._runs:
-                raise ValueError("this StagedCopier is in use by a run; close it after")
-            self.closed = True
-        self.synchronize()
-        for slot in self._slots:
-            slot.close()
-        self._slots.clear()
+                raise ValueError(f"{self!r} is in use by a run; close it after")
+            super().close()
         self._free.clear()
-        for stream in self.streams:
-            stream.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedError(f"{self!r} is closed")
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.pinned_bytes // MiB} MiB pinned"
+        chunk = self.chunk_bytes
+        size = f"{chunk // MiB} MiB" if chunk % MiB == 0 else f"{chunk} B"
+        return (
+            f"<StagedCopier of {self.device!r}: {self.threads} threads, {len(self.streams)} "
+            f"streams, {size} chunks, {state}>"
+        )
+
+
+def _release(slots: list[_Slot], streams: list[Stream]) -> None:
+    """A copier's release (at close, or when collected): wait for its copies, then free its
+    pinned chunks, events and streams."""
+    for stream in streams:
+        stream.sync()
+    for slot in slots:
+        slot.close()
+    slots.clear()
+    for stream in streams:
+        stream.close()
 
 
 def _fill(staged: memoryview, chunk: Chunk) -> None:
@@ -294,7 +346,7 @@ def _fill(staged: memoryview, chunk: Chunk) -> None:
         while done < len(staged):
             got = os.preadv(chunk.source, [staged[done:]], chunk.offset + done)
             if got == 0:
-                raise EOFError(f"file ended {len(staged) - done} bytes early at {chunk.offset}")
+                raise ShortReadError(chunk.source, chunk.offset + done, len(staged) - done)
             done += got
     else:
         import numpy as np

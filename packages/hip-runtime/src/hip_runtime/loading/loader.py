@@ -17,10 +17,18 @@ for the loader's streams, not the device), so the tensors are ready for any stre
 load fails or is cancelled, `result()` waits for the copies in flight, frees every byte of device
 memory the load allocated, and raises. (The pinned staging chunks belong to the copier, not the
 load: the device's shared copier keeps them for the next load until it is closed.)
+
+Interrupts: an exception in the thread waiting in `result()` (Ctrl-C's KeyboardInterrupt, a
+signal handler's SystemExit) cancels the load: the readers stop at their next chunk (well
+under a second), the copies in flight finish, the device memory is freed and the files are
+closed, and then the exception propagates. Later `result()` calls raise LoadCancelledError. A
+second Ctrl-C during that wait propagates at once; the freeing still happens, in the
+background.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -28,13 +36,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hip_core import Device, DeviceBuffer, Stream
+from hip_core import ClosedError, Device, DeviceBuffer, Stream
 from hip_runtime._device_arg import as_device
 from hip_runtime.loading.checksum import combine_parts
-from hip_runtime.loading.formats import Checkpoint, open_checkpoint
-from hip_runtime.loading.formats.records import check_checkpoint
+from hip_runtime.loading.formats import Checkpoint, FormatError, open_checkpoint
+from hip_runtime.loading.formats.records import check_checkpoint, open_regular
 from hip_runtime.loading.placement import Placement, plan_chunks
-from hip_runtime.staging import Chunk, StagedCopier
+from hip_runtime.staging import Chunk, ShortReadError, StagedCopier
 from hip_runtime.tensor import DeviceTensor
 
 ProgressCallback = Callable[[int, int, int, int], None]
@@ -75,14 +83,20 @@ class LoadResult:
 
 
 class AsyncLoader:
-    """Loads checkpoints onto one device through a StagedCopier (the device's shared one unless
-    given). Reusing a loader reuses its pinned memory."""
+    """Loads checkpoints onto one device through a StagedCopier: the one given, else the
+    device's shared one (`StagedCopier.default`, replaced by a new one if it is ever closed).
+    Reusing a loader reuses its pinned memory."""
 
     def __init__(
         self, device: Device | int | None = None, *, copier: StagedCopier | None = None
     ) -> None:
-        self.device = device = as_device(device)
-        self.copier = copier or StagedCopier.default(device)
+        self.device = as_device(device)
+        self._copier = copier
+
+    @property
+    def copier(self) -> StagedCopier:
+        """The copier the next load goes through."""
+        return self._copier if self._copier is not None else StagedCopier.default(self.device)
 
     def start(
         self,
@@ -110,15 +124,20 @@ class AsyncLoader:
             expected_checksums: name -> CRC-32; a mismatch fails the load with ChecksumError.
             dequantize_to: dtype of dequantized GGUF tensors (float32, float16 or bfloat16).
 
-        Raises FileNotFoundError / FormatError (nothing allocated) or HipOutOfMemoryError.
+        Raises FileNotFoundError / FormatError / ClosedError (the copier given to this loader
+        was closed) with nothing allocated, or HipOutOfMemoryError.
         """
+        copier = self.copier
+        if copier.closed:
+            raise ClosedError(f"{copier!r} given to this AsyncLoader is closed")
         if isinstance(source, Checkpoint):
             checkpoint = source
             check_checkpoint(checkpoint)  # one made by hand gets the checks the readers make
         else:
             checkpoint = open_checkpoint(source, dequantize_to=dequantize_to)
         return LoadJob(
-            self, checkpoint, arena=arena, stream=stream or self.device.default_stream,
+            self, checkpoint, copier=copier, arena=arena,
+            stream=stream or self.device.default_stream,
             progress=progress, progress_bar=progress_bar,
             checksum=checksum or expected_checksums is not None,
             expected_checksums=expected_checksums,
@@ -137,6 +156,7 @@ class LoadJob:
         loader: AsyncLoader,
         checkpoint: Checkpoint,
         *,
+        copier: StagedCopier,
         arena: bool,
         stream: Stream,
         progress: ProgressCallback | None,
@@ -146,6 +166,7 @@ class LoadJob:
     ) -> None:
         self.checkpoint = checkpoint
         self.loader = loader
+        self.copier = copier
         self._stream = stream
         self._started = time.perf_counter()
         self._cancel = threading.Event()
@@ -158,10 +179,17 @@ class LoadJob:
         self._tensors_done = sum(1 for n in self._remaining if n == 0)
         self._callback = progress
         self._files: list[int] = []
+        # Who frees the memory of a failed load: result(), once the reader thread has ended,
+        # or the reader thread itself when result() was interrupted before that (see _fail).
+        self._lock = threading.Lock()
+        self._read_over = False
+        self._abandoned = False
+        self._released = threading.Event()
+        self._finishing = False
         self._placement = Placement(loader.device, checkpoint, arena=arena)  # may raise OOM
         try:
-            for path in checkpoint.files:
-                self._files.append(os.open(path, os.O_RDONLY))
+            for path in checkpoint.files:  # regular files only: one swapped for a FIFO since
+                self._files.append(open_regular(path))  # validation must not block here
         except BaseException:
             self._cleanup()
             raise
@@ -190,23 +218,25 @@ class LoadJob:
 
     def result(self) -> LoadResult:
         """Wait for the load; return its tensors, or free its memory and raise its error (the
-        same error again on every later call)."""
+        same error again on every later call; LoadCancelledError after an interrupt)."""
         if self._finished is not None:
             return self._finished
-        self._thread.join()
-        if self._error is not None and self._placement.released:
+        if self._abandoned:
+            self._released.wait()
+            assert self._error is not None
             raise self._error  # an earlier result() already failed and freed everything
         try:
-            self.loader.copier.synchronize()  # copies read the staging chunks and write the arena
+            self._thread.join()
+            self._wait_for_copies()  # copies read the staging chunks and write the arena
             if self._error is not None:
                 raise self._error
             if self._cancel.is_set():
                 raise LoadCancelledError(f"loading {self._name} was cancelled")
             checksums = self._verify_checksums()
+            self._finishing = True  # dequantizations may be queued on the stream from here
             tensors = self._placement.finish(self._stream)
         except BaseException as error:
-            self._error = error
-            self._cleanup()
+            self._fail(error)
             raise
         c = self.checkpoint
         report = LoadReport(
@@ -223,17 +253,62 @@ class LoadJob:
 
     def _read(self) -> None:
         try:
-            self.loader.copier.run(
-                plan_chunks(self.checkpoint, self._files, self._placement, self.loader.copier),
+            self.copier.run(
+                plan_chunks(self.checkpoint, self._files, self._placement, self.copier),
                 cancelled=self._cancel.is_set, on_chunk=self._chunk_done,
                 checksums=self._checksums,
             )  # fmt: skip
+        except ShortReadError as error:  # the file shrank since it was validated
+            path = self.checkpoint.files[self._files.index(error.source)]
+            message = f"the file ended {error.missing} bytes early at byte {error.offset}"
+            self._error = FormatError(f"{message}: it shrank during the load", path=path)
         except BaseException as error:  # handed to result()
             self._error = error
         finally:
             self._close_files()  # reading is over, whether or not result() is ever called
             if self._bar is not None:
                 self._bar.close()
+            with self._lock:
+                self._read_over = True
+                abandoned = self._abandoned
+            if abandoned:  # result() was interrupted while this thread read: free here
+                self._release_after_copies()
+
+    def _fail(self, error: BaseException) -> None:
+        """Stop the load, free its memory once no copy can touch it, and record what later
+        result() calls raise. Returns once everything is freed (the caller then re-raises)."""
+        self._cancel.set()
+        if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit: not the load's
+            interrupted = LoadCancelledError(
+                f"loading {self._name} was cancelled by {type(error).__name__}"
+            )
+            interrupted.__cause__ = error
+            error = interrupted
+        self._error = error
+        with self._lock:
+            self._abandoned = True
+            read_over = self._read_over
+        if read_over:  # in a thread of its own, so that a second interrupt cannot cut it short
+            threading.Thread(
+                target=self._release_after_copies, name="hip-loader-release", daemon=True
+            ).start()
+        self._released.wait()
+
+    def _wait_for_copies(self) -> None:
+        if not self.copier.closed:  # close() waited for every copy it had queued
+            self.copier.synchronize()
+
+    def _release_after_copies(self) -> None:
+        """Wait for the copies (and dequantizations) in flight, then free the device memory."""
+        try:
+            # The load has failed already: its error is the one raised, not one from here.
+            with contextlib.suppress(Exception):
+                self._wait_for_copies()
+                if self._finishing:
+                    self._stream.sync()
+        finally:
+            self._cleanup()
+            self._released.set()
 
     def _chunk_done(self, chunk: Chunk) -> None:
         for piece in chunk.pieces:
