@@ -7,6 +7,7 @@ kernels/*.hip are exercised by test_cpu_kernels.py.
 from __future__ import annotations
 
 import struct
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +193,41 @@ def test_foreign_or_broken_code_objects_are_refused(hip: Any) -> None:
         E["hipErrorInvalidImage"], E["hipErrorNoBinaryForGpu"],
     )  # fmt: skip
     hip.hipGetLastError()
+
+
+# ---- names and the host's failures -----------------------------------------------------------
+
+TINY = b'extern "C" __global__ void tiny(float* p) { p[0] = 1.0f; }'
+
+
+@pytest.mark.parametrize("name", ["-v", "--help", "--version", "-", "-o/tmp/out.so", "-fplugin=x"])
+def test_a_program_name_is_never_an_option(hip: Any, name: str) -> None:
+    result = compile_source(hip, TINY + f"// {name}".encode(), name=name)
+    assert result.status == 0, result.log
+    module, function = hip.ffi.new("hipModule_t*"), hip.ffi.new("hipFunction_t*")
+    assert hip.hipModuleLoadData(module, result.code) == 0
+    assert hip.hipModuleGetFunction(function, module[0], b"tiny") == 0  # the program, not stdin
+    assert hip.hipModuleUnload(module[0]) == 0
+    broken = compile_source(hip, b"this is not C++", name=name)
+    assert broken.status == R["HIPRTC_ERROR_COMPILATION"]
+    assert f"{Path(name).name}:1:" in broken.log, broken.log
+
+
+def test_host_failures_are_a_hiprtc_status_with_a_log(
+    hip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh = TINY + f"// {tmp_path}".encode()  # a source no cache has seen
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))
+    result = compile_source(hip, fresh)
+    assert result.status == R["HIPRTC_ERROR_INTERNAL_ERROR"]
+    assert "no-such-directory" in result.log and "could not" in result.log, result.log
+    monkeypatch.undo()
+    vanished = toolchain.Compiler(str(tmp_path / "g++"), "g++ (gone) 12.2.0", "g++ 12.2.0", 12, 2)
+    monkeypatch.setattr(toolchain, "find_compiler", lambda: vanished)
+    result = compile_source(hip, fresh)
+    assert result.status == R["HIPRTC_ERROR_COMPILATION"] and "could not run" in result.log
+    monkeypatch.undo()
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("HIP_FFI_CPU_CACHE", str(tmp_path / "a-file" / "cache"))  # unwritable
+    result = compile_source(hip, fresh)
+    assert result.status == 0, result.log

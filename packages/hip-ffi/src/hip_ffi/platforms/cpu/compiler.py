@@ -18,7 +18,6 @@ Anything else is HIPRTC_ERROR_INVALID_OPTION.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from pathlib import Path
@@ -34,6 +33,7 @@ INVALID_INPUT = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_INPUT"]
 INVALID_PROGRAM = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_PROGRAM"]
 INVALID_OPTION = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_OPTION"]
 COMPILATION = HIPRTC_RESULTS["HIPRTC_ERROR_COMPILATION"]
+INTERNAL_ERROR = HIPRTC_RESULTS["HIPRTC_ERROR_INTERNAL_ERROR"]
 
 _IGNORED = re.compile(
     r"(--offload-arch=|--gpu-architecture=|-arch=|--gpu-max-threads-per-block=|-ftz=|--ftz=|"
@@ -45,6 +45,8 @@ _IGNORED = re.compile(
     r"-fhip-new-launch-api|-fno-hip-new-launch-api"
 )
 _PASSED = re.compile(r"-[DUI].+|-O[0-3s]|-g|-w|-W[\w=+-]+|-ffast-math")
+#: Part of every cache key: bump it when the commands below change what a build produces.
+RECIPE = "2"  # 2: the source goes as ./name (a name is never an option)
 _OLD_STANDARDS = {"c++03", "c++11", "c++14", "gnu++11", "gnu++14"}
 
 
@@ -104,8 +106,10 @@ def _file_name(name: str) -> str:
     return base if base and base not in (".", "..") else "hiprtc_program.hip"
 
 
-def _clean(log: str, work: Path) -> str:
-    return log.replace(f"{work}/", "").replace(str(toolchain.INCLUDE_DIR), "<hip-ffi cpu>")
+def _clean(log: str, work: Path, source: str) -> str:
+    """The compiler's diagnostics with file names as the program named them."""
+    log = log.replace(f"{work}/", "").replace(str(toolchain.INCLUDE_DIR), "<hip-ffi cpu>")
+    return log.replace(f"./{source}", source)
 
 
 def _dependencies(depfile: Path, work: Path) -> list[list[str]]:
@@ -125,13 +129,12 @@ def _dependencies(depfile: Path, work: Path) -> list[list[str]]:
 
 
 def _still_valid(dependencies: list[list[str]]) -> bool:
-    for path, digest in dependencies:
-        try:
-            if toolchain.digest(Path(path).read_bytes()) != digest:
-                return False
-        except OSError:
-            return False
-    return True
+    try:
+        return all(
+            toolchain.digest(Path(path).read_bytes()) == digest for path, digest in dependencies
+        )
+    except (OSError, TypeError, ValueError):  # a header gone, or a record not in this form
+        return False
 
 
 def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, str]:
@@ -143,21 +146,20 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
     headers = sorted(program.headers.items())
     key = toolchain.digest(
         toolchain.toolchain_key(compiler, all_flags),
+        RECIPE,
         program.name,
         program.source,
         *(part for pair in headers for part in pair),
     )
     directory = toolchain.cache_dir()
     cached = directory / f"kernel-{key[:40]}.so" if directory else None
-    meta = cached.with_suffix(".json") if cached else None
-    if cached is not None and meta is not None and meta.exists() and cached.exists():
-        try:
-            info = json.loads(meta.read_text())
-            if _still_valid(info["dependencies"]):
-                toolchain.count("cache_hits")
-                return cached.read_bytes(), str(info["log"])
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged entry: rebuild it
+    entry = toolchain.fetch(cached) if cached is not None else None
+    if entry is not None:  # whole (size and hash as recorded); else rebuilt and rewritten
+        code, info = entry
+        dependencies = info.get("dependencies")
+        if isinstance(dependencies, list) and _still_valid(dependencies):
+            toolchain.count("cache_hits")
+            return code, str(info.get("log", ""))
     with tempfile.TemporaryDirectory(prefix="hip-ffi-hiprtc-") as temporary:
         work = Path(temporary)
         for name, text in headers:
@@ -175,25 +177,27 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
             f"-I{work}", f"-I{toolchain.INCLUDE_DIR}",
             "-include", "hip_cpu_prelude.h",
         ]  # fmt: skip
-        status, output = toolchain.run([*common, "-E", "-DHIPCPU_SCAN", source.name], work)
+        # The source always goes as ./name: a program named "-v" or "--help" is a file, never
+        # an option of the compiler.
+        given = f"./{source.name}"
+        status, output = toolchain.run([*common, "-E", "-DHIPCPU_SCAN", given], work)
         if status != 0:
-            return None, _clean(output, work)
+            return None, _clean(output, work, source.name)
         kernels = source_scan.find_kernels(output)
         shared = source_scan.find_dynamic_shared(output)
         source.write_text(program.source + source_scan.entry_points(kernels, shared))
         depfile = work / "program.d"
         library = work / "program.so"
-        command = [*common, "-MMD", "-MF", str(depfile), source.name, "-o", str(library)]
+        command = [*common, "-MMD", "-MF", str(depfile), given, "-o", str(library)]
         status, log = toolchain.run([*command, "-Wl,-z,defs"], work)
-        log = _clean(log, work)
+        log = _clean(log, work, source.name)
         if status != 0:
             return None, log
         code = images.seal(library.read_bytes())
-        if cached is not None and meta is not None:
+        if cached is not None:
             try:
-                toolchain.write_atomically(cached, code)
                 info = {"log": log, "dependencies": _dependencies(depfile, work)}
-                toolchain.write_atomically(meta, json.dumps(info).encode())
+                toolchain.store(cached, code, dict(info))
             except OSError:
                 pass  # a full or read-only cache only costs a rebuild next time
         return code, log
@@ -250,7 +254,11 @@ def hiprtcCompileProgram(program: Program, count: int, options: Any) -> int:
     except OptionError as error:
         program.log = str(error)
         return INVALID_OPTION
-    program.code, program.log = compile_program(program, flags)
+    try:
+        program.code, program.log = compile_program(program, flags)
+    except OSError as error:  # no temporary directory, a full disk, a compiler that wrote nothing
+        program.code, program.log = None, f"hiprtc (cpu): could not compile: {error}"
+        return INTERNAL_ERROR
     return SUCCESS if program.code is not None else COMPILATION
 
 

@@ -6,15 +6,20 @@ identity (resolved path and `--version` banner) is part of every cache key.
 Cache: `HIP_FFI_CPU_CACHE`, else `$XDG_CACHE_HOME/hip-ffi/cpu`, else `~/.cache/hip-ffi/cpu`.
 An entry is keyed by a SHA-256 over everything that determines the output (ABI version,
 compiler identity, flags, the host CPU for -march=native, the headers and the sources) and
-written atomically (a temporary file in the same directory, then os.replace), so concurrent
-processes never see half an entry and a second run compiles nothing. Without a writable cache
-directory everything still works; it is only rebuilt in each process.
+written atomically (a temporary file in the same directory, then os.replace; the temporary
+file is removed when the write fails), so concurrent processes never see half an entry and a
+second run compiles nothing. Beside each entry a record (`<entry>.json`) holds its size and
+SHA-256, written after it; every hit is checked against the record before it is used, so a
+truncated or flipped entry (a full disk, a crash, bit rot) is rebuilt, never loaded: a damaged
+shared object can crash dlopen. Without a writable cache directory everything still works; it
+is only rebuilt in each process.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -164,6 +169,28 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def store(path: Path, data: bytes, record: dict[str, object]) -> None:
+    """Write a cache entry and then its record (`record` plus the entry's size and SHA-256)."""
+    write_atomically(path, data)
+    checked = {**record, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    write_atomically(path.with_suffix(".json"), json.dumps(checked).encode())
+
+
+def fetch(path: Path) -> tuple[bytes, dict[str, object]] | None:
+    """A cache entry and its record, or None when either is missing or they disagree (the
+    caller rebuilds it)."""
+    try:
+        record = json.loads(path.with_suffix(".json").read_text())
+        data = path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("size") != len(data):
+        return None
+    if record.get("sha256") != hashlib.sha256(data).hexdigest():
+        return None
+    return data, record
+
+
 def run(command: list[str], cwd: Path) -> tuple[int, str]:
     """Run the compiler; returns (exit status, its diagnostics)."""
     count("compiles")
@@ -201,14 +228,18 @@ def build_runtime() -> Path:
     key = digest(toolchain_key(compiler, BASE_FLAGS), source.read_bytes())
     directory = cache_dir() or private_dir()
     target = directory / f"runtime-{key[:32]}.so"
-    if target.exists():
+    if fetch(target) is not None:  # dlopen()ed by path: only once it is known whole
         count("cache_hits")
         return target
-    with tempfile.TemporaryDirectory(prefix="hip-ffi-cpu-build-") as work:
-        output = Path(work) / "runtime.so"
-        command = [compiler.path, *BASE_FLAGS, f"-I{INCLUDE_DIR}", str(source), "-o", str(output)]
-        status, log = run(command, Path(work))
-        if status != 0:
-            raise RuntimeError(f"building the cpu runtime library failed:\n{log}")
-        write_atomically(target, output.read_bytes())
+    try:
+        with tempfile.TemporaryDirectory(prefix="hip-ffi-cpu-build-") as work:
+            output = Path(work) / "runtime.so"
+            command = [compiler.path, *BASE_FLAGS, f"-I{INCLUDE_DIR}", str(source), "-o",
+                       str(output)]  # fmt: skip
+            status, log = run(command, Path(work))
+            if status != 0:
+                raise RuntimeError(f"building the cpu runtime library failed:\n{log}")
+            store(target, output.read_bytes(), {})
+    except OSError as error:
+        raise RuntimeError(f"building the cpu runtime library failed: {error}") from error
     return target
