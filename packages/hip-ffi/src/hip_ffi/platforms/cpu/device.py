@@ -1,11 +1,12 @@
 """The cpu platform's one device (ordinal 0): the host, described in HIP's terms.
 
-Name from /proc/cpuinfo, total memory from /proc/meminfo (or the cgroup limit when lower),
-multiprocessors = the cores this process may run on (sched_getaffinity; HIP_FFI_CPU_THREADS
-overrides, and is also how many threads run blocks), clock from cpufreq or cpuinfo, L2 size from
-sysfs. Fixed by the platform: 1024 threads per block (1024 x 1024 x 64), grids up to
-(2^31-1) x 65535 x 65535 blocks, 64 KiB of shared memory per block (static and dynamic each),
-warp size 1 (hip_cpu_prelude.h says why). A multiprocessor runs one block at a time.
+Name from /proc/cpuinfo, total memory the bound of limits.py (physical memory, or the cgroup
+limit when lower), multiprocessors = the cores this process may run on (sched_getaffinity;
+HIP_FFI_CPU_THREADS overrides, and is also how many threads run blocks), clock from cpufreq or
+cpuinfo, L2 size from sysfs. Fixed by the platform: 1024 threads per block (1024 x 1024 x 64),
+grids up to (2^31-1) x 65535 x 65535 blocks, 64 KiB of shared memory per block (static and
+dynamic each), warp size 1 (hip_cpu_prelude.h says why). A multiprocessor runs one block at a
+time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import DEVICE_ATTRIBUTES
-from hip_ffi.platforms.cpu import shared_objects, status
+from hip_ffi.platforms.cpu import limits, shared_objects, status
 from hip_ffi.platforms.cpu.handles import address
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -83,35 +84,6 @@ def host() -> Host:
         except (OSError, ValueError):
             continue
     return Host(name, platform.machine() or "cpu", shared_objects.worker_threads(), khz, l2)
-
-
-def _meminfo() -> dict[str, int]:
-    values: dict[str, int] = {}
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            key, _, rest = line.partition(":")
-            values[key] = int(rest.split()[0]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return values
-
-
-def memory_info() -> tuple[int, int]:
-    """(free, total) bytes: MemAvailable and MemTotal, or the cgroup's limit when lower."""
-    info = _meminfo()
-    total = info.get("MemTotal", 0)
-    free = info.get("MemAvailable", info.get("MemFree", 0))
-    limit = _read_int("/sys/fs/cgroup/memory.max")  # "max" (no limit) reads as None
-    if limit is not None and limit < total:
-        used = _read_int("/sys/fs/cgroup/memory.current") or 0
-        total, free = limit, min(free, max(limit - used, 0))
-    return free, total
-
-
-@functools.cache
-def total_memory() -> int:
-    """Bytes of "device" memory: the host's (or the cgroup's), read once."""
-    return memory_info()[1]
 
 
 def _attributes() -> dict[str, int]:
@@ -205,7 +177,7 @@ def _properties() -> dict[str, Any]:
     return {
         "name": h.name.encode()[:255],
         "gcnArchName": h.arch.encode()[:255],
-        "totalGlobalMem": total_memory(),
+        "totalGlobalMem": limits.BUDGET.bound,
         "sharedMemPerBlock": SHARED_MEMORY_PER_BLOCK,
         "sharedMemPerBlockOptin": SHARED_MEMORY_PER_BLOCK,
         "sharedMemPerMultiprocessor": SHARED_MEMORY_PER_BLOCK,
@@ -344,15 +316,16 @@ def hipDeviceTotalMem(size: Any, device: int) -> int:
         return status.INVALID_VALUE
     if not _valid(device):
         return status.INVALID_DEVICE
-    size[0] = total_memory()
+    size[0] = limits.BUDGET.bound
     return status.SUCCESS
 
 
 def hipMemGetInfo(free: Any, total: Any) -> int:
-    """Free and total host memory in bytes (MemAvailable / MemTotal, or the cgroup's)."""
+    """Bytes: total = the device's bound (physical memory or the cgroup limit, limits.py),
+    free = the bound minus what the platform has handed out."""
     if free == ffi.NULL or total == ffi.NULL:
         return status.INVALID_VALUE
-    free[0], total[0] = memory_info()
+    free[0], total[0] = limits.BUDGET.free, limits.BUDGET.bound
     return status.SUCCESS
 
 

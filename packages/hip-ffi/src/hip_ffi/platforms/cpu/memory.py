@@ -2,10 +2,13 @@
 
 Device memory (hipMalloc, hipMallocAsync) and pinned memory (hipHostMalloc) are both host
 memory from aligned_alloc, 256-byte aligned like a GPU allocation, and any code on the host can
-dereference them. The registry of allocations is what makes this a HIP runtime rather than
-malloc: it knows which pointer is what (hipPointerGetAttributes), refuses to free a pointer it
-did not hand out (hipErrorInvalidValue, never a crash), bounds-checks copies that touch known
-allocations, and tells pinned from pageable memory for the copy semantics (copies.py).
+dereference them. Both count against the device's size (limits.py: physical memory or the
+cgroup limit): an allocation past what is left is hipErrorOutOfMemory, never an overcommit
+that the kernel's OOM killer settles later. The registry of allocations is what makes this a
+HIP runtime rather than malloc: it knows which pointer is what (hipPointerGetAttributes),
+refuses to free a pointer it did not hand out (hipErrorInvalidValue, never a crash),
+bounds-checks copies that touch known allocations, and tells pinned from pageable memory for
+the copy semantics (copies.py).
 
 hipFree and hipHostFree first wait for all work on every stream (HIP's implicit device
 synchronize), so no queued kernel or copy can touch freed memory; called where waiting could
@@ -29,8 +32,8 @@ from hip_ffi.constants import (
     MEM_POOL_ATTRIBUTES,
     MEMORY_TYPES,
 )
-from hip_ffi.platforms.cpu import status
-from hip_ffi.platforms.cpu.device import ALIGNMENT, total_memory
+from hip_ffi.platforms.cpu import limits, status
+from hip_ffi.platforms.cpu.device import ALIGNMENT
 from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu.shared_objects import libc
 from hip_ffi.platforms.cpu.streams import ENGINE
@@ -57,6 +60,7 @@ class Allocation:
     kind: str  # DEVICE, HOST (pinned) or REGISTERED (caller's memory, pinned by hipHostRegister)
     flags: int = 0
     pool: Pool | None = None
+    counted: int = 0  # bytes counted against the device's bound (limits.BUDGET)
 
     @property
     def end(self) -> int:
@@ -129,13 +133,14 @@ def _allocate(out: Any, size: int, kind: str, flags: int = 0, pool: Pool | None 
     if size == 0:
         out[0] = ffi.NULL  # HIP: a zero-size allocation succeeds with NULL
         return status.SUCCESS
-    if size > total_memory():  # more than the device has: fail like a GPU, not by overcommit
-        return status.OUT_OF_MEMORY
     rounded = -(-size // ALIGNMENT) * ALIGNMENT  # aligned_alloc wants a multiple of the alignment
+    if not limits.BUDGET.take(rounded):  # past the device's size: fail like a GPU, never overcommit
+        return status.OUT_OF_MEMORY
     base = int(libc.aligned_alloc(ALIGNMENT, rounded))
     if base == 0:
+        limits.BUDGET.give_back(rounded)
         return status.OUT_OF_MEMORY
-    ALLOCATIONS.add(Allocation(base, size, kind, flags, pool))
+    ALLOCATIONS.add(Allocation(base, size, kind, flags, pool, rounded))
     if pool is not None:
         pool.used += size
         pool.used_high = max(pool.used_high, pool.used)
@@ -151,6 +156,7 @@ def _unregister(allocation: Allocation) -> None:
 
 def _release(allocation: Allocation) -> None:
     libc.free(allocation.base)
+    limits.BUDGET.give_back(allocation.counted)
 
 
 def _take(pointer: Any, kind: str) -> Allocation | int:
