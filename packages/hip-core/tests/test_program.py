@@ -82,3 +82,127 @@ def test_compile_error_raises_with_the_full_log(device: Device, cache_dir: Path)
     assert "not_declared_anywhere" in caught.value.log
     assert caught.value.api == "hiprtcCompileProgram"
     assert list(cache_dir.glob("*.bin")) == []
+
+
+def _with_include_dir(tmp_path: Path, scale: int) -> Path:
+    """An include dir: scale.h includes nested/inner.h (found through the same -I dir), which
+    defines SCALE."""
+    include = tmp_path / "include"
+    (include / "nested").mkdir(parents=True, exist_ok=True)
+    (include / "scale.h").write_text('#pragma once\n#include "nested/inner.h"\n')
+    (include / "nested" / "inner.h").write_text(f"#define SCALE {scale}\n")
+    return include
+
+
+@pytest.mark.parametrize(
+    ("form", "quote"),
+    [("-I{}", '"'), ("--include-path={}", '"'), ("-I{}", "<")],
+    ids=["-Idir", "--include-path", "angle"],
+)
+def test_an_edited_header_in_an_include_dir_compiles_again(
+    device: Device,
+    cache_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    form: str,
+    quote: str,
+) -> None:
+    compiled = _counting_compiles(monkeypatch)
+    include = _with_include_dir(tmp_path, 1)
+    close = '"' if quote == '"' else ">"
+    source = f"#include {quote}scale.h{close}\n" + SOURCE
+    options = [form.format(include)]
+    first = Program(source, options=options).compile(device)
+    assert Program(source, options=options).compile(device) == first and len(compiled) == 1
+    (include / "nested" / "inner.h").write_text("#define SCALE 2\n")  # an include of an include
+    second = Program(source, options=options).compile(device)
+    assert second != first and len(compiled) == 2
+    (include / "nested" / "inner.h").write_text("#define SCALE 1\n")  # back: the first entry
+    assert Program(source, options=options).compile(device) == first and len(compiled) == 2
+
+
+def test_a_header_that_appears_earlier_in_the_search_path_compiles_again(
+    device: Device, cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compiled = _counting_compiles(monkeypatch)
+    later = _with_include_dir(tmp_path, 1)
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    source = '#include "scale.h"\n' + SOURCE
+    options = [f"-I{earlier}", f"-I{later}"]
+    Program(source, options=options).compile(device)
+    (earlier / "scale.h").write_text("#define SCALE 5\n")  # now shadows the later one
+    Program(source, options=options).compile(device)
+    assert len(compiled) == 2
+
+
+def test_included_files_follow_includes_of_includes_and_headers(tmp_path: Path) -> None:
+    from hip_core.includes import included_files
+
+    include = _with_include_dir(tmp_path, 3)
+    (include / "loop.h").write_text('#include "loop.h"\n#include MACRO_NAME\n')  # no recursion
+    found = included_files(
+        '#include "from_headers.h"\n  #  include <loop.h>\n',
+        ["-I", str(include)],
+        {"from_headers.h": '#include "scale.h"\n'},
+        name="program.hip",
+    )
+    assert sorted(Path(path).name for path, _ in found) == ["inner.h", "loop.h", "scale.h"]
+    assert dict(found)[str(include / "nested" / "inner.h")] == b"#define SCALE 3\n"
+
+
+def test_code_that_fails_to_load_is_never_cached(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hip_core import HipError, Module
+
+    real = Module.from_bytes
+    failures = [1]
+
+    def fail_once(code: bytes, dev: Device, *, source: str | None = None) -> Module:
+        if failures:
+            failures.pop()
+            raise HipError(200, "hipErrorInvalidImage", "hipModuleLoadData", True)
+        return real(code, dev, source=source)
+
+    monkeypatch.setattr(Module, "from_bytes", staticmethod(fail_once))
+    program = Program(SOURCE, options=["-DSCALE=7"])
+    with pytest.raises(HipError, match="hipErrorInvalidImage"):
+        program.load(device)
+    assert list(cache_dir.glob("*.bin")) == []  # nothing cached for a load that failed
+    program.load(device)  # compiled again, loaded, then cached
+    assert len(list(cache_dir.glob("*.bin"))) == 1
+
+
+def test_a_cached_entry_that_fails_to_load_is_rebuilt(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compiled = _counting_compiles(monkeypatch)
+    program = Program(SOURCE, options=["-DSCALE=8"])
+    entry = cache_dir / f"{program.cache_key(device.arch)}.bin"
+    program_module._write_entry(entry, b"\x7fELF not a code object")  # a valid checksum
+    module = program.load(device)  # the entry does not load: removed, rebuilt, loaded
+    assert module.get_kernel("fill_index") is not None and len(compiled) == 1
+    assert program_module._read_entry(entry) == program.compile(device)
+
+
+@pytest.mark.parametrize("name", ["-o/tmp/pwned", "--version", "-", "", "a\0b", "two\nlines"])
+def test_program_names_are_never_options(name: str) -> None:
+    with pytest.raises(ValueError, match="program name"):
+        Program(SOURCE, name=name)
+
+
+def test_program_names_must_be_strings() -> None:
+    with pytest.raises(TypeError, match="program name"):
+        Program(SOURCE, name=b"bytes.hip")  # type: ignore[arg-type]
+
+
+def test_a_failed_cache_write_leaves_no_temporary_file(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_: object) -> None:
+        raise OSError("rename refused")
+
+    monkeypatch.setattr(program_module.os, "replace", refuse)
+    code = Program(SOURCE, options=["-DSCALE=9"]).compile(device)  # compiles; caching fails
+    assert code and list(cache_dir.iterdir()) == []

@@ -2,13 +2,18 @@
 
 The cache lives in `$HIP_CORE_CACHE_DIR`, else `$XDG_CACHE_HOME/hip-core/programs`, else
 `~/.cache/hip-core/programs`; `HIP_CORE_CACHE=0` turns it off. An entry is keyed on the
-platform, the compiler's identity and version, the target arch, the options, the source and
-every header, so any change compiles again. Entries are written atomically (temporary file +
-rename) and carry a checksum: a corrupt or truncated entry is detected, discarded and rebuilt.
+platform, the compiler's identity and version, the target arch, the name, the options, the
+source, every `headers=` entry and every file on disk the compile may include (found through
+the `-I` directories, includes of includes too: `hip_core.includes`), so any change compiles
+again. Entries are written atomically (temporary file + rename; the temporary file is removed
+when that fails) and carry a checksum: a corrupt or truncated entry is detected, discarded and
+rebuilt. `load()` caches only code that loaded, and a cached entry that fails to load is
+removed and compiled again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -17,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hip_core._hip import hip
-from hip_core.errors import check_hiprtc
+from hip_core.errors import HipError, HipOutOfMemoryError, check_hiprtc
+from hip_core.includes import included_files
 from hip_ffi.rtc import compile_source
 
 if TYPE_CHECKING:
@@ -51,7 +57,8 @@ class Program:
 
     Args:
         source: the translation unit.
-        name: its file name in diagnostics.
+        name: its file name in diagnostics; never an option, so it must not start with "-"
+            (nor be empty or hold a NUL or a line break): ValueError.
         options: compiler options (e.g. "-O3", "-DBLOCK=256"); the target arch is added by
             `compile`.
         headers: {include name: content} made available to `#include "name"`.
@@ -65,6 +72,10 @@ class Program:
         options: Sequence[str] = (),
         headers: Mapping[str, str] | None = None,
     ) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"the program name must be a str, not {type(name).__name__}")
+        if not name or name.startswith("-") or any(c in name for c in "\0\r\n"):
+            raise ValueError(f"invalid program name {name!r}: a file name, never an option")
         self.source = source
         self.name = name
         self.options = tuple(options)
@@ -72,37 +83,64 @@ class Program:
 
     def cache_key(self, arch: str) -> str:
         digest = hashlib.sha256()
-        parts = [compiler_identity(), arch, self.name, *self.options, self.source]
+        parts: list[str | bytes] = [compiler_identity(), arch, self.name, *self.options]
+        parts.append(self.source)
         for include, content in sorted(self.headers.items()):
             parts += [include, content]
+        parts.append("files on disk")  # what follows can never be taken for headers=
+        for path, contents in included_files(
+            self.source, self.options, self.headers, name=self.name
+        ):
+            parts += [path, contents]
         for part in parts:
-            encoded = part.encode()
+            encoded = part.encode() if isinstance(part, str) else part
             digest.update(len(encoded).to_bytes(8, "little"))  # unambiguous concatenation
             digest.update(encoded)
         return digest.hexdigest()
 
     def compile(self, device: Device) -> bytes:
-        """The code object for `device`'s arch: from the disk cache, else compiled now.
+        """The code object for `device`'s arch: from the disk cache, else compiled now (and
+        cached).
 
         Raises HipCompileError carrying the compiler's full log.
         """
-        arch = device.arch
+        code, entry, cached = self._cached_or_compiled(device.arch)
+        if entry is not None and not cached:
+            _write_entry(entry, code)
+        return code
+
+    def load(self, device: Device) -> Module:
+        """Compile (or fetch from cache) and load as a Module that knows this source's kernels.
+
+        Code is cached only once it has loaded; a cached entry that does not load (HipError) is
+        removed, compiled again and loaded once more.
+        """
+        from hip_core.module import Module
+
+        code, entry, cached = self._cached_or_compiled(device.arch)
+        try:
+            module = Module.from_bytes(code, device, source=self.source)
+        except HipOutOfMemoryError:
+            raise  # the device is full, not the code bad
+        except HipError:
+            if not cached or entry is None:
+                raise  # freshly compiled: nothing was cached
+            entry.unlink(missing_ok=True)
+            code, cached = self._compile(device.arch), False
+            module = Module.from_bytes(code, device, source=self.source)
+        if entry is not None and not cached:
+            _write_entry(entry, code)
+        return module
+
+    def _cached_or_compiled(self, arch: str) -> tuple[bytes, Path | None, bool]:
+        """(code, its cache entry or None when caching is off, whether it came from there)."""
         directory = cache_dir()
         entry = directory / f"{self.cache_key(arch)}.bin" if directory else None
         if entry is not None:
             cached = _read_entry(entry)
             if cached is not None:
-                return cached
-        code = self._compile(arch)
-        if entry is not None:
-            _write_entry(entry, code)
-        return code
-
-    def load(self, device: Device) -> Module:
-        """Compile (or fetch from cache) and load as a Module that knows this source's kernels."""
-        from hip_core.module import Module
-
-        return Module.from_bytes(self.compile(device), device, source=self.source)
+                return cached, entry, True
+        return self._compile(arch), entry, False
 
     def _compile(self, arch: str) -> bytes:
         result = compile_source(
@@ -135,11 +173,19 @@ def _read_entry(path: Path) -> bytes | None:
 
 
 def _write_entry(path: Path, payload: bytes) -> None:
-    """Write atomically: a reader sees the old entry, no entry, or the whole new one."""
+    """Write atomically: a reader sees the old entry, no entry, or the whole new one. Nothing is
+    left behind when that fails (a cache that cannot be written costs a recompile next time)."""
+    temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as tmp:
+            temporary = tmp.name
             tmp.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
-        os.replace(tmp.name, path)
+        os.replace(temporary, path)
+        temporary = None
     except OSError:
-        pass  # a cache that cannot be written only costs a recompile next time
+        pass
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
