@@ -216,3 +216,50 @@ def test_a_stream_never_synchronized_keeps_only_what_is_in_flight(device: Device
     del buffer
     gc.collect()
     assert alive[0]() is None
+
+
+def test_no_device_is_hip_no_device_error_and_still_a_value_error(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hip_core import HipInvalidValueError, HipNoDeviceError
+
+    with pytest.raises(HipInvalidValueError, match="no device 99"):
+        Device(99)  # a device that does not exist, on a platform that has some
+    monkeypatch.setattr(hip_ffi, "device_count", lambda api: (0, "hipErrorNoDevice"))
+    with pytest.raises(HipNoDeviceError, match="no device 1: this platform has 0") as caught:
+        Device(1)
+    assert isinstance(caught.value, ValueError) and caught.value.name == "hipErrorNoDevice"
+    for ordinal in (1.0, True, "0"):
+        with pytest.raises(TypeError, match="device ordinal"):
+            Device(ordinal)  # type: ignore[arg-type]
+
+
+def test_every_stream_parameter_takes_a_stream_or_none(device: Device) -> None:
+    """None is the null stream (for copies and fills: their synchronous form); anything else,
+    0 included, is a TypeError before anything reaches HIP."""
+    from hip_core import MemoryPool, capture
+
+    buffer, event = device.allocate(64), device.create_event()
+    buffer.fill(3, stream=None)
+    buffer.copy_from(b"\1" * 8, stream=None)
+    event.record(None)
+    event.sync()
+    with MemoryPool(device, backend="caching") as pool:
+        pool.allocate(16, stream=None).close()
+        calls = (
+            lambda bad: buffer.fill(0, stream=bad),
+            lambda bad: buffer.copy_from(b"\0", stream=bad),
+            lambda bad: buffer.copy_to(bytearray(1), stream=bad),
+            lambda bad: event.record(bad),
+            lambda bad: pool.allocate(16, stream=bad),
+            lambda bad: capture(bad),
+        )
+        for bad in (0, 1, "default", object()):
+            for call in calls:
+                with pytest.raises(TypeError, match=r"stream must be a hip_core\.Stream or None"):
+                    call(bad)
+    with pytest.raises(ValueError, match="null stream cannot be captured"):
+        capture(None)  # type: ignore[arg-type]
+    out = bytearray(8)
+    buffer.copy_to(out)
+    assert out == b"\1" * 8

@@ -214,3 +214,37 @@ def test_stream_copy_from_a_host_address(device: Device) -> None:
     expected = bytearray(4096)
     expected[1024:3072] = pinned.memoryview()[16:2064]
     assert out == expected
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda b: b.view(1.5), TypeError),
+        (lambda b: b.view(0, 2.5), TypeError),
+        (lambda b: b.view(True), TypeError),
+        (lambda b: b.view("8"), TypeError),
+        (lambda b: b.view(-1), ValueError),
+        (lambda b: b.fill(1.0), TypeError),
+        (lambda b: b.copy_from(np.array([object()] * 2, dtype=object)), TypeError),
+        (lambda b: b.copy_to(np.empty(2, dtype=object)), TypeError),
+        (lambda b: b.copy_from(np.zeros(1, dtype=[("a", "i4"), ("obj", "O")])), TypeError),
+    ],
+    ids=[
+        "view 1.5", "view size 2.5", "view True", "view str", "view -1", "fill float",
+        "object array in", "object array out", "struct with an object",
+    ],
+)  # fmt: skip
+def test_bad_offsets_and_object_arrays_are_refused(
+    device: Device, call: object, error: type
+) -> None:
+    buffer = device.allocate(64)
+    with pytest.raises(error):
+        call(buffer)  # type: ignore[operator]
+
+
+def test_views_and_sizes_take_any_integer_type(device: Device) -> None:
+    buffer = device.allocate(np.int64(64))
+    view = buffer.view(np.int32(8), np.uint16(16))
+    assert (view.ptr - buffer.ptr, view.size) == (8, 16) and type(view.size) is int
+    named = np.zeros(2, dtype=[("One", "i4"), ("Other", "f4")])  # "O" only in field names
+    buffer.copy_from(named)

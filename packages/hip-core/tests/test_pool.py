@@ -86,3 +86,23 @@ def test_buffers_outliving_their_pool_are_still_freed(device: Device) -> None:
     survivor.fill(1, stream=stream)
     survivor.close()
     stream.sync()
+
+
+@pytest.mark.parametrize(("limit", "error"), [(-1, ValueError), (1.5, TypeError), ("1", TypeError)])
+def test_bad_limits_are_refused(device: Device, limit: object, error: type) -> None:
+    with pytest.raises(error, match="limit"):
+        MemoryPool(device, backend="caching", limit=limit)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_buffer_outliving_its_stream_is_still_freed(device: Device, backend: str) -> None:
+    """Closing a pool buffer after its stream never hands the destroyed stream to HIP."""
+    stream = device.create_stream()
+    with _pool(device, backend) as pool:
+        buffer = pool.allocate(1 << 20, stream=stream)
+        buffer.fill(1, stream=stream)
+        stream.close()
+        buffer.close()
+        assert pool.stats().in_use == 0
+        again = pool.allocate(1 << 20, stream=None)
+        again.fill(2)

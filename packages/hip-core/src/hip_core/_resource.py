@@ -7,9 +7,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-#: Bumped whenever any resource is released. Caches of raw handles and pointers (a kernel's
-#: packed arguments and launch configuration) are valid only within one generation, so a closed
-#: stream or freed buffer is never used through a stale cache.
+#: Bumped whenever any resource is closed or released. Caches of raw handles and pointers (a
+#: kernel's packed arguments and launch configuration) are valid only within one generation, so
+#: a closed stream or buffer is never used through a stale cache (even one whose close freed
+#: nothing, such as a view or a borrowed stream: the slow path refuses those too).
 generation = 0
 
 
@@ -19,8 +20,7 @@ def _bump_generation() -> None:
 
 
 def nothing(*_: Any) -> None:
-    """The release of something not owned (a null or borrowed stream, borrowed memory): it frees
-    nothing, so closing it invalidates no cache."""
+    """The release of something not owned (a null or borrowed stream, borrowed memory)."""
 
 
 class ClosedError(ValueError):
@@ -34,9 +34,14 @@ class Resource:
     exactly once: at `close()`, at `with` exit, or when the object is collected (`__del__`,
     which costs nothing at creation, unlike a weakref.finalize). The collection path never runs
     while the interpreter shuts down (the runtime may be gone by then) and never raises.
+
+    Holders: something that still uses the handle on the device after Python has let go of the
+    object (a graph that captured a buffer or a kernel of a module) calls `_hold()`, and
+    `_let_go()` when it is done. `close()` of a held resource retires it at once (`closed`,
+    ClosedError from then on) but defers the release until the last holder lets go.
     """
 
-    __slots__ = ("__weakref__", "_releaser", "_releaser_args")
+    __slots__ = ("__weakref__", "_deferred", "_holders", "_releaser", "_releaser_args")
 
     def _own(self, release: Callable[..., Any], *args: Any) -> None:
         self._releaser_args = args
@@ -47,19 +52,41 @@ class Resource:
         return getattr(self, "_releaser", None) is None
 
     def close(self) -> None:
-        """Release the handle now. Closing twice is harmless."""
+        """Release the handle now (or, while a graph holds it, once the last one lets go).
+        Closing twice is harmless."""
         release = getattr(self, "_releaser", None)
-        if release is not None:
-            self._releaser = None
-            if release is not nothing:
-                _bump_generation()
-                release(*self._releaser_args)  # an explicit close reports failures
-
-    def __del__(self) -> None:
-        release = getattr(self, "_releaser", None)
-        if release is None or release is nothing or sys.is_finalizing():
+        if release is None:
             return
         self._releaser = None
+        _bump_generation()
+        if getattr(self, "_holders", 0):
+            self._deferred = release
+        elif release is not nothing:
+            release(*self._releaser_args)  # an explicit close reports failures
+
+    def _hold_target(self) -> Resource:
+        """What a holder of this object holds (a buffer: its allocation)."""
+        return self
+
+    def _hold(self) -> None:
+        """Keep the handle valid, whatever `close()` is called meanwhile, until `_let_go()`."""
+        self._holders = getattr(self, "_holders", 0) + 1
+
+    def _let_go(self) -> None:
+        """Undo one `_hold()`; the last one runs a release that `close()` deferred."""
+        self._holders -= 1
+        release = getattr(self, "_deferred", None)
+        if not self._holders and release is not None:
+            self._deferred = None
+            release(*self._releaser_args)
+
+    def __del__(self) -> None:
+        # Collected while open, or closed while held and never let go (its holders are
+        # garbage too): release either way.
+        release = getattr(self, "_releaser", None) or getattr(self, "_deferred", None)
+        if release is None or release is nothing or sys.is_finalizing():
+            return
+        self._releaser = self._deferred = None
         _bump_generation()
         with contextlib.suppress(Exception):  # a safety net must never raise from a finalizer
             release(*self._releaser_args)

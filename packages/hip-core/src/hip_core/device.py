@@ -6,6 +6,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import hip_ffi
+from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core.errors import check, error_for
 from hip_ffi import DeviceProperties
@@ -42,11 +43,18 @@ class Device:
     def __new__(cls, ordinal: int = 0) -> Device:
         api = hip()
         made: dict[tuple[Any, int], Device] = _thread.__dict__.setdefault("devices", {})
+        ordinal = integer(ordinal, "device ordinal")
         device = made.get((api, ordinal))
         if device is None:
             count = Device.count()
             if not 0 <= ordinal < count:
-                raise ValueError(f"no device {ordinal}: this platform has {count} device(s)")
+                # hipErrorNoDevice when there is none (HipNoDeviceError), else
+                # hipErrorInvalidDevice (HipInvalidValueError); both are ValueErrors.
+                raise error_for(
+                    ERROR_CODES["hipErrorNoDevice" if count == 0 else "hipErrorInvalidDevice"],
+                    "Device",
+                    f"no device {ordinal}: this platform has {count} device(s)",
+                )
             device = super().__new__(cls)
             device.ordinal = ordinal
             device._api = api

@@ -50,8 +50,9 @@ class HipNotReadyError(HipError):
     """Work is still pending (a query, not a failure, when polling)."""
 
 
-class HipNoDeviceError(HipError):
-    """No device is visible to the runtime."""
+class HipNoDeviceError(HipError, ValueError):
+    """No device is visible to the runtime. Also a ValueError, as `Device(i)` raised for a
+    missing device before, so `except ValueError` keeps catching it."""
 
 
 class HipLaunchError(HipError):

@@ -30,11 +30,13 @@ class Event(Resource):
         self.timing = timing
         self._own(_destroy_event, api, self.handle)
 
-    def record(self, stream: Stream) -> None:
-        """Capture the work queued on `stream` so far; the event completes when it has run."""
+    def record(self, stream: Stream | None = None) -> None:
+        """Capture the work queued on `stream` (None: the null stream) so far; the event
+        completes when it has run."""
+        from hip_core.stream import checked_handle
+
         self._check_open()
-        stream._check_open()
-        check(hip().hipEventRecord(self.handle, stream.handle), "hipEventRecord")
+        check(hip().hipEventRecord(self.handle, checked_handle(stream)), "hipEventRecord")
 
     def sync(self) -> None:
         """Block the calling thread until the event has completed."""

@@ -5,12 +5,22 @@ with capture(stream) as captured:
     ...
 graph_exec = captured.graph.instantiate()
 graph_exec.launch(stream)          # replays every captured operation, in order
+
+A Graph, and each GraphExec made from it, keeps what the capture recorded until it is closed
+or collected: the kernels and their arguments, the buffers and host objects of copies and
+fills, host functions, graphs launched inside the capture. A buffer or module closed
+meanwhile is retired at once (ClosedError from then on) and released when the last graph
+holding it lets go, so a replay never reaches freed memory or unloaded code. Raw addresses
+(`DevicePointer`, `Stream.copy_from_host`) are not tracked: whoever owns that memory keeps it
+valid as long as a graph may replay them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hip_core import _resource
+from hip_core._capture import Kept, captures, keep_captured, let_go
 from hip_core._hip import hip
 from hip_core._resource import Resource
 from hip_core.errors import check
@@ -21,13 +31,14 @@ if TYPE_CHECKING:
 
 
 class Graph(Resource):
-    """A captured graph of device work (not yet executable)."""
+    """A captured graph of device work (not yet executable); keeps what the capture used."""
 
-    __slots__ = ("handle",)
+    __slots__ = ("_kept", "handle")
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, kept: Kept | None = None) -> None:
         self.handle = handle
-        self._own(_destroy_graph, hip(), handle)
+        self._kept = kept or Kept()  # the capture's holds are this graph's from now on
+        self._own(_destroy_graph, hip(), handle, tuple(self._kept.held.values()))
 
     def instantiate(self) -> GraphExec:
         """An executable instance of this graph (hipGraphInstantiate)."""
@@ -42,20 +53,28 @@ class Graph(Resource):
 
 
 class GraphExec(Resource):
-    """An instantiated graph; `launch(stream)` replays it on a stream."""
+    """An instantiated graph; `launch(stream)` replays it on a stream. It holds what its graph
+    captured by itself, so the Graph may be closed first."""
 
     __slots__ = ("graph", "handle")
 
     def __init__(self, handle: Any, graph: Graph) -> None:
         self.handle = handle
-        self.graph = graph
-        self._own(_destroy_exec, hip(), handle)
+        self.graph = graph  # keeps the captured objects referenced
+        held = tuple(graph._kept.held.values())
+        for resource in held:
+            resource._hold()
+        self._own(_destroy_exec, hip(), handle, held)
 
-    def launch(self, stream: Stream) -> None:
-        """Queue one replay of the whole graph on `stream` (returns at once)."""
+    def launch(self, stream: Stream | None = None) -> None:
+        """Queue one replay of the whole graph on `stream` (None: the null stream); returns at
+        once. Launched on a stream being captured, the outer graph keeps this one."""
+        from hip_core.stream import checked_handle
+
         self._check_open()
-        stream._check_open()
-        check(hip().hipGraphLaunch(self.handle, stream.handle), "hipGraphLaunch")
+        handle = checked_handle(stream)
+        keep_captured(stream, self)
+        check(hip().hipGraphLaunch(self.handle, handle), "hipGraphLaunch")
 
 
 class capture:
@@ -66,32 +85,52 @@ class capture:
     """
 
     def __init__(self, stream: Stream, *, mode: int = CAPTURE_MODE_THREAD_LOCAL) -> None:
-        if stream.handle == hip().ffi.NULL:
+        from hip_core.stream import checked_handle
+
+        api = hip()
+        if stream is None or checked_handle(stream, check_open=False) == api.ffi.NULL:
             raise ValueError("the null stream cannot be captured; use a created stream")
         self.stream = stream
         self.mode = mode
         self.graph: Graph | None = None
+        self._address = int(api.ffi.cast("uintptr_t", stream.handle))
 
     def __enter__(self) -> capture:
         self.stream._check_open()
         check(hip().hipStreamBeginCapture(self.stream.handle, self.mode), "hipStreamBeginCapture")
+        captures[self._address] = Kept()
+        _resource._bump_generation()  # kernels' cached launches pass through keep_captured
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
+        kept = captures.pop(self._address, None) or Kept()
+        if self.stream.closed:  # closed inside the block: its handle must not reach HIP
+            let_go(kept.held.values())
+            if exc_type is None:
+                self.stream._check_open()
+            return
         api = hip()
         out = api.ffi.new("hipGraph_t*")
         status = api.hipStreamEndCapture(self.stream.handle, out)
-        if exc_type is not None:  # the block failed: end capture, drop the graph, re-raise
+        if exc_type is not None or status:  # end capture, drop the graph and what it held
             if status == 0 and out[0] != api.ffi.NULL:
                 api.hipGraphDestroy(out[0])
-            return
+            let_go(kept.held.values())
+            if exc_type is not None:
+                return  # the block's exception goes on
         check(status, "hipStreamEndCapture")
-        self.graph = Graph(out[0])
+        self.graph = Graph(out[0], kept)
 
 
-def _destroy_graph(api: Any, handle: Any) -> None:
-    check(api.hipGraphDestroy(handle), "hipGraphDestroy")
+def _destroy_graph(api: Any, handle: Any, held: tuple[Resource, ...]) -> None:
+    try:
+        check(api.hipGraphDestroy(handle), "hipGraphDestroy")
+    finally:
+        let_go(held)
 
 
-def _destroy_exec(api: Any, handle: Any) -> None:
-    check(api.hipGraphExecDestroy(handle), "hipGraphExecDestroy")
+def _destroy_exec(api: Any, handle: Any, held: tuple[Resource, ...]) -> None:
+    try:
+        check(api.hipGraphExecDestroy(handle), "hipGraphExecDestroy")
+    finally:
+        let_go(held)

@@ -1,16 +1,23 @@
 """Kernels: typed, checked launches that reuse their argument packing.
 
 Each Kernel owns one argument buffer laid out like the C parameter list, a `void*[]` pointing
-into it, and one HIP_LAUNCH_CONFIG. A launch with the same arguments (compared by equality,
-buffers by identity) and the same geometry as the previous one writes nothing: it only calls
-hipDrvLaunchKernelEx. Any released resource (a freed buffer, a closed stream) invalidates that
-reuse, so a stale pointer is never launched. The runtime copies the arguments at launch, so the
-buffer may be rewritten by the next launch at once.
+into it, and one HIP_LAUNCH_CONFIG. A launch whose arguments and geometry are the previous
+one's writes nothing: it only calls hipDrvLaunchKernelEx. "The previous one's" is strict, so
+that this fast path accepts exactly what a first launch accepts: arguments compare equal and
+each number has the same type (4.0 or True never pass for a cached 4), pointers are the same
+buffer, None or an equal DevicePointer (other pointer-like objects are read again each time:
+their address may change and their `==` may not mean "the same memory"), and the geometry is
+the same tuple object or an equal plain int (a list may have been changed in place). Any
+closed resource (a buffer, view, stream or module) invalidates the reuse, and a refused launch
+leaves nothing to reuse. The runtime copies the arguments at launch, so the buffer may be
+rewritten by the next launch at once.
 
 The price of that comparison: a kernel holds a reference to the arguments of its last launch
 (not to their data's contents), so a buffer passed to it is freed only once the kernel is
 launched with other arguments, `forget_arguments()` is called, or the kernel is dropped.
 Comparing by identity alone would be cheaper but unsafe: a new view can reuse a dead one's id.
+While a stream is being captured, launches take the checked path, and the graph keeps the
+kernel's module and the arguments (see `hip_core.graph`).
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hip_core import _resource
+from hip_core import _capture, _resource
+from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core.errors import check, error_for
-from hip_core.signature import Param, value_writer
+from hip_core.memory import DeviceBuffer, PinnedBuffer
+from hip_core.signature import DevicePointer, Param, value_writer
+from hip_core.stream import checked_handle
 from hip_ffi.constants import FUNC_ATTRIBUTES
 
 if TYPE_CHECKING:
@@ -31,17 +41,26 @@ if TYPE_CHECKING:
 
 Dim3 = int | Sequence[int]
 _MAX_DIM = 2**31 - 1
+_UNSET: Any = object()  # "not configured": no value a caller passes is this object
+_NUMBERS = frozenset({"int", "float", "half", "bfloat16", "bool"})
 
 
 def _dim3(value: Dim3, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(
-        isinstance(d, int) and not isinstance(d, bool) for d in dims
-    ):
-        raise TypeError(f"{what} must be an int or 1-3 ints, not {value!r}")
+    """1-3 dimensions from an integer or a tuple/list of integers (any integral type)."""
+    items: Sequence[Any] = value if isinstance(value, (tuple, list)) else (value,)
+    try:
+        dims = tuple(integer(d, what) for d in items)
+    except TypeError:
+        dims = ()
+    if not 1 <= len(dims) <= 3:
+        raise TypeError(f"{what} must be an integer or 1-3 integers, not {value!r}")
     if not all(1 <= d <= _MAX_DIM for d in dims):
         raise ValueError(f"{what} dimensions must be between 1 and {_MAX_DIM}, not {value!r}")
     return (*dims, 1, 1)[:3]  # type: ignore[return-value]
+
+
+#: Pointer arguments whose `==` means "the same memory" (identity, or DevicePointer's fields).
+_REUSABLE_POINTERS = frozenset({type(None), DevicePointer, DeviceBuffer, PinnedBuffer})
 
 
 class Kernel:
@@ -80,12 +99,16 @@ class Kernel:
             value_writer(p, ffi.cast(p.storage + "*", base + o))
             for p, o in zip(self.params, offsets, strict=True)
         )
+        self._numbers = tuple(i for i, p in enumerate(self.params) if p.kind in _NUMBERS)
+        self._pointers_at = tuple(i for i, p in enumerate(self.params) if p.kind == "pointer")
         self._config = ffi.new("HIP_LAUNCH_CONFIG*")
+        # The last packing: its arguments, and (index, type) of each number among them.
         self._packed: tuple[Any, ...] | None = None
-        # The geometry of the last launch; `_grid = None` means "configure again".
-        self._grid: Dim3 | None = None
-        self._block: Dim3 | None = None
-        self._shared_mem = 0
+        self._types: tuple[tuple[int, type], ...] = ()
+        # The geometry of the last launch; `_grid = _UNSET` means "configure again".
+        self._grid: Any = _UNSET
+        self._block: Any = _UNSET
+        self._shared_mem: Any = _UNSET
         self._stream: Stream | None = None
         self._generation = -1
         self._max_threads: int | None = None  # this function's block-size limit, read once
@@ -98,21 +121,40 @@ class Kernel:
         shared_mem: int = 0,
         stream: Stream | None = None,
     ) -> None:
-        """Queue one launch of `grid` blocks of `block` threads with `shared_mem` dynamic bytes."""
+        """Queue one launch of `grid` blocks of `block` threads with `shared_mem` dynamic bytes.
+
+        `grid` and `block`: an integer or 1-3 integers (any integral type, not bool);
+        `stream`: a Stream, or None for the null stream.
+        """
         lock = self._lock
         lock.acquire()
         try:
-            # Fast path: nothing released since the last launch and the same arguments and
-            # geometry (ints and cached tuples compare in nanoseconds): only the launch call.
+            # Fast path: nothing closed since the last launch and the same arguments and
+            # geometry, compared strictly (see the module doc): only the launch call.
+            if self._generation != _resource.generation:
+                self._revalidate(grid, block, args, shared_mem, stream)
+            try:
+                repack = args != self._packed
+            except Exception:  # an argument's `==` failed: check it as a new one
+                repack = True
+            if not repack:
+                for index, kind in self._types:
+                    if type(args[index]) is not kind:
+                        repack = True
+                        break
+            if repack:
+                self._pack(args)
+            cached = self._grid
             if (
-                self._generation != _resource.generation
-                or args != self._packed
-                or grid != self._grid
-                or block != self._block
-                or shared_mem != self._shared_mem
+                (grid is not cached and (type(grid) is not int or grid != cached))
+                or (block is not self._block and (type(block) is not int or block != self._block))
+                or (
+                    shared_mem is not self._shared_mem
+                    and (type(shared_mem) is not int or shared_mem != self._shared_mem)
+                )
                 or stream is not self._stream
             ):
-                self._prepare(grid, block, args, shared_mem, stream)
+                self._configure(grid, block, shared_mem, stream)
             status = self._launch_fast(self._config, self.handle, self._pointers, self._null)
             if status:
                 status = self._launch(self._config, self.handle, self._pointers, self._null)
@@ -121,23 +163,20 @@ class Kernel:
         if status:
             raise error_for(status, "hipDrvLaunchKernelEx", f"kernel {self.name}")
 
-    def _prepare(
-        self, grid: Dim3, block: Dim3, args: tuple[Any, ...], shared_mem: int, stream: Stream | None
+    def _revalidate(
+        self, grid: Dim3, block: Dim3, args: tuple[Any, ...], shared_mem: int, stream: Any
     ) -> None:
-        """Check and pack what changed since the last launch (everything, after a release)."""
-        if self._generation != _resource.generation:  # something was released since
-            self.module._check_open()
-            self._packed = self._grid = None
-            self._generation = _resource.generation
-        if args != self._packed:
+        """After a release (or while a capture runs): forget the packing and configuration,
+        and during a capture check this launch now and make the graph keep what it uses."""
+        self.module._check_open()
+        self._packed, self._grid = None, _UNSET
+        capturing = bool(_capture.captures)
+        # While a capture runs, every launch (refused ones too) comes back here.
+        self._generation = -1 if capturing else _resource.generation
+        if capturing:
             self._pack(args)
-        if (grid, block, shared_mem, stream) != (
-            self._grid,
-            self._block,
-            self._shared_mem,
-            self._stream,
-        ):
             self._configure(grid, block, shared_mem, stream)
+            _capture.keep_captured(stream, (self.module, args))
 
     def __call__(
         self, grid: Dim3, block: Dim3, *args: Any, shared_mem: int = 0, stream: Stream | None = None
@@ -153,10 +192,14 @@ class Kernel:
             )
         for write, value in zip(self._writers, args, strict=True):
             write(value)
+        for index in self._pointers_at:
+            if type(args[index]) not in _REUSABLE_POINTERS:
+                return  # not reusable: read again at the next launch (see the module doc)
+        self._types = tuple([(i, type(args[i])) for i in self._numbers])
         self._packed = args
 
     def _configure(self, grid: Dim3, block: Dim3, shared_mem: int, stream: Stream | None) -> None:
-        self._grid = None  # a failure below must not leave a half-set "valid" configuration
+        self._grid = _UNSET  # a failure below must not leave a half-set "valid" configuration
         gx, gy, gz = _dim3(grid, "grid")
         bx, by, bz = _dim3(block, "block")
         if self._max_threads is None:
@@ -166,16 +209,20 @@ class Kernel:
                 f"block {block!r} has {bx * by * bz} threads; {self.name} allows at most "
                 f"{self._max_threads} per block"
             )
-        if not isinstance(shared_mem, int) or shared_mem < 0:
+        shared = integer(shared_mem, "shared_mem")
+        if shared < 0:
             raise ValueError(f"shared_mem must be a byte count >= 0, not {shared_mem!r}")
-        if stream is not None:
-            stream._check_open()
+        handle = checked_handle(stream)
         config = self._config
         config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
         config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
-        config.sharedMemBytes = shared_mem
-        config.hStream = self._null if stream is None else stream.handle
-        self._grid, self._block, self._shared_mem, self._stream = grid, block, shared_mem, stream
+        config.sharedMemBytes = shared
+        config.hStream = handle
+        # Cached as given only when immutable (ints, tuples): a list may change in place.
+        self._block = block if type(block) in (int, tuple) else _UNSET
+        self._shared_mem = shared_mem if type(shared_mem) is int else _UNSET
+        self._stream = stream
+        self._grid = grid if type(grid) in (int, tuple) else _UNSET
 
     def forget_arguments(self) -> None:
         """Drop the references to the last launch's arguments (the next launch packs anew)."""

@@ -1,8 +1,9 @@
 """Device and pinned host buffers: allocation, views, copies and fills.
 
-Copies without `stream=` are synchronous: they return when the data has arrived. With
-`stream=`, they are queued on that stream and return at once; a host object involved is kept
-referenced by the stream until its next `sync()`. Only copies between device memory and
+Copies without `stream=` (or with None) are synchronous: they return when the data has
+arrived. With `stream=`, they are queued on that stream and return at once; a host object
+involved is kept referenced by the stream until its next `sync()` (by the graph, when the
+stream is being captured). Only copies between device memory and
 *pinned* host memory (PinnedBuffer) are truly asynchronous: HIP stages pageable host memory
 (bytes, numpy arrays) through its own buffers, so such a copy may return only once the host
 side has been read (H2D) or may not overlap other work (D2H).
@@ -10,12 +11,15 @@ side has been read (H2D) or may not overlap other work (D2H).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import ClosedError, Resource, nothing
 from hip_core.errors import check
+from hip_core.stream import checked_handle
 from hip_ffi.constants import (
     HOST_MALLOC_DEFAULT,
     MEMCPY_DEVICE_TO_DEVICE,
@@ -29,7 +33,8 @@ if TYPE_CHECKING:
 
 
 class _Allocation(Resource):
-    """The owner of one allocation; freed exactly once, by whoever closes it first."""
+    """The owner of one allocation; freed exactly once, by whoever closes it first, or once the
+    last graph holding it lets go when it is closed while held."""
 
     __slots__ = ("ptr", "size")
 
@@ -58,6 +63,10 @@ class _BufferBase(Resource):
     whole buffer frees the allocation (its views close with it); closing a view only retires
     the view. Neither frees anything when collected: the allocation's own finalizer does that
     once the buffer and every view of it are gone.
+
+    A graph that captured work on a buffer (or a view of it) holds its allocation: closing the
+    buffer then retires it and its views at once (ClosedError, launches refuse it) and frees
+    the memory when the last such graph is closed or collected.
     """
 
     __slots__ = ("_owner", "is_view", "ptr", "size")
@@ -79,12 +88,16 @@ class _BufferBase(Resource):
         if not self.is_view:
             self._owner.close()
 
+    def _hold_target(self) -> Resource:
+        return self._owner  # a graph holds the memory, whichever view of it it was given
+
     def __len__(self) -> int:
         return self.size
 
     def _view_range(self, offset: int, size: int | None) -> tuple[int, int]:
         self._check_open()
-        size = self.size - offset if size is None else size
+        offset = integer(offset, "view offset")
+        size = self.size - offset if size is None else integer(size, "view size")
         _checked_range(offset, size, self.size, "view")
         return self.ptr + offset, size
 
@@ -103,6 +116,7 @@ class DeviceBuffer(_BufferBase):
     @classmethod
     def allocate(cls, device: Device, size: int) -> DeviceBuffer:
         """hipMalloc `size` bytes on `device` (synchronous); HipOutOfMemoryError if none left."""
+        size = integer(size, "size")
         if size < 0:
             raise ValueError(f"cannot allocate {size} bytes")
         api = hip()
@@ -146,7 +160,8 @@ class DeviceBuffer(_BufferBase):
         """Copy all of `source` into the start of this buffer.
 
         `source`: a DeviceBuffer, a PinnedBuffer, or any C-contiguous bytes-like object
-        (bytes, bytearray, memoryview, numpy array). Its size must not exceed this buffer's.
+        (bytes, bytearray, memoryview, numpy array; not one holding Python objects). Its size
+        must not exceed this buffer's. `stream`: None copies synchronously.
         """
         self._copy(source, to_device=True, stream=stream)
 
@@ -160,6 +175,7 @@ class DeviceBuffer(_BufferBase):
 
     def _copy(self, other: Any, *, to_device: bool, stream: Stream | None) -> None:
         self._check_open()
+        handle = None if stream is None else checked_handle(stream)
         api = hip()
         if isinstance(other, DeviceBuffer):
             other._check_open()
@@ -179,13 +195,14 @@ class DeviceBuffer(_BufferBase):
         if stream is None:
             check(api.hipMemcpy(dst, src, nbytes, kind), "hipMemcpy")
         else:
-            stream._check_open()
-            check(api.hipMemcpyAsync(dst, src, nbytes, kind, stream.handle), "hipMemcpyAsync")
+            check(api.hipMemcpyAsync(dst, src, nbytes, kind, handle), "hipMemcpyAsync")
             stream.keep_until_sync((self, other, pointer))
 
     def fill(self, byte: int, *, stream: Stream | None = None) -> None:
         """Set every byte to `byte` (0-255); synchronous unless `stream=` is given."""
         self._check_open()
+        handle = None if stream is None else checked_handle(stream)
+        byte = integer(byte, "fill byte")
         if not 0 <= byte <= 255:
             raise ValueError(f"fill takes a byte value 0-255, not {byte}")
         api = hip()
@@ -193,8 +210,7 @@ class DeviceBuffer(_BufferBase):
         if stream is None:
             check(api.hipMemset(pointer, byte, self.size), "hipMemset")
         else:
-            stream._check_open()
-            check(api.hipMemsetAsync(pointer, byte, self.size, stream.handle), "hipMemsetAsync")
+            check(api.hipMemsetAsync(pointer, byte, self.size, handle), "hipMemsetAsync")
             stream.keep_until_sync(self)
 
     def __repr__(self) -> str:
@@ -213,6 +229,7 @@ class PinnedBuffer(_BufferBase):
 
     @classmethod
     def allocate(cls, size: int, flags: int = HOST_MALLOC_DEFAULT) -> PinnedBuffer:
+        size = integer(size, "size")
         if size < 0:
             raise ValueError(f"cannot allocate {size} bytes")
         api = hip()
@@ -257,10 +274,18 @@ def host_pointer(obj: Any, *, writable: bool) -> tuple[Any, int]:
         ) from None
     if not view.c_contiguous:
         raise ValueError("host memory must be C-contiguous")
+    if "O" in _FIELD_NAMES.sub("", view.format):  # raw PyObject pointers: never device data
+        raise TypeError(
+            f"cannot copy Python objects ({type(obj).__name__} of format {view.format!r})"
+        )
     if writable and view.readonly:
         raise ValueError(f"the destination {type(obj).__name__} is read-only")
     # The from_buffer cdata keeps the exporting object alive as long as it is referenced.
     return ffi.from_buffer(view, require_writable=writable), view.nbytes
+
+
+#: The `:name:` parts of a struct format (a structured numpy dtype's field names).
+_FIELD_NAMES = re.compile(r":[^:]*:")
 
 
 def _hip_free(api: Any, pointer: Any) -> None:

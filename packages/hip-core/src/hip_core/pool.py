@@ -3,9 +3,10 @@
 `MemoryPool(device)` uses a HIP memory pool (hipMemPoolCreate + hipMallocFromPoolAsync) where
 the device supports pools, else a caching allocator over hipMalloc. Either way:
 
-- `allocate(size, stream=)` returns a DeviceBuffer usable by work queued on `stream` after the
-  call; closing the buffer returns its memory *in stream order* (after the work queued on that
-  stream so far), without synchronizing.
+- `allocate(size, stream=)` returns a DeviceBuffer usable by work queued on `stream` (None:
+  the device's null stream) after the call; closing the buffer returns its memory *in stream
+  order* (after the work queued on that stream so far), without synchronizing. If that stream
+  was closed first, the memory is returned once the device has finished its work.
 - `stats()` reports bytes in use, cached (held by the pool, free for reuse) and the peak in use.
 - `limit` caps the bytes in use; an allocation above it, or one the device cannot satisfy,
   first releases cached memory (`trim()`), retries once, then raises HipOutOfMemoryError —
@@ -19,10 +20,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import Resource
 from hip_core.errors import HipOutOfMemoryError, check, error_for
 from hip_core.memory import DeviceBuffer, _Allocation
+from hip_core.stream import checked_handle
 from hip_ffi.constants import (
     ERROR_CODES,
     MEM_ALLOCATION_TYPE_PINNED,
@@ -52,7 +55,8 @@ class MemoryPool(Resource):
 
     Args:
         device: where the memory lives.
-        limit: most bytes in use at once (None: only the device's memory bounds it).
+        limit: most bytes in use at once, an integer >= 0 (None: only the device's memory
+            bounds it).
         backend: "hip" (HIP memory pool), "caching" (caching allocator), or None to use a HIP
             pool when the device supports one.
 
@@ -69,6 +73,9 @@ class MemoryPool(Resource):
             backend = "hip" if device.attribute("MemoryPoolsSupported") else "caching"
         if backend not in ("hip", "caching"):
             raise ValueError(f"backend must be 'hip' or 'caching', not {backend!r}")
+        limit = None if limit is None else integer(limit, "limit")
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be a byte count >= 0 or None, not {limit}")
         self.device = device
         self.limit = limit
         self._lock = threading.Lock()
@@ -83,9 +90,14 @@ class MemoryPool(Resource):
     def backend(self) -> str:
         return "hip" if isinstance(self._backend, _HipPool) else "caching"
 
-    def allocate(self, size: int, *, stream: Stream) -> DeviceBuffer:
-        """`size` bytes, usable by work on `stream` queued after this call."""
+    def allocate(self, size: int, *, stream: Stream | None) -> DeviceBuffer:
+        """`size` bytes, usable by work on `stream` (None: the null stream) queued after this
+        call."""
         self._check_open()
+        checked_handle(stream)
+        if stream is None:
+            stream = self.device.default_stream
+        size = integer(size, "size")
         if size < 0:
             raise ValueError(f"cannot allocate {size} bytes")
         with self._lock:
@@ -163,7 +175,11 @@ class _HipPool:
         return int(self.api.ffi.cast("uintptr_t", out[0]))
 
     def free(self, ptr: int, size: int, stream: Stream) -> None:
-        check(self.api.hipFreeAsync(self.api.ffi.cast("void*", ptr), stream.handle), "hipFreeAsync")
+        handle = stream.handle
+        if stream.closed:  # its handle is gone: free once the device is done with its work
+            self.device.synchronize()
+            handle = self.api.ffi.NULL
+        check(self.api.hipFreeAsync(self.api.ffi.cast("void*", ptr), handle), "hipFreeAsync")
 
     def cached(self) -> int:
         reserved = self._attribute("ReservedMemCurrent")

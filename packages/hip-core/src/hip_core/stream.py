@@ -1,4 +1,10 @@
-"""Streams: ordered queues of device work."""
+"""Streams: ordered queues of device work.
+
+Every `stream=` parameter of hip-core takes a Stream or None. None is the null stream of the
+current device (for copies and fills, None is their synchronous form, ordered like the null
+stream and waited for). Anything else (a raw handle such as 0, a torch or CuPy stream) is a
+TypeError: wrap a foreign hipStream_t with `Stream.from_handle(handle, device)`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from hip_core._capture import keep_captured
 from hip_core._hip import hip
 from hip_core._resource import Resource, nothing
 from hip_core.errors import check, check_done
@@ -120,7 +127,8 @@ class Stream(Resource):
         api = hip()
         token = next(_tokens)
         handle = api.ffi.new_handle((self, token, function))
-        self._host_funcs[token] = handle
+        if not keep_captured(self, handle):  # a graph runs it on each replay: it keeps it
+            self._host_funcs[token] = handle
         check(
             api.hipLaunchHostFunc(self.handle, _host_func_trampoline(), handle), "hipLaunchHostFunc"
         )
@@ -145,8 +153,11 @@ class Stream(Resource):
     def keep_until_sync(self, obj: Any) -> None:
         """Hold a reference to `obj` until the next `sync()` (host memory in flight), or until
         a query finds the stream idle: one is made each time the list doubles from 64, so a
-        stream that is never synchronized (the default stream) keeps only what is in flight."""
+        stream that is never synchronized (the default stream) keeps only what is in flight.
+        While the stream is captured, the graph keeps `obj` instead, as long as it exists."""
         self._check_open()
+        if keep_captured(self, obj):
+            return
         keep = self._keep
         keep.append(obj)
         kept = len(keep)
@@ -167,6 +178,21 @@ class Stream(Resource):
             else ("non-blocking" if self.non_blocking else "blocking")
         )
         return f"<Stream {kind} on device {self.device.ordinal}>"
+
+
+def checked_handle(stream: Stream | None, *, check_open: bool = True) -> Any:
+    """The hipStream_t of a `stream=` argument: NULL for None; TypeError for anything but a
+    Stream, ClosedError for a closed one (before any HIP call)."""
+    if stream is None:
+        return hip().ffi.NULL
+    if not isinstance(stream, Stream):
+        raise TypeError(
+            f"stream must be a hip_core.Stream or None (the null stream), not "
+            f"{type(stream).__name__}; wrap a raw handle with Stream.from_handle"
+        )
+    if check_open:
+        stream._check_open()
+    return stream.handle
 
 
 def _destroy_stream(api: Any, handle: Any) -> None:
