@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import gguf
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
@@ -46,11 +48,46 @@ def test_load_text_shows_progress_and_summary(cli: Cli, tmp_path: Path) -> None:
     assert "100%" in done.stderr  # the progress bar
 
 
+def _gguf(path: Path) -> None:
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("w", np.arange(12, dtype=np.float32).reshape(3, 4))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+@pytest.mark.parametrize("layout", ["gguf folder", "index", "any name"])
+def test_loads_what_open_checkpoint_opens(cli: Cli, tmp_path: Path, layout: str) -> None:
+    # One rule of what a checkpoint is (hip_runtime.open_checkpoint's), here as in the library.
+    if layout == "gguf folder":
+        _gguf(tmp_path / "model.gguf")
+        path, tensors = tmp_path, 1
+    elif layout == "index":
+        save_file(TENSORS, str(tmp_path / "part.safetensors"))
+        path = tmp_path / "model.safetensors.index.json"
+        path.write_text(json.dumps({"weight_map": dict.fromkeys(TENSORS, "part.safetensors")}))
+        tensors = len(TENSORS)
+    else:
+        path, tensors = tmp_path / "weights.bin", len(TENSORS)
+        save_file(TENSORS, str(path))
+    assert hip_runtime.open_checkpoint(path).tensors  # the library takes it
+    done = cli("load", str(path), "--json")
+    assert done.returncode == OK, done.stderr
+    assert json.loads(done.stdout)["tensors"] == tensors
+
+
+def test_a_fifo_exits_2_without_blocking(cli: Cli, tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "model.safetensors")
+    done = cli("load", str(tmp_path), timeout=60)
+    assert done.returncode == USAGE and "FIFO" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
         ("missing.safetensors", None, "no such file or directory"),
-        ("notes.txt", b"hello", "not a checkpoint file"),
+        ("notes.txt", b"hello", "too short for a safetensors header"),
         ("corrupt.safetensors", b"\xff" * 16, "cannot load"),
     ],
 )
@@ -67,7 +104,7 @@ def test_bad_paths_exit_2_with_a_message(
 
 def test_empty_directory_exits_2(cli: Cli, tmp_path: Path) -> None:
     done = cli("load", str(tmp_path))
-    assert done.returncode == USAGE and "without .safetensors" in done.stderr
+    assert done.returncode == USAGE and "holds no" in done.stderr
 
 
 def test_without_model_runtime_exits_3(

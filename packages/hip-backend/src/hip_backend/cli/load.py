@@ -18,8 +18,9 @@ from hip_backend.cli._common import (
 NAME = "load"
 HELP = "load a checkpoint and report GB/s, tensors and memory"
 DESCRIPTION = (
-    "Load a checkpoint onto device 0 with hip-runtime's ModelRuntime: a .safetensors file, a "
-    "directory of them (or its model.safetensors.index.json), or a .gguf file. Shows a "
+    "Load a checkpoint onto device 0 with hip-runtime's ModelRuntime: whatever "
+    "hip_runtime.open_checkpoint opens — a .safetensors or .gguf file, a sharded checkpoint's "
+    "model.safetensors.index.json, or a directory holding exactly one of those. Shows a "
     "progress bar, then the load rate (tensor data read per second, GB = 1e9 bytes), the "
     "tensor count and the device memory by category."
 )
@@ -36,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
     install cannot load at all (no device, no ModelRuntime)."""
     from hip_backend.loading import CheckpointPathError, check_path, load_checkpoint
 
-    try:
-        path = check_path(args.path)  # before any platform work: a typo fails fast
-    except CheckpointPathError as error:
-        raise CommandError(str(error), USAGE) from error
+    try:  # headers only, before any platform work: a typo or a corrupt file fails fast
+        path = check_path(args.path)
+    except CheckpointPathError as error:  # the message starts with the path at fault
+        raise CommandError(f"cannot load {error}", USAGE) from error
     _, device = select_device(args.platform)
     try:
         report = load_checkpoint(path, device, progress_bar=not (args.no_progress or args.json))

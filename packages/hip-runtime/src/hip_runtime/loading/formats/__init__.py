@@ -72,7 +72,9 @@ def _pick_in_directory(folder: str) -> str:
             f"{len(found)} checkpoint files ({', '.join(found[:4])}) and no {INDEX_NAME}: "
             "name the file to load", path=folder,
         )  # fmt: skip
-    raise FileNotFoundError(f"{folder} holds no {INDEX_NAME}, .safetensors or .gguf file")
+    raise FileNotFoundError(
+        f"{folder}: the folder holds no {INDEX_NAME}, .safetensors or .gguf file"
+    )
 
 
 __all__ = [
