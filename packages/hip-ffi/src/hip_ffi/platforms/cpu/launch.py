@@ -10,8 +10,10 @@ hipModuleLaunchKernel checks the configuration before anything is queued:
 The arguments are copied when the call is made (the caller may reuse its buffers at once),
 packed by the kernel's own parameter layout, and the grid is queued on the stream. It runs on
 the stream's worker thread, its blocks spread over every core (hip_cpu_executor.h). A failing
-kernel (__trap, a device assert) reports its error at the next synchronize of the stream, and
-its message on stderr.
+kernel (__trap, a device assert, a bad access: faults.py) reports its error at the next
+synchronize of the stream, its message on stderr and, for the thread that synchronized, in
+`HipApi.error_detail(code)`: "kernel NAME: illegal address 0x... (write, SIGSEGV) in block
+[x,y,z], thread [x,y,z]".
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from hip_ffi.constants import (
     LAUNCH_PARAM_BUFFER_SIZE,
     LAUNCH_PARAM_END,
 )
-from hip_ffi.platforms.cpu import device, shared_objects, status, toolchain
+from hip_ffi.platforms.cpu import device, faults, shared_objects, status, toolchain
 from hip_ffi.platforms.cpu.handles import address, is_null, items
 from hip_ffi.platforms.cpu.modules import KERNELS, Function
 from hip_ffi.platforms.cpu.streams import ENGINE
@@ -126,6 +128,7 @@ def hipModuleLaunchKernel(
             toolchain.ABI_VERSION, grid_x, grid_y, grid_z, block_x, block_y, block_z,
             shared_bytes, address(arguments),
             runtime.table, address(message), MESSAGE_BYTES,
+            shared_objects.LAUNCH_CHECKED if faults.CHECKED else 0,
         ],
     )  # fmt: skip
     module = kernel.module
@@ -140,6 +143,7 @@ def hipModuleLaunchKernel(
         if result:
             text = ffi.string(message).decode(errors="replace")
             print(f"hip-ffi cpu: kernel {kernel.name} failed: {text}", file=sys.stderr)
+            status.note_failure(f"kernel {kernel.name}: {text}")
         return result
 
     return ENGINE.submit(resolved, run)

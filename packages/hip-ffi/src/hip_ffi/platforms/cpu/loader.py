@@ -80,6 +80,7 @@ def load() -> HipApi:
         ffi=ffi,
         functions=functions,
         code_object_check=images.check_code_object,
+        error_detail=status.error_detail,
         runtime_version=_packed_version(),
         # The ABI version is in the release string, so caches keyed on it (hip-core's program
         # cache) never hand an object of another ABI to this one.

@@ -4,11 +4,13 @@ Device memory (hipMalloc, hipMallocAsync) and pinned memory (hipHostMalloc) are 
 memory from aligned_alloc, 256-byte aligned like a GPU allocation, and any code on the host can
 dereference them. Both count against the device's size (limits.py: physical memory or the
 cgroup limit): an allocation past what is left is hipErrorOutOfMemory, never an overcommit
-that the kernel's OOM killer settles later. The registry of allocations is what makes this a
-HIP runtime rather than malloc: it knows which pointer is what (hipPointerGetAttributes),
-refuses to free a pointer it did not hand out (hipErrorInvalidValue, never a crash),
-bounds-checks copies that touch known allocations, and tells pinned from pageable memory for
-the copy semantics (copies.py).
+that the kernel's OOM killer settles later. In checked mode (faults.py) each allocation is its
+own mapping between inaccessible pages, so that a kernel's overrun faults.
+
+The registry of allocations is what makes this a HIP runtime rather than malloc: it knows which
+pointer is what (hipPointerGetAttributes), refuses to free a pointer it did not hand out
+(hipErrorInvalidValue, never a crash), bounds-checks copies that touch known allocations, and
+tells pinned from pageable memory for the copy semantics (copies.py).
 
 hipFree and hipHostFree first wait for all work on every stream (HIP's implicit device
 synchronize), so no queued kernel or copy can touch freed memory; called where waiting could
@@ -32,7 +34,7 @@ from hip_ffi.constants import (
     MEM_POOL_ATTRIBUTES,
     MEMORY_TYPES,
 )
-from hip_ffi.platforms.cpu import limits, status
+from hip_ffi.platforms.cpu import faults, limits, status
 from hip_ffi.platforms.cpu.device import ALIGNMENT
 from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu.shared_objects import libc
@@ -61,6 +63,7 @@ class Allocation:
     flags: int = 0
     pool: Pool | None = None
     counted: int = 0  # bytes counted against the device's bound (limits.BUDGET)
+    mapping: tuple[int, int] | None = None  # checked mode: its own mapping (start, length)
 
     @property
     def end(self) -> int:
@@ -136,11 +139,16 @@ def _allocate(out: Any, size: int, kind: str, flags: int = 0, pool: Pool | None 
     rounded = -(-size // ALIGNMENT) * ALIGNMENT  # aligned_alloc wants a multiple of the alignment
     if not limits.BUDGET.take(rounded):  # past the device's size: fail like a GPU, never overcommit
         return status.OUT_OF_MEMORY
-    base = int(libc.aligned_alloc(ALIGNMENT, rounded))
+    mapping = None
+    if faults.CHECKED:  # its own mapping, between inaccessible pages
+        guarded = faults.map_guarded(rounded)
+        base, mapping = (guarded[0], guarded[1:]) if guarded else (0, None)
+    else:
+        base = int(libc.aligned_alloc(ALIGNMENT, rounded))
     if base == 0:
         limits.BUDGET.give_back(rounded)
         return status.OUT_OF_MEMORY
-    ALLOCATIONS.add(Allocation(base, size, kind, flags, pool, rounded))
+    ALLOCATIONS.add(Allocation(base, size, kind, flags, pool, rounded, mapping))
     if pool is not None:
         pool.used += size
         pool.used_high = max(pool.used_high, pool.used)
@@ -155,7 +163,10 @@ def _unregister(allocation: Allocation) -> None:
 
 
 def _release(allocation: Allocation) -> None:
-    libc.free(allocation.base)
+    if allocation.mapping is not None:
+        faults.unmap(*allocation.mapping)
+    else:
+        libc.free(allocation.base)
     limits.BUDGET.give_back(allocation.counted)
 
 

@@ -21,7 +21,9 @@ from hip_ffi.platforms.cpu import toolchain
 
 #: Launch-slot layout (include/hip_cpu_abi.h).
 SLOT_ABI, SLOT_GRID, SLOT_BLOCK, SLOT_DYN_SHARED = 0, 1, 4, 7
-SLOT_ARGS, SLOT_RUNTIME, SLOT_MESSAGE, SLOT_MESSAGE_SIZE, SLOT_COUNT = 8, 9, 10, 11, 12
+SLOT_ARGS, SLOT_RUNTIME, SLOT_MESSAGE, SLOT_MESSAGE_SIZE, SLOT_FLAGS = 8, 9, 10, 11, 12
+SLOT_COUNT = 13
+LAUNCH_CHECKED = 1  # HIPCPU_LAUNCH_CHECKED
 MAX_DYNAMIC_SHARED = 65536  # HIPCPU_MAX_DYNAMIC_SHARED
 
 
@@ -102,6 +104,10 @@ class _Libc:
         self.wmemset = bind("wmemset", "uintptr_t(*)(uintptr_t, int, size_t)")  # 4-byte fill
         self.aligned_alloc = bind("aligned_alloc", "uintptr_t(*)(size_t, size_t)")
         self.free = bind("free", "void(*)(uintptr_t)")
+        # checked mode's guarded allocations (faults.py)
+        self.mmap = bind("mmap", "uintptr_t(*)(uintptr_t, size_t, int, int, int, long)")
+        self.mprotect = bind("mprotect", "int(*)(uintptr_t, size_t, int)")
+        self.munmap = bind("munmap", "int(*)(uintptr_t, size_t)")
         self._keep = libc
 
 

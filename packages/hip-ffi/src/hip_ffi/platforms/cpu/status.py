@@ -2,6 +2,11 @@
 
 hipGetLastError returns the last error of any runtime call made by the calling host thread and
 resets it, as HIP (ROCm 5 and 6) does; `track_errors` wraps each runtime function to record it.
+
+Asynchronous failures carry a detail (which kernel, block, thread, address): the operation
+notes it on the thread that ran it (`note_failure`), the stream keeps it with its error, and
+the synchronize that returns the error hands it to its caller's thread (`publish`), where
+`error_detail(code)` (HipApi.error_detail) reads it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ FILE_NOT_FOUND = ERROR_CODES["hipErrorFileNotFound"]
 SHARED_OBJECT_INIT_FAILED = ERROR_CODES["hipErrorSharedObjectInitFailed"]
 INVALID_HANDLE = ERROR_CODES["hipErrorInvalidHandle"]
 ILLEGAL_STATE = ERROR_CODES["hipErrorIllegalState"]
+ILLEGAL_ADDRESS = ERROR_CODES["hipErrorIllegalAddress"]
 NOT_FOUND = ERROR_CODES["hipErrorNotFound"]
 NOT_READY = ERROR_CODES["hipErrorNotReady"]
 LAUNCH_FAILURE = ERROR_CODES["hipErrorLaunchFailure"]
@@ -62,6 +68,7 @@ _MESSAGES = {
     "hipErrorNotFound": "named symbol not found",
     "hipErrorNotReady": "device not ready",
     "hipErrorLaunchFailure": "unspecified launch failure",
+    "hipErrorIllegalAddress": "an illegal memory access was encountered",
     "hipErrorAssert": "device-side assert triggered",
     "hipErrorPeerAccessUnsupported": "peer access is not supported between these two devices",
     "hipErrorHostMemoryAlreadyRegistered": "part or all of the requested memory range is "
@@ -106,9 +113,37 @@ def hiprtcGetErrorString(result: int) -> Any:
 
 class _LastError(threading.local):
     code = SUCCESS
+    noted = ""  # the detail of a failure of the operation this thread is running
+    reported = (SUCCESS, "")  # the last failure a synchronize returned here, with its detail
 
 
 _last = _LastError()
+
+
+def note_failure(detail: str) -> None:
+    """Called by an asynchronous operation that fails, on the thread that runs it (the first
+    note of an operation wins: a graph's first failing node)."""
+    if not _last.noted:
+        _last.noted = detail
+
+
+def take_note() -> str:
+    """The note of the operation that just ran on this thread, cleared."""
+    detail, _last.noted = _last.noted, ""
+    return detail
+
+
+def publish(code: int, detail: str) -> None:
+    """A synchronize returns `code` to this thread: keep its detail for error_detail()."""
+    if code:
+        _last.reported = (code, detail)
+
+
+def error_detail(code: int) -> str:
+    """HipApi.error_detail: the detail of the last failure `code` a synchronize returned on
+    this thread, "" if the last one was another code or had none."""
+    reported, detail = _last.reported
+    return detail if reported == code else ""
 
 
 def hipGetLastError() -> int:

@@ -53,6 +53,7 @@ class Stream:
         self.enqueued = 0
         self.completed = 0
         self.error = status.SUCCESS
+        self.error_detail = ""  # what the failing operation said about its error
         self.thread: threading.Thread | None = None
         self.capture: list[Work] | None = None  # operations recorded by stream capture
         self.destroyed = False
@@ -60,7 +61,7 @@ class Stream:
 
 
 class _Op:
-    __slots__ = ("deps", "result", "sticky", "ticket", "work")
+    __slots__ = ("deps", "detail", "result", "sticky", "ticket", "work")
 
     def __init__(self, ticket: int, deps: Sequence[Dependency], work: Work, sticky: bool) -> None:
         self.ticket = ticket
@@ -68,6 +69,7 @@ class _Op:
         self.work = work
         self.sticky = sticky  # an error of asynchronous work is kept for the next synchronize
         self.result = status.SUCCESS
+        self.detail = ""  # what the work noted about its failure (status.note_failure)
 
 
 class _Record:
@@ -263,6 +265,7 @@ class Engine:
             return status.LAUNCH_FAILURE
         finally:
             self._local.worker = was_worker
+            op.detail = status.take_note()
 
     def _finish(self, stream: Stream, op: _Op, result: int) -> None:
         """Record the operation's completion (lock held)."""
@@ -272,6 +275,7 @@ class Engine:
         stream.running = False
         if result and op.sticky and not stream.error:
             stream.error = result
+            stream.error_detail = op.detail
         self.cond.notify_all()
 
     def _worker(self, stream: Stream) -> None:
@@ -340,6 +344,7 @@ class Engine:
             deps = self._pending_for(stream)
             self._wait(lambda: _done(deps), [d for d, _ in deps])
             error, stream.error = stream.error, status.SUCCESS
+            status.publish(error, stream.error_detail)
         return error
 
     def query(self, stream: Stream) -> int:
@@ -355,11 +360,13 @@ class Engine:
     def synchronize_device(self) -> int:
         """Wait for all work on every stream; returns (and clears) the first stream error."""
         self.wait_all()
-        error = status.SUCCESS
+        error, detail = status.SUCCESS, ""
         with self.held:
             for stream in self.live:
-                error = error or stream.error
+                if not error:
+                    error, detail = stream.error, stream.error_detail
                 stream.error = status.SUCCESS
+        status.publish(error, detail)
         return error
 
     # ---- events ---------------------------------------------------------------------------

@@ -18,17 +18,37 @@
 #define HIPCPU_SLOT_RUNTIME 9      /* address of the runtime's hipcpu_runtime table */
 #define HIPCPU_SLOT_MESSAGE 10     /* address of a char buffer for a failure message */
 #define HIPCPU_SLOT_MESSAGE_SIZE 11
-#define HIPCPU_SLOT_COUNT 12
+#define HIPCPU_SLOT_FLAGS 12       /* HIPCPU_LAUNCH_* bits */
+#define HIPCPU_SLOT_COUNT 13
+
+/* Checked mode (HIP_FFI_CPU_CHECKED=1): the dynamic shared buffer's pages past the launch's
+ * dynamic shared size are made inaccessible while its blocks run, so an overrun faults. */
+#define HIPCPU_LAUNCH_CHECKED 1u
 
 /* Dynamic shared memory available to every block (bytes): the size of the thread-local buffer
- * that all `extern __shared__` arrays of a module alias. */
+ * that all `extern __shared__` arrays of a module alias. The buffer is HIPCPU_SHARED_GUARD
+ * bytes longer, so that a checked launch always has a whole page to protect past the end. */
 #define HIPCPU_MAX_DYNAMIC_SHARED 65536
+#define HIPCPU_SHARED_GUARD 8192
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef void (*hipcpu_range_fn)(void* context, unsigned long long begin, unsigned long long end);
+
+/* A thread's bad-access record. While the thread runs a block, `jmp` is that block's
+ * __builtin_setjmp buffer: a SIGSEGV, SIGBUS or SIGFPE raised by its code is recorded here and
+ * unwinds to it (the runtime's signal handler), and the launch fails with
+ * hipErrorIllegalAddress (or hipErrorLaunchFailure) instead of the process dying. A fault while
+ * `jmp` is null is not the kernel's: it gets the signal's previous action. */
+typedef struct hipcpu_fault {
+    void** jmp;
+    int signal;                  /* SIGSEGV, SIGBUS or SIGFPE; 0: no fault */
+    int code;                    /* the signal's si_code */
+    unsigned long long address;  /* the faulting address (si_addr) */
+    int access;                  /* 1 a write, 0 a read, -1 unknown */
+} hipcpu_fault;
 
 /* What the runtime library lends to code objects (it owns the threads and the fiber stacks). */
 typedef struct hipcpu_runtime {
@@ -41,6 +61,11 @@ typedef struct hipcpu_runtime {
     char* (*fiber_stacks)(unsigned count, unsigned long long* stride);
     /* Scratch memory of the calling OS thread, at least `bytes`, 64-byte aligned. */
     void* (*scratch)(unsigned long long bytes);
+    /* The calling OS thread's bad-access slot (its record while it runs blocks), once the
+     * thread has an alternate signal stack (so that a stack overflow is caught too). */
+    hipcpu_fault** (*fault_slot)(void);
+    /* Make the whole pages inside [start, start + bytes) inaccessible (0) or read-write (1). */
+    void (*protect)(void* start, unsigned long long bytes, int accessible);
 } hipcpu_runtime;
 
 #ifdef __cplusplus

@@ -20,8 +20,15 @@
  *
  * __trap(), a failed assert() and hipcpu::fail() end the launch: the block unwinds to its
  * start (__builtin_longjmp), the remaining blocks are skipped, and the launch returns the error
- * code with a message. Memory errors are not caught (a bad pointer faults like any native
- * code); a fiber's stack has a guard page, so overflowing it faults instead of corrupting.
+ * code with a message.
+ *
+ * A bad access ends the launch the same way: while a block runs, its OS thread's fault record
+ * (hip_cpu_abi.h, hipcpu_fault) points at the block's jump buffer, and the runtime library's
+ * SIGSEGV/SIGBUS/SIGFPE handler unwinds there; the launch returns hipErrorIllegalAddress
+ * (hipErrorLaunchFailure for an arithmetic trap) with the address, block and thread. The
+ * handler runs on an alternate signal stack, so a stack overflow is caught too (a fiber's stack
+ * has a guard page). Checked launches also protect the dynamic shared buffer past the launch's
+ * size, so that an overrun of it faults (a page's granularity).
  */
 #ifndef HIP_CPU_EXECUTOR_H
 #define HIP_CPU_EXECUTOR_H
@@ -32,7 +39,8 @@ const int warpSize = 1;
 
 /* All extern __shared__ arrays alias this buffer (see HIPCPU_DYNAMIC_SHARED). */
 extern "C" {
-alignas(256) thread_local unsigned char __hipcpu_dynamic_shared[HIPCPU_MAX_DYNAMIC_SHARED];
+alignas(256) thread_local unsigned char
+    __hipcpu_dynamic_shared[HIPCPU_MAX_DYNAMIC_SHARED + HIPCPU_SHARED_GUARD];
 }
 
 #if defined(__x86_64__) && !defined(HIPCPU_FIBER_UCONTEXT)
@@ -104,6 +112,8 @@ struct block {
     void* grid = nullptr;
     grid_state* state = nullptr;
     const hipcpu_runtime* rt = nullptr;
+    hipcpu_fault* fault = nullptr;  // this OS thread's bad-access record
+    bool unwound_in_fiber = false;  // the last unwind came from a fiber (past a barrier)
     void* jmp[5];  // __builtin_setjmp buffer: unwinds a failing block
 };
 
@@ -259,18 +269,44 @@ static void finish_fibers(block& b) {
     b.fibers = false;
 }
 
+/* The launch fails with `code` (the first failure of a grid wins: true for that one) and its
+ * blocks stop. */
+static bool claim(grid_state& state, int code) {
+    int expected = 0;
+    bool first = state.status.compare_exchange_strong(expected, code);
+    state.abort.store(true);
+    return first;
+}
+static void record(grid_state& state, int code, const char* message) {
+    if (claim(state, code)) snprintf(state.message, state.message_size, "%s", message);
+}
+
 [[noreturn]] __attribute__((noinline)) void fail(int code, const char* message) {
     block* b = tl_block;
     if (b == nullptr) {  // not inside a launch: nothing to unwind to
         fprintf(stderr, "hip-ffi cpu: %s\n", message);
         abort();
     }
-    int expected = 0;
-    if (b->state->status.compare_exchange_strong(expected, code)) {
-        snprintf(b->state->message, b->state->message_size, "%s", message);
-    }
-    b->state->abort.store(true);
+    record(*b->state, code, message);
     __builtin_longjmp(b->jmp, 1);
+}
+
+/* The message of bad access `f` of the GPU thread (blockIdx, threadIdx). */
+static void describe_fault(const hipcpu_fault& f, bool thread_known, char* text, size_t size) {
+    char thread[48] = "unknown: it did not fault when run again";
+    if (thread_known) snprintf(thread, sizeof thread, "%u,%u,%u", threadIdx.x, threadIdx.y, threadIdx.z);
+    if (f.signal == 8 /* SIGFPE */) {
+        snprintf(text, size, "arithmetic exception (%s) in block [%u,%u,%u], thread [%s]",
+                 f.code == 1 ? "integer divide by zero" : f.code == 2 ? "integer overflow" : "SIGFPE",
+                 blockIdx.x, blockIdx.y, blockIdx.z, thread);
+        return;
+    }
+    char where[48];  // x86 gives no address for one outside the address space
+    if (f.address == ~0ull) snprintf(where, sizeof where, "outside the address space");
+    else snprintf(where, sizeof where, "0x%llx", f.address);
+    const char* kind = f.access == 1 ? "write" : f.access == 0 ? "read" : "access";
+    snprintf(text, size, "illegal address %s (%s, %s) in block [%u,%u,%u], thread [%s]", where,
+             kind, f.signal == 7 ? "SIGBUS" : "SIGSEGV", blockIdx.x, blockIdx.y, blockIdx.z, thread);
 }
 
 /* ---- launching ------------------------------------------------------------------------- */
@@ -307,6 +343,8 @@ template <auto K> struct grid {
     uint3 gdim, bdim;
     const hipcpu_runtime* rt;
     grid_state state;
+    unsigned long long dynamic_shared;  // bytes the launch asked for
+    bool checked;                       // HIPCPU_LAUNCH_CHECKED
 
     template <size_t... I> static typename sig::args unpack(const char* p, std::index_sequence<I...>) {
         return typename sig::args{
@@ -315,12 +353,15 @@ template <auto K> struct grid {
     static void thunk(void* g) { std::apply(K, static_cast<grid*>(g)->args); }
 
     /* One block as a plain loop over its threads (noinline: it is not the function that
-     * calls __builtin_setjmp, which keeps everything in memory). */
-    __attribute__((noinline)) static void plain(grid& g, block& b) {
+     * calls __builtin_setjmp, which keeps everything in memory). The compiler may keep
+     * threadIdx in registers across the loop (and vectorize it); `Fenced` stores it before
+     * each thread's code, so that a fault finds the faulting thread's index in memory. */
+    template <bool Fenced> __attribute__((noinline)) static void plain(grid& g, block& b) {
         for (unsigned z = 0; z < g.bdim.z; ++z)
             for (unsigned y = 0; y < g.bdim.y; ++y)
                 for (unsigned x = 0; x < g.bdim.x; ++x) {
                     threadIdx = uint3{x, y, z};
+                    if (Fenced) __atomic_signal_fence(__ATOMIC_SEQ_CST);
                     std::apply(K, g.args);
                     if (__builtin_expect(b.fibers, 0)) {
                         finish_fibers(b);
@@ -328,13 +369,40 @@ template <auto K> struct grid {
                     }
                 }
     }
-    __attribute__((noinline)) static bool guarded(grid& g, block& b) {
+    /* Run block b with `Fenced`; false when it was unwound (fail(), or a fault: b.fault). */
+    template <bool Fenced> __attribute__((noinline)) static bool attempt(grid& g, block& b) {
         if (__builtin_setjmp(b.jmp)) {
+            b.fault->jmp = nullptr;
+            b.unwound_in_fiber = b.fibers;
             b.fibers = false;
             return false;
         }
-        plain(g, b);
+        b.fault->jmp = b.jmp;  // from here a fault is this block's
+        plain<Fenced>(g, b);
+        b.fault->jmp = nullptr;
         return true;
+    }
+    /* Block b faulted. The launch fails with the first failure of the grid; if that is this
+     * fault, find the faulting thread and say where: a fault in a fiber (past a barrier) knows
+     * it (switching fibers stores threadIdx), one in the plain loop is found by running the
+     * block again with threadIdx stored before each thread, up to the fault. (That runs the
+     * block's threads before the faulting one twice: the outputs of a failed launch are
+     * undefined, as on a GPU.) */
+    __attribute__((noinline, cold)) static void report(grid& g, block& b) {
+        hipcpu_fault first = *b.fault;
+        b.fault->signal = 0;
+        int code = first.signal == 8 /* SIGFPE */ ? 719 /* hipErrorLaunchFailure */
+                                                 : 700 /* hipErrorIllegalAddress */;
+        if (!claim(g.state, code)) return;
+        bool known = b.unwound_in_fiber || (!attempt<true>(g, b) && b.fault->signal == first.signal);
+        b.fault->signal = 0;
+        describe_fault(first, known, g.state.message, g.state.message_size);
+    }
+    /* Run block b; false when it failed (the launch's status says how). */
+    static bool guarded(grid& g, block& b) {
+        if (attempt<false>(g, b)) return true;
+        if (b.fault->signal) report(g, b);
+        return false;
     }
     static void run_range(void* gp, unsigned long long begin, unsigned long long end) {
         grid& g = *static_cast<grid*>(gp);
@@ -344,10 +412,17 @@ template <auto K> struct grid {
         b.grid = gp;
         b.state = &g.state;
         b.rt = g.rt;
+        hipcpu_fault fault{};
+        hipcpu_fault** slot = g.rt->fault_slot();
+        hipcpu_fault* outer_fault = *slot;
+        *slot = b.fault = &fault;
         block* outer = tl_block;
         tl_block = &b;
         blockDim = g.bdim;
         gridDim = g.gdim;
+        unsigned char* shared = __hipcpu_dynamic_shared;
+        unsigned long long spare = sizeof __hipcpu_dynamic_shared - g.dynamic_shared;
+        if (g.checked) g.rt->protect(shared + g.dynamic_shared, spare, 0);
         unsigned long long plane = (unsigned long long)g.gdim.x * g.gdim.y;
         for (unsigned long long i = begin; i < end; ++i) {
             if (g.state.abort.load(std::memory_order_relaxed)) break;
@@ -355,7 +430,9 @@ template <auto K> struct grid {
                              (unsigned)(i / plane)};
             if (!guarded(g, b)) break;
         }
+        if (g.checked) g.rt->protect(shared + g.dynamic_shared, spare, 1);
         tl_block = outer;
+        *slot = outer_fault;
     }
 };
 
@@ -368,9 +445,13 @@ template <auto K> int launch(const unsigned long long* s) {
         uint3{(unsigned)s[HIPCPU_SLOT_BLOCK], (unsigned)s[HIPCPU_SLOT_BLOCK + 1],
               (unsigned)s[HIPCPU_SLOT_BLOCK + 2]},
         (const hipcpu_runtime*)s[HIPCPU_SLOT_RUNTIME],
-        {}};
+        {},
+        0,
+        false};
     g.state.message = (char*)s[HIPCPU_SLOT_MESSAGE];
     g.state.message_size = s[HIPCPU_SLOT_MESSAGE_SIZE];
+    g.dynamic_shared = s[HIPCPU_SLOT_DYN_SHARED];
+    g.checked = (s[HIPCPU_SLOT_FLAGS] & HIPCPU_LAUNCH_CHECKED) != 0;
     unsigned long long blocks = (unsigned long long)g.gdim.x * g.gdim.y * g.gdim.z;
     g.rt->parallel_for(blocks, &G::run_range, &g);
     return g.state.status.load();

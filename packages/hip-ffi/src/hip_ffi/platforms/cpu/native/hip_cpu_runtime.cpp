@@ -1,9 +1,12 @@
 /* The cpu platform's runtime library: the worker threads that run the blocks of every launch,
- * the fiber stacks that barrier-using blocks need, and the host GEMM behind hipBLAS. Compiled
- * once per compiler/flags/source (hip_ffi/platforms/cpu/toolchain.py caches it on disk), loaded once
- * per process, never unloaded.
+ * the fiber stacks that barrier-using blocks need, the handler that turns a kernel's bad access
+ * into a launch error, and the host GEMM behind hipBLAS. Compiled once per compiler/flags/source
+ * (hip_ffi/platforms/cpu/toolchain.py caches it on disk), loaded once per process, never
+ * unloaded (its signal handler stays installed).
  */
+#include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -151,7 +154,119 @@ void* scratch(unsigned long long bytes) {
     return s.p;
 }
 
-hipcpu_runtime g_table = {HIPCPU_ABI_VERSION, 1, &parallel_for, &fiber_stacks, &scratch};
+/* ---- bad accesses --------------------------------------------------------------------------
+ * A SIGSEGV, SIGBUS or SIGFPE on a thread whose fault record has a jump buffer (it is running
+ * a block) is the kernel's: record it and unwind to the block's start (the executor reports
+ * it). Any other is not ours to swallow: the previous handler gets it, or the default action
+ * (the process dies of it, with the right address, as it would have without this handler).
+ * The record is an initial-exec thread-local, so the handler reads it without calling into
+ * the dynamic linker (safe even when the fault hit inside malloc). */
+__attribute__((tls_model("initial-exec"))) __thread hipcpu_fault* tl_fault = nullptr;
+thread_local bool tl_alternate_stack = false;
+
+constexpr int kSignals[3] = {SIGSEGV, SIGBUS, SIGFPE};
+struct sigaction g_previous[3];
+
+struct alternate_stack {
+    void* base = nullptr;
+    size_t size = 0;
+    ~alternate_stack() {  // at thread exit: the stack goes with its thread
+        if (base == nullptr) return;
+        stack_t off{};
+        off.ss_flags = SS_DISABLE;
+        sigaltstack(&off, nullptr);
+        munmap(base, size);
+    }
+};
+thread_local alternate_stack tl_stack;
+
+void chain(int sig, siginfo_t* info, void* context) {
+    int i = sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2;
+    const struct sigaction& previous = g_previous[i];
+    if ((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction != nullptr) {
+        previous.sa_sigaction(sig, info, context);
+        return;
+    }
+    if (!(previous.sa_flags & SA_SIGINFO) && previous.sa_handler != SIG_DFL &&
+        previous.sa_handler != SIG_IGN) {
+        previous.sa_handler(sig);
+        return;
+    }
+    // The default action: returning runs the faulting instruction again, which now kills the
+    // process (core dump included); a signal sent by kill() would not come back, so re-raise it.
+    struct sigaction fallback {};
+    fallback.sa_handler = SIG_DFL;
+    sigemptyset(&fallback.sa_mask);
+    sigaction(sig, &fallback, nullptr);
+    if (info->si_code <= 0) raise(sig);
+}
+
+void on_fault(int sig, siginfo_t* info, void* context) {
+    hipcpu_fault* f = tl_fault;
+    if (f != nullptr && f->jmp != nullptr && info->si_code > 0) {  // a fault, in a kernel
+        void** jmp = f->jmp;
+        f->jmp = nullptr;  // a second fault before the block is re-armed is not the kernel's
+        f->signal = sig;
+        f->code = info->si_code;
+        f->address = (unsigned long long)info->si_addr;
+        f->access = -1;
+        if (info->si_code == SI_KERNEL) {  // x86: a non-canonical address, si_addr unknown
+            f->address = ~0ull;
+        }
+#if defined(__x86_64__)
+        else if (sig == SIGSEGV)  // a page fault's error code: bit 1 is set for a write
+            f->access = (((ucontext_t*)context)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#endif
+        __builtin_longjmp(jmp, 1);
+    }
+    chain(sig, info, context);
+}
+
+void install_fault_handler() {
+    for (int i = 0; i < 3; ++i) {
+        struct sigaction action {};
+        action.sa_sigaction = &on_fault;
+        // SA_NODEFER: the unwind leaves the handler without sigreturn, so the signal must not
+        // stay blocked; SA_ONSTACK: a stack overflow leaves no stack to run on.
+        action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+        sigemptyset(&action.sa_mask);
+        sigaction(kSignals[i], &action, &g_previous[i]);
+    }
+}
+
+hipcpu_fault** fault_slot() {
+    if (!tl_alternate_stack) {
+        tl_alternate_stack = true;
+        stack_t current{};
+        // A thread that has one already (Python's faulthandler gives the main thread one)
+        // keeps it; else 64 KiB, more than SIGSTKSZ anywhere, released at thread exit.
+        if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+            size_t size = 64 * 1024;
+            void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+            stack_t alternate{};
+            alternate.ss_sp = base;
+            alternate.ss_size = size;
+            if (base != MAP_FAILED && sigaltstack(&alternate, nullptr) == 0) {
+                tl_stack.base = base;
+                tl_stack.size = size;
+            } else if (base != MAP_FAILED) {
+                munmap(base, size);
+            }
+        }
+    }
+    return &tl_fault;
+}
+
+void protect(void* start, unsigned long long bytes, int accessible) {
+    unsigned long long page = (unsigned long long)g_page;
+    unsigned long long low = ((unsigned long long)start + page - 1) / page * page;
+    unsigned long long high = ((unsigned long long)start + bytes) / page * page;
+    if (high > low) mprotect((void*)low, high - low, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+hipcpu_runtime g_table = {HIPCPU_ABI_VERSION, 1,          &parallel_for, &fiber_stacks,
+                          &scratch,           &fault_slot, &protect};
 
 }  // namespace
 
@@ -162,6 +277,7 @@ EXPORT const hipcpu_runtime* hipcpu_init(unsigned threads, unsigned long long st
     std::call_once(once, [threads, stack_bytes] {
         g_page = sysconf(_SC_PAGESIZE);
         g_stack_stride = (stack_bytes + g_page - 1) / g_page * g_page + g_page;
+        install_fault_handler();
         g_pool = new pool;
         g_pool->threads = std::max(1u, threads);
         g_table.threads = g_pool->threads;
