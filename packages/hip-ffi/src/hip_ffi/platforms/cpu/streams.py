@@ -259,13 +259,15 @@ class Engine:
         was_worker = getattr(self._local, "worker", False)
         self._local.worker = True  # a finalizer running inside it must not wait for streams
         try:
-            return op.work()
+            result = op.work()
         except Exception:  # a platform bug: report it, keep the stream alive
             traceback.print_exc()
-            return status.LAUNCH_FAILURE
+            result = status.LAUNCH_FAILURE
         finally:
             self._local.worker = was_worker
+        if result:  # what the failing work noted about it (status.note_failure)
             op.detail = status.take_note()
+        return result
 
     def _finish(self, stream: Stream, op: _Op, result: int) -> None:
         """Record the operation's completion (lock held)."""

@@ -162,7 +162,7 @@ void* scratch(unsigned long long bytes) {
  * The record is an initial-exec thread-local, so the handler reads it without calling into
  * the dynamic linker (safe even when the fault hit inside malloc). */
 __attribute__((tls_model("initial-exec"))) __thread hipcpu_fault* tl_fault = nullptr;
-thread_local bool tl_alternate_stack = false;
+__attribute__((tls_model("initial-exec"))) __thread bool tl_alternate_stack = false;
 
 constexpr int kSignals[3] = {SIGSEGV, SIGBUS, SIGFPE};
 struct sigaction g_previous[3];
