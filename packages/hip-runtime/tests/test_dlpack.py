@@ -122,10 +122,63 @@ def test_ops_on_imported_numpy_memory(backend: HipBackend) -> None:
     np.testing.assert_array_equal(out, host * np.float16(0.5))  # written in place
 
 
+VIEWS = {
+    "transposed": lambda x: x.mT,
+    "reversed axes": lambda x: x.T,
+    "stepped": lambda x: x[1:, ::2, 1::3],
+    "reversed": lambda x: x[::-1, :, ::-2],
+    "one element": lambda x: x[1, 2, 3, ...],
+    "empty": lambda x: x[:, 2:2],
+    "new axes": lambda x: x[:, None, 1, ..., None],
+}
+
+
+def same_layout(array: np.ndarray, tensor: DeviceTensor) -> bool:
+    item = tensor.dtype.itemsize
+    return array.ctypes.data == tensor.ptr and array.strides == tuple(
+        s * item for s in tensor.strides
+    )
+
+
 @CPU_ONLY
-def test_non_contiguous_producers_are_refused(device: Device) -> None:
-    with pytest.raises(BufferError, match="contiguous"):
-        DeviceTensor.from_dlpack(np.zeros((4, 6), np.float32)[:, ::2])
+@pytest.mark.parametrize("view", VIEWS.values(), ids=VIEWS.keys())
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.bool_, np.uint32])
+def test_strided_views_cross_dlpack_with_their_strides(
+    device: Device, view: Any, dtype: Any
+) -> None:
+    """Both ways, no copy: numpy reads a strided tensor at its address with its strides, a
+    strided numpy view becomes a tensor of the same layout, and the round trip lands on the
+    same memory."""
+    host = (np.arange(3 * 5 * 7) % 7 > 2).astype(dtype).reshape(3, 5, 7)
+    tensor = view(DeviceTensor.from_numpy(host, device=device))
+    exported = np.from_dlpack(tensor)
+    np.testing.assert_array_equal(exported, view(host))
+    assert exported.size == 0 or same_layout(exported, tensor)
+    back = DeviceTensor.from_dlpack(exported)
+    assert back.shape == tensor.shape and back.strides == tensor.strides
+    assert back.size == 0 or back.ptr == tensor.ptr
+    source = host.copy()
+    imported = DeviceTensor.from_dlpack(view(source))
+    assert imported.shape == view(source).shape
+    assert imported.size == 0 or same_layout(view(source), imported)
+    np.testing.assert_array_equal(imported.to_numpy(), view(host))
+    if imported.size:
+        view(source)[...] = 0  # the same memory
+        assert not imported.to_numpy().any()
+    del exported, back, imported
+    assert no_exports_left()
+
+
+@CPU_ONLY
+def test_broadcast_views_export_zero_strides(device: Device) -> None:
+    row = DeviceTensor.from_numpy(np.arange(4, dtype=np.float32), device=device)
+    exported = np.from_dlpack(row.expand(3, 4))
+    assert exported.strides == (0, 4) and exported.ctypes.data == row.ptr
+    np.testing.assert_array_equal(exported, np.tile(np.arange(4, dtype=np.float32), (3, 1)))
+
+
+@CPU_ONLY
+def test_foreign_producers_are_checked(device: Device) -> None:
     with pytest.raises(TypeError):
         DeviceTensor.from_dlpack([1, 2, 3])
     with pytest.raises(BufferError):
@@ -170,4 +223,25 @@ def test_cupy_zero_copy_both_ways(backend: HipBackend) -> None:
     cupy.testing.assert_array_equal(via_cai, source * 2)
     interface = result.__cuda_array_interface__
     assert interface["shape"] == (3, 1000) and interface["typestr"] == "<f4"
-    assert interface["stream"] == backend.stream.address > 0
+    assert interface["stream"] == backend.stream.address > 0 and interface["strides"] is None
+    view = result[:, ::-3].T
+    assert view.__cuda_array_interface__["strides"] == (-12, 4000)
+    cupy.testing.assert_array_equal(cupy.asarray(view), (source * 2)[:, ::-3].T)
+
+
+@NVIDIA_ONLY
+def test_torch_takes_and_gives_strided_views(backend: HipBackend) -> None:
+    import torch
+
+    source = torch.randn(6, 40, 24, device="cuda").to(torch.bfloat16)
+    tensor = backend.from_dlpack(source)
+    transposed = tensor.transpose(0, 2)[:, 1::2]
+    back = torch.from_dlpack(transposed)
+    assert back.data_ptr() == transposed.ptr and back.stride() == transposed.strides
+    torch.testing.assert_close(back, source.transpose(0, 2)[:, 1::2], rtol=0, atol=0)
+    view = source.permute(2, 0, 1)[3:, :, ::5]
+    imported = backend.from_dlpack(view)
+    assert imported.ptr == view.data_ptr() and imported.strides == view.stride()
+    dense = imported.contiguous()
+    assert dense.is_contiguous and dense.shape == tuple(view.shape)
+    torch.testing.assert_close(torch.from_dlpack(dense), view.contiguous(), rtol=0, atol=0)

@@ -29,6 +29,7 @@ FAMILIES = {
 EXPECTED = {source: {f"{op}_{t}" for op in ops for t in TYPES} for source, ops in FAMILIES.items()}
 EXPECTED["cast.hip"] = {f"cast_{a}_to_{b}" for a in TYPES for b in TYPES if a != b}
 EXPECTED["dequant.hip"] = {f"dequant_{q}_{t}" for q in ("q8_0", "q4_0") for t in TYPES}
+EXPECTED["copy.hip"] = {f"copy{t}_u{bits}" for t in ("", "_tiles") for bits in (8, 16, 32, 64)}
 
 EM_AMDGPU = 224
 SHT_SYMTAB, SHT_DYNSYM = 2, 11

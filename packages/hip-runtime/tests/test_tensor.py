@@ -94,12 +94,18 @@ def test_view_errors(device: Device) -> None:
         tensor.reshape(5, 5)
     with pytest.raises(ValueError):
         tensor.reshape(-1, -1)
-    with pytest.raises(ValueError):
-        tensor[::2]
+    with pytest.raises(ValueError, match="zero"):
+        tensor[::0]
     with pytest.raises(IndexError):
         tensor[4]
+    with pytest.raises(IndexError):
+        tensor[1, 2, 3]  # more indices than axes
     with pytest.raises(TypeError):
-        tensor[1, 2]  # type: ignore[index]
+        tensor[[1, 2]]  # advanced indexing is for gather ops
+    with pytest.raises(ValueError, match=r"contiguous\(\)"):
+        tensor[:, :3].reshape(-1)  # would need a copy
+    with pytest.raises(ValueError, match="contiguous"):
+        tensor.T.region()  # a strided tensor is not one region
     with pytest.raises(ValueError):
         DeviceTensor(tensor.buffer, (5, 6))  # more than the buffer holds
     with pytest.raises(ValueError):

@@ -16,6 +16,11 @@ Stream semantics (the DLPack Python specification):
 - import (`DeviceTensor.from_dlpack(obj, stream=st)`): the producer is asked to order its
   pending work before `st`; the tensor carries `st`.
 
+Layouts: strides travel as they are, both ways (DLPack counts them in elements, as
+DeviceTensor does): transposed, stepped, reversed (negative) and broadcast (zero) views are
+exported and imported without a copy. An export's `data` is the first element's address and
+its `byte_offset` 0; an import adds the producer's `byte_offset` to `data`.
+
 Lifetime: an exported tensor stays alive until the consumer calls the DLPack deleter; a capsule
 dropped without being consumed releases it at the next export, import or `sweep()`.
 """
@@ -23,7 +28,6 @@ dropped without being consumed releases it at the next export, import or `sweep(
 from __future__ import annotations
 
 import ctypes
-import math
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -32,6 +36,7 @@ import cffi
 
 from hip_core import Device, DeviceBuffer, Event, Stream, hip_api
 from hip_runtime import dtypes
+from hip_runtime.strides import c_strides, extent
 
 if TYPE_CHECKING:
     from hip_runtime.tensor import DeviceTensor
@@ -178,7 +183,7 @@ def export_dlpack(
         managed = ffi.new("DLManagedTensor*")
         managed.deleter, name = _deleter, _NAME
     shape = ffi.new("int64_t[]", list(tensor.shape) or [1])
-    strides = ffi.new("int64_t[]", _row_major_strides(tensor.shape) or [1])
+    strides = ffi.new("int64_t[]", list(tensor.strides) or [1])  # elements, as DLPack counts
     dl = managed.dl_tensor
     dl.data = ffi.cast("void*", tensor.ptr)
     dl.device.device_type, dl.device.device_id = device_type, ordinal
@@ -197,14 +202,6 @@ def export_dlpack(
             raise
         _capsules.append((capsule, address))
     return capsule
-
-
-def _row_major_strides(shape: tuple[int, ...]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return strides[::-1]
 
 
 def import_dlpack(obj: Any, *, stream: Stream | None = None) -> DeviceTensor:
@@ -237,17 +234,21 @@ def import_dlpack(obj: Any, *, stream: Stream | None = None) -> DeviceTensor:
     # Validate before taking ownership: on an error the capsule still owns (and frees) it.
     dtype = dtypes.from_dlpack(dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)
     shape = tuple(int(dl.shape[i]) for i in range(dl.ndim))
+    strides = None  # NULL strides mean C-contiguous
     if dl.strides != ffi.NULL:
-        strides = [int(dl.strides[i]) for i in range(dl.ndim)]
-        expected = _row_major_strides(shape)
-        if any(s != e for s, e, d in zip(strides, expected, shape, strict=True) if d > 1):
-            raise BufferError(f"only C-contiguous tensors can be imported, strides {strides}")
-    data = int(ffi.cast("uintptr_t", dl.data)) + int(dl.byte_offset)
-    nbytes = math.prod(shape) * dtype.itemsize
+        strides = tuple(int(dl.strides[i]) for i in range(dl.ndim))
+    # The buffer covers exactly the bytes the layout reaches, reversed and broadcast axes
+    # included; the tensor's first element sits `-low` elements into it.
+    low, high = extent(shape, strides or c_strides(shape))
+    item = dtype.itemsize
+    first = int(ffi.cast("uintptr_t", dl.data)) + int(dl.byte_offset)
+    start, nbytes = first + low * item, max(high - low + 1, 0) * item
     if _capsule_set_name(capsule, _USED_NAME) != 0:
         raise BufferError("could not mark the capsule consumed")
-    buffer = DeviceBuffer.wrap(data, nbytes, device, _call_deleter, address)
-    return DeviceTensor(buffer, shape, dtype, stream=stream)
+    buffer = DeviceBuffer.wrap(start if nbytes else first, nbytes, device, _call_deleter, address)
+    return DeviceTensor(
+        buffer, shape, dtype, offset=-low * item if nbytes else 0, strides=strides, stream=stream
+    )
 
 
 def _call_deleter(address: int) -> None:
@@ -259,7 +260,8 @@ def _call_deleter(address: int) -> None:
 def cuda_array_interface(tensor: DeviceTensor) -> dict[str, Any]:
     """CUDA Array Interface v3 of a tensor where the platform's traits say it applies (nvidia);
     AttributeError elsewhere (so `hasattr(t, "__cuda_array_interface__")` says whether CUDA
-    consumers can take it).
+    consumers can take it). `strides` is None for a C-contiguous tensor (as the interface
+    asks), else the strides in bytes.
 
     `stream` is the tensor's stream (the default stream's handle, 1, for the null stream):
     consumers order on it themselves.
@@ -268,11 +270,12 @@ def cuda_array_interface(tensor: DeviceTensor) -> dict[str, Any]:
     traits = api.traits
     if not traits.cuda_array_interface:
         raise AttributeError(f"__cuda_array_interface__ does not apply on {api.platform}")
+    item = tensor.dtype.itemsize
     return {
         "shape": tensor.shape,
         "typestr": tensor.dtype.str,  # bfloat16 reads as '<V2': CAI has no bfloat16
         "data": (tensor.ptr, False),
-        "strides": None,
+        "strides": None if tensor.is_contiguous else tuple(s * item for s in tensor.strides),
         "version": 3,
         "stream": tensor.stream.address or traits.default_stream_handle,
     }

@@ -1,4 +1,4 @@
-"""DeviceTensor: a shape and a dtype over contiguous device memory (a buffer and an offset).
+"""DeviceTensor: a shape, strides and a dtype over device memory (a buffer and an offset).
 
 Stream semantics: every tensor carries the stream that orders work on it (`tensor.stream`; the
 device's null stream unless one was given; tensors made by a HipBackend carry the backend's
@@ -17,6 +17,9 @@ import numpy as np
 
 from hip_core import Device, DeviceBuffer, MemoryPool, Stream
 from hip_runtime.dtypes import DTypeLike, as_dtype, float32
+from hip_runtime.strided_copy import TensorCopies, check_writable, copy_into
+from hip_runtime.strides import Strides, as_index, c_strides, extent, is_c_contiguous
+from hip_runtime.views import TensorViews
 
 if TYPE_CHECKING:
     from hip_runtime.dlpack import DLPackCapsule
@@ -44,20 +47,35 @@ def _allocate(nbytes: int, device: Device, stream: Stream, pool: MemoryPool | No
     return device.allocate(size)
 
 
-class DeviceTensor:
-    """A C-contiguous (row-major) array in device memory.
+class DeviceTensor(TensorViews, TensorCopies):
+    """An array in device memory: a shape, strides and a dtype over a buffer.
 
     Attributes:
-        buffer: the DeviceBuffer holding the storage (views share their parent's buffer).
-        offset: where the first element is, in bytes from `buffer.ptr`.
-        shape, dtype: as in numpy; bfloat16 is `ml_dtypes.bfloat16`.
+        buffer: the DeviceBuffer holding the storage; views share it (`view.buffer is
+            parent.buffer`), keep it alive and never free it.
+        offset: where the first element (index 0 on every axis) is, in bytes from
+            `buffer.ptr` (`storage_offset` is the same in elements).
+        shape, dtype: as in numpy; bfloat16 is `ml_dtypes.bfloat16`. Any fixed-size numpy
+            dtype may live here (f32, f64, f16, bf16, i8, i16, i32, i64, u8, u32, bool…).
+        strides: per axis, in elements (not bytes, unlike numpy): negative for reversed
+            views, 0 for broadcast ones. Tensors made by factories and ops are C-contiguous.
         stream: the stream that orders work on this tensor.
+        pool: the MemoryPool the storage came from (None for hipMalloc'd or wrapped memory);
+            copies made from this tensor (`contiguous()`) allocate from it too.
+
+    Views (`t[1:, ::-2]`, `permute`, `transpose`, `T`, `mT`, `narrow`, `expand`,
+    `broadcast_to`, `squeeze`, `unsqueeze`, `reshape`, `view(dtype)`: see
+    hip_runtime.views) share the storage and never copy; `copy_` and `contiguous()` copy
+    between layouts on the device (hip_runtime.strided_copy). Ops take C-contiguous tensors
+    (`is_contiguous`) and refuse others with a ValueError that points at `contiguous()`.
 
     A tensor is accepted wherever hip-core expects a device pointer (`ptr` is the address of
     the first element), so it can be passed straight to `Kernel.launch`.
     """
 
-    __slots__ = ("__weakref__", "buffer", "dtype", "offset", "shape", "stream")
+    __slots__ = ("__weakref__", "_strides", "buffer", "dtype", "offset", "pool", "shape", "stream")
+
+    _strides: Strides | None  # None: C-contiguous (the common case costs no stride arithmetic)
 
     def __init__(
         self,
@@ -66,19 +84,61 @@ class DeviceTensor:
         dtype: DTypeLike = float32,
         *,
         offset: int = 0,
+        strides: Sequence[int] | None = None,
         stream: Stream | None = None,
     ) -> None:
         self.shape = as_shape(shape)
         self.dtype = as_dtype(dtype)
-        if offset < 0 or offset + self.nbytes > buffer.size:
+        self._strides = None if strides is None else _as_strides(strides, self.shape)
+        if self._strides is not None and is_c_contiguous(self.shape, self._strides):
+            self._strides = None
+        first, end = self._byte_extent(offset)
+        if first < 0 or end > buffer.size:
             raise ValueError(
-                f"{self.nbytes} bytes at offset {offset} do not fit a buffer of {buffer.size}"
+                f"a {self.shape} {self.dtype} layout with strides {self.strides} at byte offset "
+                f"{offset} reaches bytes [{first}, {end}) of a buffer of {buffer.size}"
             )
         if stream is not None and stream.device != buffer.device:
             raise ValueError("the stream and the buffer are on different devices")
         self.buffer = buffer
         self.offset = offset
         self.stream = stream if stream is not None else buffer.device.default_stream
+        self.pool: MemoryPool | None = None
+
+    @classmethod
+    def _make(
+        cls,
+        buffer: DeviceBuffer,
+        shape: Shape,
+        dtype: np.dtype[Any],
+        offset: int,
+        strides: Strides | None,
+        stream: Stream,
+        pool: MemoryPool | None,
+    ) -> DeviceTensor:
+        """A tensor over a layout already known to be valid (views, fresh allocations): no
+        checks, so ops and views stay cheap. `strides` must be None when contiguous."""
+        tensor = object.__new__(cls)
+        tensor.buffer, tensor.shape, tensor.dtype, tensor.offset = buffer, shape, dtype, offset
+        tensor._strides, tensor.stream, tensor.pool = strides, stream, pool
+        return tensor
+
+    def _derive(
+        self,
+        shape: Shape,
+        strides: Strides | None,
+        offset: int = 0,
+        *,
+        dtype: np.dtype[Any] | None = None,
+    ) -> DeviceTensor:
+        """A view: `shape` and `strides` (elements) from `offset` elements past this tensor's
+        first element, of `dtype` (this tensor's by default)."""
+        if strides is not None and is_c_contiguous(shape, strides):
+            strides = None
+        return DeviceTensor._make(
+            self.buffer, shape, self.dtype if dtype is None else dtype,
+            self.offset + offset * self.dtype.itemsize, strides, self.stream, self.pool,
+        )  # fmt: skip
 
     # --- factories ---------------------------------------------------------------------------
 
@@ -92,13 +152,25 @@ class DeviceTensor:
         stream: Stream | None = None,
         pool: MemoryPool | None = None,
     ) -> DeviceTensor:
-        """Uninitialized memory. With `pool`, allocated in order on `stream` (and returned to
-        the pool in stream order when the tensor and its views are gone); else hipMalloc."""
+        """Uninitialized C-contiguous memory. With `pool`, allocated in order on `stream` (and
+        returned to the pool in stream order when the tensor and its views are gone); else
+        hipMalloc."""
         device = _device_of(device, stream)
-        shape, dtype = as_shape(shape), as_dtype(dtype)
         stream = stream if stream is not None else device.default_stream
-        nbytes = math.prod(shape) * dtype.itemsize
-        return cls(_allocate(nbytes, device, stream, pool), shape, dtype, stream=stream)
+        return cls._allocated(as_shape(shape), as_dtype(dtype), device, stream, pool)
+
+    @classmethod
+    def _allocated(
+        cls,
+        shape: Shape,
+        dtype: np.dtype[Any],
+        device: Device,
+        stream: Stream,
+        pool: MemoryPool | None,
+    ) -> DeviceTensor:
+        """`empty` of a checked shape and dtype (the ops' outputs: no checks twice)."""
+        buffer = _allocate(math.prod(shape) * dtype.itemsize, device, stream, pool)
+        return cls._make(buffer, shape, dtype, 0, None, stream, pool)
 
     @classmethod
     def zeros(
@@ -181,7 +253,7 @@ class DeviceTensor:
 
     @property
     def ptr(self) -> int:
-        """Device address of the first element."""
+        """Device address of the first element (index 0 on every axis)."""
         return self.buffer.ptr + self.offset
 
     @property
@@ -199,26 +271,74 @@ class DeviceTensor:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the elements (a view with steps spans more memory; see `span`)."""
         return self.size * self.dtype.itemsize
+
+    @property
+    def strides(self) -> Strides:
+        """Per axis, the elements between neighbours along it (numpy's are in bytes)."""
+        return c_strides(self.shape) if self._strides is None else self._strides
+
+    @property
+    def storage_offset(self) -> int:
+        """`offset` in elements (exact when the byte offset is a multiple of the item size,
+        as it is for every tensor this package makes)."""
+        return self.offset // self.dtype.itemsize
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Whether the elements lie row-major without gaps from `ptr` (numpy's C-contiguity:
+        size-1 axes may have any stride). What ops and `region()` need."""
+        return self._strides is None
 
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def _byte_extent(self, offset: int) -> tuple[int, int]:
+        """[first, end) bytes from buffer.ptr that the elements occupy, for a first element at
+        byte `offset`; (offset, offset) when there is none."""
+        if self._strides is None:
+            return offset, offset + self.nbytes
+        low, high = extent(self.shape, self._strides)
+        if high < low:
+            return offset, offset
+        item = self.dtype.itemsize
+        return offset + low * item, offset + (high + 1) * item
+
+    def span(self) -> tuple[int, int]:
+        """Device addresses [first, end) between which every element lies (ptr and ptr +
+        nbytes when contiguous; wider for steps, narrower for a broadcast view)."""
+        first, end = self._byte_extent(self.offset)
+        return self.buffer.ptr + first, self.buffer.ptr + end
+
     def region(self) -> DeviceBuffer:
-        """This tensor's bytes as a DeviceBuffer view (keeps the storage alive)."""
+        """This tensor's bytes as a DeviceBuffer view (keeps the storage alive). Contiguous
+        tensors only: a strided one's elements are not one run of bytes (ValueError)."""
+        if self._strides is not None:
+            raise ValueError(
+                f"a strided tensor (strides {self._strides}) is not one region of memory; "
+                "call .contiguous() first"
+            )
         return self.buffer.view(self.offset, self.nbytes)
 
     # --- copies ------------------------------------------------------------------------------
 
     def copy_from_host(self, array: Any) -> None:
         """Copy a host array of the same shape and dtype in, queued on `self.stream` (returns
-        once the host array has been read; staged as in `from_numpy`)."""
+        once the host array has been read; staged as in `from_numpy`). Into a strided tensor
+        the array goes to a contiguous temporary first, then through the copy kernel."""
         host = np.asarray(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
         if host.shape != self.shape or host.dtype != self.dtype:
             raise ValueError(f"host array {host.shape} {host.dtype} does not fit {self}")
-        self._upload(host.reshape(-1).view(np.uint8))
+        if self._strides is None:
+            self._upload(host.reshape(-1).view(np.uint8))
+            return
+        check_writable(self)
+        staged = self._temporary()
+        staged._upload(host.reshape(-1).view(np.uint8))
+        copy_into(self, staged, stream=self.stream)
 
     def _upload(self, raw: np.ndarray[Any, Any]) -> None:
         if self.nbytes >= STAGED_UPLOAD_BYTES:
@@ -233,19 +353,16 @@ class DeviceTensor:
         elif self.nbytes:
             self.region().copy_from(raw, stream=self.stream)
 
-    def copy_from(self, source: DeviceTensor) -> None:
-        """Copy another tensor of the same shape and dtype in (device to device, on
-        `self.stream`; the source must be ready in that stream's order)."""
-        if not isinstance(source, DeviceTensor):
-            raise TypeError(f"expected a DeviceTensor, not {type(source).__name__}")
-        if source.shape != self.shape or source.dtype != self.dtype:
-            raise ValueError(f"cannot copy {source} into {self}")
-        if self.nbytes:
-            self.region().copy_from(source.region(), stream=self.stream)
+    def _temporary(self) -> DeviceTensor:
+        """A fresh C-contiguous tensor like this one, on its stream and from its pool."""
+        return DeviceTensor.empty(
+            self.shape, self.dtype, device=self.device, stream=self.stream, pool=self.pool
+        )
 
     def copy_from_device_region(self, source: DeviceBuffer | DeviceTensor, offset: int = 0) -> None:
-        """Fill this tensor with `self.nbytes` bytes of `source` starting at byte `offset`
-        (e.g. a tensor inside a checkpoint blob already on the device), on `self.stream`."""
+        """Fill this (contiguous) tensor with `self.nbytes` bytes of `source` starting at byte
+        `offset` (e.g. a tensor inside a checkpoint blob already on the device), on
+        `self.stream`."""
         buffer = source.region() if isinstance(source, DeviceTensor) else source
         if not isinstance(buffer, DeviceBuffer):
             raise TypeError(f"expected a DeviceBuffer or DeviceTensor, not {type(source)}")
@@ -259,51 +376,32 @@ class DeviceTensor:
             self.region().copy_from(buffer.view(offset, self.nbytes), stream=self.stream)
 
     def to_numpy(self) -> np.ndarray[Any, Any]:
-        """A host copy. Queues the copy on `self.stream` and waits for that stream only."""
+        """A C-contiguous host copy. Queues the copy on `self.stream` and waits for that
+        stream only.
+
+        A strided tensor moves the fewer bytes across the bus of two ways: a broadcast view,
+        whose memory is smaller than its elements, copies that memory and lets numpy repeat
+        it on the host; any other (steps, permutations) is gathered on the device into a
+        contiguous temporary first (the device reorders at hundreds of GB/s, the host at a
+        few) and crosses the bus as exactly `nbytes`.
+        """
         host = np.empty(self.shape, self.dtype)
-        if self.nbytes:
-            self.region().copy_to(host.reshape(-1).view(np.uint8), stream=self.stream)
+        if not self.nbytes:
+            return host
+        first, end = self.span()
+        if self._strides is not None and end - first < self.nbytes:
+            raw = np.empty(end - first, np.uint8)
+            self.buffer.view(first - self.buffer.ptr, end - first).copy_to(raw, stream=self.stream)
             self.stream.sync()
+            item = self.dtype.itemsize
+            host[...] = np.ndarray(
+                self.shape, self.dtype, raw, self.ptr - first, [s * item for s in self._strides]
+            )
+            return host
+        source = self.contiguous()
+        source.region().copy_to(host.reshape(-1).view(np.uint8), stream=self.stream)
+        self.stream.sync()
         return host
-
-    # --- views -------------------------------------------------------------------------------
-
-    def _view(self, shape: Shape, offset: int) -> DeviceTensor:
-        return DeviceTensor(self.buffer, shape, self.dtype, offset=offset, stream=self.stream)
-
-    def reshape(self, *shape: int | Sequence[int]) -> DeviceTensor:
-        """The same storage with another shape of the same size; one dimension may be -1."""
-        dims = list(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
-        if dims.count(-1) > 1:
-            raise ValueError("only one dimension may be -1")
-        if -1 in dims:
-            known = math.prod(d for d in dims if d != -1)  # type: ignore[misc]
-            if known == 0 or self.size % known:
-                raise ValueError(f"cannot reshape {self.shape} into {tuple(shape)}")
-            dims[dims.index(-1)] = self.size // known
-        new = as_shape(dims)  # type: ignore[arg-type]
-        if math.prod(new) != self.size:
-            raise ValueError(f"cannot reshape {self.shape} ({self.size} elements) into {new}")
-        return self._view(new, self.offset)
-
-    def __getitem__(self, index: int | slice) -> DeviceTensor:
-        """Rows of the first dimension: `t[i]` (one row, one dimension fewer) or `t[a:b]`
-        (step 1). Views share storage and keep it alive."""
-        if not self.shape:
-            raise IndexError("a 0-d tensor has no rows")
-        rows, row_bytes = self.shape[0], math.prod(self.shape[1:]) * self.dtype.itemsize
-        if isinstance(index, slice):
-            start, stop, step = index.indices(rows)
-            if step != 1:
-                raise ValueError("row slices must be contiguous (step 1)")
-            count = max(stop - start, 0)
-            return self._view((count, *self.shape[1:]), self.offset + start * row_bytes)
-        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
-            i = int(index) + rows if index < 0 else int(index)
-            if not 0 <= i < rows:
-                raise IndexError(f"row {index} is outside {rows} rows")
-            return self._view(self.shape[1:], self.offset + i * row_bytes)
-        raise TypeError(f"tensors take an int or a slice of rows, not {type(index).__name__}")
 
     # --- interchange -------------------------------------------------------------------------
 
@@ -337,9 +435,18 @@ class DeviceTensor:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"0x{self.ptr:x}"
+        layout = "" if self._strides is None else f" strides {self._strides}"
         return (
-            f"<DeviceTensor {self.shape} {self.dtype} at {state} on device {self.device.ordinal}>"
+            f"<DeviceTensor {self.shape} {self.dtype}{layout} at {state} on device "
+            f"{self.device.ordinal}>"
         )
+
+
+def _as_strides(strides: Sequence[int], shape: Shape) -> Strides:
+    values = tuple(as_index(s, "a stride") for s in strides)
+    if len(values) != len(shape):
+        raise ValueError(f"{len(values)} strides for {len(shape)} dimensions")
+    return values
 
 
 def _device_of(device: Device | None, stream: Stream | None) -> Device:

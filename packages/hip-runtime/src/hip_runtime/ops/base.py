@@ -1,14 +1,20 @@
 """What every op family of HipBackend shares: validation, output allocation, launch geometry.
 
 Every op validates first (types, devices, shapes, dtypes; ValueError) and launches after, so a
-mismatch never leaves half of a composite op queued.
+mismatch never leaves half of a composite op queued. The kernels read and write C-contiguous
+tensors: a strided view (a transpose, a slice with steps, a broadcast) is refused with a
+ValueError naming the op and pointing at `.contiguous()`.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from hip_core import Device, Kernel, MemoryPool, Resource, Stream
 from hip_runtime.blas import Blas
@@ -46,6 +52,8 @@ class OpsBase(Resource):
             raise ValueError(f"{name}'s memory is closed")
         if x.device != self.device:
             raise ValueError(f"{name} is on device {x.device.ordinal}, not {self.device.ordinal}")
+        if not x.is_contiguous:
+            raise not_contiguous(x, name, _calling_op())
         return x
 
     def _float(self, x: Any, name: str) -> tuple[DeviceTensor, FloatType]:
@@ -76,19 +84,23 @@ class OpsBase(Resource):
         them (threads would read elements others have already written), and must not overlap
         `distinct_from` at all.
         """
-        shape, dtype = as_shape(shape), as_dtype(dtype)
+        # The ops pass tuples of sizes read from validated tensors and numpy dtypes: checking
+        # them again would double this method's cost (issue 15 counts the host's microseconds).
+        shape = shape if type(shape) is tuple else as_shape(shape)
+        dtype = dtype if isinstance(dtype, np.dtype) else as_dtype(dtype)
         if out is None:
-            return DeviceTensor.empty(
-                shape, dtype, device=self.device, stream=self.stream, pool=self.pool
-            )
+            return DeviceTensor._allocated(shape, dtype, self.device, self.stream, self.pool)
         out = self._tensor(out, "out")
         if out.shape != shape or out.dtype != dtype:
             raise ValueError(f"out is {out.shape} {out.dtype}; this op writes {shape} {dtype}")
+        start, size = out.ptr, out.nbytes
         for other in inputs:
-            if other is not None and _overlap(out, other) and not _same_region(out, other):
-                raise ValueError("out must be an input exactly (in place) or not overlap it")
+            if other is not None and other is not out:
+                at, length = other.ptr, other.nbytes
+                if _overlap(start, size, at, length) and (at, length) != (start, size):
+                    raise ValueError("out must be an input exactly (in place) or not overlap it")
         for other in distinct_from:
-            if other is not None and _overlap(out, other):
+            if other is not None and _overlap(start, size, other.ptr, other.nbytes):
                 raise ValueError("out must not overlap the inputs of this op")
         return out
 
@@ -139,12 +151,31 @@ class OpsBase(Resource):
         kernel.launch(rows, block, *args, stream=self.stream)
 
 
-def _overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
-    return a.nbytes > 0 and b.nbytes > 0 and a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes
+def not_contiguous(x: DeviceTensor, name: str, op: str) -> ValueError:
+    """The error an op gives for a strided input: names the op, the argument and the layout."""
+    return ValueError(
+        f"{op} takes C-contiguous tensors; {name} is a strided view (shape {x.shape}, strides "
+        f"{x.strides}): pass {name}.contiguous() (a copy)"
+    )
 
 
-def _same_region(a: DeviceTensor, b: DeviceTensor) -> bool:
-    return a.ptr == b.ptr and a.nbytes == b.nbytes
+_OPS_DIR = str(Path(__file__).parent)
+
+
+def _calling_op() -> str:
+    """The public op a validation failure happened in: the outermost frame of the calls
+    inside hip_runtime/ops/ that led here (only ever run on the error path)."""
+    frame, op = sys._getframe(1), "this op"
+    while frame is not None and frame.f_code.co_filename.startswith(_OPS_DIR):
+        if not frame.f_code.co_name.startswith("_"):
+            op = frame.f_code.co_name
+        frame = frame.f_back  # type: ignore[assignment]
+    return op
+
+
+def _overlap(a: int, a_size: int, b: int, b_size: int) -> bool:
+    """Whether bytes [a, a + a_size) and [b, b + b_size) share one (empty ranges share none)."""
+    return a_size > 0 and b_size > 0 and a < b + b_size and b < a + a_size
 
 
 def grid_cap(device: Device) -> int:
@@ -152,4 +183,4 @@ def grid_cap(device: Device) -> int:
     return max(1, device.properties.multiprocessors * _BLOCKS_PER_MULTIPROCESSOR)
 
 
-__all__ = ["INT_MAX", "OpsBase", "grid_cap"]
+__all__ = ["INT_MAX", "OpsBase", "grid_cap", "not_contiguous"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hip_core import DevicePointer, Stream
 from hip_runtime.dtypes import float_type
 from hip_runtime.kernel_cache import KernelCache
-from hip_runtime.ops.base import grid_cap
+from hip_runtime.ops.base import grid_cap, not_contiguous
 from hip_runtime.tensor import DeviceTensor
 
 #: Quantized encodings: (elements per block, bytes per block). A block is one f16 scale `d`
@@ -57,6 +57,8 @@ def dequantize_into(
     suffix = float_type(out.dtype, "out").suffix
     if out.closed:
         raise ValueError("out's memory is closed")
+    if not out.is_contiguous:
+        raise not_contiguous(out, "out", "dequantize_into")
     if out.device != kernels.device or stream.device != kernels.device:
         raise ValueError("out, the stream and the kernel cache must be on the same device")
     if out.size % per_block:
