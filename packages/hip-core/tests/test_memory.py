@@ -248,3 +248,20 @@ def test_views_and_sizes_take_any_integer_type(device: Device) -> None:
     assert (view.ptr - buffer.ptr, view.size) == (8, 16) and type(view.size) is int
     named = np.zeros(2, dtype=[("One", "i4"), ("Other", "f4")])  # "O" only in field names
     buffer.copy_from(named)
+
+
+def test_kept_host_memory_holds_no_memoryview(device: Device) -> None:
+    """An asynchronous copy keeps the host object itself referenced, never a memoryview of it:
+    a memoryview with an export in a dropped reference cycle (a backend, its stream and that
+    stream's kept copies) cannot be cleared by the garbage collector, which then crashed the
+    interpreter (tests/reliability/test_shutdown.py, objects dropped in a cycle)."""
+    stream = device.create_stream()
+    host = np.arange(512, dtype=np.float32)
+    buffer = device.allocate(host.nbytes)
+    buffer.copy_from(host, stream=stream)
+    kept = [k for k in stream._keep if isinstance(k, tuple)][-1]
+    assert not any(isinstance(k, memoryview) for k in gc.get_referents(kept[2]))
+    cycle: list[object] = [stream, buffer, host]
+    cycle.append(cycle)
+    del cycle, stream, buffer, host, kept
+    gc.collect()  # no "Exception ignored in tp_clear of memoryview", no crash

@@ -272,16 +272,21 @@ def host_pointer(obj: Any, *, writable: bool) -> tuple[Any, int]:
         raise TypeError(
             f"expected a DeviceBuffer, PinnedBuffer or bytes-like object, not {type(obj).__name__}"
         ) from None
-    if not view.c_contiguous:
-        raise ValueError("host memory must be C-contiguous")
-    if "O" in _FIELD_NAMES.sub("", view.format):  # raw PyObject pointers: never device data
-        raise TypeError(
-            f"cannot copy Python objects ({type(obj).__name__} of format {view.format!r})"
-        )
-    if writable and view.readonly:
-        raise ValueError(f"the destination {type(obj).__name__} is read-only")
-    # The from_buffer cdata keeps the exporting object alive as long as it is referenced.
-    return ffi.from_buffer(view, require_writable=writable), view.nbytes
+    with view:  # released at once: only the cdata below holds the object's buffer
+        if not view.c_contiguous:
+            raise ValueError("host memory must be C-contiguous")
+        if "O" in _FIELD_NAMES.sub("", view.format):  # raw PyObject pointers: never device data
+            raise TypeError(
+                f"cannot copy Python objects ({type(obj).__name__} of format {view.format!r})"
+            )
+        if writable and view.readonly:
+            raise ValueError(f"the destination {type(obj).__name__} is read-only")
+        nbytes = view.nbytes
+    # The from_buffer cdata keeps the exporting object alive as long as it is referenced. It is
+    # taken from the object itself, not from a memoryview: a memoryview with an export, left in
+    # a reference cycle (a stream's kept copies inside a dropped backend), cannot be cleared by
+    # the garbage collector and crashed the interpreter (tests/reliability/test_shutdown.py).
+    return ffi.from_buffer(obj, require_writable=writable), nbytes
 
 
 #: The `:name:` parts of a struct format (a structured numpy dtype's field names).

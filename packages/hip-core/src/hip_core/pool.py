@@ -62,6 +62,7 @@ class MemoryPool(Resource):
 
     Freed memory stays cached for reuse until `trim()` (a HIP pool is told to keep it across
     synchronizations too, so steady-state allocation never goes back to the device).
+    Buffers may outlive the pool: closing the pool releases its memory as they are released.
     """
 
     __slots__ = ("_backend", "_in_use", "_lock", "_peak", "device", "limit")
@@ -167,11 +168,18 @@ class _HipPool:
             ),
             "hipMemPoolSetAttribute",
         )
+        # The pool is destroyed only once it is closed and every allocation is back: a free
+        # into a destroyed pool is not something to ask of a driver.
+        self.lock = threading.Lock()
+        self.live = 0
+        self.destroyed = False
 
     def allocate(self, size: int, stream: Stream) -> int:
         out = self.api.ffi.new("void**")
         status = self.api.hipMallocFromPoolAsync(out, size, self.handle, stream.handle)
         check(status, "hipMallocFromPoolAsync")
+        with self.lock:
+            self.live += 1
         return int(self.api.ffi.cast("uintptr_t", out[0]))
 
     def free(self, ptr: int, size: int, stream: Stream) -> None:
@@ -180,6 +188,11 @@ class _HipPool:
             self.device.synchronize()
             handle = self.api.ffi.NULL
         check(self.api.hipFreeAsync(self.api.ffi.cast("void*", ptr), handle), "hipFreeAsync")
+        with self.lock:
+            self.live -= 1
+            last = self.destroyed and not self.live
+        if last:
+            self._destroy()
 
     def cached(self) -> int:
         reserved = self._attribute("ReservedMemCurrent")
@@ -199,6 +212,13 @@ class _HipPool:
         check(self.api.hipMemPoolTrimTo(self.handle, 0), "hipMemPoolTrimTo")
 
     def destroy(self) -> None:
+        with self.lock:
+            self.destroyed = True
+            now = not self.live
+        if now:  # else the last buffer's release destroys it
+            self._destroy()
+
+    def _destroy(self) -> None:
         self.device.synchronize()
         check(self.api.hipMemPoolDestroy(self.handle), "hipMemPoolDestroy")
 
