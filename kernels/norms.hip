@@ -16,36 +16,63 @@
 namespace hipk {
 
 // y[j*N + i] = (v[i] - shift) * scale * weight + bias: the affine tail of both norms. On GPUs as
-// two fmas, (v[i] * scale - shift * scale) * weight + bias (rmsnorm: shift 0, the same values as
-// v[i] * scale): on the H200, 8192 x 8192 bf16 layernorm 83.9 % -> 85.0 % of the copy rate. The
-// CPU platform keeps the subtraction first (no fused multiply-add there: v[i] * scale rounded
-// before the near-cancelling addition would lose too much).
-template <typename T, int N>
+// two fmas, (v[i] * scale - shift * scale) * weight + bias (FUSED; rmsnorm: shift 0, the same
+// values as v[i] * scale): on the H200, 8192 x 8192 bf16 layernorm 83.9 % -> 85.0 % of the copy
+// rate. The CPU platform keeps the subtraction first (no fused multiply-add there: v[i] * scale
+// rounded before the near-cancelling addition would lose too much), and so do GPUs for a row
+// whose shift * scale overflows (see fusable).
+template <typename T, int N, bool FUSED>
 HIPK_DEVICE void write_normalized(T* y, const T* weight, const T* bias, int j, const float (&v)[N],
                                   float shift, float scale) {
     float w[N], b[N], out[N];
     load_floats_or<T, N>(weight ? weight + (long long)j * N : 0, 1.0f, w);
     load_floats_or<T, N>(bias ? bias + (long long)j * N : 0, 0.0f, b);
 #if HIPK_GPU
-    const float offset = -shift * scale;
-    HIPK_UNROLL
-    for (int i = 0; i < N; ++i) out[i] = fmaf(fmaf(v[i], scale, offset), w[i], b[i]);
-#else
+    if (FUSED) {
+        const float offset = -shift * scale;
+        HIPK_UNROLL
+        for (int i = 0; i < N; ++i) out[i] = fmaf(fmaf(v[i], scale, offset), w[i], b[i]);
+        store_row<T, N>(y + (long long)j * N, out);
+        return;
+    }
+#endif
     HIPK_UNROLL
     for (int i = 0; i < N; ++i) out[i] = (v[i] - shift) * scale * w[i] + b[i];
-#endif
     store_row<T, N>(y + (long long)j * N, out);
 }
 
-// Item k of a register tile, normalized and written (see write_normalized).
-template <typename T, typename Tile>
-HIPK_DEVICE void write_item(T* y, const T* weight, const T* bias, const RowPart& p,
-                            const Tile& row, int k, float shift, float scale) {
+// Whether a row may take the fused form: shift * scale must be finite. It overflows for a mean
+// from about 1e36 on next to a small spread (a constant row of huge values), where the fused
+// form would give inf - inf. Decided once per row, so that each form's loop stays branch-free:
+// a test in write_normalized itself cost 8 % of the copy rate (bf16, H100).
+HIPK_DEVICE bool fusable(float shift, float scale) {
+    return fabsf(shift * scale) <= 3.40282347e38f;  // FLT_MAX
+}
+
+// The items of a register tile, normalized and written (see write_normalized).
+template <bool FUSED, typename T, typename Tile>
+HIPK_DEVICE void write_tile(T* y, const T* weight, const T* bias, const RowPart& p,
+                            const Tile& row, int cols, float shift, float scale) {
     const int N = Tile::n;
-    float v[N];
     HIPK_UNROLL
-    for (int i = 0; i < N; ++i) v[i] = row.at(k, i);
-    write_normalized<T, N>(y, weight, bias, p.vector(k), v, shift, scale);
+    for (int k = 0; k < Tile::items; ++k) {
+        if (!row.valid(p, k, cols)) continue;
+        float v[N];
+        HIPK_UNROLL
+        for (int i = 0; i < N; ++i) v[i] = row.at(k, i);
+        write_normalized<T, N, FUSED>(y, weight, bias, p.vector(k), v, shift, scale);
+    }
+}
+
+// A streamed row (N-element vectors), read again, normalized and written.
+template <bool FUSED, typename T, int N>
+HIPK_DEVICE void write_streamed(T* y, const T* x, const T* weight, const T* bias,
+                                const RowPart& p, int cols, float shift, float scale) {
+    for (int j = p.thread; j < cols / N; j += p.threads) {
+        float v[N];
+        load_floats<T, N>(x + (long long)j * N, v);
+        write_normalized<T, N, FUSED>(y, weight, bias, j, v, shift, scale);
+    }
 }
 
 // (count, mean, M2 = sum of squared deviations from the mean) of a set of values, merged by
@@ -110,10 +137,10 @@ template <typename T> struct LayerNormRow {
         const Floats<3> all = reduce.reduce(mine, MeanM2());
         const float mean = all.v[1];
         const float rstd = 1.0f / sqrtf(all.v[2] / (float)cols + eps);
-        HIPK_UNROLL
-        for (int k = 0; k < ITEMS; ++k)
-            if (row.valid(p, k, cols))
-                write_item(y + r * stride, weight, bias, p, row, k, mean, rstd);
+        if (fusable(mean, rstd))
+            write_tile<true>(y + r * stride, weight, bias, p, row, cols, mean, rstd);
+        else
+            write_tile<false>(y + r * stride, weight, bias, p, row, cols, mean, rstd);
     }
 
     // Welford per thread during the first read, Chan's merge across the block (one reduction),
@@ -137,11 +164,10 @@ template <typename T> struct LayerNormRow {
         const Floats<3> mine = {{count, mean, m2}};
         const Floats<3> all = reduce.reduce(mine, MeanM2());
         const float rstd = 1.0f / sqrtf(all.v[2] / (float)cols + eps);
-        for (int j = p.thread; j < vectors; j += p.threads) {
-            float v[N];
-            load_floats<T, N>(xr + (long long)j * N, v);
-            write_normalized<T, N>(y + r * stride, weight, bias, j, v, all.v[1], rstd);
-        }
+        if (fusable(all.v[1], rstd))
+            write_streamed<true, T, N>(y + r * stride, xr, weight, bias, p, cols, all.v[1], rstd);
+        else
+            write_streamed<false, T, N>(y + r * stride, xr, weight, bias, p, cols, all.v[1], rstd);
     }
 };
 
@@ -178,10 +204,7 @@ template <typename T> struct RmsNormRow {
                 for (int i = 0; i < N; ++i) squares[i % 2] += row.at(k, i) * row.at(k, i);
         const float rrms =
             1.0f / sqrtf(reduce.sum(squares[0] + squares[1]) / (float)cols + eps);
-        HIPK_UNROLL
-        for (int k = 0; k < ITEMS; ++k)
-            if (row.valid(p, k, cols))
-                write_item(y + r * stride, weight, (const T*)0, p, row, k, 0.0f, rrms);
+        write_tile<true>(y + r * stride, weight, (const T*)0, p, row, cols, 0.0f, rrms);
     }
 
     template <int N> HIPK_DEVICE void stream(const RowPart& p, long long r, int cols) const {
@@ -196,11 +219,7 @@ template <typename T> struct RmsNormRow {
             for (int i = 0; i < N; ++i) squares += v[i] * v[i];
         }
         const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
-        for (int j = p.thread; j < vectors; j += p.threads) {
-            float v[N];
-            load_floats<T, N>(xr + (long long)j * N, v);
-            write_normalized<T, N>(y + r * stride, weight, (const T*)0, j, v, 0.0f, rrms);
-        }
+        write_streamed<true, T, N>(y + r * stride, xr, weight, (const T*)0, p, cols, 0.0f, rrms);
     }
 };
 
