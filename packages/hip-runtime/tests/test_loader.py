@@ -327,12 +327,23 @@ def test_a_closed_copier_is_never_used(
     assert_loaded(job.result().tensors, tensors)
 
 
+@pytest.fixture(params=[False, True], ids=["", "SA_RESTART"])
+def sigint_restarts(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Python's SIGINT handler as Python installs it, or re-installed with SA_RESTART as a
+    compile with NVRTC leaves it (blocking waits then restart instead of returning to run the
+    handler)."""
+    signal.siginterrupt(signal.SIGINT, not request.param)
+    yield request.param
+    signal.siginterrupt(signal.SIGINT, True)
+
+
 def test_an_interrupt_while_waiting_cancels_frees_and_reraises(
     device: Device,
     tmp_path: Path,
     small_copier: StagedCopier,
     allocations: list[DeviceBuffer],
     save_safetensors: Callable[..., Path],
+    sigint_restarts: bool,
 ) -> None:
     # Ctrl-C in result(): the readers stop, the memory is freed and the file closed before
     # KeyboardInterrupt reaches the caller. (The whole stack, in a subprocess with a real

@@ -35,6 +35,7 @@ CHUNK_BYTES = 16 * MiB  # big enough that per-chunk Python costs (~30 µs) vanis
 #                         that eight threads' reads overlap the copies of the previous chunks
 DEFAULT_THREADS = 8  # eight readers saturate page-cache copies on the H200's host (≈45 GB/s)
 DEFAULT_STREAMS = 4
+POLL_SECONDS = 0.05  # a thread waiting for others wakes this often (see join_threads)
 
 
 @dataclass
@@ -232,8 +233,7 @@ class StagedCopier(Resource):
                 stop.set()
                 raise
         try:
-            for worker in workers:
-                worker.join()
+            join_threads(workers)
         except BaseException:  # e.g. KeyboardInterrupt in the calling thread: stop the readers
             stop.set()
             raise
@@ -337,6 +337,23 @@ def _release(slots: list[_Slot], streams: list[Stream]) -> None:
     slots.clear()
     for stream in streams:
         stream.close()
+
+
+def join_threads(threads: Iterable[threading.Thread]) -> None:
+    """Join `threads`, waking every POLL_SECONDS. Python runs signal handlers (Ctrl-C's
+    KeyboardInterrupt) between waits, and a blocking wait is not cut short by a signal once a
+    library has re-installed Python's SIGINT handler with SA_RESTART, as a compile with NVRTC
+    does on the nvidia platform: a plain join() would then see Ctrl-C only when the threads end.
+    """
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(POLL_SECONDS)
+
+
+def wait_for(event: threading.Event) -> None:
+    """`event.wait()`, waking every POLL_SECONDS (see join_threads)."""
+    while not event.wait(POLL_SECONDS):
+        pass
 
 
 def _fill(staged: memoryview, chunk: Chunk) -> None:

@@ -42,7 +42,7 @@ from hip_runtime.loading.checksum import combine_parts
 from hip_runtime.loading.formats import Checkpoint, FormatError, open_checkpoint
 from hip_runtime.loading.formats.records import check_checkpoint, open_regular
 from hip_runtime.loading.placement import Placement, plan_chunks
-from hip_runtime.staging import Chunk, ShortReadError, StagedCopier
+from hip_runtime.staging import Chunk, ShortReadError, StagedCopier, join_threads, wait_for
 from hip_runtime.tensor import DeviceTensor
 
 ProgressCallback = Callable[[int, int, int, int], None]
@@ -222,11 +222,11 @@ class LoadJob:
         if self._finished is not None:
             return self._finished
         if self._abandoned:
-            self._released.wait()
+            wait_for(self._released)
             assert self._error is not None
             raise self._error  # an earlier result() already failed and freed everything
         try:
-            self._thread.join()
+            join_threads([self._thread])  # in slices: Ctrl-C is seen at once (see join_threads)
             self._wait_for_copies()  # copies read the staging chunks and write the arena
             if self._error is not None:
                 raise self._error
@@ -292,7 +292,7 @@ class LoadJob:
             threading.Thread(
                 target=self._release_after_copies, name="hip-loader-release", daemon=True
             ).start()
-        self._released.wait()
+        wait_for(self._released)
 
     def _wait_for_copies(self) -> None:
         if not self.copier.closed:  # close() waited for every copy it had queued
