@@ -48,9 +48,11 @@ alignas(256) thread_local unsigned char
  * stores the stack pointer in *save, and resumes the fiber whose stack pointer is `load`.
  * The SSE/x87 control words are not switched: every fiber of a block runs the same kernel on
  * the same OS thread, and device code has no way to change the rounding mode. A new fiber's
- * first switch returns to hipcpu_fiber_start, which calls r12(rbx). */
+ * first switch returns to hipcpu_fiber_start, which calls r12(rbx). The section is pushed and
+ * popped: the compiler does not know that a top-level asm switched it, and at -O0 it would
+ * emit the next variable (a thread-local) into .text. */
 asm(R"(
-    .text
+    .pushsection .text
     .globl hipcpu_fiber_switch
     .hidden hipcpu_fiber_switch
     .type hipcpu_fiber_switch, @function
@@ -79,6 +81,7 @@ hipcpu_fiber_start:
     callq *%r12
     ud2
     .size hipcpu_fiber_start, .-hipcpu_fiber_start
+    .popsection
 )");
 extern "C" void hipcpu_fiber_switch(void** save, void* load) __attribute__((visibility("hidden")));
 extern "C" void hipcpu_fiber_start() __attribute__((visibility("hidden")));
