@@ -9,6 +9,7 @@ readers went on filling the arena for seconds, and the arena stayed allocated.
 
 from __future__ import annotations
 
+import gc
 import json
 import signal
 import threading
@@ -78,6 +79,7 @@ def test_sigint_during_a_load_frees_memory_and_closes_the_file(
 
     device = cpu_platform
     StagedCopier.default(device).close()  # its pinned chunks stay out of both counts
+    gc.collect()  # what earlier tests dropped is freed now, not during this one
     free_before = device.mem_info()[0]
     made: list[Any] = []
     original = Device.allocate
@@ -105,7 +107,7 @@ def test_sigint_during_a_load_frees_memory_and_closes_the_file(
     assert elapsed < STOPPED_WITHIN, f"{elapsed:.2f} s from the interrupt to the exception"
     assert max(chunks) < sparse_checkpoint.stat().st_size // 2, "the readers went on"
     assert made and all(buffer.closed for buffer in made), "device memory left allocated"
-    assert device.mem_info()[0] == free_before
+    assert device.mem_info()[0] >= free_before  # the 3 GiB arena is back
     assert str(sparse_checkpoint) not in open_fds().values(), "the checkpoint is still open"
     alive = [
         t.name for t in threading.enumerate() if t.name.startswith(("hip-loader", "hip-staging"))
