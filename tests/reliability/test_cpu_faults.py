@@ -87,7 +87,9 @@ def cases(checked: str) -> dict[str, list[Any]]:
             stream.sync()
             seen[name] = [None, "", False]
         except hip_core.HipError as error:
-            seen[name] = [error.name, hip_core.hip_api().error_detail(error.code), False]
+            detail = hip_core.hip_api().error_detail(error.code)
+            assert detail and detail in str(error), (name, str(error))  # the message says where
+            seen[name] = [error.name, detail, False]
         module.get_kernel("fill").launch(4, 256, table, 5.0, stream=stream)  # the stream goes on
         stream.sync()
         host = np.zeros(1024, np.float32)

@@ -13,6 +13,7 @@ ready" is an answer).
 
 from __future__ import annotations
 
+from hip_core import _hip
 from hip_ffi import constants
 
 
@@ -102,9 +103,15 @@ _HIPBLAS_NAMES = {code: name for name, code in constants.HIPBLAS_STATUSES.items(
 
 
 def error_for(status: int, api: str, detail: str = "") -> HipError:
-    """The HipError subclass instance for a failing hipError_t `status` of call `api`."""
+    """The HipError subclass instance for a failing hipError_t `status` of call `api`.
+
+    Without a `detail`, what the platform knows about the failure is added (the cpu platform
+    names the kernel, block and thread of a bad access); on an error path only, so it costs a
+    successful call nothing."""
     cls, recoverable = _BY_CODE.get(status, (HipError, True))
     name = constants.ERROR_NAMES.get(status, f"hipError({status})")
+    if not detail and _hip._api is not None:
+        detail = _hip._api.error_detail(status)
     return cls(status, name, api, recoverable, detail)
 
 
