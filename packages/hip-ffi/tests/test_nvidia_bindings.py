@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import signal
 from typing import Any
 
 import pytest
@@ -230,6 +232,44 @@ def test_rtc_callers_header_wins_and_virtual_arch_gives_ptx() -> None:
     assert rtc["hiprtcCompileProgram"](ffi.NULL, 1, broken) == RTC["HIPRTC_ERROR_COMPILATION"]
     linking = RTC["HIPRTC_ERROR_LINKING"]
     assert ffi.string(rtc["hiprtcGetErrorString"](linking)) == b"HIPRTC_ERROR_LINKING"
+
+
+class _SigAction(ctypes.Structure):
+    # struct sigaction as glibc lays it out on Linux (x86-64 and aarch64).
+    _fields_ = (
+        ("handler", ctypes.c_void_p),
+        ("mask", ctypes.c_ulong * 16),
+        ("flags", ctypes.c_int),
+        ("restorer", ctypes.c_void_p),
+    )
+
+
+def _sigint_flags() -> int:
+    action = _SigAction()
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.sigaction(signal.SIGINT, None, ctypes.byref(action)) == 0
+    return int(action.flags)
+
+
+def test_rtc_compile_gives_sigint_back_python_flags() -> None:
+    # NVRTC leaves Python's SIGINT handler re-installed with SA_RESTART (CUDA 13), after which
+    # blocking waits never return to run KeyboardInterrupt. The fake does the same.
+    sa_restart = 0x10000000  # <signal.h> on Linux
+
+    class RestartingNvrtc(FakeNvrtc):
+        def nvrtcCompileProgram(self, prog: Any, n: int, options: Any) -> int:
+            signal.siginterrupt(signal.SIGINT, False)
+            assert _sigint_flags() & sa_restart
+            return super().nvrtcCompileProgram(prog, n, options)
+
+    handler = signal.getsignal(signal.SIGINT)
+    rtc = nvidia_rtc.bind(RestartingNvrtc(), lambda: "sm_90")
+    try:
+        assert rtc["hiprtcCompileProgram"](ffi.NULL, 0, ffi.NULL) == 0
+        assert not _sigint_flags() & sa_restart
+        assert signal.getsignal(signal.SIGINT) is handler
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 class FakeCublas:

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -100,7 +102,10 @@ def bind(
         given = _strings(options, count) if count else []
         translated = translate_options(given, default_arch()) + extra_options
         option_array, _buffers = _c_strings(translated)  # alive through the call
-        status = nvrtc.nvrtcCompileProgram(prog, len(translated), option_array)
+        try:
+            status = nvrtc.nvrtcCompileProgram(prog, len(translated), option_array)
+        finally:
+            reinstall_python_sigint()
         return table(status, HIPRTC_UNKNOWN) if status else 0
 
     def cubin_size(prog: Any) -> int:
@@ -132,3 +137,17 @@ def bind(
         "hiprtcGetCodeSize": hiprtcGetCodeSize,
         "hiprtcGetCode": hiprtcGetCode,
     }
+
+
+def reinstall_python_sigint() -> None:
+    """Give SIGINT back the disposition Python itself installs.
+
+    A compile with NVRTC re-installs Python's SIGINT handler with SA_RESTART (seen with CUDA 13
+    on the H100): from then on a blocking wait (`thread.join()`, `lock.acquire()`) restarts
+    after Ctrl-C instead of returning to run the handler, so KeyboardInterrupt arrives only when
+    the wait ends. `signal.signal` installs the handler again with Python's own flags. Only the
+    main thread may set handlers; a compile on another thread leaves them as NVRTC did.
+    """
+    handler = signal.getsignal(signal.SIGINT)  # None: not installed from Python, leave it
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
