@@ -88,10 +88,15 @@ def tests(session: nox.Session, package: str) -> None:
 @nox.session
 def integration(session: nox.Session) -> None:
     """The whole stack: all four wheels installed together, tests/ at the root."""
+    install_stack(session)
+    run_pytest(session, "tests", marker="not gpu")
+
+
+def install_stack(session: nox.Session) -> None:
+    """All four wheels together, with every package's test dependencies."""
     wheels = build_wheels(session)
     extras = {dep for deps in PACKAGE_TEST_DEPS.values() for dep in deps}
     session.install("--find-links", str(WHEELS), *map(str, wheels.values()), *TEST_DEPS, *extras)
-    run_pytest(session, "tests", marker="not gpu")
 
 
 @nox.session(tags=["gpu"], default=False)
@@ -108,6 +113,14 @@ def gpu(session: nox.Session, package: str) -> None:
     if collected is not None and "no tests collected" in str(collected):
         session.skip(f"{package} has no gpu-marked tests")
     run_pytest(session, tests, marker="gpu")
+
+
+@nox.session(name="gpu-integration", tags=["gpu"], default=False)
+def gpu_integration(session: nox.Session) -> None:
+    """The whole stack's `gpu`-marked tests (tests/, the reliability suite on nvidia)."""
+    if session.venv_backend != "none":
+        install_stack(session)
+    run_pytest(session, "tests", marker="gpu")
 
 
 @nox.session
