@@ -7,21 +7,23 @@
 // coalesce wherever their innermost strides are 1. The coordinates come from integer division
 // (this kernel's cost), 32-bit when every linear index fits (n < 2^32).
 //
-// copy_tiles_<u>(src, dst, rank, tile_a, tile_b, size0..3, src_stride0..3, dst_stride0..3)
-// copies a transpose: axis tile_a has src stride 1 and axis tile_b dst stride 1, so a block
-// moves 32 x 32 tiles of those two axes through shared memory, reading along tile_a and
-// writing along tile_b, and both sides coalesce (as transpose.hip). rank is 2..4; the other
-// axes are a batch. A kernel of its own, so its registers do not limit copy_<u>'s occupancy.
+// copy_tiles_<u>(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1) copies a
+// transpose: axis a (na elements, strides sa and da) has src stride sa = 1 and axis b (nb, sb,
+// db) dst stride db = 1, so a block moves 32 x 32 tiles of those two axes through shared
+// memory, reading along a and writing along b, and both sides coalesce (as transpose.hip). Up
+// to two more axes (m0 x m1, outer first; size 1 when absent) are a batch. A kernel of its own,
+// so its registers do not limit copy_<u>'s occupancy.
 //
 // Strides are in elements and may be negative or zero (a broadcast source); offsets are 64-bit.
 // Unused sizes are ignored. The host (hip_runtime.strided_copy) merges axes first, so most
 // copies arrive as rank 1 or 2. dst must not overlap src, nor itself (no zero stride in dst);
 // the host copies through a temporary where they would.
-// Launch: any 1-D grid; block 256 (copy_tiles_<u>: a multiple of 32, up to 1024).
+// Launch: any 1-D grid; block 256 (copy_tiles_<u>: exactly 256, 32 x 8).
 #include "common.h"
 
 #define HIPK_COPY_RANK 8
 #define HIPK_COPY_TILE 32
+#define HIPK_COPY_ROWS 8  // copy_tiles_<u> blocks are 32 x 8 threads (256)
 
 namespace hipk {
 
@@ -75,59 +77,44 @@ HIPK_DEVICE void copy(const T* src, T* dst, long long n, int rank, const CopyLay
     }
 }
 
-// A transposing copy of rank R (2..4) through `tile`, __shared__ T[32][33] (the padding keeps
-// a tile column off a single bank). The batch axes (all but a and b) are decomposed once per
-// tile, in 64 bits; within a tile the offsets are sums.
-template <typename T, int R>
-HIPK_DEVICE void copy_tiles(const T* src, T* dst, const long long (&size)[4],
-                            const long long (&ss)[4], const long long (&ds)[4], int a, int b,
+// A transposing copy through `tile`, __shared__ T[32][33] (the padding keeps a tile column off
+// a single bank): axis a (na elements) has src stride 1, axis b (nb) dst stride 1, and up to
+// two batch axes (m0 x m1, outer first) are decomposed once per tile. Blocks are 32 x 8
+// threads; each thread has its 4 loads of a tile in flight at once.
+template <typename T>
+HIPK_DEVICE void copy_tiles(const T* src, T* dst, long long na, long long nb, long long sa,
+                            long long sb, long long da, long long db, long long m0, long long m1,
+                            long long ms0, long long ms1, long long md0, long long md1,
                             T (*tile)[HIPK_COPY_TILE + 1]) {
-    long long na = 1, nb = 1, sa = 0, sb = 0, da = 0, db = 0, batches = 1;
-    HIPK_UNROLL
-    for (int k = 0; k < R; ++k) {
-        if (k == a) na = size[k], sa = ss[k], da = ds[k];
-        else if (k == b) nb = size[k], sb = ss[k], db = ds[k];
-        else batches *= size[k];
-    }
+    const int per_thread = HIPK_COPY_TILE / HIPK_COPY_ROWS;
     const long long tiles_a = (na + HIPK_COPY_TILE - 1) / HIPK_COPY_TILE;
     const long long tiles_b = (nb + HIPK_COPY_TILE - 1) / HIPK_COPY_TILE;
-    const long long tiles = batches * tiles_a * tiles_b;
+    const long long tiles = m0 * m1 * tiles_a * tiles_b;
     const int tx = (int)threadIdx.x % HIPK_COPY_TILE, ty = (int)threadIdx.x / HIPK_COPY_TILE;
-    const int rows = (int)blockDim.x / HIPK_COPY_TILE;
     // The loop bounds are the same for every thread of the block, so all reach each barrier.
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
         long long rest = t / tiles_b;
         const long long b0 = (t - rest * tiles_b) * HIPK_COPY_TILE;
-        const long long a0 = (rest % tiles_a) * HIPK_COPY_TILE;
-        rest /= tiles_a;
-        long long s = a0 * sa + b0 * sb, d = a0 * da + b0 * db;
+        long long batch = rest / tiles_a;
+        const long long a0 = (rest - batch * tiles_a) * HIPK_COPY_TILE;
+        const long long c0 = batch / m1, c1 = batch - c0 * m1;
+        const long long s = a0 * sa + b0 * sb + c0 * ms0 + c1 * ms1;
+        const long long d = a0 * da + b0 * db + c0 * md0 + c1 * md1;
+        T v[per_thread] = {};
         HIPK_UNROLL
-        for (int k = R - 1; k >= 0; --k) {
-            if (k == a || k == b) continue;
-            const long long c = rest % size[k];
-            rest /= size[k];
-            s += c * ss[k];
-            d += c * ds[k];
+        for (int r = 0; r < per_thread; ++r) {  // consecutive threads walk src's axis a
+            const int j = ty + r * HIPK_COPY_ROWS;
+            if (a0 + tx < na && b0 + j < nb) v[r] = src[s + tx * sa + j * sb];
         }
-        for (int j = ty; j < HIPK_COPY_TILE; j += rows)  // consecutive threads walk src's axis a
-            if (a0 + tx < na && b0 + j < nb) tile[j][tx] = src[s + tx * sa + j * sb];
+        HIPK_UNROLL
+        for (int r = 0; r < per_thread; ++r) tile[ty + r * HIPK_COPY_ROWS][tx] = v[r];
         __syncthreads();
-        for (int i = ty; i < HIPK_COPY_TILE; i += rows)  // and dst's axis b
+        HIPK_UNROLL
+        for (int r = 0; r < per_thread; ++r) {  // and dst's axis b
+            const int i = ty + r * HIPK_COPY_ROWS;
             if (a0 + i < na && b0 + tx < nb) dst[d + i * da + tx * db] = tile[tx][i];
+        }
         __syncthreads();  // the tile is read out before the next one overwrites it
-    }
-}
-
-template <typename T>
-HIPK_DEVICE void transpose_any(const T* src, T* dst, int rank, int a, int b,
-                               const long long (&size)[4], const long long (&ss)[4],
-                               const long long (&ds)[4]) {
-    __shared__ T tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
-    switch (rank) {
-        case 2: copy_tiles<T, 2>(src, dst, size, ss, ds, a, b, tile); break;
-        case 3: copy_tiles<T, 3>(src, dst, size, ss, ds, a, b, tile); break;
-        case 4: copy_tiles<T, 4>(src, dst, size, ss, ds, a, b, tile); break;
-        default: break;  // the host never asks for another rank
     }
 }
 
@@ -139,9 +126,6 @@ HIPK_DEVICE void transpose_any(const T* src, T* dst, int rank, int a, int b,
     hipk::CopyLayout l = {{n0, n1, n2, n3, n4, n5, n6, n7},                                    \
                           {s0, s1, s2, s3, s4, s5, s6, s7},                                    \
                           {d0, d1, d2, d3, d4, d5, d6, d7}}
-#define HIPK_TILE_LAYOUT                                                                       \
-    const long long size[4] = {n0, n1, n2, n3}, ss[4] = {s0, s1, s2, s3}, ds[4] = {d0, d1, d2, d3}
-
 // --- entry points: one per element size (hip-core reads the parameter types from these lines) -
 
 extern "C" __global__ void copy_u8(const unsigned char* src, unsigned char* dst, long long n,
@@ -189,35 +173,33 @@ extern "C" __global__ void copy_u64(const unsigned long long* src, unsigned long
     hipk::copy(src, dst, n, rank, l);
 }
 
-extern "C" __global__ void copy_tiles_u8(const unsigned char* src, unsigned char* dst, int rank,
-                                         int tile_a, int tile_b, long long n0, long long n1,
-                                         long long n2, long long n3, long long s0, long long s1,
-                                         long long s2, long long s3, long long d0, long long d1,
-                                         long long d2, long long d3) {
-    HIPK_TILE_LAYOUT;
-    hipk::transpose_any(src, dst, rank, tile_a, tile_b, size, ss, ds);
+extern "C" __global__ void copy_tiles_u8(const unsigned char* src, unsigned char* dst, long long na,
+                                         long long nb, long long sa, long long sb, long long da,
+                                         long long db, long long m0, long long m1, long long ms0,
+                                         long long ms1, long long md0, long long md1) {
+    __shared__ unsigned char tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
+    hipk::copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, tile);
 }
 extern "C" __global__ void copy_tiles_u16(const unsigned short* src, unsigned short* dst,
-                                          int rank, int tile_a, int tile_b, long long n0,
-                                          long long n1, long long n2, long long n3, long long s0,
-                                          long long s1, long long s2, long long s3, long long d0,
-                                          long long d1, long long d2, long long d3) {
-    HIPK_TILE_LAYOUT;
-    hipk::transpose_any(src, dst, rank, tile_a, tile_b, size, ss, ds);
+                                          long long na, long long nb, long long sa, long long sb,
+                                          long long da, long long db, long long m0, long long m1,
+                                          long long ms0, long long ms1, long long md0,
+                                          long long md1) {
+    __shared__ unsigned short tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
+    hipk::copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, tile);
 }
-extern "C" __global__ void copy_tiles_u32(const unsigned int* src, unsigned int* dst, int rank,
-                                          int tile_a, int tile_b, long long n0, long long n1,
-                                          long long n2, long long n3, long long s0, long long s1,
-                                          long long s2, long long s3, long long d0, long long d1,
-                                          long long d2, long long d3) {
-    HIPK_TILE_LAYOUT;
-    hipk::transpose_any(src, dst, rank, tile_a, tile_b, size, ss, ds);
+extern "C" __global__ void copy_tiles_u32(const unsigned int* src, unsigned int* dst, long long na,
+                                          long long nb, long long sa, long long sb, long long da,
+                                          long long db, long long m0, long long m1, long long ms0,
+                                          long long ms1, long long md0, long long md1) {
+    __shared__ unsigned int tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
+    hipk::copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, tile);
 }
 extern "C" __global__ void copy_tiles_u64(const unsigned long long* src, unsigned long long* dst,
-                                          int rank, int tile_a, int tile_b, long long n0,
-                                          long long n1, long long n2, long long n3, long long s0,
-                                          long long s1, long long s2, long long s3, long long d0,
-                                          long long d1, long long d2, long long d3) {
-    HIPK_TILE_LAYOUT;
-    hipk::transpose_any(src, dst, rank, tile_a, tile_b, size, ss, ds);
+                                          long long na, long long nb, long long sa, long long sb,
+                                          long long da, long long db, long long m0, long long m1,
+                                          long long ms0, long long ms1, long long md0,
+                                          long long md1) {
+    __shared__ unsigned long long tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
+    hipk::copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, tile);
 }

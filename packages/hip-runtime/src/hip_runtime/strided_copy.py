@@ -200,11 +200,15 @@ def _launch(
     a, b = _tile_axes(shape, dst_strides, src_strides)
     if a >= 0 and len(shape) <= _TILE_RANK:
         kernel = cache.get("copy.hip", f"copy_tiles_u{unit * 8}")
-        n = math.prod(shape)
-        tiles = n // (shape[a] * shape[b]) * -(-shape[a] // _TILE) * -(-shape[b] // _TILE)
-        pad = (0,) * (_TILE_RANK - len(shape))  # unused axes: never read
-        kernel.launch(min(tiles, grid_cap), _BLOCK, src, dst, len(shape), a, b, *shape, *pad,
-                      *src_strides, *pad, *dst_strides, *pad, stream=stream)  # fmt: skip
+        others = [k for k in range(len(shape)) if k not in (a, b)]
+        batch: list[int | None] = [None] * (2 - len(others)) + others  # None: absent, size 1
+        sizes = [1 if k is None else shape[k] for k in batch]
+        src_batch = [0 if k is None else src_strides[k] for k in batch]
+        dst_batch = [0 if k is None else dst_strides[k] for k in batch]
+        tiles = sizes[0] * sizes[1] * -(-shape[a] // _TILE) * -(-shape[b] // _TILE)
+        kernel.launch(min(tiles, grid_cap), _BLOCK, src, dst, shape[a], shape[b], 1,
+                      src_strides[b], dst_strides[a], 1, *sizes, *src_batch, *dst_batch,
+                      stream=stream)  # fmt: skip
         return
     kernel = cache.get("copy.hip", f"copy_u{unit * 8}")
     lead = max(len(shape) - MAX_RANK, 0)
