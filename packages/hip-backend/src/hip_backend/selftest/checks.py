@@ -17,6 +17,7 @@ import numpy as np
 
 from hip_runtime import testing
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
+from hip_runtime.strided_copy import copy_into
 from hip_runtime.testing import DTYPES, assert_bits_equal, assert_close
 
 Check = Callable[[Any, np.random.Generator, str], float]
@@ -159,6 +160,25 @@ def transpose(backend: Any, rng: np.random.Generator, dtype: str) -> float:
     return 0.0
 
 
+#: One dtype per element size the strided-copy kernels are written for (1, 2, 4, 8 bytes).
+_COPY_DTYPES = (np.int8, np.float16, np.float32, np.float64)
+
+
+def strided_copy(backend: Any, rng: np.random.Generator, dtype: str) -> float:
+    """contiguous() of views that need the kernels: a transpose (the tiled kernel) and a
+    reversed, every-other-column view (the elementwise one), for every element size. A copy is
+    exact, so it must match numpy's view bit for bit; `dtype` only varies the shape."""
+    rows = {"f32": 37, "f16": 70, "bf16": 5}[dtype]
+    for item in _COPY_DTYPES:
+        host = (rng.standard_normal((rows, 45)) * 100).astype(item)
+        x = backend.from_numpy(host)
+        for view, expected in ((x.T, host.T), (x[::-1, ::2], host[::-1, ::2])):
+            out = backend.empty(view.shape, view.dtype)
+            copy_into(out, view, stream=backend.stream, kernels=backend.kernels)
+            assert_bits_equal(out.to_numpy(), np.ascontiguousarray(expected))
+    return 0.0
+
+
 def _dequant(encoding: str) -> Check:
     """GGUF block dequantization (the loader's kernels): value = f32(f16 scale) · quant, rounded
     once to the output type, so the result must match bit for bit."""
@@ -197,6 +217,7 @@ CHECKS: tuple[OpCheck, ...] = (
     OpCheck("embedding", embedding),
     OpCheck("cast", cast),
     OpCheck("transpose", transpose),
+    OpCheck("strided copy", strided_copy),
     OpCheck("dequant q8_0", _dequant("q8_0")),
     OpCheck("dequant q4_0", _dequant("q4_0")),
 )
