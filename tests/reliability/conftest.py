@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from hip_core import Device, use_platform
+
 #: Seconds a subprocess may run before it counts as hung (and is killed).
 DEFAULT_TIMEOUT = 120.0
 
@@ -44,6 +46,17 @@ def reliability_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param("cpu"), pytest.param("nvidia", marks=pytest.mark.gpu)],
+)
+def device(request: pytest.FixtureRequest, reliability_env: dict[str, str]) -> Iterator[Device]:
+    """Device 0 of each platform (nvidia runs are marked `gpu`), with the session's private
+    program cache."""
+    with use_platform(request.param):
+        yield Device(0)
 
 
 class Child:

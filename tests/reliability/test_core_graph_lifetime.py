@@ -25,7 +25,6 @@ from hip_core import (
     Program,
     Stream,
     capture,
-    use_platform,
 )
 
 SOURCE = """
@@ -35,16 +34,6 @@ extern "C" __global__ void fill_index(int* out, int n) {
 }
 """
 N = 1024  # ints written by one launch
-
-
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param("cpu"), pytest.param("nvidia", marks=pytest.mark.gpu)],
-)
-def device(request: pytest.FixtureRequest, reliability_env: dict[str, str]) -> Iterator[Device]:
-    """Device 0 of each platform, with the session's private program cache."""
-    with use_platform(request.param):
-        yield Device(0)
 
 
 @pytest.fixture

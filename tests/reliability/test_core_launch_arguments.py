@@ -10,7 +10,7 @@ that nothing was launched by a refused call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,6 @@ from hip_core import (
     Module,
     Program,
     Stream,
-    use_platform,
 )
 
 SOURCE = """
@@ -34,16 +33,6 @@ extern "C" __global__ void count(int* hits, int n, float x, bool flag) {
 }
 """
 SIGNATURE = ["int*", "int", "float", "bool"]
-
-
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param("cpu"), pytest.param("nvidia", marks=pytest.mark.gpu)],
-)
-def device(request: pytest.FixtureRequest, reliability_env: dict[str, str]) -> Iterator[Device]:
-    """Device 0 of each platform, with the session's private program cache."""
-    with use_platform(request.param):
-        yield Device(0)
 
 
 @pytest.fixture(scope="module")

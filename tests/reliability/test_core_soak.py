@@ -10,12 +10,12 @@ they may grow only by a small tolerance (allocator caches, the platform's worker
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from hip_core import ClosedError, Device, MemoryPool, Program, capture, use_platform
+from hip_core import ClosedError, Device, MemoryPool, Program, capture
 
 SOURCE = """
 extern "C" __global__ void bump(int* x, int n) {
@@ -26,16 +26,6 @@ extern "C" __global__ void bump(int* x, int n) {
 CYCLES = 1500
 RSS_TOLERANCE = 24 << 20  # bytes
 FD_TOLERANCE = 4
-
-
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param("cpu"), pytest.param("nvidia", marks=pytest.mark.gpu)],
-)
-def device(request: pytest.FixtureRequest, reliability_env: dict[str, str]) -> Iterator[Device]:
-    """Device 0 of each platform, with the session's private program cache."""
-    with use_platform(request.param):
-        yield Device(0)
 
 
 def _cycle(device: Device, pool: MemoryPool, kernel: object, host: np.ndarray) -> None:

@@ -9,20 +9,9 @@ statistics), and a closed object handed to each call that takes one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from hip_core import ClosedError, Device, MemoryPool, capture, use_platform
-
-
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param("cpu"), pytest.param("nvidia", marks=pytest.mark.gpu)],
-)
-def device(request: pytest.FixtureRequest) -> Iterator[Device]:
-    with use_platform(request.param):
-        yield Device(0)
+from hip_core import ClosedError, Device, MemoryPool, capture
 
 
 @pytest.mark.parametrize("backend", ["caching", None], ids=["caching", "auto"])
