@@ -26,7 +26,7 @@ TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24")
 # the checkpoint formats); never dependencies of the packages themselves.
 PACKAGE_TEST_DEPS: dict[str, tuple[str, ...]] = {
     "hip-runtime": ("safetensors>=0.4", "gguf>=0.10"),
-    "hip-backend": ("safetensors>=0.4",),
+    "hip-backend": ("safetensors>=0.4", "gguf>=0.10"),
 }
 # The device machine runs Python 3.12 on x86-64 Linux; these are the wheels it lacks.
 DEVICE_PYTHON = "3.12"
