@@ -11,7 +11,11 @@ the exact command.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import nox
@@ -121,6 +125,82 @@ def gpu_integration(session: nox.Session) -> None:
     if session.venv_backend != "none":
         install_stack(session)
     run_pytest(session, "tests", marker="gpu")
+
+
+@nox.session(name="rocm-matrix", default=False)
+def rocm_matrix(session: nox.Session) -> None:
+    """hip-ffi against every ROCm release Debian ships (5.7, 6.4, 7.2), each in its own root.
+
+    tools/rocm_roots.py unpacks one root per release (cached under .nox/rocm/; a network or
+    archive failure fails here, never skips); the root-independent layout test checks the
+    cdefs against each release's headers, then tests/rocm_matrix runs inside every root,
+    started through the root's own loader so its glibc and libstdc++ are the ones loaded. The
+    releases run side by side (two cores: their hiprtc compiles dominate).
+    """
+    install_stack(session)
+    out = session.run("python", "tools/rocm_roots.py", "--json", silent=True)
+    lines = str(out).splitlines()
+    session.log("\n".join(line for line in lines if not line.startswith("{")))  # timings
+    releases = [json.loads(line) for line in lines if line.startswith("{")]
+    if not releases:
+        session.error(f"tools/rocm_roots.py gave no roots:\n{out}")
+    headers = os.pathsep.join(str(Path(r["root"]) / "usr/include") for r in releases)
+    session.run(
+        "python", "-m", "pytest", "--import-mode=importlib", "-q",
+        "packages/hip-ffi/tests/test_amd_layout.py", env={"HIP_FFI_EXTRA_HEADERS": headers},
+    )  # fmt: skip
+    python = str(Path(session.bin) / "python")
+    started, running = time.monotonic(), []
+    for release in releases:
+        command = [
+            *rocm_loader(release["root"]), python, "-m", "pytest", "--import-mode=importlib", "-v",
+            "-p", "no:cacheprovider", "tests/rocm_matrix", *session.posargs,
+        ]  # fmt: skip
+        env = {**os.environ, **rocm_matrix_env(release)}
+        log = (Path(release["root"]).parent / "pytest.log").open("w+")
+        running.append((release, subprocess.Popen(command, env=env, stdout=log, stderr=log), log))
+    failed = []
+    for release, process, log in running:
+        code = process.wait()
+        log.seek(0)
+        session.log(f"ROCm {release['hip']} ({release['suite']}), exit {code}:\n{log.read()}")
+        log.close()
+        if code != 0:
+            failed.append(f"ROCm {release['hip']} ({release['suite']})")
+    session.log(f"matrix: {len(releases)} releases in {time.monotonic() - started:.0f} s")
+    if failed:
+        session.error(f"the matrix failed on {', '.join(failed)}")
+
+
+def rocm_loader(root: str) -> list[str]:
+    """The command prefix that runs a host program on `root`'s glibc and libraries.
+
+    LD_LIBRARY_PATH alone fails (the host's loader with the root's libc), so the root's own
+    loader starts the program; the host's directory comes last, for what only the host has
+    (the interpreter's own dependencies). Child processes fall back to the host's loader."""
+    lib = Path(root) / "usr/lib/x86_64-linux-gnu"
+    search = [str(lib), str(Path(root) / "usr/lib"), "/usr/lib/x86_64-linux-gnu"]
+    return [str(lib / "ld-linux-x86-64.so.2"), "--library-path", ":".join(search)]
+
+
+def rocm_matrix_env(release: dict[str, str]) -> dict[str, str]:
+    """What tests/rocm_matrix reads, and hip-ffi's overrides naming the root's libraries."""
+    lib = Path(release["root"]) / "usr/lib/x86_64-linux-gnu"
+    env = {
+        "HIP_PLATFORM": "amd",
+        "HIP_FFI_ROCM_ROOT": release["root"],
+        "HIP_FFI_ROCM_RELEASE": release["hip"],
+        "HIP_FFI_ROCM_ARCHS": release["archs"],
+        "HIP_FFI_AMDHIP64_PATH": str(lib / f"libamdhip64.so.{release['hip'].split('.')[0]}"),
+    }
+    for variable, stem in (
+        ("HIP_FFI_HIPRTC_PATH", "libhiprtc"),
+        ("HIP_FFI_HIPBLAS_PATH", "libhipblas"),
+    ):
+        found = sorted(lib.glob(f"{stem}.so.[0-9]"))
+        if found:
+            env[variable] = str(found[-1])
+    return env
 
 
 @nox.session

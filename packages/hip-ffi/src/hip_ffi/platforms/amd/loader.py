@@ -14,29 +14,33 @@ from hip_ffi.libraries import LibrarySpec, env_dirs, missing_library, open_libra
 from hip_ffi.platforms.amd.wrappers import bind_gemm, hipblas_major, rocm5_pointer_attributes
 
 _ROCM_DIRS = (*env_dirs("ROCM_PATH", "HIP_PATH"), "/opt/rocm/lib")
+#: The newest major tried first. A rule, not a list of releases: every major from here down
+#: to the oldest supported is tried (a name that is not there fails to open in microseconds),
+#: so ROCm 8, 9... load with no edit here.
+_NEWEST_MAJOR = 16
+
+
+def sonames(stem: str, oldest: int, newest: int = _NEWEST_MAJOR) -> tuple[str, ...]:
+    """`stem.so.N` for every major N from `newest` down to `oldest`, then the bare `stem.so`."""
+    return (*(f"{stem}.so.{major}" for major in range(newest, oldest - 1, -1)), f"{stem}.so")
+
 
 HIP_RUNTIME = LibrarySpec(
     role="HIP runtime (libamdhip64)",
     env="HIP_FFI_AMDHIP64_PATH",
-    names=("libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"),
+    names=sonames("libamdhip64", oldest=5),
     dirs=_ROCM_DIRS,
 )
 HIPRTC = LibrarySpec(
     role="hiprtc (libhiprtc)",
     env="HIP_FFI_HIPRTC_PATH",
-    names=("libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so"),
+    names=sonames("libhiprtc", oldest=6),
     dirs=_ROCM_DIRS,
 )
 HIPBLAS = LibrarySpec(
     role="hipBLAS (libhipblas)",
     env="HIP_FFI_HIPBLAS_PATH",
-    names=(
-        "libhipblas.so.3",
-        "libhipblas.so.2",
-        "libhipblas.so.1",
-        "libhipblas.so.0",
-        "libhipblas.so",
-    ),
+    names=sonames("libhipblas", oldest=0),
     dirs=_ROCM_DIRS,
 )
 
