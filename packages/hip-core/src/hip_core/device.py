@@ -130,11 +130,14 @@ class Device:
     def synchronize(self) -> None:
         """Wait for all work on every stream of this device (hipDeviceSynchronize)."""
         stream = self._default_stream
-        kept = 0 if stream is None else len(stream._keep)  # queued before the wait: done after
+        if stream is None:
+            self._synchronize()
+        else:  # the wait covers the default stream too: let go of what it keeps
+            stream._release_kept_after(self._synchronize)
+
+    def _synchronize(self) -> None:
         with self:
             check(hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
-        if stream is not None:
-            del stream._keep[:kept]
 
     # Factories: resources are created on this device.
     def create_stream(self, *, non_blocking: bool = False, priority: int = 0) -> Stream:

@@ -92,8 +92,16 @@ class Stream(Resource):
     def sync(self) -> None:
         """Block the calling thread until all work queued so far on this stream is done."""
         self._check_open()
-        kept = len(self._keep)  # queued before the wait, so done after it (others may append)
-        check(hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
+        self._release_kept_after(
+            lambda: check(hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
+        )
+
+    def _release_kept_after(self, wait: Callable[[], None]) -> None:
+        """Run `wait`, a host wait that covers the work queued on this stream so far, then let
+        go of what `keep_until_sync` held for that work. Only what was kept before the wait is
+        dropped: another thread may queue (and keep) more meanwhile."""
+        kept = len(self._keep)
+        wait()
         del self._keep[:kept]
 
     @property
