@@ -227,3 +227,50 @@ def save_safetensors() -> Callable[..., Path]:
 def sharded_checkpoint() -> Callable[..., dict[str, np.ndarray]]:
     """`write_shards` as a fixture."""
     return write_shards
+
+
+class Layouts:
+    """Device tensors holding a given host array in a random layout, for op tests under
+    hypothesis: C-contiguous, permuted (a transpose of a contiguous upload), stepped (a slice
+    with steps of a larger upload, at an offset), reversed (negative strides), or broadcast
+    (one axis of stride 0; the host array is changed to match, so compare against the array
+    returned). Every op that takes strided inputs is tested through these."""
+
+    KINDS = ("contiguous", "permuted", "stepped", "reversed", "broadcast")
+
+    @staticmethod
+    def make(data: Any, backend: Any, array: np.ndarray) -> tuple[Any, np.ndarray]:
+        """(tensor, array): `data` is hypothesis's `st.data()` object; `backend` a HipBackend
+        whose stream orders the upload. The tensor's values equal the returned array's."""
+        from hypothesis import strategies as st
+
+        ndim = array.ndim
+        kind = data.draw(st.sampled_from(Layouts.KINDS if ndim else ("contiguous",)))
+        if kind == "permuted":
+            order = tuple(data.draw(st.permutations(range(ndim))))
+            inverse = tuple(int(i) for i in np.argsort(order))
+            base = backend.from_numpy(array.transpose(order).copy(order="C"))
+            return base.permute(*inverse), array
+        if kind == "stepped":
+            steps = [data.draw(st.integers(1, 3)) for _ in range(ndim)]
+            starts = [data.draw(st.integers(0, 2)) for _ in range(ndim)]
+            big = np.zeros([s + d * k for s, d, k in zip(starts, array.shape, steps)], array.dtype)
+            key = tuple(slice(s, s + d * k, k) for s, d, k in zip(starts, array.shape, steps))
+            big[key] = array
+            return backend.from_numpy(big)[key], array
+        if kind == "reversed":
+            flips = [data.draw(st.booleans()) for _ in range(ndim)]
+            key = tuple(slice(None, None, -1) if f else slice(None) for f in flips)
+            return backend.from_numpy(array[key].copy(order="C"))[key], array
+        if kind == "broadcast":
+            axis = data.draw(st.integers(0, ndim - 1))
+            first = np.take(array, [0] if array.shape[axis] else [], axis=axis)
+            array = np.broadcast_to(first, array.shape).copy(order="C")
+            return backend.from_numpy(first).expand(*array.shape), array
+        return backend.from_numpy(array.copy(order="C")), array
+
+
+@pytest.fixture(scope="session")
+def layouts() -> type[Layouts]:
+    """The Layouts helper (test modules cannot import conftest)."""
+    return Layouts

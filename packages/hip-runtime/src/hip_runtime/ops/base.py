@@ -45,6 +45,15 @@ class OpsBase(Resource):
     # --- validation --------------------------------------------------------------------------
 
     def _tensor(self, x: Any, name: str) -> DeviceTensor:
+        """x as an input of a kernel that reads C-contiguous tensors (see `_operand`)."""
+        x = self._operand(x, name)
+        if not x.is_contiguous:
+            raise not_contiguous(x, name, _calling_op())
+        return x
+
+    def _operand(self, x: Any, name: str) -> DeviceTensor:
+        """x as an input of an op that reads any layout: an open DeviceTensor on this device
+        (strided, broadcast and reversed views included); ValueError otherwise."""
         self._check_open()
         if not isinstance(x, DeviceTensor):
             raise ValueError(f"{name} must be a DeviceTensor, not {type(x).__name__}")
@@ -52,8 +61,6 @@ class OpsBase(Resource):
             raise ValueError(f"{name}'s memory is closed")
         if x.device != self.device:
             raise ValueError(f"{name} is on device {x.device.ordinal}, not {self.device.ordinal}")
-        if not x.is_contiguous:
-            raise not_contiguous(x, name, _calling_op())
         return x
 
     def _float(self, x: Any, name: str) -> tuple[DeviceTensor, FloatType]:
