@@ -254,8 +254,9 @@ class Layouts:
         if kind == "stepped":
             steps = [data.draw(st.integers(1, 3)) for _ in range(ndim)]
             starts = [data.draw(st.integers(0, 2)) for _ in range(ndim)]
-            big = np.zeros([s + d * k for s, d, k in zip(starts, array.shape, steps)], array.dtype)
-            key = tuple(slice(s, s + d * k, k) for s, d, k in zip(starts, array.shape, steps))
+            axes = list(zip(starts, array.shape, steps, strict=True))
+            big = np.zeros([s + d * k for s, d, k in axes], array.dtype)
+            key = tuple(slice(s, s + d * k, k) for s, d, k in axes)
             big[key] = array
             return backend.from_numpy(big)[key], array
         if kind == "reversed":
