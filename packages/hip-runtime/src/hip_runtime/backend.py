@@ -24,15 +24,34 @@ from hip_runtime.dtypes import DTypeLike, float32
 from hip_runtime.kernel_cache import KernelCache
 from hip_runtime.ops.activations import ActivationOps
 from hip_runtime.ops.base import grid_cap
+from hip_runtime.ops.creation import CreationOps
 from hip_runtime.ops.elementwise import ElementwiseOps
+from hip_runtime.ops.indexing import IndexingOps
+from hip_runtime.ops.joining import JoiningOps
 from hip_runtime.ops.layout import LayoutOps
 from hip_runtime.ops.linalg import LinalgOps
 from hip_runtime.ops.norms import NormOps
+from hip_runtime.ops.pointwise import PointwiseOps
+from hip_runtime.ops.reductions import ReductionOps
 from hip_runtime.ops.softmax import SoftmaxOps
+from hip_runtime.ops.sorting import SortingOps
 from hip_runtime.tensor import DeviceTensor, ShapeLike
 
 
-class HipBackend(ElementwiseOps, ActivationOps, NormOps, SoftmaxOps, LinalgOps, LayoutOps):
+class HipBackend(
+    PointwiseOps,
+    ElementwiseOps,
+    ActivationOps,
+    ReductionOps,
+    NormOps,
+    SoftmaxOps,
+    LinalgOps,
+    IndexingOps,
+    SortingOps,
+    CreationOps,
+    JoiningOps,
+    LayoutOps,
+):
     """Ops on one device, ordered on one stream (the families of `hip_runtime.ops`).
 
     Args:

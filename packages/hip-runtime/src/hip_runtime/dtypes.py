@@ -41,6 +41,27 @@ FLOAT_TYPES: dict[np.dtype[Any], FloatType] = {
     )
 }
 
+#: Every dtype the generated kernels take (kernels/dtypes.h), by kernel-name suffix.
+SUFFIXES: dict[np.dtype[Any], str] = {
+    np.dtype(t): name
+    for t, name in (
+        (np.float32, "f32"), (np.float64, "f64"), (np.float16, "f16"), (ml_dtypes.bfloat16, "bf16"),
+        (np.int8, "i8"), (np.int16, "i16"), (np.int32, "i32"), (np.int64, "i64"),
+        (np.uint8, "u8"), (np.uint32, "u32"), (np.bool_, "b8"),
+    )
+}  # fmt: skip
+
+
+def suffix(dtype: np.dtype[Any], what: str = "tensor") -> str:
+    """The kernel-name suffix of `dtype` ("f32", "bf16", "i64", "b8"…; kernels/dtypes.h);
+    ValueError naming `what` for a dtype no kernel takes (u16, u64, complex…)."""
+    found = SUFFIXES.get(dtype)
+    if found is None:
+        names = ", ".join(str(t) for t in SUFFIXES)
+        raise ValueError(f"{what} has dtype {dtype}; the kernels take {names}")
+    return found
+
+
 # DLPack's DLDataTypeCode values (dlpack.h).
 DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_BOOL = 0, 1, 2, 4, 6
 _DL_CODES = {"i": DL_INT, "u": DL_UINT, "f": DL_FLOAT, "b": DL_BOOL}

@@ -46,10 +46,10 @@ class OpsBase(Resource):
 
     def _tensor(self, x: Any, name: str) -> DeviceTensor:
         """x as an input of a kernel that reads C-contiguous tensors (see `_operand`)."""
-        x = self._operand(x, name)
-        if not x.is_contiguous:
-            raise not_contiguous(x, name, _calling_op())
-        return x
+        tensor = self._operand(x, name)
+        if not tensor.is_contiguous:
+            raise not_contiguous(tensor, name, _calling_op())
+        return tensor
 
     def _operand(self, x: Any, name: str) -> DeviceTensor:
         """x as an input of an op that reads any layout: an open DeviceTensor on this device
