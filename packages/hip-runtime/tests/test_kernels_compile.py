@@ -30,6 +30,10 @@ EXPECTED = {source: {f"{op}_{t}" for op in ops for t in TYPES} for source, ops i
 EXPECTED["cast.hip"] = {f"cast_{a}_to_{b}" for a in TYPES for b in TYPES if a != b}
 EXPECTED["dequant.hip"] = {f"dequant_{q}_{t}" for q in ("q8_0", "q4_0") for t in TYPES}
 EXPECTED["copy.hip"] = {f"copy{t}_u{bits}" for t in ("", "_tiles") for bits in (8, 16, 32, 64)}
+# Sources whose entry points a macro generates per dtype (kernels/dtypes.h): hip-core's source
+# scan cannot see them, so only the code object's kernel descriptors prove them.
+GENERATED: set[str] = set()
+# (a new source adds its EXPECTED entry, and GENERATED membership, above this line)
 
 EM_AMDGPU = 224
 SHT_SYMTAB, SHT_DYNSYM = 2, 11
@@ -45,7 +49,7 @@ def test_the_sources_are_the_expected_families() -> None:
         kernel_sources.program("norms")
 
 
-@pytest.mark.parametrize("source", sorted(EXPECTED))
+@pytest.mark.parametrize("source", sorted(set(EXPECTED) - GENERATED))
 def test_each_source_declares_exactly_its_kernels_with_parsable_parameters(source: str) -> None:
     declared = kernels_in_source(kernel_sources.sources()[source])  # TypeError if unparsable
     assert set(declared) == EXPECTED[source]
@@ -93,6 +97,7 @@ def test_hiprtc_compiles_every_kernel(amd: Any, source: str, arch: str) -> None:
     assert code[:4] == b"\x7fELF"
     assert struct.unpack_from("<H", code, 18)[0] == EM_AMDGPU
     symbols = elf_symbols(code)
+    descriptors = {name[: -len(".kd")] for name in symbols if name.endswith(".kd")}
+    assert descriptors == EXPECTED[source]
     for kernel in EXPECTED[source]:
         assert symbols.get(kernel) == STT_FUNC, f"{kernel} is not a function of the code object"
-        assert f"{kernel}.kd" in symbols, f"{kernel} has no kernel descriptor"
