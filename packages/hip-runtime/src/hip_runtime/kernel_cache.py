@@ -8,7 +8,6 @@ loaded modules. Loading is synchronous (compilation happens on the host).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 
 from hip_core import Device, Kernel, Module
 from hip_core import hip_api as hip  # identifies the loaded platform: tests switch it per session
@@ -34,13 +33,10 @@ class KernelCache:
                 found = _modules[key] = kernel_sources.program(source).load(self.device)
             return found
 
-    def get(self, source: str, name: str, signature: Sequence[str] | None = None) -> Kernel:
-        """The kernel `name` of `source`. `signature`: its C parameter types, for kernels whose
-        entry points a macro generates (hip-core reads only the ones written out)."""
+    def get(self, source: str, name: str) -> Kernel:
         kernel = self._kernels.get((source, name))
         if kernel is None:
-            module = self.module(source)
-            kernel = self._kernels[(source, name)] = module.get_kernel(name, signature)
+            kernel = self._kernels[(source, name)] = self.module(source).get_kernel(name)
         return kernel
 
     def preload(self, *sources: str) -> None:

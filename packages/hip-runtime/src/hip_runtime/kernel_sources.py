@@ -13,6 +13,7 @@ translation unit; the `*.h` files are the headers every unit may include.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -57,8 +58,67 @@ def _read(suffix: str) -> tuple[tuple[str, str], ...]:
 
 
 def sources() -> dict[str, str]:
-    """{file name: source} of every kernel translation unit, e.g. "norms.hip"."""
-    return dict(_read(".hip"))
+    """{file name: source} of every kernel translation unit, e.g. "norms.hip", with its
+    per-dtype entry-point lists written out (see `expand_type_lists`)."""
+    return dict(_expanded())
+
+
+@functools.cache
+def _expanded() -> tuple[tuple[str, str], ...]:
+    lists = type_lists(dict(_read(".h")).get("dtypes.h", ""))
+    return tuple((name, expand_type_lists(text, lists)) for name, text in _read(".hip"))
+
+
+# `#define HIPK_FLOAT_TYPES(X) X(f32, float) ...` in dtypes.h; in a source, a line of its own
+# `HIPK_FLOAT_TYPES(NAME)` that applies a `#define NAME(S, T) ...` to every (suffix, type).
+_LIST = re.compile(r"^#define (HIPK_\w+_TYPES?)\(X\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+_ENTRY = re.compile(r"X\(\s*(\w+)\s*,\s*([^()]+?)\s*\)")
+_USE = re.compile(r"^(HIPK_\w+_TYPES?)\((\w+)\)[ \t]*;?[ \t]*$", re.M)
+_MACRO = r"^#define {}\((\w+),\s*(\w+)\)((?:[^\n]*\\\n)*[^\n]*)"
+
+
+def type_lists(header: str) -> dict[str, list[tuple[str, str]]]:
+    """{list name: [(suffix, C type), ...]} of dtypes.h's X-macro lists (a list may name
+    others, e.g. HIPK_ALL_TYPES)."""
+    bodies = {name: body.replace("\\\n", " ") for name, body in _LIST.findall(header)}
+    lists: dict[str, list[tuple[str, str]]] = {}
+
+    def entries(name: str) -> list[tuple[str, str]]:
+        if name not in lists:
+            body = bodies[name]
+            found = [(s, t.strip()) for s, t in _ENTRY.findall(body)]
+            for other in re.findall(r"(HIPK_\w+_TYPES?)\(X\)", body):
+                found += entries(other)
+            lists[name] = found
+        return lists[name]
+
+    for name in bodies:
+        entries(name)
+    return lists
+
+
+def expand_type_lists(text: str, lists: dict[str, list[tuple[str, str]]]) -> str:
+    """`text` with each top-level `HIPK_<LIST>_TYPES(NAME)` line replaced by NAME's body for
+    every (suffix, type) of the list: the compilers would expand it the same way, but hip-core
+    reads a kernel's parameter types from the text before preprocessing, so the entry points
+    must be written out. Only those lines change; everything else reaches the compiler as
+    written (the #define stays, unused)."""
+
+    def expand(use: re.Match[str]) -> str:
+        found = re.search(_MACRO.format(re.escape(use.group(2))), text, re.M)
+        if use.group(1) not in lists or found is None:
+            return use.group(0)  # not an entry-point list: the compiler's business
+        suffix, type_name, body = found.groups()
+        body = body.replace("\\\n", "\n")
+        out = []
+        for s, t in lists[use.group(1)]:
+            one = re.sub(rf"\s*##\s*{suffix}\b", s, body)
+            one = re.sub(rf"\b{suffix}\s*##\s*", s, one)
+            one = re.sub(rf"\b{suffix}\b", s, one)
+            out.append(re.sub(rf"\b{type_name}\b", t, one).strip())
+        return "\n".join(out)
+
+    return _USE.sub(expand, text)
 
 
 def headers() -> dict[str, str]:
@@ -78,4 +138,4 @@ def program(name: str, *, options: Sequence[str] = ()) -> Program:
     return Program(units[name], name=name, options=options, headers=headers())
 
 
-__all__ = ["headers", "kernels_dir", "program", "sources"]
+__all__ = ["expand_type_lists", "headers", "kernels_dir", "program", "sources", "type_lists"]
