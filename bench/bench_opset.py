@@ -1,0 +1,216 @@
+"""Issue 14's op set beside torch eager and the copy rate, in one run.
+
+On N x N tensors (N = 8192) in f32 and bf16, each op's device time per call (bench_ops's
+event timing) and its effective bandwidth = the bytes it must move (each input read once, the
+output written once) / time, as a share of the same run's device-to-device copy rate:
+- add with a broadcast row (x + r, r of N elements) and mul with a broadcast column;
+- unary exp; where(cond, x, g);
+- sum and max over the last axis and over the first axis;
+- `copy_` of a transposed view into a contiguous tensor (what `contiguous()` runs);
+and batched matmul bf16 (64 x 2048 x 2048 @ 64 x 2048 x 128) in TFLOP/s. Torch eager runs the
+same op on the same memory (zero-copy through DLPack); each row prints hip / torch (time
+ratio, > 1 is faster). An op that does not exist or fails here is a `skipped` row, not a
+stop. Writes bench_opset.jsonl, .md and .png (when matplotlib imports) under --out.
+
+    PYTHONPATH=... python3 bench/bench_opset.py [--quick] [--out DIR] [--size N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _harness import ROWS, emit, parser, pyplot, save
+from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
+
+from hip_core import hip_api
+from hip_runtime import HipBackend
+from hip_runtime.dtypes import as_dtype
+
+#: op -> (what HipBackend runs, what torch runs, N x N tensors moved, N-vectors moved, bool N^2)
+Case = tuple[Callable[[], Any], Callable[[], Any] | None, int, int, int]
+
+
+def cases(backend: HipBackend, ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Case]:
+    x, g, r, c, cond, y, v = (ours[k] for k in ("x", "g", "r", "c", "cond", "y", "v"))
+    torch = theirs.get("torch")
+    t = theirs
+
+    def maybe(make: Callable[[], Callable[[], Any]]) -> Callable[[], Any] | None:
+        return make() if torch is not None else None
+
+    return {
+        "add row": (lambda: backend.add(x, r, out=y),
+                    maybe(lambda: lambda: torch.add(t["x"], t["r"], out=t["y"])), 2, 1, 0),
+        "mul column": (lambda: backend.mul(x, c, out=y),
+                       maybe(lambda: lambda: torch.mul(t["x"], t["c"], out=t["y"])), 2, 1, 0),
+        "exp": (lambda: backend.exp(x, out=y),
+                maybe(lambda: lambda: torch.exp(t["x"], out=t["y"])), 2, 0, 0),
+        "where": (lambda: backend.where(cond, x, g, out=y),
+                  maybe(lambda: lambda: torch.where(t["cond"], t["x"], t["g"], out=t["y"])),
+                  3, 0, 1),
+        "sum last": (lambda: backend.sum(x, axis=-1, out=v),
+                     maybe(lambda: lambda: torch.sum(t["x"], -1, out=t["v"])), 1, 1, 0),
+        "sum first": (lambda: backend.sum(x, axis=0, out=v),
+                      maybe(lambda: lambda: torch.sum(t["x"], 0, out=t["v"])), 1, 1, 0),
+        "max last": (lambda: backend.max(x, axis=-1, out=v),
+                     maybe(lambda: lambda: torch.amax(t["x"], -1, out=t["v"])), 1, 1, 0),
+        "max first": (lambda: backend.max(x, axis=0, out=v),
+                      maybe(lambda: lambda: torch.amax(t["x"], 0, out=t["v"])), 1, 1, 0),
+        "transpose copy": (lambda: y.copy_(x.T),
+                           maybe(lambda: lambda: t["y"].copy_(t["x"].T)), 2, 0, 0),
+    }  # fmt: skip
+
+
+def inputs(backend: HipBackend, torch: Any, n: int, dtype: str) -> tuple[dict[str, Any], ...]:
+    """The tensors of every case as DeviceTensors, and the same memory as torch tensors."""
+    shapes = {"x": (n, n), "g": (n, n), "r": (n,), "c": (n, 1), "y": (n, n), "v": (n,)}
+    if torch is not None:
+        tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+        theirs: dict[str, Any] = {k: torch.randn(s, device="cuda", dtype=tdtype)
+                                  for k, s in shapes.items()}  # fmt: skip
+        theirs["cond"] = torch.rand((n, n), device="cuda") > 0.5
+        torch.cuda.synchronize()
+        ours = {k: backend.from_dlpack(v) for k, v in theirs.items()}
+        theirs["torch"] = torch
+        return ours, theirs
+    rng = np.random.default_rng(0)
+    storage = as_dtype(dtype)
+    ours = {k: backend.from_numpy(rng.standard_normal(s, dtype=np.float32).astype(storage))
+            for k, s in shapes.items()}  # fmt: skip
+    ours["cond"] = backend.from_numpy(rng.random((n, n)) > 0.5)
+    return ours, {}
+
+
+def bench_cases(backend: HipBackend, torch: Any, n: int, repeats: int, copy_gb_s: float) -> None:
+    for dtype in ("f32", "bf16"):
+        ours, theirs = inputs(backend, torch, n, dtype)
+        item = as_dtype(dtype).itemsize
+        timer = HipTimer(backend)
+        for op, (run, anchor, full, vectors, masks) in cases(backend, ours, theirs).items():
+            nbytes = (full * n * n + vectors * n) * item + masks * n * n
+            try:
+                ms = time_ms(run, timer.start, timer.stop, repeats)
+            except Exception as error:  # an op this tree lacks is a row, not a stop
+                emit(bench="skipped", op=op, dtype=dtype, reason=f"{type(error).__name__}: "
+                     f"{error}"[:200])  # fmt: skip
+                continue
+            gb_s = nbytes / ms / 1e6
+            row: dict[str, Any] = dict(bench="op", op=op, dtype=dtype, n=n, impl="hip", ms=ms,
+                                       gb_s=gb_s, of_copy=gb_s / copy_gb_s)  # fmt: skip
+            if anchor is not None:
+                tt = TorchTimer(torch)
+                torch_ms = time_ms(anchor, tt.start, tt.stop, repeats)
+                emit(
+                    bench="op",
+                    op=op,
+                    dtype=dtype,
+                    n=n,
+                    impl="torch",
+                    ms=torch_ms,
+                    gb_s=nbytes / torch_ms / 1e6,
+                    of_copy=nbytes / torch_ms / 1e6 / copy_gb_s,
+                )
+                row["vs_torch"] = torch_ms / ms
+            emit(**row)
+        del ours, theirs
+
+
+def bench_batched_matmul(backend: HipBackend, torch: Any, quick: bool, repeats: int) -> None:
+    batch, m, k, n = (4, 256, 256, 64) if quick else (64, 2048, 2048, 128)
+    flops = 2 * batch * m * k * n
+    if torch is not None:
+        ta = torch.randn(batch, m, k, device="cuda", dtype=torch.bfloat16)
+        tb = torch.randn(batch, k, n, device="cuda", dtype=torch.bfloat16)
+        tc = torch.empty(batch, m, n, device="cuda", dtype=torch.bfloat16)
+        a, b, c = map(backend.from_dlpack, (ta, tb, tc))
+    else:
+        a = backend.zeros((batch, m, k), "bfloat16")
+        b = backend.zeros((batch, k, n), "bfloat16")
+        c = backend.empty((batch, m, n), "bfloat16")
+    timer = HipTimer(backend)
+    ms = time_ms(lambda: backend.matmul(a, b, out=c), timer.start, timer.stop, repeats)
+    row: dict[str, Any] = dict(bench="bmm", shape=[batch, m, k, n], impl="hip", ms=ms,
+                               tflop_s=flops / ms / 1e9)  # fmt: skip
+    if torch is not None:
+        tt = TorchTimer(torch)
+        torch_ms = time_ms(lambda: torch.matmul(ta, tb, out=tc), tt.start, tt.stop, repeats)
+        emit(bench="bmm", shape=[batch, m, k, n], impl="torch", ms=torch_ms,
+             tflop_s=flops / torch_ms / 1e9)  # fmt: skip
+        row["vs_torch"] = torch_ms / ms
+    emit(**row)
+
+
+def table(copy_gb_s: float) -> str:
+    lines = [
+        f"D2D copy (read + write, best of hip/torch): {copy_gb_s:.0f} GB/s",
+        "",
+        "| op | dtype | hip ms | hip GB/s | % of copy | torch GB/s | hip / torch |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    torch_rows = {(r["op"], r["dtype"]): r for r in ROWS
+                  if r["bench"] == "op" and r["impl"] == "torch"}  # fmt: skip
+    for r in ROWS:
+        if r["bench"] == "op" and r["impl"] == "hip":
+            other = torch_rows.get((r["op"], r["dtype"]))
+            theirs = f"{other['gb_s']:.0f} | {r['vs_torch']:.2f}" if other else "skipped | -"
+            lines.append(f"| {r['op']} | {r['dtype']} | {r['ms']:.3f} | {r['gb_s']:.0f} | "
+                         f"{100 * r['of_copy']:.1f} | {theirs} |")  # fmt: skip
+        elif r["bench"] == "skipped":
+            lines.append(f"| {r.get('op', '-')} | {r.get('dtype', '-')} | skipped: "
+                         f"{r['reason']} | | | | |")  # fmt: skip
+    for r in ROWS:
+        if r["bench"] == "bmm":
+            ratio = f", {r['vs_torch']:.3f}x torch" if "vs_torch" in r else ""
+            lines.append(f"\nbatched matmul bf16 {r['shape']} {r['impl']}: "
+                         f"{r['tflop_s']:.0f} TFLOP/s{ratio}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def plot(path: Path, copy_gb_s: float, n: int) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    ours = [r for r in ROWS if r["bench"] == "op" and r["impl"] == "hip"]
+    rates = {(r["op"], r["dtype"]): r["gb_s"] for r in ROWS
+             if r["bench"] == "op" and r["impl"] == "torch"}  # fmt: skip
+    xs = np.arange(len(ours))
+    fig, ax = plt.subplots(figsize=(13, 4.5))
+    ax.bar(xs - 0.2, [r["gb_s"] for r in ours], 0.4, label="hip-runtime")
+    ax.bar(xs + 0.2, [rates.get((r["op"], r["dtype"]), 0.0) for r in ours], 0.4,
+           label="torch eager")  # fmt: skip
+    ax.axhline(copy_gb_s, color="k", linestyle="--", label="D2D copy (read + write)")
+    ax.axhline(0.9 * copy_gb_s, color="gray", linestyle=":", label="90 % of copy")
+    ax.set_xticks(xs, [f"{r['op']}\n{r['dtype']}" for r in ours], fontsize=8)
+    ax.set_ylabel("effective bandwidth, GB/s")
+    ax.set_title(f"issue 14's ops at {n} x {n}: minimum bytes moved / time")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot: {path}")
+
+
+def main() -> None:
+    flags = parser(__doc__)
+    flags.add_argument("--size", type=int, help="N of the N x N inputs (8192; --quick: 256)")
+    flags.add_argument("--repeats", type=int, help="timed batches per figure (15; --quick: 3)")
+    args = flags.parse_args()
+    n = args.size or (256 if args.quick else 8192)
+    repeats = args.repeats or (3 if args.quick else 15)
+    backend = HipBackend()
+    platform = hip_api().platform
+    torch = import_torch(platform)
+    emit(bench="setup", platform=platform, device=backend.device.name, n=n,
+         torch=getattr(torch, "__version__", "skipped: not importable with a GPU"))  # fmt: skip
+    copy_gb_s = bench_copy(backend, torch, n * n * 4, repeats)
+    bench_cases(backend, torch, n, repeats, copy_gb_s)
+    bench_batched_matmul(backend, torch, args.quick, repeats)
+    backend.close()
+    save(args.out, "bench_opset", table(copy_gb_s))
+    plot(args.out / "bench_opset.png", copy_gb_s, n)
+
+
+if __name__ == "__main__":
+    main()
