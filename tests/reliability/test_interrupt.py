@@ -113,3 +113,34 @@ def test_sigint_during_a_load_frees_memory_and_closes_the_file(
         t.name for t in threading.enumerate() if t.name.startswith(("hip-loader", "hip-staging"))
     ]
     assert not alive, alive
+
+
+COMPILE_THEN_WAIT = """
+    import sys, threading
+    from hip_core import Device, Program
+
+    Program(
+        'extern "C" __global__ void touch(float* x) { x[threadIdx.x] = 1.0f; }',
+        name=f"interrupt-{sys.argv[1]}.hip",
+    ).load(Device(0)).get_kernel("touch")
+    print("compiled", flush=True)
+    threading.Event().wait()  # blocks in a lock: only a signal that interrupts it ends this
+"""
+
+
+@pytest.mark.parametrize(
+    "platform", [pytest.param("cpu"), pytest.param("nvidia", marks=pytest.mark.gpu)]
+)
+def test_sigint_after_a_real_compile_interrupts_a_blocking_wait(
+    spawn_python: Any, platform: str
+) -> None:
+    """The platform's compiler (NVRTC on nvidia: it installs SIGINT handling of its own, with
+    SA_RESTART, which made blocking waits deaf to Ctrl-C) leaves Python's handler working."""
+    child = spawn_python(COMPILE_THEN_WAIT, str(time.time_ns()), env={"HIP_PLATFORM": platform})
+    assert child.readline(timeout=120) == "compiled", child.report()
+    signalled = time.monotonic()
+    child.process.send_signal(signal.SIGINT)
+    done = child.wait(timeout=30)
+    assert done.returncode == -signal.SIGINT, child.report()
+    assert done.stderr.rstrip().endswith("KeyboardInterrupt"), child.report()
+    assert time.monotonic() - signalled < EXITED_WITHIN
