@@ -4,22 +4,46 @@ hipBLAS is column-major; a row-major [r, c] array read column-major is its trans
 row-major C = op(A) @ op(B) is computed as the column-major Cᵀ = op(B)ᵀ @ op(A)ᵀ: pass B
 first, A second, swap m and n, and express transposed operands through the op flags — no data
 moves and nothing returns to the host. Batches use strided-batched gemm-ex (a stride of 0
-broadcasts one matrix over the batch). Inputs f32/f16/bf16, output the input type, f32
-compute (alpha and beta are host floats read at the call).
+broadcasts one matrix over the batch). Inputs f32/f16/bf16 with f32 compute, or f64 with f64
+compute (hipBLAS's Dgemm path; cuBLAS's on nvidia, the host BLAS on the cpu platform); the
+output has the input type; alpha and beta are host scalars of the compute type, read at the
+call.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import ml_dtypes
+import numpy as np
 
 from hip_core import Resource, Stream
 from hip_core import hip_api as hip  # the raw hipBLAS entry points (hip-core wraps no BLAS yet)
 from hip_core.errors import check_hipblas
-from hip_ffi.constants import HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT, HIPBLAS_OP_N, HIPBLAS_OP_T
+from hip_ffi.constants import (
+    HIP_R_16BF,
+    HIP_R_16F,
+    HIP_R_32F,
+    HIP_R_64F,
+    HIPBLAS_COMPUTE_32F,
+    HIPBLAS_COMPUTE_64F,
+    HIPBLAS_GEMM_DEFAULT,
+    HIPBLAS_OP_N,
+    HIPBLAS_OP_T,
+)
 
 _INT_MAX = 2**31 - 1
+
+#: The hipDataType gemm-ex reads each element type as (the dtypes matmul takes).
+DATA_TYPES: dict[np.dtype[Any], int] = {
+    np.dtype(np.float32): HIP_R_32F,
+    np.dtype(np.float64): HIP_R_64F,
+    np.dtype(np.float16): HIP_R_16F,
+    np.dtype(ml_dtypes.bfloat16): HIP_R_16BF,
+}
 
 
 @dataclass(frozen=True)
@@ -28,6 +52,9 @@ class Gemm:
 
     m, n, k: C is [m, n], op(A) [m, k], op(B) [k, n]. Strides between batch entries are in
     elements (0 broadcasts). `transpose_a`: A is stored [k, m]; `transpose_b`: B is [n, k].
+    lda, ldb, ldc: the elements between rows of A, B and C as stored (0: packed, the stored
+    row length), at least that row length: a row-major view with a longer row stride (a slice
+    of columns) is read in place.
     """
 
     m: int
@@ -39,6 +66,9 @@ class Gemm:
     stride_a: int = 0
     stride_b: int = 0
     stride_c: int = 0
+    lda: int = 0
+    ldb: int = 0
+    ldc: int = 0
 
 
 class Blas(Resource):
@@ -61,8 +91,11 @@ class Blas(Resource):
         except BaseException:
             api.hipblasDestroy(self.handle)
             raise
-        self._alpha = api.ffi.new("float*")
-        self._beta = api.ffi.new("float*")
+        # Host scalars of each compute type (f32 for 32F, double for 64F), read at the call.
+        self._scalars = {
+            False: (api.ffi.new("float*"), api.ffi.new("float*")),
+            True: (api.ffi.new("double*"), api.ffi.new("double*")),
+        }
         self._lock = threading.Lock()  # alpha/beta are read at the call: one call at a time
         self._own(_destroy, api, self.handle)
 
@@ -76,46 +109,71 @@ class Blas(Resource):
         *,
         alpha: float = 1.0,
         beta: float = 0.0,
+        offsets: Sequence[tuple[int, int, int]] = ((0, 0, 0),),
     ) -> None:
         """Queue `spec` on the stream. a, b, c: device addresses (ints) of row-major data of
-        hipDataType `data_type`. Shapes must have been validated by the caller."""
+        hipDataType `data_type` (HIP_R_64F computes in f64, the others in f32). `offsets`:
+        one call of `spec` per entry, at a, b and c plus those byte offsets (a batch layout
+        that one stride per operand cannot express). Shapes must have been validated by the
+        caller."""
         self._check_open()
         m, n, k = spec.m, spec.n, spec.k
-        if max(m, n, k, spec.batch) > _INT_MAX:
+        if max(m, n, k, spec.batch, spec.lda, spec.ldb, spec.ldc) > _INT_MAX:
             raise ValueError(f"gemm dimensions {m, n, k, spec.batch} exceed hipBLAS's int range")
         if m == 0 or n == 0 or spec.batch == 0:
             return
         with self._lock:
-            self._gemm(spec, a, b, c, data_type, alpha, beta)
+            self._gemm(spec, a, b, c, data_type, alpha, beta, offsets)
 
     def _gemm(
-        self, spec: Gemm, a: Any, b: Any, c: Any, data_type: int, alpha: float, beta: float
+        self,
+        spec: Gemm,
+        a: Any,
+        b: Any,
+        c: Any,
+        data_type: int,
+        alpha: float,
+        beta: float,
+        offsets: Sequence[tuple[int, int, int]],
     ) -> None:
         m, n, k = spec.m, spec.n, spec.k
-        api, ffi = self._api, self._api.ffi
-        self._alpha[0], self._beta[0] = alpha, beta
+        api, cast = self._api, self._api.ffi.cast
+        wide = data_type == HIP_R_64F
+        compute = HIPBLAS_COMPUTE_64F if wide else HIPBLAS_COMPUTE_32F
+        p_alpha, p_beta = self._scalars[wide]
+        p_alpha[0], p_beta[0] = alpha, beta
         # Column-major: first operand op(B)ᵀ (n x k), second op(A)ᵀ (k x m), result n x m.
-        op_b, ldb = (HIPBLAS_OP_T, k) if spec.transpose_b else (HIPBLAS_OP_N, n)
-        op_a, lda = (HIPBLAS_OP_T, m) if spec.transpose_a else (HIPBLAS_OP_N, k)
-        pa, pb, pc = (ffi.cast("void*", p) for p in (a, b, c))
-        if spec.batch == 1:
-            status = api.hipblasGemmEx(
-                self.handle, op_b, op_a, n, m, k, self._alpha, pb, data_type, max(ldb, 1),
-                pa, data_type, max(lda, 1), self._beta, pc, data_type, n,
-                HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT,
+        op_b, ldb = (
+            (HIPBLAS_OP_T, spec.ldb or k) if spec.transpose_b else (HIPBLAS_OP_N, spec.ldb or n)
+        )
+        op_a, lda = (
+            (HIPBLAS_OP_T, spec.lda or m) if spec.transpose_a else (HIPBLAS_OP_N, spec.lda or k)
+        )
+        lda, ldb, ldc = max(lda, 1), max(ldb, 1), max(spec.ldc or n, 1)
+        for off_a, off_b, off_c in offsets:
+            pa, pb, pc = (
+                cast("void*", a + off_a),
+                cast("void*", b + off_b),
+                cast("void*", c + off_c),
+            )
+            if spec.batch == 1:
+                status = api.hipblasGemmEx(
+                    self.handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,
+                    pa, data_type, lda, p_beta, pc, data_type, ldc,
+                    compute, HIPBLAS_GEMM_DEFAULT,
+                )  # fmt: skip
+                check_hipblas(status, "hipblasGemmEx")
+                continue
+            status = api.hipblasGemmStridedBatchedEx(
+                self.handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,
+                spec.stride_b, pa, data_type, lda, spec.stride_a, p_beta, pc,
+                data_type, ldc, spec.stride_c, spec.batch, compute, HIPBLAS_GEMM_DEFAULT,
             )  # fmt: skip
-            check_hipblas(status, "hipblasGemmEx")
-            return
-        status = api.hipblasGemmStridedBatchedEx(
-            self.handle, op_b, op_a, n, m, k, self._alpha, pb, data_type, max(ldb, 1),
-            spec.stride_b, pa, data_type, max(lda, 1), spec.stride_a, self._beta, pc,
-            data_type, n, spec.stride_c, spec.batch, HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT,
-        )  # fmt: skip
-        check_hipblas(status, "hipblasGemmStridedBatchedEx")
+            check_hipblas(status, "hipblasGemmStridedBatchedEx")
 
 
 def _destroy(api: Any, handle: Any) -> None:
     check_hipblas(api.hipblasDestroy(handle), "hipblasDestroy")
 
 
-__all__ = ["Blas", "Gemm"]
+__all__ = ["DATA_TYPES", "Blas", "Gemm"]

@@ -1,52 +1,27 @@
 """Matrix ops through hipBLAS gemm-ex: matmul, linear, mlp_swiglu.
 
-Row-major tensors, f32/f16/bf16 inputs and output of the same type, f32 accumulation.
-Transposed operands are read in place (op flags), never copied; batches run as one
-strided-batched call. Queued on the backend's stream through its BLAS handle.
+matmul follows numpy's `matmul` (any rank, 1-D operands, broadcast batch axes) in f32, f64,
+f16 and bf16 (16-bit types accumulate in f32, f64 in f64); results are C-contiguous, of the
+operands' dtype. Strided operands are read in place wherever BLAS can read them (transposed
+views through the op flags, row slices through the leading dimension, any batch strides);
+`ops/gemm_plan.py` says which layouts, and how batches become as few calls as possible. All
+work is queued on the backend's stream through its BLAS handle.
 """
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
-from hip_runtime.blas import Gemm
-from hip_runtime.dtypes import FloatType
+from hip_runtime.blas import DATA_TYPES
+from hip_runtime.dtypes import FloatType, float_type
 from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.gemm_plan import MatmulPlan, plan
 from hip_runtime.tensor import DeviceTensor
+
+_DTYPE_NAMES = ", ".join(str(t) for t in DATA_TYPES)
 
 
 class LinalgOps(OpsBase):
-    def _plan(
-        self, a: DeviceTensor, b: DeviceTensor, transpose_a: bool, transpose_b: bool
-    ) -> tuple[Gemm, tuple[int, ...], FloatType]:
-        a, t = self._float(a, "a")
-        b = self._tensor(b, "b")
-        if b.dtype != a.dtype:
-            raise ValueError(f"matmul operands have dtypes {a.dtype} and {b.dtype}")
-        if not (2 <= a.ndim <= 3 and 2 <= b.ndim <= 3):
-            raise ValueError(
-                f"matmul takes 2-D or 3-D (batched) operands, not {a.shape} @ {b.shape}"
-            )
-        k_a, m = a.shape[-2:] if transpose_a else a.shape[-1:-3:-1]
-        n, k_b = b.shape[-2:] if transpose_b else b.shape[-1:-3:-1]
-        if k_a != k_b:
-            raise ValueError(
-                f"matmul inner dimensions differ: a {a.shape}{'ᵀ' * transpose_a} @ "
-                f"b {b.shape}{'ᵀ' * transpose_b}"
-            )
-        batch_a = a.shape[0] if a.ndim == 3 else 1
-        batch_b = b.shape[0] if b.ndim == 3 else 1
-        if batch_a != batch_b and 1 not in (batch_a, batch_b):
-            raise ValueError(f"matmul batch sizes {batch_a} and {batch_b} do not broadcast")
-        batch = max(batch_a, batch_b)
-        spec = Gemm(
-            m=m, n=n, k=k_a, batch=batch, transpose_a=transpose_a, transpose_b=transpose_b,
-            stride_a=m * k_a if batch_a > 1 else 0, stride_b=k_a * n if batch_b > 1 else 0,
-            stride_c=m * n,
-        )  # fmt: skip
-        shape = (batch, m, n) if max(a.ndim, b.ndim) == 3 else (m, n)
-        return spec, shape, t
-
     def matmul(
         self,
         a: DeviceTensor,
@@ -57,17 +32,49 @@ class LinalgOps(OpsBase):
         alpha: float = 1.0,
         out: DeviceTensor | None = None,
     ) -> DeviceTensor:
-        """alpha · op(a) @ op(b), row-major.
+        """alpha · op(a) @ op(b), by numpy's `matmul` rules, queued on the backend's stream.
 
-        a [m, k] (or [k, m] with `transpose_a`), b [k, n] (or [n, k] with `transpose_b`); either
-        may have a leading batch dimension, and a batch of 1 (or a 2-D operand) is broadcast.
-        The result is [m, n] or [batch, m, n], of the operands' dtype; `out` must not overlap
-        a or b.
+        a [..., m, k] (or [..., k, m] with `transpose_a`), b [..., k, n] (or [..., n, k] with
+        `transpose_b`): the batch axes broadcast; a 1-D a is one row and a 1-D b one column,
+        and that axis is left out of the result, [..., m, n]. Operands of any layout; only a
+        matrix BLAS cannot read (steps on both of its axes, a reversed or broadcast axis
+        inside it) is copied first (`.contiguous()`, on the stream). f32/f64/f16/bf16, both
+        of one dtype; `out` (C-contiguous, the result's shape and dtype) must not overlap a
+        or b.
         """
-        spec, shape, t = self._plan(a, b, transpose_a, transpose_b)
-        y = self._output(out, shape, a.dtype, distinct_from=(a, b))
-        self.blas.gemm(spec, a.ptr, b.ptr, y.ptr, t.hip_data_type, alpha=float(alpha))
+        a = self._operand(a, "a")
+        b = self._operand(b, "b")
+        data_type = _data_type(a, b)
+        found = plan(
+            a.shape, a._strides, b.shape, b._strides, bool(transpose_a), bool(transpose_b),
+            a.dtype.itemsize,
+        )  # fmt: skip
+        y = self._output(out, found.shape, a.dtype, distinct_from=(a, b))
+        self._gemm(found, a, b, y, data_type, float(alpha))
         return y
+
+    def _gemm(
+        self,
+        found: MatmulPlan,
+        a: DeviceTensor,
+        b: DeviceTensor,
+        y: DeviceTensor,
+        data_type: int,
+        alpha: float = 1.0,
+    ) -> None:
+        """Queue a validated plan: copies where it says so, then its BLAS calls (k == 0:
+        the result is zeros)."""
+        if found.copy_a:
+            a = a.contiguous()
+        if found.copy_b:
+            b = b.contiguous()
+        if not found.offsets:
+            if y.size:
+                y.region().fill(0, stream=self.stream)
+            return
+        self.blas.gemm(
+            found.spec, a.ptr, b.ptr, y.ptr, data_type, alpha=alpha, offsets=found.offsets
+        )
 
     def linear(
         self,
@@ -77,41 +84,49 @@ class LinalgOps(OpsBase):
         *,
         out: DeviceTensor | None = None,
     ) -> DeviceTensor:
-        """x @ weightᵀ + bias, as torch.nn.Linear: x [..., in], weight [out, in], bias [out]."""
-        flat, spec, shape, t = self._plan_linear(x, weight, bias)
-        y = self._output(out, shape, flat.dtype, distinct_from=(flat, weight, bias))
-        self._run_linear(flat, weight, bias, y, spec, t)
-        return y
-
-    def _plan_linear(
-        self, x: DeviceTensor, weight: DeviceTensor, bias: DeviceTensor | None
-    ) -> tuple[DeviceTensor, Gemm, tuple[int, ...], FloatType]:
-        x, t = self._float(x, "x")
-        weight = self._tensor(weight, "weight")
-        if x.ndim == 0 or weight.ndim != 2:
-            raise ValueError(f"linear takes x [..., in] and weight [out, in], not {x.shape}, "
-                             f"{weight.shape}")  # fmt: skip
-        features = weight.shape[0]
+        """x @ weightᵀ + bias, as torch.nn.Linear: x [..., in], weight [out, in], bias [out]
+        (f32/f16/bf16). x and weight may be strided views BLAS can read (a slice of columns,
+        a transposed weight, leading axes of any strides); others are refused with a
+        ValueError pointing at `.contiguous()`. Queued on the backend's stream."""
+        found, t = self._linear_plan(x, weight, "weight")
         if bias is not None:
-            self._same(x, bias, "bias", (features,))
-        flat = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
-        spec, _, _ = self._plan(flat, weight, False, True)
-        return flat, spec, (*x.shape[:-1], features), t
-
-    def _run_linear(
-        self,
-        flat: DeviceTensor,
-        weight: DeviceTensor,
-        bias: DeviceTensor | None,
-        y: DeviceTensor,
-        spec: Gemm,
-        t: FloatType,
-    ) -> None:
-        self.blas.gemm(spec, flat.ptr, weight.ptr, y.ptr, t.hip_data_type)
+            self._same(x, bias, "bias", (weight.shape[0],))
+        y = self._output(out, found.shape, x.dtype, distinct_from=(x, weight, bias))
+        self._gemm(found, x, weight, y, t.hip_data_type)
         if bias is not None:
             kernel = self._kernel("elementwise.hip", f"add_row_bias_{t.suffix}")
-            rows, cols = spec.m, spec.n
+            cols = weight.shape[0]
+            rows = y.size // cols if cols else 0
             self._launch_flat(kernel, y.size, y.dtype.itemsize, y, bias, y, rows, cols)
+        return y
+
+    def _linear_plan(
+        self, x: Any, weight: Any, name: str, inner: tuple[int, ...] | None = None
+    ) -> tuple[MatmulPlan, FloatType]:
+        """The plan of x @ weightᵀ (x [..., in], weight [out, in]); ValueError for bad shapes,
+        dtypes and layouts BLAS cannot read. `inner`: plan for a C-contiguous tensor of this
+        shape in x's place (mlp_swiglu's intermediate), after x's checks."""
+        x = self._operand(x, "x")
+        t = float_type(x.dtype, "x")
+        weight = self._operand(weight, name)
+        if x.ndim == 0:
+            raise ValueError("x must have at least one dimension (x [..., in]), not 0")
+        shape, strides = (x.shape, x._strides) if inner is None else (inner, None)
+        if weight.ndim != 2 or weight.shape[1] != shape[-1]:
+            raise ValueError(
+                f"{name} is {weight.shape}; expected [out, {shape[-1]}] for an input {shape}"
+            )
+        if weight.dtype != x.dtype:
+            raise ValueError(f"{name} has dtype {weight.dtype}; expected {x.dtype}")
+        found = plan(shape, strides, weight.shape, weight._strides, False, True, x.dtype.itemsize)
+        for copy, tensor, what in ((found.copy_a, x, "x"), (found.copy_b, weight, name)):
+            if copy:
+                raise ValueError(
+                    f"{what} is a layout BLAS cannot read (shape {tensor.shape}, strides "
+                    f"{tensor.strides}: no unit-stride axis among its last two, or a row "
+                    f"stride below its row length): pass {what}.contiguous() (a copy)"
+                )
+        return found, t
 
     def mlp_swiglu(
         self,
@@ -124,26 +139,39 @@ class LinalgOps(OpsBase):
     ) -> DeviceTensor:
         """The Llama MLP: (silu(x @ w_gateᵀ) · (x @ w_upᵀ)) @ w_downᵀ.
 
-        x [..., hidden], w_gate and w_up [inter, hidden], w_down [hidden, inter]. Everything is
-        validated before the first launch; the intermediates come from the backend's pool.
+        x [..., hidden], w_gate and w_up [inter, hidden], w_down [hidden, inter] (f32/f16/
+        bf16); strided x and weights as `linear` takes them. Everything is validated before
+        the first launch; the intermediates come from the backend's pool; queued on the
+        backend's stream.
         """
-        flat, gate_spec, _, t = self._plan_linear(x, w_gate, None)
-        self._same(w_gate, w_up, "w_up")
-        inter = w_gate.shape[0]
-        down = self._tensor(w_down, "w_down")
-        if down.dtype != flat.dtype or down.shape != (flat.shape[1], inter):
-            raise ValueError(f"w_down is {down.shape} {down.dtype}; expected "
-                             f"{(flat.shape[1], inter)} {flat.dtype}")  # fmt: skip
-        down_spec = Gemm(m=flat.shape[0], n=flat.shape[1], k=inter, transpose_b=True)
-        y = self._output(out, x.shape, x.dtype, distinct_from=(flat, w_gate, w_up, down))
-        gate = self._output(None, (flat.shape[0], inter), flat.dtype)
-        up = self._output(None, (flat.shape[0], inter), flat.dtype)
-        self._run_linear(flat, w_gate, None, gate, gate_spec, t)
-        self._run_linear(flat, w_up, None, up, gate_spec, t)
+        gate_plan, t = self._linear_plan(x, w_gate, "w_gate")
+        up_plan, _ = self._linear_plan(x, w_up, "w_up")
+        if w_up.shape != w_gate.shape:
+            raise ValueError(f"w_up has shape {w_up.shape}; expected {w_gate.shape}")
+        down_plan, _ = self._linear_plan(x, w_down, "w_down", inner=gate_plan.shape)
+        if down_plan.shape != x.shape:
+            raise ValueError(
+                f"w_down has shape {w_down.shape}; expected {(x.shape[-1], w_gate.shape[0])}"
+            )
+        y = self._output(out, x.shape, x.dtype, distinct_from=(x, w_gate, w_up, w_down))
+        gate = self._output(None, gate_plan.shape, x.dtype)
+        up = self._output(None, gate_plan.shape, x.dtype)
+        self._gemm(gate_plan, x, w_gate, gate, t.hip_data_type)
+        self._gemm(up_plan, x, w_up, up, t.hip_data_type)
         kernel = self._kernel("activations.hip", f"swiglu_{t.suffix}")
         self._launch_flat(kernel, gate.size, gate.dtype.itemsize, gate, up, gate, gate.size)
-        self._run_linear(gate, down, None, y, down_spec, t)
+        self._gemm(down_plan, gate, w_down, y, t.hip_data_type)
         return y
+
+
+def _data_type(a: DeviceTensor, b: DeviceTensor) -> int:
+    """The hipDataType of matmul's operands; ValueError for differing or untaken dtypes."""
+    if a.dtype != b.dtype:
+        raise ValueError(f"matmul operands have dtypes {a.dtype} (a) and {b.dtype} (b); cast one")
+    found = DATA_TYPES.get(a.dtype)
+    if found is None:
+        raise ValueError(f"matmul takes {_DTYPE_NAMES}, not {a.dtype}")
+    return found
 
 
 __all__ = ["LinalgOps"]
