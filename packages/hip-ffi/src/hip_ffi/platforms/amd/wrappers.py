@@ -24,6 +24,7 @@ _HIPBLAS_V1_DATATYPE = {
 _HIPBLAS_V1_COMPUTE = {
     constants.HIPBLAS_COMPUTE_32F: 151,
     constants.HIPBLAS_COMPUTE_32F_FAST_TF32: 151,
+    constants.HIPBLAS_COMPUTE_64F: 152,  # HIPBLAS_R_64F: f64 gemm-ex (rocBLAS's dgemm)
 }
 
 
