@@ -1,4 +1,4 @@
-/* hipBLAS: the handle, its stream, and GEMM with f32 compute (hipblas.h).
+/* hipBLAS: the handle, its stream, and GEMM with f32 or f64 compute (hipblas.h).
  *
  * The data-type and compute-type arguments are plain ints on the C ABI. hip_ffi always takes
  * hipDataType / hipblasComputeType_t values and maps them to what the loaded library expects:
