@@ -96,7 +96,7 @@ class Blas(Resource):
             False: (api.ffi.new("float*"), api.ffi.new("float*")),
             True: (api.ffi.new("double*"), api.ffi.new("double*")),
         }
-        self._lock = threading.Lock()  # alpha/beta are read at the call: one call at a time
+        self._lock = threading.Lock()
         self._own(_destroy, api, self.handle)
 
     def gemm(
@@ -122,54 +122,35 @@ class Blas(Resource):
             raise ValueError(f"gemm dimensions {m, n, k, spec.batch} exceed hipBLAS's int range")
         if m == 0 or n == 0 or spec.batch == 0:
             return
-        with self._lock:
-            self._gemm(spec, a, b, c, data_type, alpha, beta, offsets)
-
-    def _gemm(
-        self,
-        spec: Gemm,
-        a: Any,
-        b: Any,
-        c: Any,
-        data_type: int,
-        alpha: float,
-        beta: float,
-        offsets: Sequence[tuple[int, int, int]],
-    ) -> None:
-        m, n, k = spec.m, spec.n, spec.k
         api, cast = self._api, self._api.ffi.cast
         wide = data_type == HIP_R_64F
         compute = HIPBLAS_COMPUTE_64F if wide else HIPBLAS_COMPUTE_32F
-        p_alpha, p_beta = self._scalars[wide]
-        p_alpha[0], p_beta[0] = alpha, beta
         # Column-major: first operand op(B)ᵀ (n x k), second op(A)ᵀ (k x m), result n x m.
-        op_b, ldb = (
-            (HIPBLAS_OP_T, spec.ldb or k) if spec.transpose_b else (HIPBLAS_OP_N, spec.ldb or n)
-        )
-        op_a, lda = (
-            (HIPBLAS_OP_T, spec.lda or m) if spec.transpose_a else (HIPBLAS_OP_N, spec.lda or k)
-        )
-        lda, ldb, ldc = max(lda, 1), max(ldb, 1), max(spec.ldc or n, 1)
-        for off_a, off_b, off_c in offsets:
-            pa, pb, pc = (
-                cast("void*", a + off_a),
-                cast("void*", b + off_b),
-                cast("void*", c + off_c),
-            )
-            if spec.batch == 1:
-                status = api.hipblasGemmEx(
+        op_b = HIPBLAS_OP_T if spec.transpose_b else HIPBLAS_OP_N
+        op_a = HIPBLAS_OP_T if spec.transpose_a else HIPBLAS_OP_N
+        ldb = max(spec.ldb or (k if spec.transpose_b else n), 1)
+        lda = max(spec.lda or (m if spec.transpose_a else k), 1)
+        ldc = max(spec.ldc or n, 1)
+        p_alpha, p_beta = self._scalars[wide]
+        with self._lock:  # the scalars are read at each call: one caller at a time
+            p_alpha[0], p_beta[0] = alpha, beta
+            for off_a, off_b, off_c in offsets:
+                pa, pb = cast("void*", a + off_a), cast("void*", b + off_b)
+                pc = cast("void*", c + off_c)
+                if spec.batch == 1:
+                    status = api.hipblasGemmEx(
+                        self.handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,
+                        pa, data_type, lda, p_beta, pc, data_type, ldc,
+                        compute, HIPBLAS_GEMM_DEFAULT,
+                    )  # fmt: skip
+                    check_hipblas(status, "hipblasGemmEx")
+                    continue
+                status = api.hipblasGemmStridedBatchedEx(
                     self.handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,
-                    pa, data_type, lda, p_beta, pc, data_type, ldc,
-                    compute, HIPBLAS_GEMM_DEFAULT,
+                    spec.stride_b, pa, data_type, lda, spec.stride_a, p_beta, pc,
+                    data_type, ldc, spec.stride_c, spec.batch, compute, HIPBLAS_GEMM_DEFAULT,
                 )  # fmt: skip
-                check_hipblas(status, "hipblasGemmEx")
-                continue
-            status = api.hipblasGemmStridedBatchedEx(
-                self.handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,
-                spec.stride_b, pa, data_type, lda, spec.stride_a, p_beta, pc,
-                data_type, ldc, spec.stride_c, spec.batch, compute, HIPBLAS_GEMM_DEFAULT,
-            )  # fmt: skip
-            check_hipblas(status, "hipblasGemmStridedBatchedEx")
+                check_hipblas(status, "hipblasGemmStridedBatchedEx")
 
 
 def _destroy(api: Any, handle: Any) -> None:
