@@ -12,6 +12,7 @@ call.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,6 +71,26 @@ class Gemm:
     ldb: int = 0
     ldc: int = 0
 
+    @functools.cached_property
+    def _column_major(self) -> tuple[int, ...] | None:
+        """The column-major call's (op_b, op_a, n, m, k, ldb, lda, ldc), worked out once per
+        spec (plans are cached, so a repeated matmul pays nothing here); None when C is
+        empty. ValueError beyond hipBLAS's int arguments."""
+        m, n, k = self.m, self.n, self.k
+        if max(m, n, k, self.batch, self.lda, self.ldb, self.ldc) > _INT_MAX:
+            raise ValueError(f"gemm dimensions {m, n, k, self.batch} exceed hipBLAS's int range")
+        if m == 0 or n == 0 or self.batch == 0:
+            return None
+        # Column-major: first operand op(B)ᵀ (n x k), second op(A)ᵀ (k x m), result n x m.
+        return (
+            HIPBLAS_OP_T if self.transpose_b else HIPBLAS_OP_N,
+            HIPBLAS_OP_T if self.transpose_a else HIPBLAS_OP_N,
+            n, m, k,
+            max(self.ldb or (k if self.transpose_b else n), 1),
+            max(self.lda or (m if self.transpose_a else k), 1),
+            max(self.ldc or n, 1),
+        )  # fmt: skip
+
 
 class Blas(Resource):
     """A hipBLAS handle whose work is queued on `stream` (bound once, at creation).
@@ -117,20 +138,13 @@ class Blas(Resource):
         that one stride per operand cannot express). Shapes must have been validated by the
         caller."""
         self._check_open()
-        m, n, k = spec.m, spec.n, spec.k
-        if max(m, n, k, spec.batch, spec.lda, spec.ldb, spec.ldc) > _INT_MAX:
-            raise ValueError(f"gemm dimensions {m, n, k, spec.batch} exceed hipBLAS's int range")
-        if m == 0 or n == 0 or spec.batch == 0:
+        call = spec._column_major
+        if call is None:
             return
+        op_b, op_a, n, m, k, ldb, lda, ldc = call
         api, cast = self._api, self._api.ffi.cast
         wide = data_type == HIP_R_64F
         compute = HIPBLAS_COMPUTE_64F if wide else HIPBLAS_COMPUTE_32F
-        # Column-major: first operand op(B)ᵀ (n x k), second op(A)ᵀ (k x m), result n x m.
-        op_b = HIPBLAS_OP_T if spec.transpose_b else HIPBLAS_OP_N
-        op_a = HIPBLAS_OP_T if spec.transpose_a else HIPBLAS_OP_N
-        ldb = max(spec.ldb or (k if spec.transpose_b else n), 1)
-        lda = max(spec.lda or (m if spec.transpose_a else k), 1)
-        ldc = max(spec.ldc or n, 1)
         p_alpha, p_beta = self._scalars[wide]
         with self._lock:  # the scalars are read at each call: one caller at a time
             p_alpha[0], p_beta[0] = alpha, beta
