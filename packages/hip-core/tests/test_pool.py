@@ -106,3 +106,55 @@ def test_a_buffer_outliving_its_stream_is_still_freed(device: Device, backend: s
         assert pool.stats().in_use == 0
         again = pool.allocate(1 << 20, stream=None)
         again.fill(2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_same_size_reuse_on_one_stream_skips_the_device(device: Device, backend: str) -> None:
+    """A released block of one size comes back at once on its stream, counted as cached while
+    it waits; trim() gives it back to the device."""
+    stream = device.create_stream()
+    with _pool(device, backend) as pool:
+        first = pool.allocate(3000, stream=stream)
+        address = first.ptr
+        first.fill(7, stream=stream)
+        first.close()
+        assert pool.stats().cached >= 3000 and pool.stats().in_use == 0
+        second = pool.allocate(3000, stream=stream)
+        assert second.ptr == address and pool.stats().in_use == 3000
+        out = bytearray(3000)
+        second.copy_to(out, stream=stream)  # ordered after the fill, on the same stream
+        stream.sync()
+        assert out == b"\x07" * 3000
+        second.close()
+        pool.trim()
+        assert pool.stats().cached == 0
+
+
+def test_same_size_reuse_on_another_stream_is_ordered_by_an_event(device: Device) -> None:
+    first_stream, other = device.create_stream(), device.create_stream(non_blocking=True)
+    with MemoryPool(device) as pool:
+        block = pool.allocate(4096, stream=first_stream)
+        address = block.ptr
+        block.fill(1, stream=first_stream)
+        block.close()
+        again = pool.allocate(4096, stream=other)  # waits for first_stream's fill
+        assert again.ptr == address
+        again.fill(2, stream=other)
+        out = bytearray(4096)
+        again.copy_to(out, stream=other)
+        other.sync()
+        assert out == b"\x02" * 4096
+
+
+def test_releases_on_a_closed_stream_or_pool_go_to_the_device(device: Device) -> None:
+    stream = device.create_stream()
+    pool = MemoryPool(device)
+    kept = pool.allocate(1024, stream=stream)
+    dropped = pool.allocate(1024, stream=stream)
+    dropped.close()  # cached for reuse on `stream`
+    stream.close()
+    fresh = pool.allocate(1024, stream=None)  # never the block of the closed stream's cache
+    assert fresh.ptr != kept.ptr
+    pool.close()  # flushes the cache
+    kept.close()
+    fresh.close()

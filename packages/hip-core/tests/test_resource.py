@@ -189,3 +189,18 @@ def test_a_kernel_of_a_closed_module_is_refused(tools: Tools) -> None:
     ):
         with pytest.raises(ClosedError):
             call()
+
+
+def test_only_resources_a_launch_can_name_invalidate_launch_caches(device: Device) -> None:
+    """Closing an event, a pool or a graph, or collecting anything, leaves every kernel's
+    cached packing valid; closing a buffer or a stream does not."""
+    from hip_core import MemoryPool, _resource
+
+    before = _resource.generation
+    device.create_event().close()
+    MemoryPool(device).close()
+    buffer = device.allocate(64)
+    del buffer  # collected: a cache would still hold it, so nothing it names is gone
+    assert _resource.generation == before
+    device.allocate(64).close()
+    assert _resource.generation > before

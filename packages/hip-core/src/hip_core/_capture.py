@@ -67,23 +67,40 @@ def let_go(held: Iterable[Resource]) -> None:
 captures: dict[int, Kept] = {}
 
 
-def keep_captured(stream: Stream | None, obj: Any) -> bool:
-    """When `stream` (None: the null stream) is being captured, make its graph keep `obj` and
-    hold what it depends on; False (nothing kept) otherwise. Costs nothing when no capture is
-    in progress."""
+def kept_for(stream: Stream | None) -> Kept | None:
+    """What the capture `stream` (None: the null stream) takes part in keeps, or None when it
+    is not being captured. For a stream that joined a capture through an event (not the one
+    that began it), which capture is not known here: the first in progress stands for all.
+    Costs nothing when no capture is in progress."""
     if not captures:
-        return False
+        return None
     api = hip()
     handle = api.ffi.NULL if stream is None else stream.handle
     kept = captures.get(int(api.ffi.cast("uintptr_t", handle)))
     if kept is not None:
-        kept.keep(obj)
-        return True
+        return kept
     status = api.ffi.new("hipStreamCaptureStatus*")
     if api.hipStreamIsCapturing(handle, status) or status[0] != CAPTURE_STATUS_ACTIVE:
+        return None
+    return _JOINED
+
+
+def keep_captured(stream: Stream | None, obj: Any) -> bool:
+    """When `stream` (None: the null stream) is being captured, make its graph keep `obj` and
+    hold what it depends on; False (nothing kept) otherwise. Costs nothing when no capture is
+    in progress."""
+    kept = kept_for(stream)
+    if kept is None:
         return False
+    if kept is not _JOINED:
+        kept.keep(obj)
+        return True
     # A stream that joined a capture through an event: which one is not known here, so every
     # capture in progress keeps it (they only hold it longer).
-    for kept in list(captures.values()):
-        kept.keep(obj)
+    for each in list(captures.values()):
+        each.keep(obj)
     return True
+
+
+#: What `kept_for` answers for a stream that joined a capture it did not begin.
+_JOINED = Kept()

@@ -69,18 +69,27 @@ class _BufferBase(Resource):
     the memory when the last such graph is closed or collected.
     """
 
-    __slots__ = ("_owner", "is_view", "ptr", "size")
+    __slots__ = ("_address", "_owner", "is_view", "ptr", "size")
 
     def __init__(self, owner: _Allocation, ptr: int, size: int, *, is_view: bool) -> None:
         self._owner = owner  # a view holds its parent's allocation: never freed before the view
         self.ptr = ptr  # address (int)
         self.size = size  # bytes
         self.is_view = is_view
+        self._address: Any = None  # `ptr` as a void* cdata, made by the first copy
         self._own(nothing)
+
+    def _void(self) -> Any:
+        """`ptr` as a `void*` (made once: a cast per copy is a fifth of a small copy's cost)."""
+        address = self._address
+        if address is None:
+            address = self._address = hip().ffi.cast("void*", self.ptr)
+        return address
 
     @property
     def closed(self) -> bool:
-        return self._releaser is None or self._owner.closed
+        # Both set at construction (`_own`): plain reads, on every launch's pointer check.
+        return self._releaser is None or self._owner._releaser is None
 
     def close(self) -> None:
         """Free the memory now (a view only stops being usable: it never frees its parent)."""
@@ -174,26 +183,28 @@ class DeviceBuffer(_BufferBase):
         self._copy(destination, to_device=False, stream=stream)
 
     def _copy(self, other: Any, *, to_device: bool, stream: Stream | None) -> None:
-        self._check_open()
+        # Every check of the general path, in the order it made them, at a few attribute reads
+        # each (issue 15: a 4 KiB copy's Python cost is most of its time).
+        if self._releaser is None or self._owner._releaser is None:
+            self._check_open()
         handle = None if stream is None else checked_handle(stream)
         api = hip()
-        if isinstance(other, DeviceBuffer):
-            other._check_open()
-            pointer, nbytes, kind = (
-                api.ffi.cast("void*", other.ptr),
-                other.size,
-                MEMCPY_DEVICE_TO_DEVICE,
-            )
+        if type(other) is DeviceBuffer or isinstance(other, DeviceBuffer):
+            if other._releaser is None or other._owner._releaser is None:
+                other._check_open()
+            pointer, nbytes, kind = other._void(), other.size, MEMCPY_DEVICE_TO_DEVICE
         else:
             pointer, nbytes = host_pointer(other, writable=not to_device)
             kind = MEMCPY_HOST_TO_DEVICE if to_device else MEMCPY_DEVICE_TO_HOST
         if nbytes > self.size:
             direction = "source" if to_device else "destination"
             raise ValueError(f"{direction} holds {nbytes} bytes; this buffer only {self.size}")
-        mine = api.ffi.cast("void*", self.ptr)
+        mine = self._void()
         dst, src = (mine, pointer) if to_device else (pointer, mine)
         if stream is None:
-            check(api.hipMemcpy(dst, src, nbytes, kind), "hipMemcpy")
+            status = api.hipMemcpy(dst, src, nbytes, kind)
+            if status:
+                check(status, "hipMemcpy")
         else:
             check(api.hipMemcpyAsync(dst, src, nbytes, kind, handle), "hipMemcpyAsync")
             stream.keep_until_sync((self, other, pointer))
@@ -263,9 +274,13 @@ class PinnedBuffer(_BufferBase):
 def host_pointer(obj: Any, *, writable: bool) -> tuple[Any, int]:
     """(pointer cdata, nbytes) for a PinnedBuffer or a C-contiguous buffer-protocol object."""
     ffi = hip().ffi
+    kind = type(obj)
+    if kind is bytearray or (kind is bytes and not writable):  # contiguous bytes: no checks
+        return ffi.from_buffer(obj), len(obj)
     if isinstance(obj, PinnedBuffer):
-        obj._check_open()
-        return ffi.cast("void*", obj.ptr), obj.size
+        if obj._releaser is None or obj._owner._releaser is None:
+            obj._check_open()
+        return obj._void(), obj.size
     try:
         view = memoryview(obj)
     except TypeError:
@@ -275,7 +290,9 @@ def host_pointer(obj: Any, *, writable: bool) -> tuple[Any, int]:
     with view:  # released at once: only the cdata below holds the object's buffer
         if not view.c_contiguous:
             raise ValueError("host memory must be C-contiguous")
-        if "O" in _FIELD_NAMES.sub("", view.format):  # raw PyObject pointers: never device data
+        form = view.format
+        # Raw PyObject pointers are never device data. An "O" may only be in a field's name.
+        if "O" in form and "O" in _FIELD_NAMES.sub("", form):
             raise TypeError(
                 f"cannot copy Python objects ({type(obj).__name__} of format {view.format!r})"
             )

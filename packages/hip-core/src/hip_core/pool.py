@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hip_core import _capture
 from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import Resource
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 _OUT_OF_MEMORY = ERROR_CODES["hipErrorOutOfMemory"]
 _GRANULE = 512  # the caching allocator rounds sizes up to this many bytes
+_REUSE_DEPTH = 8  # blocks of one size the pool keeps itself for same-size reuse
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,17 @@ class MemoryPool(Resource):
     Freed memory stays cached for reuse until `trim()` (a HIP pool is told to keep it across
     synchronizations too, so steady-state allocation never goes back to the device).
     Buffers may outlive the pool: closing the pool releases its memory as they are released.
+
+    Same-size reuse (issue 15: an op's output is allocated and dropped at every call): the
+    last few blocks of each size released are kept by the pool itself and handed out again
+    without calling the device's allocator. A block goes back to work on the stream it was
+    released on directly (that stream orders it after its last use, as a stream-ordered free
+    would); to another stream, after an event recorded on the first one. While a stream is
+    being captured, its releases are all kept this way: a free must not become a graph node.
     """
 
-    __slots__ = ("_backend", "_in_use", "_lock", "_peak", "device", "limit")
+    __slots__ = ("_backend", "_in_use", "_lock", "_peak", "_reuse", "device", "limit")
+    _named_by_launches = False  # a pool is never a kernel's argument
 
     def __init__(
         self, device: Device, *, limit: int | None = None, backend: str | None = None
@@ -85,7 +95,9 @@ class MemoryPool(Resource):
         self._backend: _HipPool | _CachingAllocator = (
             _HipPool(device) if backend == "hip" else _CachingAllocator(device)
         )
-        self._own(self._backend.destroy)
+        # size -> [(address, stream released on)]: the same-size reuse cache.
+        self._reuse: dict[int, list[tuple[int, Stream]]] = {}
+        self._own(self._destroy)
 
     @property
     def backend(self) -> str:
@@ -94,13 +106,50 @@ class MemoryPool(Resource):
     def allocate(self, size: int, *, stream: Stream | None) -> DeviceBuffer:
         """`size` bytes, usable by work on `stream` (None: the null stream) queued after this
         call."""
-        self._check_open()
-        checked_handle(stream)
+        if self._releaser is None:
+            self._check_open()
         if stream is None:
             stream = self.device.default_stream
-        size = integer(size, "size")
+        else:
+            checked_handle(stream)
+        if type(size) is not int:
+            size = integer(size, "size")
         if size < 0:
             raise ValueError(f"cannot allocate {size} bytes")
+        limit = self.limit
+        ptr = None
+        if limit is None or self._in_use + size <= limit:
+            ptr = self._reused(size, stream)
+        if ptr is None:
+            ptr = self._allocate(size, stream)
+        with self._lock:
+            self._in_use += size
+            if self._in_use > self._peak:
+                self._peak = self._in_use
+        owner = _Allocation(ptr, size, self._release, ptr, size, stream)
+        return DeviceBuffer.from_allocation(owner, self.device)
+
+    def _reused(self, size: int, stream: Stream) -> int | None:
+        """A block of exactly `size` bytes from the reuse cache, ordered for `stream`."""
+        blocks = self._reuse.get(size)
+        if not blocks:
+            return None
+        try:
+            ptr, released_on = blocks.pop()
+        except IndexError:  # another thread took the last one
+            return None
+        if released_on is not stream:
+            if released_on.closed:  # its handle is gone: the backend's own path frees it
+                self._backend.free(ptr, size, released_on)
+                return None
+            event = self.device.create_event(timing=False)
+            event.record(released_on)
+            stream.wait(event)
+            event.close()
+        return ptr
+
+    def _allocate(self, size: int, stream: Stream) -> int:
+        """From the backend, within the limit: trims and retries once before giving up."""
         with self._lock:
             over_limit = self.limit is not None and self._in_use + size > self.limit
         if over_limit:
@@ -114,29 +163,42 @@ class MemoryPool(Resource):
                         f"({self._in_use} in use)",
                     )
         try:
-            ptr = self._backend.allocate(size, stream)
+            return self._backend.allocate(size, stream)
         except HipOutOfMemoryError:
             self.trim()  # give cached blocks back to the device, then one more try
-            ptr = self._backend.allocate(size, stream)
-        with self._lock:
-            self._in_use += size
-            self._peak = max(self._peak, self._in_use)
-        owner = _Allocation(ptr, size, self._release, ptr, size, stream)
-        return DeviceBuffer.from_allocation(owner, self.device)
+            return self._backend.allocate(size, stream)
 
     def _release(self, ptr: int, size: int, stream: Stream) -> None:
         with self._lock:
             self._in_use -= size
+        if self._releaser is not None and not stream.closed:
+            blocks = self._reuse.setdefault(size, [])
+            if len(blocks) < _REUSE_DEPTH or _capture.kept_for(stream) is not None:
+                blocks.append((ptr, stream))
+                return
         self._backend.free(ptr, size, stream)
+
+    def _flush(self) -> None:
+        """Give every block of the reuse cache back to the backend."""
+        reuse, self._reuse = self._reuse, {}
+        for size, blocks in reuse.items():
+            for ptr, stream in blocks:
+                self._backend.free(ptr, size, stream)
+
+    def _destroy(self) -> None:
+        self._flush()
+        self._backend.destroy()
 
     def stats(self) -> PoolStats:
         self._check_open()
+        kept = sum(size * len(blocks) for size, blocks in list(self._reuse.items()))
         with self._lock:
-            return PoolStats(self._in_use, self._backend.cached(), self._peak)
+            return PoolStats(self._in_use, self._backend.cached() + kept, self._peak)
 
     def trim(self) -> None:
         """Return cached memory to the device. Waits for the device's pending frees first."""
         self._check_open()
+        self._flush()
         self._backend.trim()
 
     def __repr__(self) -> str:
