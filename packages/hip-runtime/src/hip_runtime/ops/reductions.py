@@ -1,15 +1,223 @@
-"""Reductions along any axes: sum, mean, max, min, argmax, argmin, l2_normalize.
+"""Reductions along any axes: sum, mean, max, min, argmax, argmin (kernels/reduce.hip).
 
-(Filled in by the op-set issue; an empty family until then.)
+Every op takes `axis` = None (all axes), an int or a tuple of ints (negative allowed),
+`keepdim=False` and `out=` (C-contiguous, of the result's shape and dtype), and inputs of any
+layout. The reduced axes are merged on the host into one (`reduce_layout.along`: the kernel sees
+[outer, reduced, inner]); a layout that does not merge is first copied with the reduced axes
+moved last. Reducing the last axis runs one block (or a group of a warp's lanes, for short
+rows) per output with 16-byte loads; reducing a leading or middle axis runs threads across
+the inner axis (coalesced), each walking down the reduced one. When that leaves too few
+blocks to fill the device, the reduced axis is split over several blocks whose partial
+results a second launch merges (no atomics: the results are deterministic).
+
+Types (numpy's rules): 16-bit floats accumulate in f32 and return their type, f64 in f64;
+sums of integers and bool accumulate in and return int64 (unsigned ones too: numpy would give
+uint64, which DeviceTensor does not have); mean takes float types only; max/min take every
+dtype and propagate NaN; argmax/argmin return int64, the first index of the extreme value, a
+NaN counting as the extreme. Empty reductions: sum 0, mean NaN, max/min/argmax/argmin a
+ValueError before anything is queued. Everything is queued on the backend's stream.
 """
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
+
+from hip_runtime.dtypes import suffix
 from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, kept_shape, moved_last
+from hip_runtime.ops.reduce_layout import next_power_of_two as pow2
+from hip_runtime.tensor import DeviceTensor
+
+_BLOCK = 256
+_PER_THREAD = 8  # vectors a row thread reads at least before another one is added
+_INT64 = np.dtype(np.int64)
+_SHORT = 32  # rows of at most this many strided elements: one thread per output
+Geometry = tuple[int, int, int, int, int, int]  # blocks, splits, chunk, lanes, vec, by_cols
+
+
+def _sum_acc(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The accumulator (and partial results') type of a sum of `dtype`."""
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        return np.dtype(np.float64) if dtype.itemsize == 8 else np.dtype(np.float32)
+    return _INT64
+
+
+def _is_float(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 class ReductionOps(OpsBase):
-    pass
+    def sum(
+        self, x: DeviceTensor, axis: Any = None, *, keepdim: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:  # fmt: skip
+        """Σ x over `axis`; float types keep their dtype, integers and bool give int64."""
+        return self._reduce("sum", x, axis, keepdim, out)
+
+    def mean(
+        self, x: DeviceTensor, axis: Any = None, *, keepdim: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:  # fmt: skip
+        """The mean over `axis` (float types only; NaN where the reduced axes are empty)."""
+        return self._reduce("mean", x, axis, keepdim, out)
+
+    def max(
+        self, x: DeviceTensor, axis: Any = None, *, keepdim: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:  # fmt: skip
+        """The largest element over `axis` (NaN if any is NaN); every dtype."""
+        return self._reduce("max", x, axis, keepdim, out)
+
+    def min(
+        self, x: DeviceTensor, axis: Any = None, *, keepdim: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:  # fmt: skip
+        """The smallest element over `axis` (NaN if any is NaN); every dtype."""
+        return self._reduce("min", x, axis, keepdim, out)
+
+    def argmax(
+        self, x: DeviceTensor, axis: Any = None, *, keepdim: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:  # fmt: skip
+        """int64 index of the first largest element along the merged `axis` (row-major over
+        the reduced axes, as numpy's argmax of the flattened array for axis=None)."""
+        return self._reduce("argmax", x, axis, keepdim, out)
+
+    def argmin(
+        self, x: DeviceTensor, axis: Any = None, *, keepdim: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:  # fmt: skip
+        """int64 index of the first smallest element (see argmax)."""
+        return self._reduce("argmin", x, axis, keepdim, out)
+
+    # --- the one path -------------------------------------------------------------------------
+
+    def _reduce(
+        self, op: str, x: Any, axis: Any, keepdim: bool, out: DeviceTensor | None
+    ) -> DeviceTensor:
+        x = self._operand(x, "x")
+        axes = axes_argument(axis, x.ndim, op)
+        if op == "mean" and not _is_float(x.dtype):
+            raise ValueError(f"mean takes float tensors, not {x.dtype}")
+        reduced = math.prod(x.shape[a] for a in axes)
+        if reduced == 0 and op not in ("sum", "mean"):
+            raise ValueError(f"{op} of an empty axis (shape {x.shape}, axis {axis!r})")
+        if op == "sum":
+            dtype = x.dtype if _is_float(x.dtype) else _INT64
+        else:
+            dtype = _INT64 if op.startswith("arg") else x.dtype
+        y = self._output(out, kept_shape(x.shape, axes, keepdim), dtype, distinct_from=(x,))
+        if y.size == 0:
+            return y
+        merged = along(x.shape, x.strides, axes)
+        if merged is None:  # reduced axes apart: one strided copy with them moved last
+            x = x.permute(*moved_last(x.ndim, axes)).contiguous()
+            merged = Merged(y.size, reduced, 1, reduced, 1, 0)
+        self._run(op, x, y, merged)
+        return y
+
+    def _run(self, op: str, x: DeviceTensor, y: DeviceTensor, m: Merged) -> None:
+        """Queue the launch(es) of `op` over x's [O, R, I] view `m` into y."""
+        t = suffix(x.dtype)
+        m, geometry = self._geometry(x, m)
+        splits = geometry[1]
+        if op in ("sum", "mean"):
+            kernel = self._kernel("reduce.hip", f"reduce_sum_{t}")
+            mean = int(op == "mean")
+            if splits == 1:
+                self._launch(kernel, x, m, geometry, (y, None), (m.R, mean))
+                return
+            acc = _sum_acc(x.dtype)
+            part = self._output(None, (m.O, splits, m.I), acc)
+            self._launch(kernel, x, m, geometry, (None, part), (m.R, 0))
+            ptrs: tuple[Any, ...]
+            if acc in (x.dtype, _INT64):
+                second, ptrs = self._kernel("reduce.hip", f"reduce_sum_{suffix(acc)}"), (y, None)
+            else:  # 16-bit floats: f32 partials in, the 16-bit type out
+                second, ptrs = self._kernel("reduce.hip", f"reduce_sum2_{t}"), (y,)
+            self._second(second, part, m, ptrs, (m.R, mean))
+            return
+        # max, min, argmax, argmin: one kernel, writing the values, the indices or both.
+        kernel = self._kernel("reduce_arg.hip", f"reduce_arg_{t}")
+        lowest = int(op in ("min", "argmin"))
+        arg = op.startswith("arg")
+        result = (None, y) if arg else (y, None)
+        if splits == 1:
+            self._launch(kernel, x, m, geometry, result, (lowest, 0), source=True)
+            return
+        part = self._output(None, (m.O, splits, m.I), x.dtype)
+        index = self._output(None, (m.O, splits, m.I), _INT64) if arg else None
+        self._launch(kernel, x, m, geometry, (part, index), (lowest, 1), source=True)
+        self._second(kernel, part, m, result, (lowest, 0), source=True if index is None else index)
+
+    def _geometry(
+        self, x: DeviceTensor, m: Merged, *, scalar: bool = False
+    ) -> tuple[Merged, Geometry]:
+        """The view and (blocks, splits, chunk, lanes, vec, by_cols) of a pass over `m`. Rows
+        (I = 1) that take 16-byte loads get `lanes` threads each; others go to the cols
+        layout, as I = 1 with one block per output, or with the outputs as i when rows are
+        short. A split is added when the outputs leave the device's multiprocessors short of
+        work (about 8 blocks of 256 threads each)."""
+        target = max(self._grid_cap // 8, 1)
+        n = max(min(16 // x.dtype.itemsize, 8), 1)
+        aligned = x.ptr % 16 == 0 and not scalar
+        if m.I == 1 and aligned and m.sr == 1 and m.so % n == 0 and m.R % n == 0:
+            lanes = min(pow2(-(-m.R // n // _PER_THREAD)), _BLOCK)
+            per_block = _BLOCK // lanes if lanes < 64 else 1
+            blocks, width, down, vec, by_cols = -(-m.O // per_block), n, lanes, 1, 0
+        else:
+            if m.I == 1 and m.R <= _SHORT:
+                m = Merged(1, m.R, m.O, 0, m.sr, m.so)
+            n = min(n, 4)
+            vec = int(aligned and m.I % n == 0 and m.si == 1 and m.so % n == 0
+                      and m.sr % n == 0)  # fmt: skip
+            width = n if vec else 1
+            lanes = min(pow2(-(-m.I // width)), 32)
+            blocks, down, by_cols = m.O * -(-m.I // (lanes * width)), _BLOCK // lanes, 1
+        splits = 1
+        if blocks < target:
+            most = max(-(-m.R // (width if not by_cols else 1)) // (down * 4), 1)
+            splits = min(-(-target // blocks), most, 65535)
+        chunk = -(-m.R // splits)
+        chunk = -(-chunk // width) * width
+        splits = max(-(-m.R // chunk), 1) if m.R else 1
+        return m, (blocks, splits, chunk, lanes, vec, by_cols)
+
+    def _launch(
+        self,
+        kernel: Any,
+        x: DeviceTensor,
+        m: Merged,
+        geometry: Geometry,
+        ptrs: tuple[Any, ...],
+        extra: tuple[Any, ...],
+        *,
+        source: DeviceTensor | bool | None = None,
+    ) -> None:
+        """One launch over x's [O, R, I] view; `source`: the arg kernels' partial indices
+        (True: none, the index is r)."""
+        blocks, splits, chunk, lanes, vec, by_cols = geometry
+        block = lanes if not by_cols and lanes >= 64 else _BLOCK
+        head = (x,) if source is None else (x, None if source is True else source)
+        kernel.launch(
+            (blocks, splits), block, *head, *ptrs, m.O, m.R, m.I, m.so, m.sr, m.si, splits,
+            chunk, by_cols, lanes, vec, *extra, stream=self.stream,
+        )  # fmt: skip
+
+    def _second(
+        self, kernel: Any, part: DeviceTensor, m: Merged, ptrs: tuple[Any, ...],
+        extra: tuple[Any, ...], *, source: DeviceTensor | bool | None = None,
+    ) -> None:  # fmt: skip
+        """Merge the partials [O, S, I] over S into the result (`ptrs` after the input). The
+        arg kernels' partial indices (`source`) are read with the values, one at a time."""
+        splits = part.shape[1]
+        merged = Merged(m.O, splits, m.I, splits * m.I, m.I, 1)
+        merged, geometry = self._geometry(part, merged, scalar=isinstance(source, DeviceTensor))
+        self._launch(kernel, part, merged, (*geometry[:1], 1, splits, *geometry[3:]), ptrs,
+                     extra, source=source)  # fmt: skip
 
 
 __all__ = ["ReductionOps"]

@@ -1,0 +1,316 @@
+// Reductions along one merged axis: sum (and mean), max/min, argmax/argmin, of every dtype.
+// The entry points are in reduce.hip (sum, mean) and reduce_arg.hip (max, min, argmax, argmin):
+// two sources, so that neither takes long to compile.
+//
+// The host (hip_runtime.ops.reductions) merges the reduced axes and the kept ones so that the
+// input is x[o * so + r * sr + i * si] for o < O, r < R, i < I (strides in elements, any sign)
+// and the result y[o * I + i] (C-contiguous). Two layouts of threads:
+//
+// - rows (cols = 0, I = 1): `lanes` threads (a power of two) per output, blockDim / lanes
+//   outputs per block, grid.x = ceil(O / outputs per block). With vec = 1 (sr = 1, so and R
+//   multiples of N = 16 bytes / sizeof(T), x 16-byte aligned) each thread reads 16 bytes at a
+//   time. A group reduces with shuffles (lanes <= warpSize) or through shared memory.
+// - cols (cols = 1): blockDim = lanes * (256 / lanes) threads, `lanes` across i (N consecutive
+//   i per thread with vec = 1: si = 1, so, sr and I multiples of N, 16-byte aligned; coalesced
+//   along i), the others across r; grid.x = O * ceil(I / (lanes * N)) tiles.
+//
+// Split: grid.y = S > 1 blocks share each output, block y taking r in [y * chunk, (y + 1) *
+// chunk) (chunk a multiple of N), and write partial results to `part` laid out [O, S, I]
+// instead of y; the host then reduces `part` over S with a second launch (cols layout, or
+// rows when I = 1), which writes y. The host sends rows that cannot take 16-byte loads to the
+// cols layout too (I = 1 with one block per output, or outputs as i when rows are short). The partials are in the accumulator type (sum: f32 for
+// 16-bit floats, f64, i64 for integers and bool; max/min: the value; arg: value and index), so
+// the second pass of a 16-bit sum is reduce_sum2_<t> (reads f32, writes <t>).
+//
+// Semantics (numpy's): sum of integers and bool accumulates and returns i64; mean (mean = 1)
+// divides by `count` at the end (0 / 0 = NaN for an empty axis); max/min propagate NaN;
+// argmax/argmin give the first index of the extreme value, a NaN counting as the extreme one.
+// R = 0: sum writes 0 and mean NaN (max and arg are refused by the host).
+// Launch: block 256 (rows: `lanes` when it is 64 or more, else 256; lanes <= 256).
+#pragma once
+
+#include "dtypes.h"
+
+#if HIPK_GPU
+#define HIPK_REDUCE_SLOTS 256
+#define HIPK_REDUCE_LOADS 4  // loads in flight per thread in the main loops (arg: half)
+#else
+#define HIPK_REDUCE_SLOTS 1024  // one slot per thread: no shuffles on the CPU platform
+#define HIPK_REDUCE_LOADS 1     // (the unrolled loops only slow the host compiler down)
+// 24 entry points of 3 layouts each took g++ 43 s at -O3, 18 s at -O1 (the tests use small
+// shapes on the CPU platform).
+#pragma GCC optimize("O1")
+#endif
+
+namespace hipk {
+
+template <typename T> HIPK_DEVICE bool is_nan(T) { return false; }
+template <> HIPK_DEVICE bool is_nan<float>(float v) { return v != v; }
+template <> HIPK_DEVICE bool is_nan<double>(double v) { return v != v; }
+
+// Any plain value shifted down `offset` lanes, moved as 32-bit words (pairs, bytes, doubles).
+template <typename V> HIPK_DEVICE V shuffle_down(V v, int offset) {
+#if HIPK_GPU
+    union Words {
+        V v;
+        int w[(sizeof(V) + 3) / 4];
+    } u;
+    u.v = v;
+    HIPK_UNROLL
+    for (int k = 0; k < (int)(sizeof(V) + 3) / 4; ++k) {
+#if defined(__CUDA_ARCH__)
+        u.w[k] = __shfl_down_sync(0xffffffffu, u.w[k], offset);
+#else
+        u.w[k] = __shfl_down(u.w[k], offset);
+#endif
+    }
+    return u.v;
+#else
+    (void)offset;
+    return v;
+#endif
+}
+
+// Thread 0 of each group of `lanes` consecutive threads (a power of two) ends with the
+// merge of the group's values. Every thread of the block calls it (barriers). `slots`: shared
+// memory for HIPK_REDUCE_SLOTS values.
+template <typename V, typename Op>
+HIPK_DEVICE V group_reduce(V v, const Op& op, V* slots, int lanes) {
+    const int t = (int)threadIdx.x;
+#if HIPK_GPU
+    if (lanes <= warpSize) {  // within one warp: lane l merges lane l + offset
+        for (int offset = lanes / 2; offset > 0; offset /= 2) v = op.merge(v, shuffle_down(v, offset));
+        return v;
+    }
+    // One group per block: warps by shuffles, then thread 0 merges the warps' results.
+    for (int offset = warpSize / 2; offset > 0; offset /= 2) v = op.merge(v, shuffle_down(v, offset));
+    if (t % warpSize == 0) slots[t / warpSize] = v;
+    __syncthreads();
+    if (t == 0)
+        for (int w = 1; w < lanes / warpSize; ++w) v = op.merge(v, slots[w]);
+    return v;
+#else
+    slots[t] = v;
+    for (int offset = lanes / 2; offset > 0; offset /= 2) {
+        __syncthreads();
+        if (t % lanes < offset) slots[t] = op.merge(slots[t], slots[t + offset]);
+    }
+    __syncthreads();
+    return slots[t];
+#endif
+}
+
+// --- the operations: Acc init(), add(acc, value, index), merge(a, b), write(acc, at, part) ---
+
+template <typename T> struct SumAcc { typedef long long type; };  // integers and bool
+template <> struct SumAcc<float> { typedef float type; };
+template <> struct SumAcc<double> { typedef double type; };
+template <> struct SumAcc<f16> { typedef float type; };
+template <> struct SumAcc<bf16> { typedef float type; };
+
+template <typename T> struct SumOut { typedef long long type; };
+template <> struct SumOut<float> { typedef float type; };
+template <> struct SumOut<double> { typedef double type; };
+template <> struct SumOut<f16> { typedef f16 type; };
+template <> struct SumOut<bf16> { typedef bf16 type; };
+
+template <typename A, typename O> HIPK_DEVICE O store_sum(A a) { return (O)a; }
+template <> HIPK_DEVICE f16 store_sum<float, f16>(float a) { return from_float<f16>(a); }
+template <> HIPK_DEVICE bf16 store_sum<float, bf16>(float a) { return from_float<bf16>(a); }
+
+// In: what x holds (T, or the accumulator in a second pass); Out: y's type.
+template <typename In, typename Acc, typename Out> struct SumOp {
+    typedef In in_type;
+    typedef Acc acc_type;
+    enum { loads = HIPK_REDUCE_LOADS };
+    Out* y;
+    Acc* part;
+    long long count;  // mean: divide by it at the end
+    int mean;
+
+    HIPK_DEVICE Acc init() const { return (Acc)0; }
+    HIPK_DEVICE void add(Acc& a, In v, long long, long long) const { a += (Acc)load_value(v); }
+    HIPK_DEVICE Acc merge(Acc a, Acc b) const { return a + b; }
+    HIPK_DEVICE void write(Acc a, long long at, long long part_at) const {
+        if (part) {
+            part[part_at] = a;
+        } else {
+            y[at] = store_sum<Acc, Out>(mean ? a / (Acc)count : a);
+        }
+    }
+};
+
+// The best value so far and its index (-1: none yet).
+template <typename V> struct Best {
+    V v;
+    long long i;
+};
+
+// max/min and argmax/argmin: `lowest` picks min. A second pass of arg reads the indices of
+// the partials from `index` (null otherwise: the index is r).
+template <typename T> struct ExtremeOp {
+    typedef T in_type;
+    typedef Best<typename Compute<T>::type> acc_type;
+    enum { loads = (HIPK_REDUCE_LOADS + 1) / 2 };  // branchy adds: fewer copies to compile
+    typedef typename Compute<T>::type V;
+    T* y;                 // the values (results or partials), or null
+    long long* y_index;   // the indices (results or partials), or null
+    const long long* index;
+    int lowest;
+    int partial;
+
+    HIPK_DEVICE acc_type init() const {
+        acc_type a;
+        a.v = V();
+        a.i = -1;
+        return a;
+    }
+    // Whether b replaces a: a NaN beats every number, otherwise the larger (smaller) value.
+    HIPK_DEVICE bool beats(V b, V a) const {
+        if (is_nan(a)) return false;
+        if (is_nan(b)) return true;
+        return lowest ? b < a : b > a;
+    }
+    HIPK_DEVICE void add(acc_type& a, T v, long long at, long long r) const {
+        const V value = load_value(v);
+        if (a.i < 0 || beats(value, a.v)) {
+            a.v = value;
+            a.i = index ? index[at] : r;
+        }
+    }
+    // Ties (equal, or both NaN) go to the smaller index: the first occurrence.
+    HIPK_DEVICE acc_type merge(acc_type a, acc_type b) const {
+        if (b.i < 0) return a;
+        if (a.i < 0 || beats(b.v, a.v)) return b;
+        if (!beats(a.v, b.v) && b.i < a.i) return b;
+        return a;
+    }
+    HIPK_DEVICE void write(acc_type a, long long at, long long part_at) const {
+        const long long k = partial ? part_at : at;
+        if (y) y[k] = store_value<T>(a.v);
+        if (y_index) y_index[k] = a.i;
+    }
+};
+
+// --- the two layouts -------------------------------------------------------------------------
+
+struct Layout {
+    long long O, R, I, so, sr, si, S, chunk;
+    int lanes;
+};
+
+template <int N, typename Op>
+HIPK_DEVICE void rows(const Op& op, const typename Op::in_type* x, const Layout& l,
+                      typename Op::acc_type* slots) {
+    typedef typename Op::in_type In;
+    const int t = (int)threadIdx.x, lane = t % l.lanes;
+    const long long o = (long long)blockIdx.x * (blockDim.x / l.lanes) + t / l.lanes;
+    const long long s = blockIdx.y;
+    const long long r0 = s * l.chunk, r1 = l.R < r0 + l.chunk ? l.R : r0 + l.chunk;
+    typename Op::acc_type a = op.init();
+    if (o < l.O) {  // sr = 1; base, r0 and r1 multiples of N
+        const long long base = o * l.so;
+        long long v = r0 / N + lane;
+        const long long end = r1 / N, step = l.lanes;
+        const int U = Op::loads;
+        for (; v + (U - 1) * step < end; v += U * step) {  // U loads in flight
+            Vec<In, N> p[U];
+            HIPK_UNROLL
+            for (int u = 0; u < U; ++u)
+                p[u] = *reinterpret_cast<const Vec<In, N>*>(x + base + (v + u * step) * N);
+            HIPK_UNROLL
+            for (int u = 0; u < U; ++u)
+                HIPK_UNROLL
+                for (int k = 0; k < N; ++k) {
+                    const long long r = (v + u * step) * N + k;
+                    op.add(a, p[u].v[k], base + r, r);
+                }
+        }
+        for (; v < end; v += step) {
+            const Vec<In, N> p = *reinterpret_cast<const Vec<In, N>*>(x + base + v * N);
+            HIPK_UNROLL
+            for (int k = 0; k < N; ++k) op.add(a, p.v[k], base + v * N + k, v * N + k);
+        }
+    }
+    a = group_reduce(a, op, slots, l.lanes);
+    if (o < l.O && lane == 0) op.write(a, o, o * l.S + s);
+}
+
+template <int N, typename Op>
+HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout& l,
+                      typename Op::acc_type* slots) {
+    typedef typename Op::in_type In;
+    const int t = (int)threadIdx.x, across = t % l.lanes, down = t / l.lanes;
+    const int height = (int)blockDim.x / l.lanes;
+    const long long tiles = (l.I + (long long)l.lanes * N - 1) / ((long long)l.lanes * N);
+    const long long o = blockIdx.x / tiles;
+    const long long i0 = ((long long)(blockIdx.x % tiles) * l.lanes + across) * N;
+    const long long s = blockIdx.y;
+    const long long r0 = s * l.chunk, r1 = l.R < r0 + l.chunk ? l.R : r0 + l.chunk;
+    typename Op::acc_type a[N];
+    HIPK_UNROLL
+    for (int k = 0; k < N; ++k) a[k] = op.init();
+    if (i0 < l.I) {
+        const long long base = o * l.so + i0 * l.si;
+        if (N > 1) {  // si = 1; i0, so, sr multiples of N
+            long long r = r0 + down;
+            const int U = Op::loads;
+            for (; r + (U - 1) * height < r1; r += U * height) {  // U loads in flight
+                Vec<In, N> p[U];
+                HIPK_UNROLL
+                for (int u = 0; u < U; ++u)
+                    p[u] = *reinterpret_cast<const Vec<In, N>*>(x + base + (r + u * height) * l.sr);
+                HIPK_UNROLL
+                for (int u = 0; u < U; ++u)
+                    HIPK_UNROLL
+                    for (int k = 0; k < N; ++k)
+                        op.add(a[k], p[u].v[k], base + (r + u * height) * l.sr + k, r + u * height);
+            }
+            for (; r < r1; r += height) {
+                const Vec<In, N> p = *reinterpret_cast<const Vec<In, N>*>(x + base + r * l.sr);
+                HIPK_UNROLL
+                for (int k = 0; k < N; ++k) op.add(a[k], p.v[k], base + r * l.sr + k, r);
+            }
+        } else {
+            for (long long r = r0 + down; r < r1; r += height) {
+                const long long at = base + r * l.sr;
+                op.add(a[0], x[at], at, r);
+            }
+        }
+    }
+    // Merge down the block's rows of threads, one element of the vectors at a time.
+    HIPK_UNROLL
+    for (int k = 0; k < N; ++k) {
+        slots[t] = a[k];
+        for (int offset = height / 2; offset > 0; offset /= 2) {
+            __syncthreads();
+            if (down < offset) slots[t] = op.merge(slots[t], slots[t + offset * l.lanes]);
+        }
+        __syncthreads();
+        if (down == 0 && i0 + k < l.I)
+            op.write(slots[t], o * l.I + i0 + k, (o * l.S + s) * l.I + i0 + k);
+        __syncthreads();
+    }
+}
+
+// The layout and width the host chose. Rows read 16 bytes (at most 8 elements) per load;
+// cols at most 4 elements (8 bytes for 16-bit types: still whole 32-byte sectors per warp),
+// as each thread keeps one accumulator per element.
+template <typename Op>
+HIPK_DEVICE void reduce(const Op& op, const typename Op::in_type* x, const Layout& l, int by_cols,
+                        int vec) {
+    typedef typename Op::acc_type Acc;
+    __shared__ Acc slots[HIPK_REDUCE_SLOTS];
+    enum {
+        N = Lanes16<typename Op::in_type>::value > 8 ? 8 : Lanes16<typename Op::in_type>::value,
+        NC = N > 4 ? 4 : N
+    };
+    if (!by_cols) rows<N>(op, x, l, slots);  // (vec: the host sends scalar rows to cols)
+    else if (vec) cols<NC>(op, x, l, slots);
+    else cols<1>(op, x, l, slots);
+}
+
+}  // namespace hipk
+
+// The Layout of an entry point's parameters (named as in every entry point).
+#define HIPK_LAYOUT_VALUE {O, R, I, so, sr, si, S, chunk, lanes}
