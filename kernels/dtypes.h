@@ -24,6 +24,8 @@
     X(i8, signed char) X(i16, short) X(i32, int) X(i64, long long) X(u8, unsigned char)        \
     X(u32, unsigned int)
 #define HIPK_BOOL_TYPE(X) X(b8, bool)
+// The types of kernels that compute in f32 whatever they store (attention, the row ops).
+#define HIPK_F32_AND_16BIT_TYPES(X) X(f32, float) X(f16, hipk::f16) X(bf16, hipk::bf16)
 #define HIPK_ALL_TYPES(X) HIPK_FLOAT_TYPES(X) HIPK_INT_TYPES(X) HIPK_BOOL_TYPE(X)
 
 namespace hipk {

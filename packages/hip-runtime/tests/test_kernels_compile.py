@@ -30,6 +30,7 @@ EXPECTED = {source: {f"{op}_{t}" for op in ops for t in TYPES} for source, ops i
 EXPECTED["cast.hip"] = {f"cast_{a}_to_{b}" for a in TYPES for b in TYPES if a != b}
 EXPECTED["dequant.hip"] = {f"dequant_{q}_{t}" for q in ("q8_0", "q4_0") for t in TYPES}
 EXPECTED["copy.hip"] = {f"copy{t}_u{bits}" for t in ("", "_tiles") for bits in (8, 16, 32, 64)}
+EXPECTED["attention.hip"] = {f"attention_d{d}_{t}" for d in (64, 128, 256) for t in TYPES}
 # (a new source adds its EXPECTED entry above this line)
 
 EM_AMDGPU = 224

@@ -23,6 +23,7 @@ from hip_runtime.blas import Blas
 from hip_runtime.dtypes import DTypeLike, float32
 from hip_runtime.kernel_cache import KernelCache
 from hip_runtime.ops.activations import ActivationOps
+from hip_runtime.ops.attention import AttentionOps
 from hip_runtime.ops.base import grid_cap
 from hip_runtime.ops.creation import CreationOps
 from hip_runtime.ops.elementwise import ElementwiseOps
@@ -46,6 +47,7 @@ class HipBackend(
     NormOps,
     SoftmaxOps,
     LinalgOps,
+    AttentionOps,
     IndexingOps,
     SortingOps,
     CreationOps,

@@ -19,6 +19,7 @@ float32 = np.dtype(np.float32)
 float16 = np.dtype(np.float16)
 bfloat16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
 int32 = np.dtype(np.int32)
+bool_ = np.dtype(np.bool_)
 
 DTypeLike = Any  # whatever np.dtype() accepts: np.float32, "float16", ml_dtypes.bfloat16…
 

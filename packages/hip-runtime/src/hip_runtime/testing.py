@@ -232,6 +232,35 @@ def softmax(x: Array, *, scale: float = 1.0, causal_rows: int = 0) -> Array:
     return result.reshape(v.shape)
 
 
+def attention(
+    q: Array, k: Array, v: Array, *, causal: bool = False, mask: Array | None = None,
+    scale: float | None = None,
+) -> Reference:  # fmt: skip
+    """softmax(scale · q kᵀ + mask) v for q [B, Hq, Sq, D] and k, v [B, Hkv, Skv, D]: query
+    head h reads key/value head h // (Hq // Hkv). `scale` defaults to 1/sqrt(D); a boolean
+    `mask` (True attends) or an additive one broadcasts to [B, Hq, Sq, Skv]; `causal` lets
+    query i see key j <= i + Skv - Sq. A query that sees no key gives zeros."""
+    queries, keys, values = _f64(q), _f64(k), _f64(v)
+    group = queries.shape[1] // keys.shape[1]
+    keys, values = np.repeat(keys, group, axis=1), np.repeat(values, group, axis=1)
+    factor = _f32(1.0 / math.sqrt(queries.shape[-1]) if scale is None else scale)
+    scores = (queries * factor) @ np.swapaxes(keys, -1, -2)
+    sq, skv = scores.shape[-2:]
+    allowed = np.ones(scores.shape, dtype=bool)
+    if causal:
+        allowed &= np.arange(skv)[None, :] <= np.arange(sq)[:, None] + skv - sq
+    if mask is not None and np.asarray(mask).dtype == np.bool_:
+        allowed &= np.broadcast_to(mask, scores.shape)
+    elif mask is not None:
+        scores = scores + _f64(mask)
+    scores = np.where(allowed, scores, -np.inf)
+    top = scores.max(axis=-1, keepdims=True, initial=-np.inf)
+    e = np.exp(scores - np.where(np.isinf(top), 0.0, top))
+    total = e.sum(axis=-1, keepdims=True)
+    weights: Array = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    return Reference(weights @ values, weights @ np.abs(values))
+
+
 # --- linear algebra --------------------------------------------------------------------------
 
 
@@ -348,6 +377,7 @@ __all__ = [
     "add_row_bias",
     "assert_bits_equal",
     "assert_close",
+    "attention",
     "cast",
     "dequantize",
     "dtype_name",

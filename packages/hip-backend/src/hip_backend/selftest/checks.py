@@ -121,6 +121,20 @@ def mlp_swiglu(backend: Any, rng: np.random.Generator, dtype: str) -> float:
     )
 
 
+def attention(backend: Any, rng: np.random.Generator, dtype: str) -> float:
+    """Grouped-query, causal, over [B, S, H, D] views, once per tile shape (head sizes 33, 100
+    and 256)."""
+    worst = 0.0
+    for d in (33, 100, 256):
+        q = testing.random(rng, (2, 4, 19, d), dtype)
+        k, v = (testing.random(rng, (2, 2, 23, d), dtype) for _ in range(2))
+        views = [backend.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 1, 3))).permute(
+            0, 2, 1, 3) for x in (q, k, v)]  # fmt: skip
+        got = backend.scaled_dot_product_attention(*views, causal=True).to_numpy()
+        worst = max(worst, assert_close(got, testing.attention(q, k, v, causal=True), dtype))
+    return worst
+
+
 def _rope(interleaved: bool) -> Check:
     def check(backend: Any, rng: np.random.Generator, dtype: str) -> float:
         tokens, heads, head_dim, rot, max_position = 5, 3, 40, 32, 11
@@ -212,6 +226,7 @@ CHECKS: tuple[OpCheck, ...] = (
     OpCheck("matmul", matmul),
     OpCheck("linear", linear),
     OpCheck("mlp_swiglu", mlp_swiglu),
+    OpCheck("attention", attention),
     OpCheck("rope", _rope(False)),
     OpCheck("rope (interleaved)", _rope(True)),
     OpCheck("embedding", embedding),

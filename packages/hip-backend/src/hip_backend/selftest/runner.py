@@ -10,7 +10,6 @@ Each result is one row of the table `hip-backend selftest` prints.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,13 +18,9 @@ from typing import Any
 import numpy as np
 
 from hip_backend.selftest.checks import CHECKS, OpCheck
+from hip_core.signature import kernels_in_source
 from hip_runtime import HipBackend, KernelCache, kernel_sources
 from hip_runtime.testing import DTYPES, tolerance
-
-#: An entry point of a kernel source: `extern "C" __global__ void [__launch_bounds__(..)] name(`.
-_ENTRY = re.compile(
-    r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\('
-)
 
 
 @dataclass(frozen=True)
@@ -63,8 +58,9 @@ class RecordingKernelCache(KernelCache):
 
 
 def entry_points(source: str) -> list[str]:
-    """The `extern "C" __global__` kernel names a source defines, in order."""
-    return _ENTRY.findall(source)
+    """The `__global__` kernel names a source defines, in order (hip-core's own scan, which
+    knows `__launch_bounds__` wherever it stands and skips comments)."""
+    return list(kernels_in_source(source))
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,0 +1,118 @@
+"""Scaled dot-product attention (kernels/attention.hip): flash-style, the scores never stored.
+
+Queued on the backend's stream. The inputs are read in place through their strides (the head
+dimension must be contiguous), so the usual [B, S, H, D] projections need no copy:
+`q.reshape(B, S, H, D).permute(0, 2, 1, 3)` is already a valid `q`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hip_runtime import strides as layout
+from hip_runtime.dtypes import bool_, float_type
+from hip_runtime.ops.base import INT_MAX, OpsBase
+from hip_runtime.tensor import DeviceTensor
+
+_THREADS = 128  # HIPK_ATTENTION_THREADS
+#: (largest head size, queries per block) of each kernel tile shape, smallest first.
+_TILES = ((64, 32), (128, 16), (256, 8))
+_MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
+
+
+class AttentionOps(OpsBase):
+    def scaled_dot_product_attention(
+        self,
+        q: DeviceTensor,
+        k: DeviceTensor,
+        v: DeviceTensor,
+        *,
+        causal: bool = False,
+        mask: DeviceTensor | None = None,
+        scale: float | None = None,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """softmax(scale · q kᵀ + mask) v, per batch and head, without materializing scores.
+
+        Args:
+            q: [B, Hq, Sq, D] queries; k, v: [B, Hkv, Skv, D] keys and values, Hq a multiple
+                of Hkv (grouped-query attention: query head h reads head h // (Hq // Hkv)).
+                One float dtype (f32, f16, bf16); any strides with the last axis contiguous;
+                D at most 256.
+            causal: query i sees key j only when j <= i + Skv - Sq (the queries are the last
+                Sq positions, as in a decode step over a cache).
+            mask: broadcastable to [B, Hq, Sq, Skv]: bool (True attends) or additive in q's
+                dtype (added to the scaled scores; -inf masks).
+            scale: the scores' factor, 1/sqrt(D) by default (rounded to f32).
+            out: [B, Hq, Sq, D] in q's dtype with a contiguous last axis; must not overlap
+                the inputs.
+
+        A query that sees no key at all (every key masked) gives zeros, not NaN. f32
+        accumulation and an online softmax whatever the storage type.
+        """
+        q, t = self._float_operand(q, "q")
+        k, v = self._operand(k, "k"), self._operand(v, "v")
+        if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+            raise ValueError(
+                f"attention takes q [B, Hq, Sq, D] and k, v [B, Hkv, Skv, D]; got q {q.shape}, "
+                f"k {k.shape}, v {v.shape}"
+            )
+        batch, heads, sq, d = q.shape
+        _, kv_heads, skv, _ = k.shape
+        if k.dtype != q.dtype or v.dtype != q.dtype:
+            raise ValueError(f"q, k and v have dtypes {q.dtype}, {k.dtype}, {v.dtype}; need one")
+        if k.shape != v.shape or k.shape[0] != batch or k.shape[3] != d:
+            raise ValueError(
+                f"k {k.shape} and v {v.shape} must be [B, Hkv, Skv, D] for q {q.shape}"
+            )
+        if kv_heads == 0 or heads % kv_heads:
+            raise ValueError(f"q's {heads} heads are not a multiple of k's {kv_heads}")
+        tile = next((tile for tile in _TILES if d <= tile[0]), None)
+        if tile is None:
+            raise ValueError(f"attention takes head sizes up to {_TILES[-1][0]}, not {d}")
+        if max(sq, skv) > INT_MAX or batch > _MAX_GRID_YZ or heads > _MAX_GRID_YZ:
+            raise ValueError(f"attention shapes {q.shape}, {k.shape} exceed the kernel's range")
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if x.strides[3] != 1 and d > 1:
+                raise ValueError(
+                    f"{name}'s last axis must be contiguous (strides {x.strides}): pass "
+                    f"{name}.contiguous()"
+                )
+        mask_kind, mask_strides = self._mask(mask, q.dtype, (batch, heads, sq, skv))
+        y = self._output(out, q.shape, q.dtype, distinct_from=(q, k, v, mask))
+        if y.strides[3] != 1 and d > 1:
+            raise ValueError(f"out's last axis must be contiguous (strides {y.strides})")
+        if y.size == 0:
+            return y
+        factor = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        kernel = self._kernel("attention.hip", f"attention_d{tile[0]}_{t.suffix}")
+        kernel.launch(
+            (-(-sq // tile[1]), heads, batch), _THREADS,
+            q, k, v, y, mask, mask_kind, heads, kv_heads, sq, skv, d, factor, int(bool(causal)),
+            *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3], *mask_strides,
+            stream=self.stream,
+        )  # fmt: skip
+        return y
+
+    def _float_operand(self, x: Any, name: str) -> tuple[DeviceTensor, Any]:
+        tensor = self._operand(x, name)
+        return tensor, float_type(tensor.dtype, name)
+
+    def _mask(
+        self, mask: Any, dtype: Any, scores: tuple[int, int, int, int]
+    ) -> tuple[int, tuple[int, ...]]:
+        """(the kernel's mask kind, the mask's strides over the scores' shape)."""
+        if mask is None:
+            return 0, (0, 0, 0, 0)
+        mask = self._operand(mask, "mask")
+        if mask.dtype not in (bool_, dtype):
+            raise ValueError(f"mask has dtype {mask.dtype}; attention takes bool or {dtype}")
+        try:
+            strides = layout.broadcast_to(mask.shape, mask.strides, scores)
+        except ValueError as error:
+            raise ValueError(f"mask {mask.shape} does not broadcast to {scores}") from error
+        return (2 if mask.dtype == bool_ else 1), strides
+
+
+__all__ = ["AttentionOps"]
