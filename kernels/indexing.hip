@@ -1,51 +1,267 @@
-// Embedding lookup: embedding_<t>(ids, table, y, tokens, dim, vocab)
+// Indexing by device ids: rows picked (index_select, embedding), elements gathered along an
+// axis, and sums scattered along one (scatter_add, index_add).
 //
-//   y[t, :] = table[ids[t], :]   for a [vocab, dim] table and int32 ids
+// index_select_<u>(x, ids, wide, y, outer, count, inner, size, xo, xa, xi)
+//     y[o, j, c] = x[o * xo + ids[j] * xa + c * xi]   (y C-contiguous [outer, count, inner])
+//     Bits move in units of <u> = 8, 16, 32, 64 or 128 bits: the host views every dtype in the
+//     widest unit its innermost run, strides and addresses allow (an embedding row of bf16 goes
+//     16 bytes per thread). Strides are in units.
+// gather_<u>(x, index, wide, y, n, rank, size, xa, n0..n5, x0..x5, i0..i5, y0..y5)
+//     y[p] = x[p with its coordinate along the axis replaced by index[p]] (torch's gather), for
+//     the n elements p of index's layout: sizes n0..; x's strides x0.. (0 along the axis, whose
+//     stride is xa), index's i0.., y's y0.. (the host merges axes and drops size-1 ones).
+// scatter_add_<t>(y, index, wide, src, n, rank, size, ya, n0..n5, y0..y5, i0..i5, s0..s5)
+//     y[p with its coordinate along the axis replaced by index[p]] += src[p], atomically (many
+//     p may hit one element): f32, f64, i32, u32, i64 with the hardware's atomics, the 1- and
+//     2-byte types (f16, bf16, i8, i16, u8, bool: a logical or) through a compare-and-swap of
+//     the aligned 32-bit word around the element. 16-bit floats add in f32 and round once per
+//     addition. index_add is this kernel with ids broadcast (stride 0) over index's other axes.
 //
-// An id outside [0, vocab) gives a row of zeros instead of reading out of bounds. Rows are
-// copied bit for bit (no conversion). Launch: any 1-D grid and block (grid-stride over the
-// output, 16 bytes per access when table and y are aligned and dim allows it).
-#include "common.h"
+// Ids are int32 (wide = 0) or int64 (wide = 1), read on the device: the host cannot see them
+// without a sync. An id outside [0, size) (negative ones too: nothing wraps) reads zero bits in
+// index_select and gather, and is skipped by scatter_add; nothing outside the tensors is
+// touched. Launch: any 1-D grid and block (grid-stride loops).
+#include "dtypes.h"
+
+#define HIPK_INDEX_RANK 6
 
 namespace hipk {
 
-template <typename T>
-HIPK_DEVICE void embedding(const int* ids, const T* table, T* y, int tokens, int dim, int vocab) {
-    const int N = Lanes16<T>::value;
-    const long long n = (long long)tokens * dim;
-    if (dim % N == 0 && aligned(table, 16) && aligned(y, 16)) {
-        typedef Vec<T, N> Packed;
-        const Packed zero = {};
-        for (long long j = global_thread(); j < n / N; j += grid_threads()) {
-            const long long t = j * N / dim, c = j * N - t * dim;
-            const int id = ids[t];
-            *reinterpret_cast<Packed*>(y + j * N) =
-                0 <= id && id < vocab ? *reinterpret_cast<const Packed*>(table + (long long)id * dim + c)
-                                      : zero;
-        }
-        return;
-    }
-    const T zero = {};
+HIPK_DEVICE long long load_id(const void* ids, int wide, long long at) {
+    return wide ? static_cast<const long long*>(ids)[at]
+                : (long long)static_cast<const int*>(ids)[at];
+}
+
+// 32-bit coordinates whenever the element count allows: 64-bit division costs several times
+// more on the GPU, and index_select's cost is its divisions.
+template <typename U, typename I>
+HIPK_DEVICE void index_select_run(const U* x, const void* ids, int wide, U* y, I outer, I count,
+                                  I inner, long long size, long long xo, long long xa,
+                                  long long xi) {
+    const long long n = (long long)outer * count * inner;
     for (long long i = global_thread(); i < n; i += grid_threads()) {
-        const long long t = i / dim, c = i - t * dim;
-        const int id = ids[t];
-        y[i] = 0 <= id && id < vocab ? table[(long long)id * dim + c] : zero;
+        const I r = (I)i / inner, c = (I)i - r * inner;
+        const I o = r / count, j = r - o * count;
+        const long long id = load_id(ids, wide, j);
+        U v = {};
+        if (0 <= id && id < size) v = x[o * xo + id * xa + c * xi];
+        y[i] = v;
+    }
+}
+
+template <typename U>
+HIPK_DEVICE void index_select(const U* x, const void* ids, int wide, U* y, long long outer,
+                              long long count, long long inner, long long size, long long xo,
+                              long long xa, long long xi) {
+    if (outer * count * inner <= 0xffffffffLL)
+        index_select_run<U, unsigned int>(x, ids, wide, y, (unsigned int)outer,
+                                          (unsigned int)count, (unsigned int)inner, size, xo, xa,
+                                          xi);
+    else
+        index_select_run<U, unsigned long long>(x, ids, wide, y, outer, count, inner, size, xo,
+                                                xa, xi);
+}
+
+// The layout gather and scatter_add walk: index's sizes and, per axis, the strides of the
+// tensor indexed along the axis (0 on the axis itself), of index, and of the other tensor.
+struct IndexLayout {
+    long long size[HIPK_INDEX_RANK];
+    long long big[HIPK_INDEX_RANK];
+    long long index[HIPK_INDEX_RANK];
+    long long other[HIPK_INDEX_RANK];
+};
+
+struct Offsets {
+    long long big, index, other;
+};
+
+HIPK_DEVICE Offsets offsets_of(long long i, int rank, const IndexLayout& l) {
+    Offsets o = {0, 0, 0};
+    for (int k = rank - 1; k >= 0; --k) {
+        const long long c = i % l.size[k];
+        i /= l.size[k];
+        o.big += c * l.big[k];
+        o.index += c * l.index[k];
+        o.other += c * l.other[k];
+    }
+    return o;
+}
+
+template <typename U>
+HIPK_DEVICE void gather(const U* x, const void* index, int wide, U* y, long long n, int rank,
+                        long long size, long long xa, const IndexLayout& l) {
+    for (long long i = global_thread(); i < n; i += grid_threads()) {
+        const Offsets o = offsets_of(i, rank, l);
+        const long long id = load_id(index, wide, o.index);
+        U v = {};
+        if (0 <= id && id < size) v = x[o.big + id * xa];
+        y[o.other] = v;
+    }
+}
+
+// --- atomic adds ------------------------------------------------------------------------------
+
+// The bits of a 1- or 2-byte element, and back.
+template <typename T> HIPK_DEVICE unsigned int narrow_bits(T v) {
+    union { T t; unsigned short u16; unsigned char u8; } pun;
+    pun.u16 = 0;
+    pun.t = v;
+    return sizeof(T) == 1 ? pun.u8 : pun.u16;
+}
+
+template <typename T> HIPK_DEVICE T narrow_value(unsigned int bits) {
+    union { T t; unsigned short u16; unsigned char u8; } pun;
+    if (sizeof(T) == 1)
+        pun.u8 = (unsigned char)bits;
+    else
+        pun.u16 = (unsigned short)bits;
+    return pun.t;
+}
+
+// *p += v for a type narrower than the 32-bit words atomics work on: a compare-and-swap loop on
+// the aligned word holding *p, changing only *p's bytes (allocations are whole words at least).
+template <typename T> HIPK_DEVICE void atomic_add_narrow(T* p, T v) {
+    const unsigned long long at = (unsigned long long)p;
+    unsigned int* word = reinterpret_cast<unsigned int*>(at & ~3ull);
+    const unsigned int shift = (unsigned int)(at & 3ull) * 8u;
+    const unsigned int mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << shift;
+    unsigned int old = *(volatile unsigned int*)word, assumed;
+    do {
+        assumed = old;
+        const T now = narrow_value<T>((assumed & mask) >> shift);
+        const T sum = store_value<T>(load_value(now) + load_value(v));
+        const unsigned int next = (assumed & ~mask) | (narrow_bits(sum) << shift);
+        old = atomicCAS(word, assumed, next);
+    } while (old != assumed);
+}
+
+template <typename T> HIPK_DEVICE void atomic_add(T* p, T v) { atomic_add_narrow(p, v); }
+template <> HIPK_DEVICE void atomic_add<float>(float* p, float v) { atomicAdd(p, v); }
+template <> HIPK_DEVICE void atomic_add<double>(double* p, double v) { atomicAdd(p, v); }
+template <> HIPK_DEVICE void atomic_add<int>(int* p, int v) { atomicAdd(p, v); }
+template <> HIPK_DEVICE void atomic_add<unsigned int>(unsigned int* p, unsigned int v) {
+    atomicAdd(p, v);
+}
+template <> HIPK_DEVICE void atomic_add<long long>(long long* p, long long v) {
+    // Two's complement: an unsigned add of the same bits is the signed sum, wrapped.
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
+
+template <typename T>
+HIPK_DEVICE void scatter_add(T* y, const void* index, int wide, const T* src, long long n,
+                             int rank, long long size, long long ya, const IndexLayout& l) {
+    for (long long i = global_thread(); i < n; i += grid_threads()) {
+        const Offsets o = offsets_of(i, rank, l);
+        const long long id = load_id(index, wide, o.index);
+        if (0 <= id && id < size) atomic_add(y + o.big + id * ya, src[o.other]);
     }
 }
 
 }  // namespace hipk
 
-// --- entry points: one per type (hip-core reads the parameter types from these lines) -------
+// --- entry points (hip-core reads the parameter types from these lines) -----------------------
 
-extern "C" __global__ void embedding_f32(const int* ids, const float* table, float* y, int tokens,
-                                         int dim, int vocab) {
-    hipk::embedding(ids, table, y, tokens, dim, vocab);
+#define HIPK_INDEX_SELECT(U)                                                                   \
+    hipk::index_select(reinterpret_cast<const U*>(x), ids, wide, reinterpret_cast<U*>(y), outer, \
+                       count, inner, size, xo, xa, xi)
+
+extern "C" __global__ void index_select_u8(const unsigned char* x, const void* ids, int wide,
+                                           unsigned char* y, long long outer, long long count,
+                                           long long inner, long long size, long long xo,
+                                           long long xa, long long xi) {
+    HIPK_INDEX_SELECT(unsigned char);
 }
-extern "C" __global__ void embedding_f16(const int* ids, const hipk::f16* table, hipk::f16* y,
-                                         int tokens, int dim, int vocab) {
-    hipk::embedding(ids, table, y, tokens, dim, vocab);
+extern "C" __global__ void index_select_u16(const unsigned short* x, const void* ids, int wide,
+                                            unsigned short* y, long long outer, long long count,
+                                            long long inner, long long size, long long xo,
+                                            long long xa, long long xi) {
+    HIPK_INDEX_SELECT(unsigned short);
 }
-extern "C" __global__ void embedding_bf16(const int* ids, const hipk::bf16* table, hipk::bf16* y,
-                                          int tokens, int dim, int vocab) {
-    hipk::embedding(ids, table, y, tokens, dim, vocab);
+extern "C" __global__ void index_select_u32(const unsigned int* x, const void* ids, int wide,
+                                            unsigned int* y, long long outer, long long count,
+                                            long long inner, long long size, long long xo,
+                                            long long xa, long long xi) {
+    HIPK_INDEX_SELECT(unsigned int);
 }
+extern "C" __global__ void index_select_u64(const unsigned long long* x, const void* ids,
+                                            int wide, unsigned long long* y, long long outer,
+                                            long long count, long long inner, long long size,
+                                            long long xo, long long xa, long long xi) {
+    HIPK_INDEX_SELECT(unsigned long long);
+}
+// 16 bytes per access: pairs of 64-bit words, 16-byte aligned (the host checks).
+extern "C" __global__ void index_select_u128(const unsigned long long* x, const void* ids,
+                                             int wide, unsigned long long* y, long long outer,
+                                             long long count, long long inner, long long size,
+                                             long long xo, long long xa, long long xi) {
+    typedef hipk::Vec<unsigned long long, 2> Pair;
+    HIPK_INDEX_SELECT(Pair);
+}
+
+#define HIPK_INDEX_LAYOUT                                                                      \
+    hipk::IndexLayout l = {{n0, n1, n2, n3, n4, n5},                                           \
+                           {b0, b1, b2, b3, b4, b5},                                           \
+                           {i0, i1, i2, i3, i4, i5},                                           \
+                           {o0, o1, o2, o3, o4, o5}}
+#define HIPK_GATHER(U)                                                                         \
+    HIPK_INDEX_LAYOUT;                                                                         \
+    hipk::gather(reinterpret_cast<const U*>(x), index, wide, reinterpret_cast<U*>(y), n, rank,  \
+                 size, xa, l)
+
+extern "C" __global__ void gather_u8(const unsigned char* x, const void* index, int wide,
+                                     unsigned char* y, long long n, int rank, long long size,
+                                     long long xa, long long n0, long long n1, long long n2,
+                                     long long n3, long long n4, long long n5, long long b0,
+                                     long long b1, long long b2, long long b3, long long b4,
+                                     long long b5, long long i0, long long i1, long long i2,
+                                     long long i3, long long i4, long long i5, long long o0,
+                                     long long o1, long long o2, long long o3, long long o4,
+                                     long long o5) {
+    HIPK_GATHER(unsigned char);
+}
+extern "C" __global__ void gather_u16(const unsigned short* x, const void* index, int wide,
+                                      unsigned short* y, long long n, int rank, long long size,
+                                      long long xa, long long n0, long long n1, long long n2,
+                                      long long n3, long long n4, long long n5, long long b0,
+                                      long long b1, long long b2, long long b3, long long b4,
+                                      long long b5, long long i0, long long i1, long long i2,
+                                      long long i3, long long i4, long long i5, long long o0,
+                                      long long o1, long long o2, long long o3, long long o4,
+                                      long long o5) {
+    HIPK_GATHER(unsigned short);
+}
+extern "C" __global__ void gather_u32(const unsigned int* x, const void* index, int wide,
+                                      unsigned int* y, long long n, int rank, long long size,
+                                      long long xa, long long n0, long long n1, long long n2,
+                                      long long n3, long long n4, long long n5, long long b0,
+                                      long long b1, long long b2, long long b3, long long b4,
+                                      long long b5, long long i0, long long i1, long long i2,
+                                      long long i3, long long i4, long long i5, long long o0,
+                                      long long o1, long long o2, long long o3, long long o4,
+                                      long long o5) {
+    HIPK_GATHER(unsigned int);
+}
+extern "C" __global__ void gather_u64(const unsigned long long* x, const void* index, int wide,
+                                      unsigned long long* y, long long n, int rank,
+                                      long long size, long long xa, long long n0, long long n1,
+                                      long long n2, long long n3, long long n4, long long n5,
+                                      long long b0, long long b1, long long b2, long long b3,
+                                      long long b4, long long b5, long long i0, long long i1,
+                                      long long i2, long long i3, long long i4, long long i5,
+                                      long long o0, long long o1, long long o2, long long o3,
+                                      long long o4, long long o5) {
+    HIPK_GATHER(unsigned long long);
+}
+
+#define HIPK_SCATTER_ADD(S, T)                                                                 \
+    extern "C" __global__ void scatter_add_##S(                                                \
+        T* y, const void* index, int wide, const T* src, long long n, int rank, long long size, \
+        long long ya, long long n0, long long n1, long long n2, long long n3, long long n4,     \
+        long long n5, long long b0, long long b1, long long b2, long long b3, long long b4,     \
+        long long b5, long long i0, long long i1, long long i2, long long i3, long long i4,     \
+        long long i5, long long o0, long long o1, long long o2, long long o3, long long o4,     \
+        long long o5) {                                                                        \
+        HIPK_INDEX_LAYOUT;                                                                     \
+        hipk::scatter_add(y, index, wide, src, n, rank, size, ya, l);                          \
+    }
+HIPK_ALL_TYPES(HIPK_SCATTER_ADD)

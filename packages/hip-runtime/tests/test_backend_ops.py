@@ -201,14 +201,19 @@ def test_rope_positions_outside_the_tables_give_zero_pairs(backend: HipBackend) 
     assert_close(got.to_numpy(), expected, "f32")
 
 
+@pytest.mark.parametrize("id_type", [np.int32, np.int64])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 1000, 17), (7, 4097, 5)], ids=str)
 @pytest.mark.parametrize("dtype", TYPES)
 def test_embedding(
-    backend: HipBackend, harness: KernelHarness, dtype: str, shape: tuple[int, int, int]
+    backend: HipBackend,
+    harness: KernelHarness,
+    dtype: str,
+    shape: tuple[int, int, int],
+    id_type: type,
 ) -> None:
     tokens, dim, vocab = shape
     table = harness.random((vocab, dim), dtype)
-    ids = harness.rng.integers(-1, vocab + 1, (1, tokens)).astype(np.int32)
+    ids = harness.rng.integers(-1, vocab + 1, (1, tokens)).astype(id_type)
     got = backend.embedding(backend.from_numpy(ids), backend.from_numpy(table)).to_numpy()
     assert_bits_equal(got, testing.embedding(ids, table))
 

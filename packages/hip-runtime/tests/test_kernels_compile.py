@@ -23,14 +23,24 @@ FAMILIES = {
     "norms.hip": ("layernorm", "rmsnorm"),
     "softmax.hip": ("softmax",),
     "rope.hip": ("rope_half", "rope_interleaved"),
-    "embedding.hip": ("embedding",),
     "transpose.hip": ("transpose",),
 }
 EXPECTED = {source: {f"{op}_{t}" for op in ops for t in TYPES} for source, ops in FAMILIES.items()}
-EXPECTED["cast.hip"] = {f"cast_{a}_to_{b}" for a in TYPES for b in TYPES if a != b}
 EXPECTED["dequant.hip"] = {f"dequant_{q}_{t}" for q in ("q8_0", "q4_0") for t in TYPES}
 EXPECTED["copy.hip"] = {f"copy{t}_u{bits}" for t in ("", "_tiles") for bits in (8, 16, 32, 64)}
+EXPECTED["indexing.hip"] = (
+    {f"index_select_u{bits}" for bits in (8, 16, 32, 64, 128)}
+    | {f"gather_u{bits}" for bits in (8, 16, 32, 64)}
+    | {f"scatter_add_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()}
+)
+EXPECTED["fill.hip"] = {f"{op}_u{bits}" for op in ("fill", "tril") for bits in (8, 16, 32, 64)} | {
+    f"arange_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()
+}
 EXPECTED["attention.hip"] = {f"attention_d{d}_{t}" for d in (64, 128, 256) for t in TYPES}
+EXPECTED["reduce.hip"] = {f"reduce_sum_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()} | {"reduce_sum2_f16", "reduce_sum2_bf16"}  # fmt: skip
+EXPECTED["reduce_arg.hip"] = {f"reduce_arg_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()}  # fmt: skip
+EXPECTED.update({f"{family}.hip": {f"{family}{p}_{t}" for p in ("", "_any") for t in types} for family, types in (("binary", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()), ("compare", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()), ("unary", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()), ("math", "f32 f64 f16 bf16".split()), ("where", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()), ("cast", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()))})  # fmt: skip
+EXPECTED["binary.hip"] |= {f"power{p}_{t}" for p in ("", "_any") for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()}  # fmt: skip
 # (a new source adds its EXPECTED entry above this line)
 
 EM_AMDGPU = 224

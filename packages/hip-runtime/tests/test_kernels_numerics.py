@@ -201,23 +201,27 @@ def test_rope_positions_outside_the_tables_read_zero_angles(
     assert not got[outside][..., :rot].any() and (got[..., rot:] == x[..., rot:]).all()
 
 
+@pytest.mark.parametrize("wide", [0, 1])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 1000, 17), (7, 4097, 5)], ids=str)
 @pytest.mark.parametrize("dtype", TYPES)
 def test_embedding_gathers_rows_and_zeroes_unknown_ids(
-    harness: KernelHarness, dtype: str, shape: tuple[int, int, int]
+    harness: KernelHarness, dtype: str, shape: tuple[int, int, int], wide: int
 ) -> None:
+    """index_select_u<bits> (what embedding launches) on a [vocab, dim] table: rows of one
+    element per unit (u16/u32) and, where the row allows, 16 bytes per unit (u128)."""
     tokens, dim, vocab = shape
     table = harness.random((vocab, dim), dtype)
-    ids = harness.rng.integers(-2, vocab + 2, tokens).astype(np.int32)  # some out of range
-    ids[0] = vocab - 1
-    dids, dtable, out = (
-        harness.upload(ids),
-        harness.upload(table),
-        harness.output((tokens, dim), dtype),
-    )
-    kernel = harness.kernel("embedding.hip", f"embedding_{dtype}")
-    kernel.launch(grid_for(tokens * dim, 64), 64, dids, dtable, out.buffer, tokens, dim, vocab)
-    assert_bits_equal(out.read(), testing.embedding(ids, table))
+    ids = harness.rng.integers(-2, vocab + 2, tokens).astype(np.int64 if wide else np.int32)
+    ids[0] = vocab - 1  # some out of range, the last row certainly in
+    item = table.dtype.itemsize
+    for unit in sorted({item, 16 if dim * item % 16 == 0 else item}):
+        per = unit // item
+        dids, dtable = harness.upload(ids), harness.upload(table)
+        out = harness.output((tokens, dim), dtype)
+        kernel = harness.kernel("indexing.hip", f"index_select_u{unit * 8}")
+        kernel.launch(grid_for(tokens * dim // per, 64), 64, dtable, dids, wide, out.buffer, 1,
+                      tokens, dim // per, vocab, 0, dim // per, 1)  # fmt: skip
+        assert_bits_equal(out.read(), testing.embedding(ids, table))
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (3, 1000), (7, 4097), (33, 65)], ids=str)

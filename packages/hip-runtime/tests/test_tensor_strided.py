@@ -158,7 +158,6 @@ def test_copy_errors(device: Device) -> None:
 def op_calls(backend: HipBackend, x: DeviceTensor) -> dict[str, Any]:
     """Every op, each given the strided 8 x 8 view x where a contiguous one would do."""
     ok = backend.zeros((8, 8))
-    ids = backend.zeros((8,), np.int32)
     return {
         "add": lambda: backend.add(ok, x),
         "mul": lambda: backend.mul(x, ok),
@@ -175,7 +174,6 @@ def op_calls(backend: HipBackend, x: DeviceTensor) -> dict[str, Any]:
         "linear": lambda: backend.linear(x, ok),
         "mlp_swiglu": lambda: backend.mlp_swiglu(ok, ok, ok, x),
         "rope": lambda: backend.rope(x.reshape(8, 1, 8), x[:, :4], x[:, :4]),
-        "embedding": lambda: backend.embedding(ids, x),
         "transpose": lambda: backend.transpose(ok, out=x),
     }
 

@@ -1,5 +1,5 @@
-"""Ops that move elements by index: rope (pairs rotated by position), embedding (rows gathered
-by id), transpose (a layout change). Queued on the backend's stream."""
+"""Ops that move elements by position: rope (pairs rotated by position), transpose (a layout
+change). Queued on the backend's stream. (embedding lives with the indexing ops.)"""
 
 from __future__ import annotations
 
@@ -60,25 +60,6 @@ class LayoutOps(OpsBase):
             self._kernel("rope.hip", name), x.size // 2, 4, x, cos, sin, positions, y,
             tokens, heads, head_dim, rot, cos.shape[0],
         )  # fmt: skip
-        return y
-
-    def embedding(
-        self, ids: DeviceTensor, table: DeviceTensor, *, out: DeviceTensor | None = None
-    ) -> DeviceTensor:
-        """Rows of table [vocab, dim] picked by int32 ids of any shape: [*ids.shape, dim].
-        An id outside [0, vocab) yields a row of zeros."""
-        ids = self._tensor(ids, "ids")
-        table, t = self._float(table, "table")
-        if ids.dtype != int32:
-            raise ValueError(f"ids must be int32, not {ids.dtype}")
-        if table.ndim != 2:
-            raise ValueError(f"table must be [vocab, dim], not {table.shape}")
-        vocab, dim = table.shape
-        if ids.size > INT_MAX or vocab > INT_MAX or dim > INT_MAX:
-            raise ValueError("embedding sizes exceed the kernel's int range")
-        y = self._output(out, (*ids.shape, dim), table.dtype, distinct_from=(table, ids))
-        kernel = self._kernel("embedding.hip", f"embedding_{t.suffix}")
-        self._launch_flat(kernel, y.size, y.dtype.itemsize, ids, table, y, ids.size, dim, vocab)
         return y
 
     def transpose(self, x: DeviceTensor, *, out: DeviceTensor | None = None) -> DeviceTensor:
