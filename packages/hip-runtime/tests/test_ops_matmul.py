@@ -56,12 +56,12 @@ def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
 
 
 class Calls:
-    """The BLAS calls and copies an op makes (`contiguous()` of a strided tensor)."""
+    """The BLAS calls and copies an op makes (`contiguous()` of a strided tensor, `copy_`)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, backend: HipBackend) -> None:
         self.gemms: list[tuple[Any, int]] = []  # (spec, calls)
-        self.copies = 0
-        gemm, contiguous = backend.blas.gemm, DeviceTensor.contiguous
+        self.copies = self.copies_out = 0
+        gemm, contiguous, copy = backend.blas.gemm, DeviceTensor.contiguous, DeviceTensor.copy_
 
         def counted_gemm(spec: Any, *args: Any, offsets: Any = ((0, 0, 0),), **kw: Any) -> None:
             self.gemms.append((spec, len(offsets)))
@@ -71,12 +71,17 @@ class Calls:
             self.copies += not tensor.is_contiguous
             return contiguous(tensor)
 
+        def counted_copy(tensor: DeviceTensor, source: DeviceTensor) -> DeviceTensor:
+            self.copies_out += 1
+            return copy(tensor, source)
+
         monkeypatch.setattr(backend.blas, "gemm", counted_gemm)
         monkeypatch.setattr(DeviceTensor, "contiguous", counted_contiguous)
+        monkeypatch.setattr(DeviceTensor, "copy_", counted_copy)
 
     def reset(self) -> None:
         self.gemms.clear()
-        self.copies = 0
+        self.copies = self.copies_out = 0
 
 
 @pytest.fixture
@@ -114,6 +119,19 @@ def operand(
     return tensor, array
 
 
+def output(data: st.DataObject, backend: HipBackend, shape: Any, dtype: str, layouts: Any) -> Any:
+    """None, or a zero-filled writable `out` in a random layout (a transposed view too)."""
+    kind = data.draw(st.sampled_from(["none", "layout", "mT"]), label="out")
+    if kind == "none":
+        return None
+    zeros = np.zeros(shape, TYPES[dtype])
+    if kind == "mT" and len(shape) >= 2:
+        return backend.from_numpy(np.swapaxes(zeros, -1, -2).copy()).mT
+    tensor, _ = layouts.make(data, backend, zeros)
+    writable = all(s or d < 2 for d, s in zip(tensor.shape, tensor.strides, strict=True))
+    return tensor if writable else backend.from_numpy(zeros)
+
+
 @SETTINGS
 @given(
     data=st.data(),
@@ -133,11 +151,17 @@ def test_matmul_matches_numpy(
     ta = a.ndim >= 2 and data.draw(st.booleans(), label="transpose_a")
     tb = b.ndim >= 2 and data.draw(st.booleans(), label="transpose_b")
     a, b = (a.mT if ta else a), (b.mT if tb else b)
-    got = backend.matmul(a, b, transpose_a=ta, transpose_b=tb, alpha=alpha)
-    assert got.shape == result
+    out = output(data, backend, result, dtype, layouts)
+    got = backend.matmul(a, b, transpose_a=ta, transpose_b=tb, alpha=alpha, out=out)
+    assert got.shape == result and (out is None or got is out)
+    copies, copies_out = calls.copies, calls.copies_out
     check(got.to_numpy(), host_a, host_b, dtype, alpha)
-    found = gemm_plan.plan(a.shape, a._strides, b.shape, b._strides, ta, tb, a.dtype.itemsize)
-    assert calls.copies == found.copy_a + found.copy_b  # copies only where the plan says so
+    found = gemm_plan.plan(
+        a.shape, a._strides, b.shape, b._strides, ta, tb, a.dtype.itemsize,
+        None if out is None else out._strides,
+    )  # fmt: skip
+    assert copies == found.copy_a + found.copy_b  # copies only where the plan says so
+    assert copies_out == found.copy_out
 
 
 @pytest.mark.parametrize("dtype", sorted(TYPES))
@@ -191,6 +215,27 @@ def test_grouped_query_attention_is_one_call_per_product(
     assert [(spec.m, spec.batch, n) for spec, n in calls.gemms] == [
         (group * s, batch * heads, 1)
     ] * 2
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_strided_out_is_written_in_place(backend: HipBackend, calls: Calls, batch: int) -> None:
+    """Attention's p @ v written straight into the heads of a [B, S, H, D] tensor (row
+    stride H·D), and a product into a transposed view (computed as its transpose): no copy,
+    and for one sequence one strided-batched call over the heads."""
+    rng = np.random.default_rng(secrets.randbits(32))
+    heads, s, t, d = 3, 5, 6, 4
+    p, v = random(rng, (batch, heads, s, t), "f32"), random(rng, (batch, heads, t, d), "f32")
+    storage = backend.from_numpy(np.zeros((batch, s, heads, d), np.float32))
+    out = storage.permute(0, 2, 1, 3)
+    assert backend.matmul(backend.from_numpy(p), backend.from_numpy(v), out=out) is out
+    check(np.swapaxes(storage.to_numpy(), 1, 2), p, v, "f32")
+    a, b = random(rng, (2, 7, 3), "f32"), random(rng, (3, 5), "f32")
+    transposed = backend.from_numpy(np.zeros((2, 5, 7), np.float32)).mT
+    backend.matmul(backend.from_numpy(a), backend.from_numpy(b), out=transposed)
+    check(transposed.contiguous().to_numpy(), a, b, "f32")
+    assert calls.copies_out == 0
+    assert [n for _, n in calls.gemms] == [batch, 1]
+    assert calls.gemms[0][0].batch == heads and calls.gemms[1][0].m == 5  # Cᵀ: m, n swapped
 
 
 def test_batch_layouts_that_do_not_merge(backend: HipBackend, calls: Calls) -> None:
@@ -253,8 +298,8 @@ def test_out_and_errors(backend: HipBackend) -> None:
     for wrong in (np.zeros((2, 3, 4), f32), np.zeros((2, 3, 5), np.float16)):
         with pytest.raises(ValueError, match="out is"):
             backend.matmul(a, b, out=backend.from_numpy(wrong))
-    with pytest.raises(ValueError, match="contiguous"):
-        backend.matmul(a, b, out=backend.from_numpy(np.zeros((2, 5, 3), f32)).mT)
+    with pytest.raises(ValueError, match="elements overlap"):
+        backend.matmul(a, b, out=backend.from_numpy(np.zeros((1, 3, 5), f32)).expand(2, 3, 5))
     storage = backend.from_numpy(np.zeros(64, f32))
     with pytest.raises(ValueError, match="overlap"):
         backend.matmul(storage[:24].reshape(2, 3, 4), b, out=storage[:30].reshape(2, 3, 5))

@@ -39,11 +39,14 @@ _PLANS = 1024  # cached plans (shapes, strides and flags each)
 class MatmulPlan:
     """What one matmul queues.
 
-    shape: the result's (C-contiguous). spec: every call's product (spec.k == 0: the result
-    is zeros, no call). offsets: one call per entry, the byte offsets of a, b and the result
-    from their first elements (empty when the result has no element, or k == 0). copy_a, copy_b:
-    the operand must be made contiguous first (a matrix layout BLAS cannot read); the plan
-    is then for the copy's layout.
+    shape: the result's. spec: every call's product (spec.k == 0: the result is zeros, no
+    call). offsets: one call per entry, the byte offsets of a, b and the result from their
+    first elements (empty when the result has no element, or k == 0). copy_a, copy_b: the
+    operand must be made contiguous first (a matrix layout BLAS cannot read); the plan is
+    then for the copy's layout. copy_out: the result's layout (a strided `out`) is one BLAS
+    cannot write: the plan is for a C-contiguous result, to be copied into `out`. swap: the
+    result is column-major (a transposed `out`), so the calls compute its transpose,
+    op(b)ᵀ @ op(a)ᵀ: b goes where spec and offsets say A, a where they say B.
     """
 
     shape: Shape
@@ -51,11 +54,13 @@ class MatmulPlan:
     offsets: tuple[tuple[int, int, int], ...]
     copy_a: bool
     copy_b: bool
+    copy_out: bool = False
+    swap: bool = False
 
 
 @dataclass(frozen=True)
 class _Operand:
-    """One operand seen as a batch of rows x cols matrices."""
+    """One operand (or the result) seen as a batch of rows x cols matrices."""
 
     batch: Shape
     batch_strides: Strides
@@ -63,6 +68,11 @@ class _Operand:
     cols: int
     row_stride: int
     col_stride: int
+
+    def transposed(self) -> _Operand:
+        return _Operand(
+            self.batch, self.batch_strides, self.cols, self.rows, self.col_stride, self.row_stride
+        )
 
 
 def matrix_layout(
@@ -92,9 +102,11 @@ def plan(
     transpose_a: bool,
     transpose_b: bool,
     itemsize: int,
+    out_strides: Strides | None = None,
 ) -> MatmulPlan:
     """The plan of matmul(a, b) (strides in elements; None: C-contiguous) for elements of
-    `itemsize` bytes. transpose_a / transpose_b swap the operand's last two axes first.
+    `itemsize` bytes, into a result of `out_strides` (of the result's shape and writable:
+    checked by the caller). transpose_a / transpose_b swap the operand's last two axes first.
     ValueError, naming matmul, for operands of no dimension, inner sizes that differ and
     batches that do not broadcast."""
     for name, shape, flag in (("a", a_shape, transpose_a), ("b", b_shape, transpose_b)):
@@ -125,9 +137,19 @@ def plan(
         a = _operand(a_shape, None, transpose_a, vector_is_row=True)
     if copy_b:
         b = _operand(b_shape, None, transpose_b, vector_is_row=False)
+    c = _result(shape, out_strides, len(batch), m, n)
+    c_layout = matrix_layout(c.rows, c.cols, c.row_stride, c.col_stride)
+    # (k == 0: the zeros are filled into a C-contiguous result, one region of memory.)
+    copy_out = c_layout is None or (k == 0 and out_strides is not None)
+    if copy_out:
+        c = _result(shape, None, len(batch), m, n)
     if min(m, n, math.prod(batch)) == 0 or k == 0:
-        return MatmulPlan(shape, Gemm(m=m, n=n, k=k), (), copy_a, copy_b)
-    return _batched(a, b, batch, shape, copy_a, copy_b, itemsize)
+        return MatmulPlan(shape, Gemm(m=m, n=n, k=k), (), copy_a, copy_b, copy_out)
+    swap = c_layout is not None and c_layout[0]
+    if swap:  # a column-major result: Cᵀ = op(b)ᵀ @ op(a)ᵀ, whose result is row-major
+        a, b, c = b.transposed(), a.transposed(), c.transposed()
+    spec, offsets = _batched(a, b, c, batch, itemsize)
+    return MatmulPlan(shape, spec, offsets, copy_a, copy_b, copy_out, swap)
 
 
 def _operand(
@@ -150,31 +172,55 @@ def _operand(
     return _Operand(shape[:-2], steps[:-2], shape[-2], shape[-1], steps[-2], steps[-1])
 
 
+def _result(shape: Shape, strides: Strides | None, batch_ndim: int, m: int, n: int) -> _Operand:
+    """The result as a batch of m x n matrices (a 1-D operand's axis is missing from it: its
+    stride does not matter, as the axis has one element)."""
+    steps = c_strides(shape) if strides is None else strides
+    core = steps[batch_ndim:]
+    if len(core) == 2:
+        row_stride, col_stride = core
+    else:  # one axis: m of one row (a was 1-D) or n of one column (b was 1-D); none: 1 x 1
+        row_stride = core[0] if core and n == 1 else 0
+        col_stride = core[0] if core and n != 1 else 0
+    return _Operand(shape[:batch_ndim], steps[:batch_ndim], m, n, row_stride, col_stride)
+
+
+def _continued(m: int, row_stride: int, stride: int) -> int | None:
+    """The row stride of m-row matrices and a batch axis of `stride` seen as one matrix of
+    rows, or None when the rows do not run on across the axis."""
+    if m == 1:
+        return stride
+    return row_stride if stride == m * row_stride else None
+
+
 def _batched(
-    a: _Operand, b: _Operand, batch: Shape, shape: Shape, copy_a: bool, copy_b: bool, item: int
-) -> MatmulPlan:
+    a: _Operand, b: _Operand, c: _Operand, batch: Shape, item: int
+) -> tuple[Gemm, tuple[tuple[int, int, int], ...]]:
     m, k, n = a.rows, a.cols, b.cols
     sa = list(broadcast_to(a.batch, a.batch_strides, batch))
     sb = list(broadcast_to(b.batch, b.batch_strides, batch))
-    sc = [s * m * n for s in c_strides(batch)]
+    sc = list(c.batch_strides)
     dims = list(batch)
     for i in reversed(range(len(dims))):  # size-1 axes step nowhere: drop them
         if dims[i] == 1:
             del dims[i], sa[i], sb[i], sc[i]
-    # Fold trailing axes b is broadcast over into M where a's rows run on across them (the
-    # result's do: it is C-contiguous, so its last batch stride is always m * n).
-    row_stride = a.row_stride
-    while dims and sb[-1] == 0:
-        d, stride = dims[-1], sa[-1]
-        step = stride if m == 1 else row_stride
-        if (m > 1 and stride != m * row_stride) or d * m > INT_MAX:
+    # Fold trailing axes b is broadcast over into M where a's rows and the result's run on
+    # across them (the result stays row-major).
+    a_rows, c_rows = a.row_stride, c.row_stride
+    while dims and sb[-1] == 0 and dims[-1] * m <= INT_MAX:
+        rows = dims[-1] * m
+        step_a, step_c = _continued(m, a_rows, sa[-1]), _continued(m, c_rows, sc[-1])
+        if step_a is None or step_c is None:
             break
-        if matrix_layout(d * m, k, step, a.col_stride) is None:
+        if matrix_layout(rows, k, step_a, a.col_stride) is None:
             break
-        m, row_stride = d * m, step
+        if matrix_layout(rows, n, step_c, c.col_stride) != (False, step_c):
+            break
+        m, a_rows, c_rows = rows, step_a, step_c
         del dims[-1], sa[-1], sb[-1], sc[-1]
-    column_a, lda = matrix_layout(m, k, row_stride, a.col_stride) or (False, k)
+    column_a, lda = matrix_layout(m, k, a_rows, a.col_stride) or (False, k)
     column_b, ldb = matrix_layout(k, n, b.row_stride, b.col_stride) or (False, n)
+    ldc = (matrix_layout(m, n, c_rows, c.col_stride) or (False, n))[1]
     merged, (ma, mb, mc) = collapse(tuple(dims), tuple(sa), tuple(sb), tuple(sc))
     # One axis goes to the strided-batched call (the largest whose strides BLAS takes: none
     # negative); every index of the others is a call of its own.
@@ -195,9 +241,9 @@ def _batched(
     spec = Gemm(
         m=m, n=n, k=k, batch=count, transpose_a=column_a, transpose_b=column_b,
         stride_a=0 if axis is None else ma[axis], stride_b=0 if axis is None else mb[axis],
-        stride_c=0 if axis is None else mc[axis], lda=lda, ldb=ldb, ldc=n,
+        stride_c=0 if axis is None else mc[axis], lda=lda, ldb=ldb, ldc=ldc,
     )  # fmt: skip
-    return MatmulPlan(shape, spec, offsets, copy_a, copy_b)
+    return spec, offsets
 
 
 __all__ = ["MatmulPlan", "matrix_layout", "plan"]

@@ -16,6 +16,7 @@ from hip_runtime.blas import DATA_TYPES
 from hip_runtime.dtypes import FloatType, float_type
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
+from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 
 _DTYPE_NAMES = ", ".join(str(t) for t in DATA_TYPES)
@@ -39,19 +40,43 @@ class LinalgOps(OpsBase):
         and that axis is left out of the result, [..., m, n]. Operands of any layout; only a
         matrix BLAS cannot read (steps on both of its axes, a reversed or broadcast axis
         inside it) is copied first (`.contiguous()`, on the stream). f32/f64/f16/bf16, both
-        of one dtype; `out` (C-contiguous, the result's shape and dtype) must not overlap a
-        or b.
+        of one dtype. `out`: the result's shape and dtype, not overlapping a or b, any
+        writable layout: BLAS writes row-major matrices with any row stride (a slice of a
+        wider tensor, heads of [B, S, H, D]) and transposed ones in place; others get the
+        result through a temporary and one strided copy.
         """
         a = self._operand(a, "a")
         b = self._operand(b, "b")
         data_type = _data_type(a, b)
-        found = plan(
-            a.shape, a._strides, b.shape, b._strides, bool(transpose_a), bool(transpose_b),
-            a.dtype.itemsize,
-        )  # fmt: skip
-        y = self._output(out, found.shape, a.dtype, distinct_from=(a, b))
+        key = (a.shape, a._strides, b.shape, b._strides, bool(transpose_a), bool(transpose_b))
+        found = plan(*key, a.dtype.itemsize)
+        if isinstance(out, DeviceTensor) and not out.is_contiguous:
+            y = self._strided_out(out, found.shape, a.dtype, (a, b))
+            found = plan(*key, a.dtype.itemsize, y._strides)
+        else:
+            y = self._output(out, found.shape, a.dtype, distinct_from=(a, b))
         self._gemm(found, a, b, y, data_type, float(alpha))
         return y
+
+    def _strided_out(
+        self,
+        out: DeviceTensor,
+        shape: tuple[int, ...],
+        dtype: Any,
+        inputs: tuple[DeviceTensor, ...],
+    ) -> DeviceTensor:
+        """A strided `out=` validated: the shape and dtype written, no two elements sharing
+        memory, no byte shared with an input."""
+        out = self._operand(out, "out")
+        if out.shape != shape or out.dtype != dtype:
+            raise ValueError(f"out is {out.shape} {out.dtype}; this op writes {shape} {dtype}")
+        check_writable(out)
+        first, end = out.span()
+        for tensor in inputs:
+            low, high = tensor.span()
+            if tensor.size and first < high and low < end:
+                raise ValueError("out must not overlap the inputs of this op")
+        return out
 
     def _gemm(
         self,
@@ -68,13 +93,18 @@ class LinalgOps(OpsBase):
             a = a.contiguous()
         if found.copy_b:
             b = b.contiguous()
+        result = self._output(None, y.shape, y.dtype) if found.copy_out else y
         if not found.offsets:
-            if y.size:
-                y.region().fill(0, stream=self.stream)
-            return
-        self.blas.gemm(
-            found.spec, a.ptr, b.ptr, y.ptr, data_type, alpha=alpha, offsets=found.offsets
-        )
+            if result.size:
+                result.region().fill(0, stream=self.stream)
+        else:
+            first, second = (b, a) if found.swap else (a, b)
+            self.blas.gemm(
+                found.spec, first.ptr, second.ptr, result.ptr, data_type, alpha=alpha,
+                offsets=found.offsets,
+            )  # fmt: skip
+        if result is not y:
+            y.copy_(result)
 
     def linear(
         self,
