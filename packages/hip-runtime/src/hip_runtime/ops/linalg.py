@@ -50,23 +50,25 @@ class LinalgOps(OpsBase):
         data_type = _data_type(a, b)
         key = (a.shape, a._strides, b.shape, b._strides, bool(transpose_a), bool(transpose_b))
         found = plan(*key, a.dtype.itemsize)
-        if isinstance(out, DeviceTensor) and not out.is_contiguous:
-            y = self._strided_out(out, found.shape, a.dtype, (a, b))
-            found = plan(*key, a.dtype.itemsize, y._strides)
+        if out is None:
+            y = self._output(None, found.shape, a.dtype)
         else:
-            y = self._output(out, found.shape, a.dtype, distinct_from=(a, b))
+            y = self._matmul_out(out, found.shape, a.dtype, (a, b))
+            if y._strides is not None:
+                found = plan(*key, a.dtype.itemsize, y._strides)
         self._gemm(found, a, b, y, data_type, float(alpha))
         return y
 
-    def _strided_out(
+    def _matmul_out(
         self,
         out: DeviceTensor,
         shape: tuple[int, ...],
         dtype: Any,
         inputs: tuple[DeviceTensor, ...],
     ) -> DeviceTensor:
-        """A strided `out=` validated: the shape and dtype written, no two elements sharing
-        memory, no byte shared with an input."""
+        """`out=` of any layout, validated: the shape and dtype written, no two elements
+        sharing memory, no byte shared with an input (spans: strided inputs reach beyond
+        their first nbytes)."""
         out = self._operand(out, "out")
         if out.shape != shape or out.dtype != dtype:
             raise ValueError(f"out is {out.shape} {out.dtype}; this op writes {shape} {dtype}")
