@@ -1,0 +1,139 @@
+"""scaled_dot_product_attention beside torch SDPA's backends, in one run (bf16).
+
+- prefill, causal: B4 H32 S2048 D128 and B1 H32 S8192 D128, in TFLOP/s (4·B·H·Sq·Skv·D / 2
+  for causal), beside torch's flash, cuDNN and memory-efficient SDPA backends, each forced
+  with `torch.nn.attention.sdpa_kernel` (a backend this torch or GPU lacks is a skipped row);
+- decode, one query per sequence: B32 Hq32/Hkv8 KV4096 D128 and B1 Hq32/Hkv8 KV32768 D128, in
+  GB/s of K and V read, beside the same torch backends (GQA through `enable_gqa` where torch
+  has it, else K/V repeated per query head outside the timing) and the same run's copy rate.
+Device time per call with events (bench_ops' method). Writes bench_attention.jsonl and .md
+under --out.
+
+    PYTHONPATH=... python3 bench/bench_attention.py [--quick] [--out DIR] [--repeats R]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _harness import ROWS, emit, parser, save
+from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
+
+from hip_core import hip_api
+from hip_runtime import HipBackend
+
+PREFILL = ((4, 32, 2048, 128), (1, 32, 8192, 128))  # B, H, S, D
+DECODE = ((32, 32, 8, 4096, 128), (1, 32, 8, 32768, 128))  # B, Hq, Hkv, KV, D
+QUICK_PREFILL = ((1, 4, 256, 64),)
+QUICK_DECODE = ((2, 4, 2, 512, 64),)
+TORCH_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+
+
+def tensors(backend: HipBackend, torch: Any, shapes: list[tuple[int, ...]]) -> tuple[list, list]:
+    """Random bf16 tensors: torch ones when torch is here (shared through DLPack), else ours."""
+    if torch is None:
+        return [backend.zeros(s, "bfloat16") for s in shapes], []
+    theirs = [torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in shapes]
+    torch.cuda.synchronize()
+    return [backend.from_dlpack(t) for t in theirs], theirs
+
+
+def torch_rows(torch: Any, run: Any, name: str, measure: Any, repeats: int) -> dict[str, float]:
+    """ms per call of each torch SDPA backend (skipped rows for the ones that cannot run)."""
+    found = {}
+    for which in TORCH_BACKENDS:
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            with sdpa_kernel(getattr(SDPBackend, which)):
+                timer = TorchTimer(torch)
+                ms = time_ms(run, timer.start, timer.stop, repeats)
+        except Exception as error:  # this torch or GPU lacks the backend for these shapes
+            emit(bench="skipped", case=name, impl=f"torch {which.lower()}",
+                 reason=f"{type(error).__name__}: {error}"[:200])  # fmt: skip
+            continue
+        found[which.lower()] = ms
+        emit(bench=name, impl=f"torch {which.lower()}", ms=ms, rate=measure(ms))
+    return found
+
+
+def prefill(backend: HipBackend, torch: Any, shape: tuple[int, ...], repeats: int) -> None:
+    b, h, s, d = shape
+    name = f"prefill B{b} H{h} S{s} D{d} causal"
+    flops = 4 * b * h * s * s * d / 2
+    ours, theirs = tensors(backend, torch, [(b, h, s, d)] * 3)
+    timer = HipTimer(backend)
+    sdpa = backend.scaled_dot_product_attention
+    ms = time_ms(lambda: sdpa(*ours, causal=True), timer.start, timer.stop, repeats)
+    row: dict[str, Any] = dict(bench=name, impl="hip", ms=ms, rate=flops / ms / 1e9)
+    if theirs:
+        f = torch.nn.functional.scaled_dot_product_attention
+        best = torch_rows(torch, lambda: f(*theirs, is_causal=True), name,
+                          lambda m: flops / m / 1e9, repeats)  # fmt: skip
+        if best:
+            row["vs_best_torch"] = min(best.values()) / ms
+    emit(**row)
+
+
+def decode(
+    backend: HipBackend, torch: Any, shape: tuple[int, ...], repeats: int, copy: float
+) -> None:
+    b, hq, hkv, kv, d = shape
+    name = f"decode B{b} Hq{hq}/Hkv{hkv} KV{kv} D{d}"
+    nbytes = 2 * b * hkv * kv * d * 2  # K and V, bf16
+    ours, theirs = tensors(backend, torch, [(b, hq, 1, d), (b, hkv, kv, d), (b, hkv, kv, d)])
+    timer = HipTimer(backend)
+    sdpa = backend.scaled_dot_product_attention
+    ms = time_ms(lambda: sdpa(*ours), timer.start, timer.stop, repeats)
+    rate = nbytes / ms / 1e6
+    row: dict[str, Any] = dict(bench=name, impl="hip", ms=ms, rate=rate, of_copy=rate / copy)
+    if theirs:
+        f = torch.nn.functional.scaled_dot_product_attention
+        q, k, v = theirs
+        try:
+            f(q, k, v, enable_gqa=True)
+            run = lambda: f(q, k, v, enable_gqa=True)  # noqa: E731
+        except TypeError:  # an older torch: repeat K/V per query head, untimed
+            k, v = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+            run = lambda: f(q, k, v)  # noqa: E731
+        best = torch_rows(torch, run, name, lambda m: nbytes / m / 1e6, repeats)
+        if best:
+            row["vs_best_torch"] = min(best.values()) / ms
+    emit(**row)
+
+
+def table(copy: float) -> str:
+    lines = [f"D2D copy (read + write): {copy:.0f} GB/s", "",
+             "| case | impl | ms | TFLOP/s or GB/s | hip / best torch |",
+             "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in ROWS:
+        if r["bench"].startswith(("prefill", "decode")):
+            ratio = f"{r['vs_best_torch']:.3f}" if "vs_best_torch" in r else ""
+            lines.append(f"| {r['bench']} | {r['impl']} | {r['ms']:.3f} | {r['rate']:.0f} | "
+                         f"{ratio} |")  # fmt: skip
+        elif r["bench"] == "skipped" and "case" in r:
+            lines.append(f"| {r['case']} | {r['impl']} | skipped: {r['reason'][:80]} | | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    flags = parser(__doc__)
+    flags.add_argument("--repeats", type=int, help="timed batches per figure (10; --quick: 3)")
+    args = flags.parse_args()
+    repeats = args.repeats or (3 if args.quick else 10)
+    backend = HipBackend()
+    platform = hip_api().platform
+    torch = import_torch(platform)
+    emit(bench="setup", platform=platform, device=backend.device.name,
+         torch=getattr(torch, "__version__", "skipped: not importable with a GPU"))  # fmt: skip
+    copy = bench_copy(backend, torch, 1 << 28, repeats)
+    for shape in QUICK_PREFILL if args.quick else PREFILL:
+        prefill(backend, torch, shape, repeats)
+    for shape in QUICK_DECODE if args.quick else DECODE:
+        decode(backend, torch, shape, repeats, copy)
+    backend.close()
+    save(args.out, "bench_attention", table(copy))
+
+
+if __name__ == "__main__":
+    main()
