@@ -18,8 +18,8 @@ from hip_runtime import kernel_sources
 
 TYPES = ("f32", "f16", "bf16")
 FAMILIES = {
-    "elementwise.hip": ("add", "mul", "scale", "add_row_bias"),
-    "activations.hip": ("silu", "gelu_erf", "gelu_tanh", "swiglu"),
+    "elementwise.hip": ("add_row_bias",),
+    "activations.hip": ("swiglu",),
     "norms.hip": ("layernorm", "rmsnorm"),
     "softmax.hip": ("softmax",),
     "rope.hip": ("rope_half", "rope_interleaved"),
@@ -36,11 +36,25 @@ EXPECTED["indexing.hip"] = (
 EXPECTED["fill.hip"] = {f"{op}_u{bits}" for op in ("fill", "tril") for bits in (8, 16, 32, 64)} | {
     f"arange_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()
 }
+EXPECTED["sort.hip"] = (
+    {f"sort_block_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()}
+    | {f"sort_merge_k{bits}" for bits in (32, 64)}
+    | {f"sort_finish_u{bits}" for bits in (8, 16, 32, 64)}
+)
 EXPECTED["attention.hip"] = {f"attention_d{d}_{t}" for d in (64, 128, 256) for t in TYPES}
 EXPECTED["reduce.hip"] = {f"reduce_sum_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()} | {"reduce_sum2_f16", "reduce_sum2_bf16"}  # fmt: skip
 EXPECTED["reduce_arg.hip"] = {f"reduce_arg_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()}  # fmt: skip
-EXPECTED.update({f"{family}.hip": {f"{family}{p}_{t}" for p in ("", "_any") for t in types} for family, types in (("binary", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()), ("compare", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()), ("unary", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()), ("math", "f32 f64 f16 bf16".split()), ("where", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()), ("cast", "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()))})  # fmt: skip
-EXPECTED["binary.hip"] |= {f"power{p}_{t}" for p in ("", "_any") for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()}  # fmt: skip
+_NUMBERS = ("f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "u8", "u32")
+for _family, _types in (
+    ("binary", _NUMBERS),
+    ("compare", (*_NUMBERS, "b8")),
+    ("unary", _NUMBERS),
+    ("math", _NUMBERS[:4]),
+    ("where", (*_NUMBERS, "b8")),
+    ("cast", (*_NUMBERS, "b8")),
+):
+    EXPECTED[f"{_family}.hip"] = {f"{_family}{p}_{t}" for p in ("", "_any") for t in _types}
+EXPECTED["binary.hip"] |= {f"power{p}_{t}" for p in ("", "_any") for t in _NUMBERS}
 # (a new source adds its EXPECTED entry above this line)
 
 EM_AMDGPU = 224
