@@ -75,8 +75,8 @@ def along(shape: tuple[int, ...], strides: tuple[int, ...], axes: tuple[int, ...
         else:
             runs.append([label, d, s])
     labels = [r[0] for r in runs]
-    if labels.count(1) > 1 or labels.count(0) > 2 or labels == [0, 0]:
-        return None
+    if labels not in ([], [0], [1], [0, 1], [1, 0], [0, 1, 0]):
+        return None  # kept-reduced-kept at most: the output index is o * I + i
     if 1 not in labels:  # nothing of size > 1 reduced
         return Merged(kept, 1, 1, runs[0][2] if runs and kept > 1 else 0, 0, 0)
     at = labels.index(1)

@@ -1,0 +1,219 @@
+"""sum, mean, max, min, argmax, argmin against float64 numpy references, under hypothesis.
+
+Random shapes of rank 0-5 (size-0 and size-1 axes), axes drawn at random (None, an int, a
+tuple, negative ones too), keepdim, every dtype, inputs in random layouts (the `layouts`
+fixture: permuted, stepped, reversed, broadcast), NaNs in float inputs. Large shapes (the
+split over the reduced axis on a real GPU, the 16-byte paths) run marked gpu.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from hip_core import Device
+from hip_runtime import HipBackend
+
+DTYPES = [
+    np.dtype(t)
+    for t in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.int16,
+              np.int32, np.int64, np.uint8, np.uint32, np.bool_)
+]  # fmt: skip
+FLOATS = [t for t in DTYPES if t.kind == "f" or t.name == "bfloat16"]
+# Relative error of a float result against the sum of |terms| (f32 accumulation for 16-bit
+# types, then one rounding to the storage type).
+RTOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1e-2}
+OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
+SETTINGS = settings(
+    max_examples=40, deadline=None, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
+    with HipBackend(device) as backend:
+        yield backend
+
+
+def is_float(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def host_values(data: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if not is_float(dtype):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    values = rng.standard_normal(shape) * 4
+    if data.draw(st.booleans()):  # ties: few distinct values
+        values = np.round(values)
+    if values.size and data.draw(st.integers(0, 3)) == 0:  # NaNs and infinities
+        flat = values.reshape(-1)
+        flat[rng.integers(0, flat.size, 2)] = data.draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+    return values.astype(dtype)
+
+
+def draw_axis(data: Any, ndim: int) -> Any:
+    kind = data.draw(st.sampled_from(["none", "int", "tuple"] if ndim else ["none", "tuple"]))
+    if kind == "none":
+        return None
+    if kind == "int":
+        return data.draw(st.integers(-ndim, ndim - 1))
+    axes = data.draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim)) if ndim else []
+    return tuple(a - ndim if data.draw(st.booleans()) else a for a in axes)
+
+
+def reference(op: str, x: np.ndarray, axis: Any, keepdim: bool) -> np.ndarray:
+    """numpy's result in float64 (values) or int64 (sums of integers, indices)."""
+    wide = x.astype(np.float64) if is_float(x.dtype) else x.astype(np.int64)
+    if op == "sum":
+        return np.sum(wide, axis=axis, keepdims=keepdim)
+    if op == "mean":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            count = (
+                wide.size if axis is None else np.prod([x.shape[a] for a in np.atleast_1d(axis)])
+            )
+            return np.sum(wide, axis=axis, keepdims=keepdim) / count
+    if op in ("max", "min"):
+        return getattr(np, op)(wide, axis=axis, keepdims=keepdim)
+    # The index runs row-major over the reduced axes in the tensor's order.
+    axes = (
+        tuple(range(x.ndim))
+        if axis is None
+        else tuple(sorted(a % x.ndim for a in np.atleast_1d(axis)))
+    )
+    kept = [a for a in range(x.ndim) if a not in axes]
+    reduced = int(np.prod([x.shape[a] for a in axes]))
+    moved = np.transpose(wide, kept + list(axes)).reshape([x.shape[a] for a in kept] + [reduced])
+    found = getattr(np, op)(moved, axis=-1)
+    if keepdim:
+        found = found.reshape([1 if a in axes else d for a, d in enumerate(x.shape)])
+    return found
+
+
+def check(op: str, got: np.ndarray, x: np.ndarray, expected: np.ndarray) -> None:
+    assert got.shape == expected.shape
+    if op.startswith("arg") or not is_float(x.dtype):
+        wanted = np.int64 if op in ("sum", "argmax", "argmin") else x.dtype
+        assert got.dtype == wanted
+        np.testing.assert_array_equal(got.astype(np.int64), expected.astype(np.int64))
+        return
+    assert got.dtype == x.dtype
+    actual = got.astype(np.float64)
+    if op in ("max", "min"):
+        np.testing.assert_array_equal(actual, expected)  # exact, NaN where numpy has NaN
+        return
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(actual), nan)
+    axis_sum = np.abs(np.nan_to_num(x.astype(np.float64), posinf=0, neginf=0))
+    if op == "mean":  # the magnitude of the mean's terms, per result
+        scale = np.abs(expected)
+    else:
+        scale = np.maximum(np.abs(expected), axis_sum.max(initial=0.0))
+    finite = ~nan & np.isfinite(expected)
+    bound = RTOL[x.dtype.name] * (np.maximum(scale, 1.0)) + 1e-6
+    with np.errstate(invalid="ignore"):  # inf - inf where both are inf: checked below
+        error = np.abs(actual - expected)
+    assert (error[finite] <= np.broadcast_to(bound, error.shape)[finite]).all(), (actual, expected)
+    np.testing.assert_array_equal(actual[~finite & ~nan], expected[~finite & ~nan])
+
+
+@SETTINGS
+@given(data=st.data())
+def test_reductions_match_numpy(backend: HipBackend, layouts: Any, data: Any) -> None:
+    dtype = data.draw(st.sampled_from(DTYPES))
+    op = data.draw(st.sampled_from(OPS if is_float(dtype) else [o for o in OPS if o != "mean"]))
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=5, min_side=0, max_side=5))
+    axis = draw_axis(data, len(shape))
+    keepdim = data.draw(st.booleans())
+    tensor, x = layouts.make(data, backend, host_values(data, shape, dtype))
+    axes = range(x.ndim) if axis is None else [a % x.ndim for a in np.atleast_1d(axis)]
+    if op not in ("sum", "mean") and np.prod([x.shape[a] for a in axes]) == 0:
+        with pytest.raises(ValueError, match=f"{op} of an empty axis"):
+            getattr(backend, op)(tensor, axis, keepdim=keepdim)
+        return
+    got = getattr(backend, op)(tensor, axis, keepdim=keepdim).to_numpy()
+    check(op, got, x, reference(op, x, axis, keepdim))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_long_axes_take_the_vector_and_split_paths(backend: HipBackend, data: Any) -> None:
+    """Rows and columns long enough for 16-byte loads and for a split over the reduced axis
+    (two passes), contiguous and as a slice of columns."""
+    dtype = data.draw(st.sampled_from(DTYPES))
+    op = data.draw(st.sampled_from(OPS if is_float(dtype) else [o for o in OPS if o != "mean"]))
+    rows = data.draw(st.sampled_from([1, 2, 3, 8]))
+    cols = data.draw(st.sampled_from([8, 64, 1000, 4096]))
+    x = host_values(data, (rows, cols), dtype)
+    tensor = backend.from_numpy(x)
+    if data.draw(st.booleans()):  # x.T: the first axis of a transposed view
+        tensor, x = tensor.T, x.T
+    axis = data.draw(st.sampled_from([None, 0, 1, -1]))
+    got = getattr(backend, op)(tensor, axis).to_numpy()
+    check(op, got, x, reference(op, x, axis, False))
+
+
+def test_semantics(backend: HipBackend) -> None:
+    x = np.array([[1.0, np.nan, 3.0, 3.0], [2.0, 2.0, -1.0, -1.0]], np.float32)
+    t = backend.from_numpy(x)
+    np.testing.assert_array_equal(backend.argmax(t, 1).to_numpy(), [1, 0])  # NaN is the max
+    np.testing.assert_array_equal(backend.argmin(t, 1).to_numpy(), [1, 2])  # first of ties
+    assert np.isnan(backend.max(t, 1).to_numpy()[0]) and backend.min(t).to_numpy().dtype == x.dtype
+    empty = backend.from_numpy(np.zeros((3, 0), np.float32))
+    np.testing.assert_array_equal(backend.sum(empty, 1).to_numpy(), [0, 0, 0])
+    assert np.isnan(backend.mean(empty, 1).to_numpy()).all()
+    assert backend.sum(empty, 0).shape == (0,)
+    ints = backend.from_numpy(np.array([250, 250], np.uint8))
+    assert backend.sum(ints).to_numpy() == 500 and backend.sum(ints).dtype == np.int64
+    flags = backend.from_numpy(np.array([True, True, False]))
+    assert backend.sum(flags).to_numpy() == 2
+    out = backend.zeros((2, 1))
+    assert backend.sum(t[:, 2:], axis=(-1,), keepdim=True, out=out) is out
+    np.testing.assert_array_equal(out.to_numpy(), [[6.0], [-2.0]])
+
+
+def test_errors(backend: HipBackend) -> None:
+    t = backend.zeros((2, 3))
+    with pytest.raises(ValueError, match="sum: axis 2 is out of range"):
+        backend.sum(t, 2)
+    with pytest.raises(ValueError, match="names an axis twice"):
+        backend.max(t, (1, -1))
+    with pytest.raises(TypeError, match="mean"):
+        backend.mean(t, 1.5)
+    with pytest.raises(ValueError, match="mean takes float tensors"):
+        backend.mean(backend.zeros((2,), np.int32))
+    with pytest.raises(ValueError, match="max of an empty axis"):
+        backend.max(backend.zeros((0, 3)), 0)
+    with pytest.raises(ValueError, match="argmin of an empty axis"):
+        backend.argmin(backend.zeros((0,)))
+    with pytest.raises(ValueError, match="out is"):
+        backend.sum(t, 0, out=backend.zeros((2,)))
+    with pytest.raises(ValueError, match="out is"):
+        backend.argmax(t, 0, out=backend.zeros((3,)))  # f32, not int64
+    with pytest.raises(ValueError, match="DeviceTensor"):
+        backend.sum(np.zeros(3))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("platform", ["nvidia"], indirect=True)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_large_shapes_on_the_gpu(backend: HipBackend, dtype: str) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2048, 4096)).astype(np.dtype(dtype))
+    t = backend.from_numpy(x)
+    for axis in (None, 0, 1):
+        for op in OPS:
+            got = getattr(backend, op)(t, axis).to_numpy()
+            check(op, got, x, reference(op, x, axis, False))
