@@ -18,12 +18,9 @@ from hypothesis import strategies as st
 
 from hip_core import Device
 from hip_runtime import HipBackend
+from hip_runtime.dtypes import SUFFIXES
 
-DTYPES = [
-    np.dtype(t)
-    for t in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.int16,
-              np.int32, np.int64, np.uint8, np.uint32, np.bool_)
-]  # fmt: skip
+DTYPES = list(SUFFIXES)  # every dtype the kernels take (kernels/dtypes.h)
 IDS = [np.dtype(np.int32), np.dtype(np.int64)]
 SETTINGS = settings(
     max_examples=40, deadline=None, database=None,
@@ -99,6 +96,19 @@ def along(shape: tuple[int, ...], axis: int, data: Any, extra: int = 0) -> tuple
     )
 
 
+def indexed_case(backend: HipBackend, layouts: Any, data: Any, shape: Any, dtype: Any,
+                 id_type: Any) -> tuple[Any, ...]:  # fmt: skip
+    """(rng, axis, x, array, index, index_array) for gather and scatter_add."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    x, array = layouts.make(data, backend, values(rng, shape, dtype))
+    index_shape = along(shape, axis, data, extra=3)
+    index, index_array = layouts.make(
+        data, backend, some_ids(rng, index_shape, shape[axis], id_type)
+    )
+    return rng, axis, x, array, index, index_array
+
+
 def gathered(x: np.ndarray, axis: int, index: np.ndarray) -> np.ndarray:
     out = np.zeros(index.shape, x.dtype)
     for p in np.ndindex(index.shape):
@@ -112,12 +122,8 @@ def gathered(x: np.ndarray, axis: int, index: np.ndarray) -> np.ndarray:
 @given(data=st.data(), shape=shapes, dtype=st.sampled_from(DTYPES), id_type=st.sampled_from(IDS))
 def test_gather(backend: HipBackend, layouts: Any, data: Any, shape: Any, dtype: Any,
                 id_type: Any) -> None:  # fmt: skip
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    axis = data.draw(st.integers(0, len(shape) - 1))
-    x, array = layouts.make(data, backend, values(rng, shape, dtype))
-    index_shape = along(shape, axis, data, extra=3)
-    index, index_array = layouts.make(
-        data, backend, some_ids(rng, index_shape, shape[axis], id_type)
+    _, axis, x, array, index, index_array = indexed_case(
+        backend, layouts, data, shape, dtype, id_type
     )
     got = backend.gather(x, axis - len(shape), index).to_numpy()
     np.testing.assert_array_equal(got, gathered(array, axis, index_array))
@@ -140,14 +146,10 @@ def scattered(x: np.ndarray, axis: int, index: np.ndarray, src: np.ndarray) -> n
 @given(data=st.data(), shape=shapes, dtype=st.sampled_from(DTYPES), id_type=st.sampled_from(IDS))
 def test_scatter_add(backend: HipBackend, layouts: Any, data: Any, shape: Any, dtype: Any,
                      id_type: Any) -> None:  # fmt: skip
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    axis = data.draw(st.integers(0, len(shape) - 1))
-    x, array = layouts.make(data, backend, values(rng, shape, dtype))
-    index_shape = along(shape, axis, data, extra=3)
-    src_shape = tuple(d + data.draw(st.integers(0, 1)) for d in index_shape)
-    index, index_array = layouts.make(
-        data, backend, some_ids(rng, index_shape, shape[axis], id_type)
+    rng, axis, x, array, index, index_array = indexed_case(
+        backend, layouts, data, shape, dtype, id_type
     )
+    src_shape = tuple(d + data.draw(st.integers(0, 1)) for d in index_array.shape)
     src, src_array = layouts.make(data, backend, values(rng, src_shape, dtype))
     expected = scattered(array, axis, index_array, src_array)
     got = backend.scatter_add(x, axis, index, src)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,12 +16,9 @@ from hypothesis import strategies as st
 
 from hip_core import Device
 from hip_runtime import HipBackend
+from hip_runtime.dtypes import SUFFIXES
 
-DTYPES = [
-    np.dtype(t)
-    for t in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.int16,
-              np.int32, np.int64, np.uint8, np.uint32, np.bool_)
-]  # fmt: skip
+DTYPES = list(SUFFIXES)  # every dtype the kernels take (kernels/dtypes.h)
 SETTINGS = settings(
     max_examples=40, deadline=None, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
