@@ -7,13 +7,17 @@
 // for types of up to 4 bytes, 64-bit for 8-byte ones. Pairs (key, column) compare key first and
 // column second: all distinct, so every sort below is stable for free.
 //
-// sort_block_<t>(x, keys, cols, rows, n, row_stride, col_stride, descending)
+// sort_block_<t>(x, keys, cols, rows, n, row_stride, col_stride, descending, keep)
 //     each block sorts tiles of HIPK_SORT_TILE columns of a row (bitonic, in shared memory) and
-//     writes them as sorted runs: keys[row * n + j], cols[...] (int32 columns).
-// sort_merge_k<bits>(keys, cols, keys_out, cols_out, rows, n, width)
+//     writes the first `keep` pairs of each as a sorted run (padded with pairs after every real
+//     one where the tile is shorter): row r's runs at keys[r * m ...], cols[...] (int32
+//     columns), m = tiles per row * keep. keep = HIPK_SORT_TILE sorts whole rows; a topk of
+//     k <= HIPK_SORT_TILE keeps k per tile, so the merges below see only the candidates.
+// sort_merge_k<bits>(keys, cols, keys_out, cols_out, rows, m, width)
 //     merges neighbouring runs of `width` into runs of 2 * width: each element finds its place
-//     by a binary search in the other run (a merge path per element; log2(n / tile) passes).
-// sort_finish_u<bits>(x, cols, values, indices, rows, n, k, row_stride, col_stride)
+//     by a binary search in the other run (a merge path per element; equal pairs, only ever
+//     padding, keep the first run first). One launch per doubling.
+// sort_finish_u<bits>(x, cols, values, indices, rows, m, k, row_stride, col_stride)
 //     the first k of each sorted row: indices (int64) and, when values is not null, x's
 //     elements at them (bits moved, one kernel per element size).
 // x is read through (row_stride, col_stride) in elements: rows of any layout the host merged.
@@ -76,9 +80,11 @@ template <typename K> HIPK_DEVICE bool before(K a, int ia, K b, int ib) {
 template <typename T>
 HIPK_DEVICE void sort_block(const T* x, typename SortKey<T>::type* keys, int* cols, long long rows,
                             long long n, long long row_stride, long long col_stride,
-                            int descending, typename SortKey<T>::type* skeys, int* scols) {
+                            int descending, int keep, typename SortKey<T>::type* skeys,
+                            int* scols) {
     typedef typename SortKey<T>::type K;
     const long long tiles_per_row = (n + HIPK_SORT_TILE - 1) / HIPK_SORT_TILE;
+    const long long m = tiles_per_row * keep;
     const long long tiles = rows * tiles_per_row;
     const K flip = descending ? key_mask<T>() : (K)0;
     const int tid = (int)threadIdx.x, threads = (int)blockDim.x;
@@ -116,22 +122,26 @@ HIPK_DEVICE void sort_block(const T* x, typename SortKey<T>::type* keys, int* co
                 __syncthreads();
             }
         }
-        for (int i = tid; i < len; i += threads) {
-            keys[row * n + first + i] = skeys[i];
-            cols[row * n + first + i] = scols[i];
+        const long long out = row * m + (first / HIPK_SORT_TILE) * keep;
+        for (int i = tid; i < keep; i += threads) {
+            keys[out + i] = i < size ? skeys[i] : (K)~(K)0;
+            cols[out + i] = i < size ? scols[i] : 0x7fffffff;
         }
         __syncthreads();  // the tile is written out before the next one overwrites it
     }
 }
 
-// Pairs of [lo, hi) of a sorted run that come before (key, col).
+// Pairs of [lo, hi) of a sorted run that come before (key, col), or also those equal to it
+// (`equal`: an element of the second run goes after equal ones of the first).
 template <typename K>
 HIPK_DEVICE long long rank_in(const K* keys, const int* cols, long long lo, long long hi, K key,
-                              int col) {
+                              int col, bool equal) {
     long long a = lo, b = hi;
     while (a < b) {
         const long long mid = (a + b) >> 1;
-        if (before(keys[mid], cols[mid], key, col))
+        const K k = keys[mid];
+        const int c = cols[mid];
+        if (before(k, c, key, col) || (equal && k == key && c == col))
             a = mid + 1;
         else
             b = mid;
@@ -153,9 +163,9 @@ HIPK_DEVICE void sort_merge(const K* keys, const int* cols, K* keys_out, int* co
         const long long at = row * n;
         long long to;
         if (p < middle)  // in the first run: after the second run's pairs before it
-            to = p + rank_in(keys + at, cols + at, middle, end, key, col);
+            to = p + rank_in(keys + at, cols + at, middle, end, key, col, false);
         else
-            to = base + (p - middle) + rank_in(keys + at, cols + at, base, middle, key, col);
+            to = base + (p - middle) + rank_in(keys + at, cols + at, base, middle, key, col, true);
         keys_out[at + to] = key;
         cols_out[at + to] = col;
     }
@@ -181,12 +191,12 @@ HIPK_DEVICE void sort_finish(const U* x, const int* cols, U* values, long long* 
 #define HIPK_SORT_BLOCK_ENTRY(S, T)                                                            \
     extern "C" __global__ void sort_block_##S(const T* x, void* keys, int* cols, long long rows, \
                                               long long n, long long row_stride,               \
-                                              long long col_stride, int descending) {          \
+                                              long long col_stride, int descending, int keep) { \
         typedef hipk::SortKey<T>::type K;                                                      \
         __shared__ K skeys[HIPK_SORT_TILE];                                                    \
         __shared__ int scols[HIPK_SORT_TILE];                                                  \
         hipk::sort_block(x, static_cast<K*>(keys), cols, rows, n, row_stride, col_stride,      \
-                         descending, skeys, scols);                                            \
+                         descending, keep, skeys, scols);                                      \
     }
 HIPK_ALL_TYPES(HIPK_SORT_BLOCK_ENTRY)
 

@@ -91,8 +91,11 @@ def test_long_rows_take_the_merge_passes(backend: HipBackend, n: int, dtype: Any
     for descending in (False, True):
         got = backend.argsort(x, descending=descending).to_numpy()
         np.testing.assert_array_equal(got, order(array, descending), err_msg=str(descending))
-    _, indices = backend.topk(x[:, ::-1], 50)  # a reversed view
-    np.testing.assert_array_equal(indices.to_numpy(), order(array[:, ::-1], True)[:, :50])
+    flipped = order(array[:, ::-1], True)
+    for k in (1, 50, 2048, 3000):  # candidates per tile (k <= 2048; tiles shorter than k), all
+        if k <= n:
+            _, indices = backend.topk(x[:, ::-1], k)  # a reversed view
+            np.testing.assert_array_equal(indices.to_numpy(), flipped[:, :k], err_msg=str(k))
 
 
 def test_bad_arguments(backend: HipBackend) -> None:

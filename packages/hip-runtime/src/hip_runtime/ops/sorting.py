@@ -6,8 +6,9 @@ kernels/dtypes.h. Floats order as numpy's sort: -0.0 equals +0.0, and NaN is lar
 everything (last ascending; first when descending and among topk's largest). Rows of up to
 2048 elements are sorted in one block's shared memory (bitonic); longer rows (vocabularies of
 32k-256k for sampling) as 2048-element sorted runs merged pairwise, one launch per doubling.
-Scratch: 8 or 12 bytes per element (two buffers of keys and int32 columns for long rows),
-from the backend's pool.
+topk(k <= 2048) keeps only each run's first k, so sampling's top-50 of a 256k vocabulary
+merges 125 x 50 candidates per row, not the row. Scratch from the backend's pool: 8 or 12
+bytes per kept pair (two buffers of keys and int32 columns when there are merges).
 """
 
 from __future__ import annotations
@@ -90,11 +91,12 @@ class SortingOps(OpsBase):
         if rows * k == 0:
             return
         key_bytes = 8 if x.dtype.itemsize == 8 else 4
-        total = rows * n
-        passes = 0
-        while _TILE << passes < n:
-            passes += 1
-        buffers = 2 if passes else 1
+        # Each 2048-column tile keeps its first `keep` sorted pairs: all of them for a sort, k
+        # for a topk of k <= 2048 (the merges then see only the candidates).
+        keep = min(k, _TILE)
+        m = -(-n // _TILE) * keep  # pairs per row in the scratch
+        total = rows * m
+        buffers = 2 if keep < m else 1
         scratch = self._output(None, (buffers * total * (key_bytes + 4),), _BYTES)
         keys = [scratch[i * total * key_bytes : (i + 1) * total * key_bytes] for i in range(2)]
         base = buffers * total * key_bytes
@@ -102,15 +104,16 @@ class SortingOps(OpsBase):
         tiles = rows * -(-n // _TILE)
         block = self._kernel("sort.hip", f"sort_block_{suffix(x.dtype)}")
         block.launch(min(tiles, self._grid_cap), _BLOCK, x, keys[0], cols[0], rows, n,
-                     row_stride, col_stride, int(descending), stream=self.stream)  # fmt: skip
+                     row_stride, col_stride, int(descending), keep,
+                     stream=self.stream)  # fmt: skip
         merge = self._kernel("sort.hip", f"sort_merge_k{key_bytes * 8}")
-        width, at = _TILE, 0
-        while width < n:
+        width, at = keep, 0
+        while width < m:
             self._launch_flat(merge, total, 16, keys[at], cols[at], keys[1 - at], cols[1 - at],
-                              rows, n, width)  # fmt: skip
+                              rows, m, width)  # fmt: skip
             at, width = 1 - at, width * 2
         finish = self._kernel("sort.hip", f"sort_finish_u{x.dtype.itemsize * 8}")
-        self._launch_flat(finish, rows * k, 16, x, cols[at], values, indices, rows, n, k,
+        self._launch_flat(finish, rows * k, 16, x, cols[at], values, indices, rows, m, k,
                           row_stride, col_stride)  # fmt: skip
 
 
