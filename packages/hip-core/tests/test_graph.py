@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hip_core import Device, Program, capture
+from hip_core import Device, HipError, Program, capture
 
 SOURCE = """
 extern "C" __global__ void add_one(float* x, int n) {
@@ -51,3 +51,48 @@ def test_a_failing_capture_block_leaves_the_stream_usable(device: Device) -> Non
     buffer = device.allocate(16)
     buffer.fill(1, stream=stream)
     stream.sync()
+
+
+def test_a_capture_forks_to_another_stream_and_joins(device: Device) -> None:
+    """An event recorded on the capturing stream and waited on by another stream brings that
+    stream into the capture; its work replays in order with the origin's once joined back."""
+    stream, side = device.create_stream(), device.create_stream(non_blocking=True)
+    a, b, c, d = (device.allocate(64) for _ in range(4))
+    fork, join = device.create_event(timing=False), device.create_event(timing=False)
+    with capture(stream) as captured:
+        a.fill(1, stream=stream)
+        fork.record(stream)
+        side.wait(fork)  # the side stream joins the capture here
+        b.copy_from(a, stream=side)  # after the fill, on the side stream
+        c.fill(3, stream=stream)  # meanwhile on the origin
+        join.record(side)
+        stream.wait(join)
+        d.copy_from(b, stream=stream)  # after the side stream's copy
+    assert captured.graph is not None
+    graph = captured.graph.instantiate()
+    for buffer in (a, b, c, d):
+        buffer.fill(0)
+    for _ in range(2):  # replays are stream-ordered and repeatable
+        graph.launch(stream)
+        stream.sync()
+        out = bytearray(64)
+        d.copy_to(out)
+        assert out == b"\x01" * 64
+        c.copy_to(out)
+        assert out == b"\x03" * 64
+    b.fill(5, stream=side)
+    side.sync()
+
+
+def test_a_fork_never_joined_fails_the_capture(device: Device) -> None:
+    stream, side = device.create_stream(), device.create_stream(non_blocking=True)
+    buffer = device.allocate(64)
+    fork = device.create_event(timing=False)
+    with pytest.raises(HipError, match="Unjoined"), capture(stream):
+        fork.record(stream)
+        side.wait(fork)
+        buffer.fill(1, stream=side)
+    buffer.fill(2, stream=side)  # both streams capture no more
+    buffer.fill(3, stream=stream)
+    stream.sync()
+    side.sync()

@@ -10,27 +10,31 @@
 Every public name of every layer (its `__all__`) is reachable here under its own name, and
 the layer packages themselves are `hip_backend.ffi`, `hip_backend.core` and
 `hip_backend.runtime` (also importable as `import hip_backend.core`). No name is written here:
-each layer's `__all__` is star-imported and appended to this `__all__` (the forms type
-checkers and editors read), so a name a layer adds is here at once. Two layers may export one
-name only for one object (hip-core re-exports hip-ffi's `DeviceProperties`; a test checks
-it), so the flat namespace is unambiguous. The `hip-backend` command line lives in
-`hip_backend.cli`.
+each layer's `__all__` is appended to this `__all__` and read from its layer on first use
+(type checkers and editors read star imports), so a name a layer adds is here at once. Two
+layers may export one name only for one object (hip-core re-exports hip-ffi's
+`DeviceProperties`; a test checks it), so the flat namespace is unambiguous. The
+`hip-backend` command line lives in `hip_backend.cli`.
 """
 
 from __future__ import annotations
 
 import sys
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import hip_core as core
 import hip_ffi as ffi
 import hip_runtime as runtime
 from hip_backend import _version
-from hip_core import *  # noqa: F403
-from hip_ffi import *  # noqa: F403
-from hip_runtime import *  # noqa: F403
+from hip_core._lazy import lazy_exports
 
-# After the star imports, which bring each layer's own `__version__` (a test checks all agree).
+if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr__ below
+    from hip_core import *  # noqa: F403
+    from hip_ffi import *  # noqa: F403
+    from hip_runtime import *  # noqa: F403
+
+# Each layer's own `__version__` agrees with this one (a test checks).
 __version__ = _version.__version__
 
 #: The layer packages, bottom to top, under the names hip_backend gives them.
@@ -40,9 +44,20 @@ LAYERS: dict[str, ModuleType] = {"ffi": ffi, "core": core, "runtime": runtime}
 for _alias, _module in LAYERS.items():
     sys.modules.setdefault(f"{__name__}.{_alias}", _module)
 
-# A name two layers share (`__version__`, a re-exported class) is listed twice; `import *`
-# binds it once.
+# A name two layers share (`__version__`, a re-exported class) is listed twice; it is one object.
 __all__ = ["LAYERS", "core", "ffi", "runtime"]
 __all__ += ffi.__all__
 __all__ += core.__all__
 __all__ += runtime.__all__
+
+# Every layer name is read from its layer on first use (PEP 562), as the layers load theirs:
+# `import hip_backend` imports no op, compiler or loader until one is used (issue 15).
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        name: module.__name__
+        for module in reversed(LAYERS.values())
+        for name in module.__all__
+        if name != "__version__"
+    },
+)

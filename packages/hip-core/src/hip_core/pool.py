@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,31 @@ if TYPE_CHECKING:
 _OUT_OF_MEMORY = ERROR_CODES["hipErrorOutOfMemory"]
 _GRANULE = 512  # the caching allocator rounds sizes up to this many bytes
 _REUSE_DEPTH = 8  # blocks of one size the pool keeps itself for same-size reuse
+
+
+#: Streams whose pool allocations something else serves (`allocations_served_by`), by id.
+_served: dict[int, Callable[[int, Stream], DeviceBuffer]] = {}
+
+
+@contextmanager
+def allocations_served_by(
+    stream: Stream, allocate: Callable[[int, Stream], DeviceBuffer]
+) -> Iterator[None]:
+    """Inside the block, every `MemoryPool.allocate(size, stream=stream)` (any pool) returns
+    `allocate(size, stream)` instead, checked as usual first.
+
+    For a capture: a graph replays its work at the addresses it captured, so the memory a
+    captured forward allocates must be the graph's own for as long as the graph lives, never
+    a pool's, whose stream-ordered allocations would become graph nodes (CUDA) and whose
+    frees would hand the addresses to other work. Not re-entrant for one stream."""
+    key = id(stream)
+    if key in _served:
+        raise RuntimeError("allocations on this stream are served by something else already")
+    _served[key] = allocate
+    try:
+        yield
+    finally:
+        del _served[key]
 
 
 @dataclass(frozen=True)
@@ -116,6 +143,10 @@ class MemoryPool(Resource):
             size = integer(size, "size")
         if size < 0:
             raise ValueError(f"cannot allocate {size} bytes")
+        if _served:
+            serve = _served.get(id(stream))
+            if serve is not None:
+                return serve(size, stream)
         limit = self.limit
         ptr = None
         if limit is None or self._in_use + size <= limit:

@@ -14,9 +14,7 @@ removed and compiled again.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +27,9 @@ from hip_ffi.rtc import compile_source
 if TYPE_CHECKING:
     from hip_core.device import Device
     from hip_core.module import Module
+
+# hashlib and tempfile are imported where a compile or a cache entry needs them: together 15 ms
+# of every `import hip_core` otherwise (issue 15), for programs most imports never build.
 
 _MAGIC = b"HIPCORE1"
 
@@ -82,6 +83,8 @@ class Program:
         self.headers = dict(headers or {})
 
     def cache_key(self, arch: str) -> str:
+        import hashlib
+
         digest = hashlib.sha256()
         parts: list[str | bytes] = [compiler_identity(), arch, self.name, *self.options]
         parts.append(self.source)
@@ -157,6 +160,8 @@ class Program:
 
 def _read_entry(path: Path) -> bytes | None:
     """The payload of a cache entry, or None when missing or corrupt (a corrupt one is removed)."""
+    import hashlib
+
     try:
         blob = path.read_bytes()
     except OSError:
@@ -175,6 +180,9 @@ def _read_entry(path: Path) -> bytes | None:
 def _write_entry(path: Path, payload: bytes) -> None:
     """Write atomically: a reader sees the old entry, no entry, or the whole new one. Nothing is
     left behind when that fails (a cache that cannot be written costs a recompile next time)."""
+    import hashlib
+    import tempfile
+
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,36 +9,80 @@
 
 Subpackages and modules: `ops` (HipBackend's op families), `loading` (AsyncLoader, placement,
 checksums and the checkpoint `formats`), `testing` (float64 numpy references of every op and
-per-dtype tolerances, as numpy.testing; imported on demand: `from hip_runtime import testing`).
-Every resource class (HipBackend, Blas, KVCache, ScratchArena, ModelRuntime) is a
-hip_core.Resource: `close()`, `with`, `closed`, and hip_core.ClosedError from a closed one.
+per-dtype tolerances, as numpy.testing; imported on demand: `from hip_runtime import testing`),
+`forward_graph` (`ForwardGraph`: a whole forward captured once, replayed with new inputs).
+Every resource class (HipBackend, Blas, KVCache, ScratchArena, ModelRuntime, ForwardGraph) is
+a hip_core.Resource: `close()`, `with`, `closed`, and hip_core.ClosedError from a closed one.
+
+Importing the package imports none of them: each public name is loaded from its module on
+first use (PEP 562), so `import hip_runtime` costs what numpy and ml_dtypes cost plus a few
+milliseconds, and a program that only loads checkpoints never imports the ops (issue 15).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hip_core._lazy import lazy_exports
 from hip_runtime._version import __version__
-from hip_runtime.backend import HipBackend
-from hip_runtime.blas import Blas, Gemm
-from hip_runtime.dtypes import bfloat16, float16, float32
-from hip_runtime.kernel_cache import KernelCache
-from hip_runtime.kv_cache import KVCache
-from hip_runtime.loading.formats import (
-    Checkpoint,
-    FormatError,
-    TensorRecord,
-    open_checkpoint,
-    save_safetensors,
-)
-from hip_runtime.loading.loader import (
-    AsyncLoader,
-    ChecksumError,
-    LoadCancelledError,
-    LoadJob,
-    LoadReport,
-    LoadResult,
-)
-from hip_runtime.model_runtime import ModelRuntime
-from hip_runtime.scratch import ScratchArena
-from hip_runtime.staging import StagedCopier
-from hip_runtime.tensor import DeviceTensor
+
+if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr__ below
+    from hip_runtime.backend import HipBackend
+    from hip_runtime.blas import Blas, Gemm
+    from hip_runtime.dtypes import bfloat16, float16, float32
+    from hip_runtime.forward_graph import ForwardGraph
+    from hip_runtime.kernel_cache import KernelCache
+    from hip_runtime.kv_cache import KVCache
+    from hip_runtime.loading.formats import (
+        Checkpoint,
+        FormatError,
+        TensorRecord,
+        open_checkpoint,
+        save_safetensors,
+    )
+    from hip_runtime.loading.loader import (
+        AsyncLoader,
+        ChecksumError,
+        LoadCancelledError,
+        LoadJob,
+        LoadReport,
+        LoadResult,
+    )
+    from hip_runtime.model_runtime import ModelRuntime
+    from hip_runtime.scratch import ScratchArena
+    from hip_runtime.staging import StagedCopier
+    from hip_runtime.tensor import DeviceTensor
+
+#: Each public name and the module that defines it.
+_HOMES = {
+    "AsyncLoader": "hip_runtime.loading.loader",
+    "Blas": "hip_runtime.blas",
+    "Checkpoint": "hip_runtime.loading.formats",
+    "ChecksumError": "hip_runtime.loading.loader",
+    "DeviceTensor": "hip_runtime.tensor",
+    "FormatError": "hip_runtime.loading.formats",
+    "ForwardGraph": "hip_runtime.forward_graph",
+    "Gemm": "hip_runtime.blas",
+    "HipBackend": "hip_runtime.backend",
+    "KVCache": "hip_runtime.kv_cache",
+    "KernelCache": "hip_runtime.kernel_cache",
+    "LoadCancelledError": "hip_runtime.loading.loader",
+    "LoadJob": "hip_runtime.loading.loader",
+    "LoadReport": "hip_runtime.loading.loader",
+    "LoadResult": "hip_runtime.loading.loader",
+    "ModelRuntime": "hip_runtime.model_runtime",
+    "ScratchArena": "hip_runtime.scratch",
+    "StagedCopier": "hip_runtime.staging",
+    "TensorRecord": "hip_runtime.loading.formats",
+    "bfloat16": "hip_runtime.dtypes",
+    "float16": "hip_runtime.dtypes",
+    "float32": "hip_runtime.dtypes",
+    "open_checkpoint": "hip_runtime.loading.formats",
+    "save_safetensors": "hip_runtime.loading.formats",
+}
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
     "AsyncLoader",
@@ -47,6 +91,7 @@ __all__ = [
     "ChecksumError",
     "DeviceTensor",
     "FormatError",
+    "ForwardGraph",
     "Gemm",
     "HipBackend",
     "KVCache",

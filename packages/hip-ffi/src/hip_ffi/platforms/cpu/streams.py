@@ -27,17 +27,22 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hip_ffi.constants import STREAM_NON_BLOCKING
+from hip_ffi.constants import ERROR_CODES, STREAM_NON_BLOCKING
 from hip_ffi.platforms.cpu import status
 from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
+
+if TYPE_CHECKING:
+    from hip_ffi.platforms.cpu.graphs import Capture
 
 Work = Callable[[], int]  # runs one operation; returns a hipError_t
 Dependency = tuple["Stream", int]  # (stream, ticket): done once stream.completed >= ticket
 
 LEGACY_STREAM = 0x1  # hipStreamLegacy
 PER_THREAD_STREAM = 0x2  # hipStreamPerThread
+CAPTURE_ISOLATION = ERROR_CODES["hipErrorStreamCaptureIsolation"]
+CAPTURED_EVENT = ERROR_CODES["hipErrorCapturedEvent"]
 
 
 class Stream:
@@ -55,7 +60,7 @@ class Stream:
         self.error = status.SUCCESS
         self.error_detail = ""  # what the failing operation said about its error
         self.thread: threading.Thread | None = None
-        self.capture: list[Work] | None = None  # operations recorded by stream capture
+        self.capture: Capture | None = None  # the stream capture this stream takes part in
         self.destroyed = False
         self.running = False  # its head operation is being executed (by its worker or a helper)
 
@@ -85,6 +90,8 @@ class Event:
     def __init__(self, flags: int) -> None:
         self.flags = flags
         self.record: _Record | None = None  # the latest hipEventRecord
+        # The latest record, when it was made on a capturing stream: (capture, point).
+        self.captured: tuple[Capture, dict[Stream, int]] | None = None
 
 
 def _done(deps: Sequence[Dependency]) -> bool:
@@ -201,7 +208,7 @@ class Engine:
         """
         with self.held:
             if stream.capture is not None:
-                stream.capture.append(work)
+                stream.capture.append(stream, work)
                 return status.SUCCESS
             op = _Op(0, [*self._implicit(stream), *deps], work, sticky=True)
             self._enqueue(stream, op)
@@ -380,8 +387,10 @@ class Engine:
             return status.SUCCESS
 
         with self.held:
-            if stream.capture is not None:
-                return status.CAPTURE_UNSUPPORTED
+            if stream.capture is not None:  # a point of the graph, for other streams to wait on
+                event.captured = (stream.capture, stream.capture.point(stream))
+                return status.SUCCESS
+            event.captured = None
             op = _Op(0, self._implicit(stream), stamp, sticky=True)
             if not stream.queue and stream.completed == stream.enqueued and _done(op.deps):
                 stream.enqueued += 1  # the stream is there already: complete it now
@@ -407,12 +416,30 @@ class Engine:
 
     def wait_event(self, stream: Stream, event: Event) -> int:
         """Make later work on `stream` wait for `event` (as recorded now)."""
+        captured = event.captured
+        if captured is not None:
+            return self._wait_captured(stream, *captured)
         record = event.record
         if record is None:
             return status.SUCCESS  # never recorded: nothing to wait for
         if stream.capture is not None:
             return status.SUCCESS if record.stream is stream else status.CAPTURE_UNSUPPORTED
         return self.submit(stream, lambda: status.SUCCESS, [(record.stream, record.ticket)])
+
+    def _wait_captured(self, stream: Stream, capture: Capture, point: dict[Stream, int]) -> int:
+        """`stream` waits for an event recorded inside `capture`: it joins the capture (a
+        fork), or, taking part already, depends on that point from now on (a join)."""
+        with self.held:
+            if not capture.active:  # the capture ended: the event never completes anything
+                return CAPTURED_EVENT
+            if stream.capture is None:
+                if stream.null:  # the legacy stream would order with every stream
+                    return status.CAPTURE_UNSUPPORTED
+                stream.capture = capture
+            elif stream.capture is not capture:
+                return CAPTURE_ISOLATION
+            capture.wait(stream, point)
+        return status.SUCCESS
 
 
 ENGINE = Engine()
