@@ -18,7 +18,8 @@
 // chunk) (chunk a multiple of N), and write partial results to `part` laid out [O, S, I]
 // instead of y; the host then reduces `part` over S with a second launch (cols layout, or
 // rows when I = 1), which writes y. The host sends rows that cannot take 16-byte loads to the
-// cols layout too (I = 1 with one block per output, or outputs as i when rows are short). The partials are in the accumulator type (sum: f32 for
+// cols layout too (I = 1 with one block per output, or outputs as i when rows are short).
+// The partials are in the accumulator type (sum: f32 for
 // 16-bit floats, f64, i64 for integers and bool; max/min: the value; arg: value and index), so
 // the second pass of a 16-bit sum is reduce_sum2_<t> (reads f32, writes <t>).
 //
@@ -79,11 +80,13 @@ HIPK_DEVICE V group_reduce(V v, const Op& op, V* slots, int lanes) {
     const int t = (int)threadIdx.x;
 #if HIPK_GPU
     if (lanes <= warpSize) {  // within one warp: lane l merges lane l + offset
-        for (int offset = lanes / 2; offset > 0; offset /= 2) v = op.merge(v, shuffle_down(v, offset));
+        for (int offset = lanes / 2; offset > 0; offset /= 2)
+            v = op.merge(v, shuffle_down(v, offset));
         return v;
     }
     // One group per block: warps by shuffles, then thread 0 merges the warps' results.
-    for (int offset = warpSize / 2; offset > 0; offset /= 2) v = op.merge(v, shuffle_down(v, offset));
+    for (int offset = warpSize / 2; offset > 0; offset /= 2)
+        v = op.merge(v, shuffle_down(v, offset));
     if (t % warpSize == 0) slots[t / warpSize] = v;
     __syncthreads();
     if (t == 0)

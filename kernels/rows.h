@@ -98,6 +98,15 @@ HIPK_DEVICE bool row_vectorizable(int cols, const void* a, const void* b, const 
     return cols % n == 0 && aligned(a, 16) && aligned(b, 16) && aligned(c, 16) && aligned(d, 16);
 }
 
+// Where x's rows start when they are not `cols` apart (a slice of columns, permuted leading
+// axes): row r at (r / inner) * outer + (r % inner) * step elements (inner = 1: r * outer).
+struct RowStrides {
+    long long inner, outer, step;
+    HIPK_DEVICE long long at(long long r) const { return (r / inner) * outer + (r % inner) * step; }
+    // Whether every row start keeps N-element vectors aligned (given an aligned x).
+    HIPK_DEVICE bool multiple_of(int n) const { return outer % n == 0 && step % n == 0; }
+};
+
 // The block number (see above).
 HIPK_DEVICE long long block_number() { return (long long)blockIdx.y * gridDim.x + blockIdx.x; }
 

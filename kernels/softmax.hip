@@ -1,14 +1,17 @@
 // Softmax over the last dimension of a [rows, cols] tensor, with a scale and an optional
 // causal mask (attention scores).
 //
-//   softmax_<t>(x, y, rows, cols, scale, causal_rows):
+//   softmax_<t>(x, y, rows, cols, scale, causal_rows, x_inner, x_outer, x_step):
 //       y[r, c] = exp(s[r, c] - max_c s[r, :]) / sum_c exp(s[r, c] - max),  s = scale * x
+//   (x's row r starts at (r / x_inner) * x_outer + (r % x_inner) * x_step, y's at r * cols:
+//   x may be a slice of columns, or have permuted leading axes; see rows.h's RowStrides)
 //
 // causal_rows = 0: no mask. causal_rows = q > 0: the rows are stacked [..., q, cols] score
 // matrices of q queries over `cols` keys whose last q keys are the queries themselves (keys
 // before them come from a cache), so row r is query i = r % q and sees keys c <= i + cols - q;
 // masked entries get probability 0. A row that sees no key at all (q > cols) is all zeros.
-// y may be x (in place). f32 accumulation for every type.
+// y may be x (in place). f32 accumulation for every type. A row whose scores are all -inf
+// (or masked) is all zeros (numpy would give NaN).
 // Launch: grid = rows (see rows.h: a block takes one row, or two when they fit in half a block),
 // 1-D blocks of up to 1024 threads, about cols / 32 threads for f32 rows kept in registers (32
 // floats per thread) and cols / 64 for 16-bit ones (64 elements per thread, held packed). One
@@ -50,7 +53,8 @@ struct MaxSum2 {
 template <typename T> struct SoftmaxRow {
     const T* x;
     T* y;
-    int stride;
+    int stride;           // y's row stride: the row length
+    RowStrides xrows;     // where x's rows start (a slice of columns, permuted leading axes)
     float scale;
     int causal_rows;
     float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
@@ -84,7 +88,7 @@ template <typename T> struct SoftmaxRow {
         BlockReducer reduce = p.reducer(scratch);
         const int last = last_key(r);
         Tile row;
-        row.load(p, x + r * stride, cols);
+        row.load(p, x + xrows.at(r), cols);
         float m = neg_inf();
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
@@ -116,7 +120,7 @@ template <typename T> struct SoftmaxRow {
         const Floats<2> all = reduce.reduce(mine, MaxSum());
         // A row that sees no key at all: max -inf, sum 0, every output 0.
         const float row_base = all.v[0] == neg_inf() ? 0.0f : all.v[0];
-        const float inverse = all.v[1] > 0.0f ? 1.0f / all.v[1] : 0.0f;
+        const float inverse = all.v[1] != 0.0f ? 1.0f / all.v[1] : 0.0f;  // NaN stays NaN
         const float factor = m == neg_inf() ? 0.0f : expf(m - row_base) * inverse;
         T* yr = y + r * stride;
         HIPK_UNROLL
@@ -144,7 +148,7 @@ template <typename T> struct SoftmaxRow {
         const int last = last_key(r);
         const float k2 = scale * 1.4426950408889634f;  // log2(e)
         Tile row;
-        row.load(p, x + r * stride, cols);
+        row.load(p, x + xrows.at(r), cols);
         float m[2] = {neg_inf(), neg_inf()};  // even and odd elements: shorter chains
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
@@ -171,7 +175,7 @@ template <typename T> struct SoftmaxRow {
         const Floats<2> all = reduce.reduce(mine, MaxSum2());
         // A row that sees no key at all: max -inf, sum 0, every output 0.
         const float row_base = all.v[0] == neg_inf() ? 0.0f : all.v[0];
-        const float inverse = all.v[1] > 0.0f ? 1.0f / all.v[1] : 0.0f;
+        const float inverse = all.v[1] != 0.0f ? 1.0f / all.v[1] : 0.0f;  // NaN stays NaN
         T* yr = y + r * stride;
         HIPK_UNROLL
         for (int k = 0; k < ITEMS; ++k) {
@@ -192,7 +196,7 @@ template <typename T> struct SoftmaxRow {
     template <int N> HIPK_DEVICE void stream(const RowPart& p, long long r, int cols) const {
         BlockReducer reduce = p.reducer(scratch);
         const int last = last_key(r);
-        const T* xr = x + r * stride;
+        const T* xr = x + xrows.at(r);
         const int vectors = cols / N;
         float m = neg_inf(), sum = 0.0f;
         for (int j = p.thread; j < vectors; j += p.threads) {
@@ -212,7 +216,7 @@ template <typename T> struct SoftmaxRow {
         const Floats<2> mine = {{m, sum}};
         const Floats<2> all = reduce.reduce(mine, MaxSum());
         const float base = all.v[0] == neg_inf() ? 0.0f : all.v[0];  // as in regs()
-        const float inverse = all.v[1] > 0.0f ? 1.0f / all.v[1] : 0.0f;
+        const float inverse = all.v[1] != 0.0f ? 1.0f / all.v[1] : 0.0f;  // NaN stays NaN
         T* yr = y + r * stride;
         for (int j = p.thread; j < vectors; j += p.threads) {
             float v[N];
@@ -225,11 +229,139 @@ template <typename T> struct SoftmaxRow {
 };
 
 template <typename T>
-HIPK_DEVICE void softmax(const T* x, T* y, int rows, int cols, float scale, int causal_rows) {
+HIPK_DEVICE void softmax(const T* x, T* y, int rows, int cols, float scale, int causal_rows,
+                         long long x_inner, long long x_outer, long long x_step) {
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
-    const SoftmaxRow<T> op = {x, y, cols, scale, causal_rows, scratch};
+    const RowStrides xrows = {x_inner, x_outer, x_step};
+    const SoftmaxRow<T> op = {x, y, cols, xrows, scale, causal_rows, scratch};
     // 16-bit rows in PackedTile (twice the loads in flight of FloatTile, see packed()).
-    run_rows<T, true>(op, rows, cols, row_vectorizable<T>(cols, x, y, 0, 0));
+    const bool vectors = xrows.multiple_of(Lanes16<T>::value);
+    run_rows<T, true>(op, rows, cols, vectors && row_vectorizable<T>(cols, x, y, 0, 0));
+}
+
+
+// --- along any axis: softmax, log_softmax, l2 normalization -----------------------------------
+//
+//   softmax_axis_<t>(x, y, O, R, I, so, sr, si, yo, yr, yi, lanes, vec, mode, scale, eps):
+//       x's element (o, r, i) at o * so + r * sr + i * si, y's at o * yo + r * yr + i * yi
+//       (y is C-contiguous, but the host may show its rows as i: short rows, one thread
+//       each); each (o, i) is normalized along r:
+//       mode 0: softmax(scale * x); mode 1: log_softmax(scale * x) (all -inf: -inf);
+//       mode 2: x / max(||x||_2, eps) (scale unused).
+// Threads as reduce.h's cols layout: `lanes` across i (N = 4 consecutive i per thread with
+// vec = 1: si = yi = 1, so, sr, yo, yr and I multiples of 4, x and y 16-byte aligned),
+// 256 / lanes down r; grid = O * ceil(I / (lanes * N)), block 256. Two reads of x: the
+// statistics (online max and sum, or the sum of squares), merged down the block, then the
+// output.
+
+// MaxSum, or (unused, sum of squares) for the l2 norm.
+struct AxisStats {
+    int l2;
+    HIPK_DEVICE Floats<2> operator()(const Floats<2>& a, const Floats<2>& b) const {
+        if (l2) {
+            Floats<2> s = {{0.0f, a.v[1] + b.v[1]}};
+            return s;
+        }
+        return MaxSum()(a, b);
+    }
+};
+
+// N floats from x + at: one vector load, or one element (N = 1).
+template <typename T, int N> HIPK_DEVICE void load_at(const T* x, long long at, float (&v)[N]) {
+    if (N > 1) {
+        load_floats<T, N>(x + at, v);
+    } else {
+        v[0] = to_float(x[at]);
+    }
+}
+
+template <typename T, int N>
+HIPK_DEVICE void along_axis(const T* x, T* y, long long O, long long R, long long I, long long so,
+                            long long sr, long long si, long long yo, long long yr,
+                            long long yi, int lanes, int mode, float scale, float eps) {
+    __shared__ Floats<2> slots[256];
+    const int t = (int)threadIdx.x, across = t % lanes, down = t / lanes;
+    const int height = (int)blockDim.x / lanes;
+    const long long tiles = (I + (long long)lanes * N - 1) / ((long long)lanes * N);
+    const long long o = blockIdx.x / tiles;
+    const long long i0 = ((long long)(blockIdx.x % tiles) * lanes + across) * N;
+    const bool mine = o < O && i0 < I;
+    const AxisStats merge = {mode == 2};
+    const long long base = o * so + i0 * si;
+    Floats<2> stats[N];
+    HIPK_UNROLL
+    for (int k = 0; k < N; ++k) {  // the identities: (-inf, 0) for MaxSum, (0, 0) for l2
+        stats[k].v[0] = merge.l2 ? 0.0f : neg_inf();
+        stats[k].v[1] = 0.0f;
+    }
+    for (long long r = down; mine && r < R; r += height) {
+        float v[N];
+        load_at<T, N>(x, base + r * sr, v);
+        HIPK_UNROLL
+        for (int k = 0; k < N; ++k) {
+            if (merge.l2) {
+                stats[k].v[1] += v[k] * v[k];
+                continue;
+            }
+            const float s = v[k] * scale;
+            if (s > stats[k].v[0]) {  // online: the sum rescaled to the new max
+                stats[k].v[1] = stats[k].v[1] * expf(stats[k].v[0] - s) + 1.0f;
+                stats[k].v[0] = s;
+            } else if (s != neg_inf()) {
+                stats[k].v[1] += expf(s - stats[k].v[0]);
+            }
+        }
+    }
+    HIPK_UNROLL
+    for (int k = 0; k < N; ++k) {  // merge down the block, one element of the vectors at a time
+        slots[t] = stats[k];
+        for (int offset = height / 2; offset > 0; offset /= 2) {
+            __syncthreads();
+            if (down < offset) slots[t] = merge(slots[t], slots[t + offset * lanes]);
+        }
+        __syncthreads();
+        stats[k] = slots[across];
+        __syncthreads();
+    }
+    float base_k[N], factor[N];
+    HIPK_UNROLL
+    for (int k = 0; k < N; ++k) {
+        const float m = stats[k].v[0], sum = stats[k].v[1];
+        base_k[k] = m == neg_inf() ? 0.0f : m;
+        // (sum != 0 and norm < eps rather than > and fmaxf: a NaN sum must stay NaN)
+        const float norm = sqrtf(sum);
+        if (mode == 0) factor[k] = sum != 0.0f ? 1.0f / sum : 0.0f;
+        if (mode == 1) factor[k] = sum != 0.0f ? base_k[k] + logf(sum) : neg_inf();  // log-sum-exp
+        if (mode == 2) factor[k] = 1.0f / (norm < eps ? eps : norm);
+    }
+    for (long long r = down; mine && r < R; r += height) {
+        float v[N];
+        load_at<T, N>(x, base + r * sr, v);
+        HIPK_UNROLL
+        for (int k = 0; k < N; ++k) {
+            if (mode == 0) v[k] = expf(v[k] * scale - base_k[k]) * factor[k];
+            else if (mode == 1)
+                v[k] = factor[k] == neg_inf() ? neg_inf() : v[k] * scale - factor[k];
+            else v[k] = v[k] * factor[k];
+        }
+        T* at = y + o * yo + r * yr + i0 * yi;
+        if (N > 1) {
+            store_floats<T, N>(at, v);
+        } else {
+            *at = from_float<T>(v[0]);
+        }
+    }
+}
+
+template <typename T>
+HIPK_DEVICE void softmax_axis(const T* x, T* y, long long O, long long R, long long I,
+                              long long so, long long sr, long long si, long long yo,
+                              long long yr, long long yi, int lanes, int vec, int mode,
+                              float scale, float eps) {
+    if (vec)
+        along_axis<T, 4>(x, y, O, R, I, so, sr, si, yo, yr, yi, lanes, mode, scale, eps);
+    else
+        along_axis<T, 1>(x, y, O, R, I, so, sr, si, yo, yr, yi, lanes, mode, scale, eps);
 }
 
 }  // namespace hipk
@@ -239,14 +371,37 @@ HIPK_DEVICE void softmax(const T* x, T* y, int rows, int cols, float scale, int 
 // within 64 registers (without it they took up to 72 on sm_90: fewer resident blocks).
 
 extern "C" __global__ void __launch_bounds__(1024) softmax_f32(
-    const float* x, float* y, int rows, int cols, float scale, int causal_rows) {
-    hipk::softmax(x, y, rows, cols, scale, causal_rows);
+    const float* x, float* y, int rows, int cols, float scale, int causal_rows,
+    long long x_inner, long long x_outer, long long x_step) {
+    hipk::softmax(x, y, rows, cols, scale, causal_rows, x_inner, x_outer, x_step);
 }
 extern "C" __global__ void __launch_bounds__(1024) softmax_f16(
-    const hipk::f16* x, hipk::f16* y, int rows, int cols, float scale, int causal_rows) {
-    hipk::softmax(x, y, rows, cols, scale, causal_rows);
+    const hipk::f16* x, hipk::f16* y, int rows, int cols, float scale, int causal_rows,
+    long long x_inner, long long x_outer, long long x_step) {
+    hipk::softmax(x, y, rows, cols, scale, causal_rows, x_inner, x_outer, x_step);
 }
 extern "C" __global__ void __launch_bounds__(1024) softmax_bf16(
-    const hipk::bf16* x, hipk::bf16* y, int rows, int cols, float scale, int causal_rows) {
-    hipk::softmax(x, y, rows, cols, scale, causal_rows);
+    const hipk::bf16* x, hipk::bf16* y, int rows, int cols, float scale, int causal_rows,
+    long long x_inner, long long x_outer, long long x_step) {
+    hipk::softmax(x, y, rows, cols, scale, causal_rows, x_inner, x_outer, x_step);
+}
+
+// (16-bit floats and f32, as softmax_<t>; parameters as above)
+extern "C" __global__ __launch_bounds__(256) void softmax_axis_f32(
+    const float* x, float* y, long long O, long long R, long long I, long long so, long long sr,
+    long long si, long long yo, long long yr, long long yi, int lanes, int vec, int mode,
+    float scale, float eps) {
+    hipk::softmax_axis(x, y, O, R, I, so, sr, si, yo, yr, yi, lanes, vec, mode, scale, eps);
+}
+extern "C" __global__ __launch_bounds__(256) void softmax_axis_f16(
+    const hipk::f16* x, hipk::f16* y, long long O, long long R, long long I, long long so,
+    long long sr, long long si, long long yo, long long yr, long long yi, int lanes, int vec,
+    int mode, float scale, float eps) {
+    hipk::softmax_axis(x, y, O, R, I, so, sr, si, yo, yr, yi, lanes, vec, mode, scale, eps);
+}
+extern "C" __global__ __launch_bounds__(256) void softmax_axis_bf16(
+    const hipk::bf16* x, hipk::bf16* y, long long O, long long R, long long I, long long so,
+    long long sr, long long si, long long yo, long long yr, long long yi, int lanes, int vec,
+    int mode, float scale, float eps) {
+    hipk::softmax_axis(x, y, O, R, I, so, sr, si, yo, yr, yi, lanes, vec, mode, scale, eps);
 }

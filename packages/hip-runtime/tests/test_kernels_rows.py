@@ -53,7 +53,7 @@ def test_norms(
     uploaded = [harness.upload(p) if p is not None else None for p in params]  # null: none
     dx, out = harness.upload(x), harness.output(shape, dtype)
     kernel = harness.kernel("norms.hip", f"{norm}_{dtype}")
-    kernel.launch(rows, block, dx, *uploaded, out.buffer, rows, cols, EPS)
+    kernel.launch(rows, block, dx, *uploaded, out.buffer, rows, cols, EPS, 1, cols, 0)
     assert_close(out.read(), getattr(testing, norm)(x, *params, eps=EPS), dtype)
 
 
@@ -69,7 +69,7 @@ def test_softmax(
     x = harness.random(shape, dtype, scale=4.0)
     dx, out = harness.upload(x), harness.output(shape, dtype)
     kernel = harness.kernel("softmax.hip", f"softmax_{dtype}")
-    kernel.launch(rows, block, dx, out.buffer, rows, cols, scale, causal_rows)
+    kernel.launch(rows, block, dx, out.buffer, rows, cols, scale, causal_rows, 1, cols, 0)
     got = out.read()
     assert_close(got, testing.softmax(x, scale=scale, causal_rows=causal_rows), dtype)
     # Every row sees at least one key here, so every row sums to 1 (up to the output rounding).
@@ -87,7 +87,7 @@ def test_softmax_row_that_sees_no_key_is_zero(
     x = harness.random((rows, cols), "f32")
     dx, out = harness.upload(x), harness.output((rows, cols), "f32")
     harness.kernel("softmax.hip", "softmax_f32").launch(
-        rows, block, dx, out.buffer, rows, cols, 1.0, causal_rows
+        rows, block, dx, out.buffer, rows, cols, 1.0, causal_rows, 1, cols, 0
     )
     got = out.read()
     assert (got[:2] == 0).all()
@@ -112,8 +112,9 @@ def test_norms_and_softmax_work_in_place(harness: KernelHarness, dtype: str, blo
         kernel = harness.kernel(
             "softmax.hip" if name == "softmax" else "norms.hip", f"{name}_{dtype}"
         )
+        strided = (1, cols, 0)  # rows cols apart
         tail = (rows, cols, 1.0, 0) if name == "softmax" else (rows, cols, EPS)
-        kernel.launch(rows, block, data, *params, data, *tail)
+        kernel.launch(rows, block, data, *params, data, *tail, *strided)
         harness.device.synchronize()
         got = np.empty(rows * cols, x.dtype)
         data.copy_to(got.view(np.uint8))
@@ -138,7 +139,7 @@ def test_layernorm_of_huge_short_rows_is_finite(
     x = np.stack(rows)
     dx, out = harness.upload(x), harness.output(x.shape, dtype)
     harness.kernel("norms.hip", f"layernorm_{dtype}").launch(
-        len(rows), block, dx, None, None, out.buffer, len(rows), cols, EPS
+        len(rows), block, dx, None, None, out.buffer, len(rows), cols, EPS, 1, cols, 0
     )
     got = out.read()
     assert np.isfinite(got.astype(np.float64)).all()

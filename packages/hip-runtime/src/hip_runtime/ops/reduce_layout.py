@@ -91,8 +91,27 @@ def moved_last(ndim: int, axes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(a for a in range(ndim) if a not in axes) + axes
 
 
+def row_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """(inner, outer, step) placing row r of a layout whose last axis is the columns at
+    (r // inner) * outer + (r % inner) * step, when that axis is contiguous and the leading
+    axes merge into at most two (a slice of columns, permuted or reversed leading axes); None
+    otherwise. What the row kernels (norms, softmax; rows.h's RowStrides) read without a copy."""
+    cols = shape[-1]
+    if cols > 1 and strides[-1] != 1:
+        return None
+    lead, (steps,) = layout.collapse(shape[:-1], strides[:-1])
+    if len(lead) == 1:
+        return 1, (steps[0] if lead[0] > 1 else cols), 0
+    if len(lead) == 2:
+        return lead[1], steps[0], steps[1]
+    return None
+
+
 def next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-__all__ = ["Merged", "along", "axes_argument", "kept_shape", "moved_last", "next_power_of_two"]
+__all__ = [
+    "Merged", "along", "axes_argument", "kept_shape", "moved_last", "next_power_of_two",
+    "row_strides",
+]  # fmt: skip

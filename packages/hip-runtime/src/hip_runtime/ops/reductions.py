@@ -1,4 +1,5 @@
-"""Reductions along any axes: sum, mean, max, min, argmax, argmin (kernels/reduce.hip).
+"""Reductions along any axes: sum, mean, max, min, argmax, argmin (kernels/reduce.hip,
+reduce_arg.hip); l2_normalize along an axis (softmax.hip's along-axis kernel).
 
 Every op takes `axis` = None (all axes), an int or a tuple of ints (negative allowed),
 `keepdim=False` and `out=` (C-contiguous, of the result's shape and dtype), and inputs of any
@@ -25,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime.dtypes import suffix
+from hip_runtime.dtypes import float_type, suffix
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, kept_shape, moved_last
 from hip_runtime.ops.reduce_layout import next_power_of_two as pow2
+from hip_runtime.ops.softmax import L2, along_axis, axis_argument
 from hip_runtime.tensor import DeviceTensor
 
 _BLOCK = 256
@@ -92,6 +94,19 @@ class ReductionOps(OpsBase):
     ) -> DeviceTensor:  # fmt: skip
         """int64 index of the first smallest element (see argmax)."""
         return self._reduce("argmin", x, axis, keepdim, out)
+
+    def l2_normalize(
+        self, x: DeviceTensor, axis: int = -1, *, eps: float = 1e-12,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:  # fmt: skip
+        """x / max(||x||_2, eps) along `axis` (as torch.nn.functional.normalize); f32, f16,
+        bf16 (f32 accumulation), any layout, C-contiguous result."""
+        x = self._operand(x, "x")
+        float_type(x.dtype, "x")
+        a = axis_argument(x, axis, "l2_normalize")
+        y = self._output(out, x.shape, x.dtype, inputs=(x,))
+        along_axis(self, x, y, a, L2, 1.0, float(eps))
+        return y
 
     # --- the one path -------------------------------------------------------------------------
 
