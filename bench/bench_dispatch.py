@@ -1,0 +1,239 @@
+"""Host cost per op (issue 15): HipBackend beside torch eager and CuPy, and hip-core's event
+creation and small copies beside cuda.core, in one run.
+
+Ops on small tensors (`--size`, 64: 64 x 64 f32), where the kernels take a few µs and the
+time per call is the host's cost of issuing it: add (a new output, and `out=`), mul by a
+broadcast row (a new output), layernorm (new output and `out=`), softmax, matmul 64^3 (new
+output and `out=`), embedding (64 int32 ids into a 1000 x 64 table) and cast (f32 -> f16,
+which CuPy has too). Per call = host wall time of back-to-back calls then one synchronize,
+divided by the calls (hip_backend.bench.per_call through _harness: median of 7 repeats after a
+warm-up). CuPy has no layernorm: that row is left empty, never composed.
+
+hip-core vs cuda.core: event creation + destruction (timing off, as cuda.core's default), and
+synchronous 4 KiB host<->device copies from pinned memory (cuda.core: copy_to on a stream
+then its sync). Goal of issue 15: every ratio <= 1.0.
+
+An anchor that is not installed or cannot run here (torch, CuPy, cuda.core need the nvidia
+platform) is a `skipped` row, with its reason printed. Prints JSON lines, then a table;
+writes bench_dispatch.jsonl and bench_dispatch.md under --out.
+
+    python bench/bench_dispatch.py [--quick] [--out DIR] [--size N] [--calls C]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from _harness import ROWS, cuda_core, emit, median_us, parser, run, save
+
+from hip_core import hip_api
+from hip_runtime import HipBackend
+
+VOCAB = 1000
+COPY_BYTES = 4096
+OBJECT_CALLS = 2000
+
+
+def host_arrays(n: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(15)
+    return {
+        "x": rng.standard_normal((n, n)).astype(np.float32),
+        "y": rng.standard_normal((n, n)).astype(np.float32),
+        "row": rng.standard_normal(n).astype(np.float32),
+        "w": rng.standard_normal(n).astype(np.float32),
+        "b": rng.standard_normal(n).astype(np.float32),
+        "table": rng.standard_normal((VOCAB, n)).astype(np.float32),
+        "ids": rng.integers(0, VOCAB, n).astype(np.int32),
+    }
+
+
+def _discard(fn: Callable[[], Any]) -> Callable[[], None]:
+    """`fn` returning nothing (the timing loop reads a returned value as a status)."""
+
+    def call() -> None:
+        fn()
+
+    return call
+
+
+def time_ops(impl: str, ops: dict[str, Callable[[], Any]], sync: Callable[[], Any], calls: int,
+             **extra: Any) -> None:  # fmt: skip
+    for op, fn in ops.items():
+        call = _discard(fn)
+        try:
+            call()  # compiles, plans, allocates once outside the warm-up's count
+            sync()
+            emit(bench="op", op=op, impl=impl, us=median_us(call, calls, sync), **extra)
+        except Exception as error:  # one op that cannot run here leaves the others' rows
+            emit(bench="skipped", impl=f"{impl} {op}", reason=f"{type(error).__name__}: {error}")
+
+
+def bench_hip(arrays: dict[str, np.ndarray], calls: int) -> None:
+    backend = HipBackend()
+    t = {name: backend.from_numpy(a) for name, a in arrays.items()}
+    x, y, w, b = t["x"], t["y"], t["w"], t["b"]
+    out = backend.empty(x.shape, x.dtype)
+    ops: dict[str, Callable[[], Any]] = {
+        "add": lambda: backend.add(x, y),
+        "add out=": lambda: backend.add(x, y, out=out),
+        "mul broadcast row": lambda: backend.mul(x, t["row"]),
+        "layernorm": lambda: backend.layernorm(x, w, b),
+        "layernorm out=": lambda: backend.layernorm(x, w, b, out=out),
+        "softmax": lambda: backend.softmax(x),
+        "matmul": lambda: backend.matmul(x, y),
+        "matmul out=": lambda: backend.matmul(x, y, out=out),
+        "embedding": lambda: backend.embedding(t["ids"], t["table"]),
+        "cast f32->f16": lambda: backend.cast(x, np.float16),
+    }
+    time_ops("hip_runtime", ops, backend.synchronize, calls, platform=hip_api().platform)
+
+
+def _needs_nvidia(anchor: str) -> None:
+    platform = hip_api().platform
+    if platform != "nvidia":
+        raise RuntimeError(f"{anchor} runs on CUDA only; this platform is {platform}")
+
+
+def bench_torch(arrays: dict[str, np.ndarray], calls: int) -> None:
+    _needs_nvidia("torch")
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeError("torch is not installed") from None
+    functional = torch.nn.functional
+    t = {name: torch.from_numpy(a).cuda() for name, a in arrays.items()}
+    x, y, w, b = t["x"], t["y"], t["w"], t["b"]
+    ids = t["ids"]
+    out = torch.empty_like(x)
+    shape = (x.shape[-1],)
+    ops: dict[str, Callable[[], Any]] = {
+        "add": lambda: torch.add(x, y),
+        "add out=": lambda: torch.add(x, y, out=out),
+        "mul broadcast row": lambda: torch.mul(x, t["row"]),
+        "layernorm": lambda: functional.layer_norm(x, shape, w, b),
+        # torch's layer_norm has no out=: it allocates in both rows (as in issue 15's table)
+        "layernorm out=": lambda: functional.layer_norm(x, shape, w, b),
+        "softmax": lambda: torch.softmax(x, -1),
+        "matmul": lambda: torch.matmul(x, y),
+        "matmul out=": lambda: torch.matmul(x, y, out=out),
+        "embedding": lambda: functional.embedding(ids, t["table"]),
+        "cast f32->f16": lambda: x.to(torch.float16),
+    }
+    with torch.inference_mode():
+        time_ops("torch", ops, torch.cuda.synchronize, calls)
+
+
+def bench_cupy(arrays: dict[str, np.ndarray], calls: int) -> None:
+    _needs_nvidia("CuPy")
+    try:
+        import cupy as cp
+        from cupyx.scipy.special import softmax
+    except ImportError:
+        raise RuntimeError("CuPy is not installed") from None
+    t = {name: cp.asarray(a) for name, a in arrays.items()}
+    x, y = t["x"], t["y"]
+    out = cp.empty_like(x)
+    ops: dict[str, Callable[[], Any]] = {
+        "add": lambda: cp.add(x, y),
+        "add out=": lambda: cp.add(x, y, out=out),
+        "mul broadcast row": lambda: cp.multiply(x, t["row"]),
+        "softmax": lambda: softmax(x, axis=-1),
+        "matmul": lambda: cp.matmul(x, y),
+        "matmul out=": lambda: cp.matmul(x, y, out=out),
+        "embedding": lambda: cp.take(t["table"], t["ids"], axis=0),
+        "cast f32->f16": lambda: x.astype(cp.float16),
+    }
+    time_ops("cupy", ops, cp.cuda.get_current_stream().synchronize, calls)
+
+
+def bench_hip_core() -> None:
+    from hip_core import Device
+
+    device = Device(0)
+    stream = device.create_stream()
+    emit(bench="core", op="event create", impl="hip_core",
+         us=median_us(lambda: device.create_event(timing=False).close(), OBJECT_CALLS,
+                      stream.sync))  # fmt: skip
+    pinned, buffer = device.allocate_pinned(COPY_BYTES), device.allocate(COPY_BYTES)
+    for op, copy in (("4 KiB H2D", buffer.copy_from), ("4 KiB D2H", buffer.copy_to)):
+        us = median_us(lambda c=copy: c(pinned), OBJECT_CALLS, stream.sync)
+        emit(bench="core", op=op, impl="hip_core", us=us)
+
+
+def bench_cuda_core() -> None:
+    _needs_nvidia("cuda.core")
+    try:
+        cc = cuda_core()
+    except ImportError:
+        raise RuntimeError("cuda.core is not installed") from None
+    device = cc.Device()
+    device.set_current()
+    stream = device.create_stream()
+    emit(bench="core", op="event create", impl="cuda.core",
+         us=median_us(lambda: device.create_event().close(), OBJECT_CALLS,
+                      stream.sync))  # fmt: skip
+    pinned = cc.LegacyPinnedMemoryResource().allocate(COPY_BYTES)
+    buffer = device.allocate(COPY_BYTES, stream=stream)
+    for op, (src, dst) in (("4 KiB H2D", (pinned, buffer)), ("4 KiB D2H", (buffer, pinned))):
+
+        def copy(s: Any = src, d: Any = dst) -> None:
+            s.copy_to(d, stream=stream)
+            stream.sync()
+
+        emit(bench="core", op=op, impl="cuda.core", us=median_us(copy, OBJECT_CALLS, stream.sync))
+
+
+def table() -> str:
+    cells: dict[tuple[str, str], dict[str, float]] = {}
+    for row in ROWS:
+        if row["bench"] in ("op", "core"):
+            cells.setdefault((row["bench"], row["op"]), {})[row["impl"]] = row["us"]
+    lines = [
+        "| op | hip µs | torch µs | CuPy µs | hip / torch | hip / CuPy |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    core = ["", "| hip-core | hip_core µs | cuda.core µs | hip_core / cuda.core |",
+            "| --- | ---: | ---: | ---: |"]  # fmt: skip
+
+    def us(value: float | None) -> str:
+        return f"{value:.2f}" if value else "-"
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return f"{a / b:.2f}" if a and b else "-"
+
+    for (bench, op), impls in cells.items():
+        if bench == "op":
+            hip, torch, cupy = impls.get("hip_runtime"), impls.get("torch"), impls.get("cupy")
+            lines.append(f"| {op} | {us(hip)} | {us(torch)} | {us(cupy)} | "
+                         f"{ratio(hip, torch)} | {ratio(hip, cupy)} |")  # fmt: skip
+        else:
+            ours, anchor = impls.get("hip_core"), impls.get("cuda.core")
+            core.append(f"| {op} | {us(ours)} | {us(anchor)} | {ratio(ours, anchor)} |")
+    lines += core
+    lines += [f"skipped {r['impl']}: {r['reason']}" for r in ROWS if r["bench"] == "skipped"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    flags = parser(__doc__)
+    flags.add_argument("--size", type=int, default=64, help="N of the N x N operands (64)")
+    flags.add_argument("--calls", type=int, default=None, help="calls per timed sample")
+    args = flags.parse_args()
+    calls = args.calls or (200 if args.quick else 5000)
+    arrays = host_arrays(args.size)
+    run(
+        (
+            ("hip_runtime", lambda: bench_hip(arrays, calls)),
+            ("torch", lambda: bench_torch(arrays, calls)),
+            ("cupy", lambda: bench_cupy(arrays, calls)),
+            ("hip_core", bench_hip_core),
+            ("cuda.core", bench_cuda_core),
+        )
+    )
+    save(args.out, "bench_dispatch", table())
+
+
+if __name__ == "__main__":
+    main()
