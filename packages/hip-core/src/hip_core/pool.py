@@ -46,15 +46,16 @@ _REUSE_DEPTH = 8  # blocks of one size the pool keeps itself for same-size reuse
 
 
 #: Streams whose pool allocations something else serves (`allocations_served_by`), by id.
-_served: dict[int, Callable[[int, Stream], DeviceBuffer]] = {}
+_served: dict[int, Callable[[int, Stream], DeviceBuffer | None]] = {}
 
 
 @contextmanager
 def allocations_served_by(
-    stream: Stream, allocate: Callable[[int, Stream], DeviceBuffer]
+    stream: Stream, allocate: Callable[[int, Stream], DeviceBuffer | None]
 ) -> Iterator[None]:
     """Inside the block, every `MemoryPool.allocate(size, stream=stream)` (any pool) returns
-    `allocate(size, stream)` instead, checked as usual first.
+    `allocate(size, stream)` instead, checked as usual first; when that returns None, the
+    pool allocates as usual (a function that only records the sizes).
 
     For a capture: a graph replays its work at the addresses it captured, so the memory a
     captured forward allocates must be the graph's own for as long as the graph lives, never
@@ -145,8 +146,9 @@ class MemoryPool(Resource):
             raise ValueError(f"cannot allocate {size} bytes")
         if _served:
             serve = _served.get(id(stream))
-            if serve is not None:
-                return serve(size, stream)
+            served = None if serve is None else serve(size, stream)
+            if served is not None:
+                return served
         limit = self.limit
         ptr = None
         if limit is None or self._in_use + size <= limit:

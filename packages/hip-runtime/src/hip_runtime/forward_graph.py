@@ -57,14 +57,29 @@ class GraphMemory:
     """The device memory a captured forward allocates: bump allocation in chunks of device
     memory (hipMalloc), never freed or reused while any tensor or graph uses it.
 
-    The capture runs in relaxed mode, so that a chunk may be allocated while it runs."""
+    `reserve(sizes)` before the capture makes one chunk that holds them all (the warm-up's
+    allocations, recorded by `record`), so that a capture allocating what its warm-up did
+    calls no allocator at all; beyond that, chunks are allocated during the capture (it runs
+    in relaxed mode, which allows that)."""
 
     def __init__(self, device: Device) -> None:
         self.device = device
         self.chunks: list[DeviceBuffer] = []
         self.used = 0  # bytes handed out of the last chunk
         self.allocated = 0  # bytes handed out in all
+        self.recorded: list[int] = []  # sizes `record` saw
         self._next_chunk = _FIRST_CHUNK
+
+    def record(self, size: int, stream: Stream) -> None:
+        """Note a pool allocation's size and let the pool serve it (the warm-up run)."""
+        self.recorded.append(size)
+
+    def reserve(self) -> None:
+        """One chunk for every size recorded, each aligned (nothing when none was)."""
+        total = sum(-(-max(size, 1) // _ALIGNMENT) * _ALIGNMENT for size in self.recorded)
+        if total:
+            self.chunks.append(self.device.allocate(total))
+            self.used = 0
 
     def allocate(self, size: int, stream: Stream) -> DeviceBuffer:
         """`size` bytes (a view of a chunk), usable on any stream at once."""
@@ -90,7 +105,8 @@ class ForwardGraph(Resource):
         *examples: one per input of `forward`: a host array (anything numpy takes) or a
             DeviceTensor; it fixes the input's shape and dtype and is its first data.
         warmup: run `forward` once eagerly before the capture (default), so that compiling
-            kernels and initializing hipBLAS never happen inside it.
+            kernels and initializing hipBLAS never happen inside it, and the graph's memory is
+            allocated in one piece before it.
 
     A hip_core.Resource: `close()` releases the graph (and, once no tensor uses it, its
     memory); replaying a closed graph raises hip_core.ClosedError.
@@ -108,10 +124,12 @@ class ForwardGraph(Resource):
             raise TypeError(f"forward must be callable, not {type(forward).__name__}")
         self.backend = backend
         self.inputs = tuple(self._input(backend, example, i) for i, example in enumerate(examples))
-        if warmup:
-            forward(*self.inputs)
         self.memory = GraphMemory(backend.device)
         stream = backend.stream
+        if warmup:
+            with allocations_served_by(stream, self.memory.record):
+                forward(*self.inputs)
+            self.memory.reserve()
         enabled = gc.isenabled()
         gc.collect()  # no finalizer of unrelated garbage (a free, a sync) runs in the capture
         gc.disable()
