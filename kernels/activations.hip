@@ -1,10 +1,7 @@
-// Activations on contiguous tensors (f32 arithmetic for every type).
-//
-//   silu_<t>(x, y, n)             y = x * sigmoid(x)
-//   gelu_erf_<t>(x, y, n)         y = x/2 * (1 + erf(x / sqrt(2)))                 (exact GELU)
-//   gelu_tanh_<t>(x, y, n)        y = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-//   swiglu_<t>(gate, up, y, n)    y = silu(gate) * up    (the Llama MLP; the seeds had it
-//                                                          backwards as gate * silu(up))
+// swiglu_<t>(gate, up, y, n): y = silu(gate) * up on contiguous tensors (f32 arithmetic for
+// every type), the gating of hip_runtime.ops.linalg's `mlp_swiglu` (the seeds had it
+// backwards as gate * silu(up)). Every other activation is a pointwise kernel (math.hip,
+// binary.hip's swiglu: any layout, broadcasting).
 //
 // y may alias an input. Launch: any 1-D grid and block (grid-stride, see elementwise.h).
 #include "elementwise.h"
@@ -14,20 +11,6 @@ namespace hipk {
 // x / (1 + e^-x): for very negative x, e^-x = inf and the quotient is -0, never NaN.
 HIPK_DEVICE float silu(float x) { return x / (1.0f + expf(-x)); }
 
-struct Silu {
-    HIPK_DEVICE float operator()(float x) const { return silu(x); }
-};
-struct GeluErf {
-    HIPK_DEVICE float operator()(float x) const {
-        return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    }
-};
-struct GeluTanh {
-    HIPK_DEVICE float operator()(float x) const {
-        const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-        return 0.5f * x * (1.0f + tanhf(inner));
-    }
-};
 struct SwiGlu {
     HIPK_DEVICE float operator()(float gate, float up) const { return silu(gate) * up; }
 };
@@ -35,36 +18,6 @@ struct SwiGlu {
 }  // namespace hipk
 
 // --- entry points: one per type (hip-core reads the parameter types from these lines) -------
-
-extern "C" __global__ void silu_f32(const float* x, float* y, long long n) {
-    hipk::map1(x, y, n, hipk::Silu());
-}
-extern "C" __global__ void silu_f16(const hipk::f16* x, hipk::f16* y, long long n) {
-    hipk::map1(x, y, n, hipk::Silu());
-}
-extern "C" __global__ void silu_bf16(const hipk::bf16* x, hipk::bf16* y, long long n) {
-    hipk::map1(x, y, n, hipk::Silu());
-}
-
-extern "C" __global__ void gelu_erf_f32(const float* x, float* y, long long n) {
-    hipk::map1(x, y, n, hipk::GeluErf());
-}
-extern "C" __global__ void gelu_erf_f16(const hipk::f16* x, hipk::f16* y, long long n) {
-    hipk::map1(x, y, n, hipk::GeluErf());
-}
-extern "C" __global__ void gelu_erf_bf16(const hipk::bf16* x, hipk::bf16* y, long long n) {
-    hipk::map1(x, y, n, hipk::GeluErf());
-}
-
-extern "C" __global__ void gelu_tanh_f32(const float* x, float* y, long long n) {
-    hipk::map1(x, y, n, hipk::GeluTanh());
-}
-extern "C" __global__ void gelu_tanh_f16(const hipk::f16* x, hipk::f16* y, long long n) {
-    hipk::map1(x, y, n, hipk::GeluTanh());
-}
-extern "C" __global__ void gelu_tanh_bf16(const hipk::bf16* x, hipk::bf16* y, long long n) {
-    hipk::map1(x, y, n, hipk::GeluTanh());
-}
 
 extern "C" __global__ void swiglu_f32(const float* gate, const float* up, float* y, long long n) {
     hipk::map2(gate, up, y, n, hipk::SwiGlu());

@@ -1,4 +1,5 @@
-// Grid-stride drivers for elementwise kernels: out[i] = f(a[i]) or f(a[i], b[i]), f on floats.
+// The grid-stride driver of activations.hip's swiglu: out[i] = f(a[i], b[i]), f on floats, on
+// contiguous tensors (the pointwise ops of any layout use pointwise.h).
 //
 // Any 1-D grid is correct (threads stride over the tensor); for full bandwidth launch about
 // ceil(n / (16 bytes / element size) / blockDim.x) blocks, or a few per multiprocessor. When
@@ -10,30 +11,6 @@
 #include "common.h"
 
 namespace hipk {
-
-// Elements per 16-byte access of the wider of two types (an f32 -> bf16 cast moves 4 + 4).
-template <typename A, typename B> struct MapLanes {
-    enum { value = 16 / (sizeof(A) > sizeof(B) ? sizeof(A) : sizeof(B)) };
-};
-
-template <typename In, typename Out, typename F>
-HIPK_DEVICE void map1(const In* a, Out* out, long long n, const F& f) {
-    const int N = MapLanes<In, Out>::value;
-    long long done = 0;
-    if (aligned(a, sizeof(In) * N) && aligned(out, sizeof(Out) * N)) {
-        const long long vectors = n / N;
-        for (long long j = global_thread(); j < vectors; j += grid_threads()) {
-            float v[N];
-            load_floats<In, N>(a + j * N, v);
-            HIPK_UNROLL
-            for (int i = 0; i < N; ++i) v[i] = f(v[i]);
-            store_floats<Out, N>(out + j * N, v);
-        }
-        done = vectors * N;
-    }
-    for (long long i = done + global_thread(); i < n; i += grid_threads())
-        out[i] = from_float<Out>(f(to_float(a[i])));
-}
 
 template <typename T, typename F>
 HIPK_DEVICE void map2(const T* a, const T* b, T* out, long long n, const F& f) {

@@ -1,25 +1,11 @@
-// Elementwise arithmetic on contiguous tensors of one type (f32 arithmetic for every type).
+// add_row_bias_<t>(x, bias, y, rows, cols): y[r, c] = x[r, c] + bias[c] on contiguous tensors
+// (f32 arithmetic for every type), the bias of hip_runtime.ops.linalg's `linear`. Every other
+// elementwise op is a pointwise kernel (binary.hip, unary.hip, math.hip: any layout).
 //
-//   add_<t>(a, b, y, n)                    y = a + b
-//   mul_<t>(a, b, y, n)                    y = a * b
-//   scale_<t>(x, y, alpha, n)              y = alpha * x
-//   add_row_bias_<t>(x, bias, y, rows, cols)   y[r, c] = x[r, c] + bias[c]
-//
-// y may alias an input. Launch: any 1-D grid and block (grid-stride, see elementwise.h).
-#include "elementwise.h"
+// y may alias x. Launch: any 1-D grid and block (grid-stride).
+#include "common.h"
 
 namespace hipk {
-
-struct Add {
-    HIPK_DEVICE float operator()(float a, float b) const { return a + b; }
-};
-struct Mul {
-    HIPK_DEVICE float operator()(float a, float b) const { return a * b; }
-};
-struct Scale {
-    float alpha;
-    HIPK_DEVICE float operator()(float x) const { return alpha * x; }
-};
 
 // Indices are elements of the [rows, cols] tensor, never bytes (the seeds' bias add advanced
 // its row pointer in bytes). A vector never straddles two rows because cols % N == 0 on the
@@ -49,44 +35,6 @@ HIPK_DEVICE void add_row_bias(const T* x, const T* bias, T* y, long long rows, i
 }  // namespace hipk
 
 // --- entry points: one per type (hip-core reads the parameter types from these lines) -------
-
-extern "C" __global__ void add_f32(const float* a, const float* b, float* y, long long n) {
-    hipk::map2(a, b, y, n, hipk::Add());
-}
-extern "C" __global__ void add_f16(const hipk::f16* a, const hipk::f16* b, hipk::f16* y,
-                                   long long n) {
-    hipk::map2(a, b, y, n, hipk::Add());
-}
-extern "C" __global__ void add_bf16(const hipk::bf16* a, const hipk::bf16* b, hipk::bf16* y,
-                                    long long n) {
-    hipk::map2(a, b, y, n, hipk::Add());
-}
-
-extern "C" __global__ void mul_f32(const float* a, const float* b, float* y, long long n) {
-    hipk::map2(a, b, y, n, hipk::Mul());
-}
-extern "C" __global__ void mul_f16(const hipk::f16* a, const hipk::f16* b, hipk::f16* y,
-                                   long long n) {
-    hipk::map2(a, b, y, n, hipk::Mul());
-}
-extern "C" __global__ void mul_bf16(const hipk::bf16* a, const hipk::bf16* b, hipk::bf16* y,
-                                    long long n) {
-    hipk::map2(a, b, y, n, hipk::Mul());
-}
-
-extern "C" __global__ void scale_f32(const float* x, float* y, float alpha, long long n) {
-    const hipk::Scale op = {alpha};
-    hipk::map1(x, y, n, op);
-}
-extern "C" __global__ void scale_f16(const hipk::f16* x, hipk::f16* y, float alpha, long long n) {
-    const hipk::Scale op = {alpha};
-    hipk::map1(x, y, n, op);
-}
-extern "C" __global__ void scale_bf16(const hipk::bf16* x, hipk::bf16* y, float alpha,
-                                      long long n) {
-    const hipk::Scale op = {alpha};
-    hipk::map1(x, y, n, op);
-}
 
 extern "C" __global__ void add_row_bias_f32(const float* x, const float* bias, float* y,
                                             long long rows, int cols) {

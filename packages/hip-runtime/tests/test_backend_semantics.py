@@ -76,7 +76,7 @@ BAD_CALLS: dict[str, Callable[[HipBackend], Any]] = {
     ),
     "rope too few positions": lambda b: b.rope(f32(b, 9, 1, 4), f32(b, 8, 2), f32(b, 8, 2)),
     "embedding ids": lambda b: b.embedding(f32(b, 3), f32(b, 10, 4)),
-    "cast target": lambda b: b.cast(f32(b, 3), np.int32),
+    "cast target": lambda b: b.cast(f32(b, 3), np.uint16),
     "cast out aliases": lambda b: _aliased_cast(b),
     "out overlaps partly": lambda b: _shifted_out(b),
     "out is the bias": lambda b: _out_is_bias(b),

@@ -1,4 +1,5 @@
-"""Elementwise kernels, activations, casts, rope, embedding and transpose: every kernel x type
+"""swiglu, the bias add, the pointwise drivers (rows path, scalar tail, strided path), casts, rope,
+embedding and transpose: every kernel x type
 against its float64 numpy reference (hip_runtime.testing) on the selected platform, with fresh
 random inputs stored in the kernel's type and poisoned outputs (see KernelHarness in
 conftest.py). The row kernels (norms, softmax) are in test_kernels_rows.py.
@@ -6,10 +7,8 @@ conftest.py). The row kernels (norms, softmax) are in test_kernels_rows.py.
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -29,48 +28,16 @@ def grid_for(n: int, block: int) -> int:
     return max(1, min(-(-n // block), 13))
 
 
-UNARY: dict[str, Callable[[Any], Any]] = {
-    "silu": testing.silu,
-    "gelu_erf": testing.gelu,
-    "gelu_tanh": functools.partial(testing.gelu, approximate="tanh"),
-}
-BINARY = ("add", "mul", "swiglu")
-
-
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", TYPES)
-@pytest.mark.parametrize("op", BINARY)
-def test_binary(harness: KernelHarness, op: str, dtype: str, shape: tuple[int, int]) -> None:
+def test_swiglu(harness: KernelHarness, dtype: str, shape: tuple[int, int]) -> None:
     n = math.prod(shape)
     a, b = harness.random(n, dtype, 2.0), harness.random(n, dtype, 2.0)
     da, db, out = harness.upload(a), harness.upload(b), harness.output(n, dtype)
-    source = "activations.hip" if op == "swiglu" else "elementwise.hip"
-    harness.kernel(source, f"{op}_{dtype}").launch(grid_for(n, 64), 64, da, db, out.buffer, n)
-    assert_close(out.read(), getattr(testing, op)(a, b), dtype)
-
-
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("dtype", TYPES)
-@pytest.mark.parametrize("op", sorted(UNARY))
-def test_activation(harness: KernelHarness, op: str, dtype: str, shape: tuple[int, int]) -> None:
-    n = math.prod(shape)
-    x = harness.random(n, dtype, 3.0)
-    dx, out = harness.upload(x), harness.output(n, dtype)
-    harness.kernel("activations.hip", f"{op}_{dtype}").launch(
-        grid_for(n, 64), 64, dx, out.buffer, n
+    harness.kernel("activations.hip", f"swiglu_{dtype}").launch(
+        grid_for(n, 64), 64, da, db, out.buffer, n
     )
-    assert_close(out.read(), UNARY[op](x), dtype)
-
-
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("dtype", TYPES)
-def test_scale(harness: KernelHarness, dtype: str, shape: tuple[int, int]) -> None:
-    n = math.prod(shape)
-    x, alpha = harness.random(n, dtype, 3.0), float(harness.rng.uniform(-3, 3))
-    dx, out = harness.upload(x), harness.output(n, dtype)
-    kernel = harness.kernel("elementwise.hip", f"scale_{dtype}")
-    kernel.launch(grid_for(n, 64), 64, dx, out.buffer, alpha, n)
-    assert_close(out.read(), testing.scale(x, alpha), dtype)  # alpha travels as a float
+    assert_close(out.read(), testing.swiglu(a, b), dtype)
 
 
 def test_swiglu_is_silu_of_the_gate(harness: KernelHarness) -> None:
@@ -93,17 +60,55 @@ def test_add_row_bias(harness: KernelHarness, dtype: str, shape: tuple[int, int]
     assert_close(out.read(), testing.add_row_bias(x, bias), dtype)
 
 
+# --- the pointwise drivers (kernels/pointwise.h), launched by hand -------------------------
+
+ADD = 0  # binary.hip's op code of add (hip_runtime.ops.pointwise_core.BINARY_OPS)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1000), (7, 4097), (5, 12)], ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
+def test_rows_path_with_a_broadcast_row_and_column(
+    harness: KernelHarness, dtype: str, shape: tuple[int, int]
+) -> None:
+    """binary_<t>'s rows path: [rows, cols] + [cols] (row stride 0), then + [rows, 1] (inner
+    stride 0), on a small grid (the loops take several turns), into poisoned outputs."""
+    rows, cols = shape
+    x, row, col = (harness.random(s, dtype, 2.0) for s in (shape, cols, (rows, 1)))
+    dx, drow, dcol = harness.upload(x), harness.upload(row), harness.upload(col)
+    kernel = harness.kernel("binary.hip", f"binary_{dtype}")
+    for other, strides, expected in ((drow, (0, 1), x + row), (dcol, (1, 0), x + col)):
+        out = harness.output(shape, dtype)
+        kernel.launch(grid_for(rows * cols // 4, 64), 64, ADD, dx, other, out.buffer, rows, cols,
+                      cols, strides[0], cols, 1, strides[1], 0, 0.0, 0)  # fmt: skip
+        assert_close(out.read(), testing.add(x, expected - x), dtype)
+
+
 @pytest.mark.parametrize("dtype", TYPES)
 def test_unaligned_views_take_the_scalar_path(harness: KernelHarness, dtype: str) -> None:
     n = 1001
     a, b = harness.random(n + 1, dtype), harness.random(n + 1, dtype)
     da, db, out = harness.upload(a), harness.upload(b), harness.output(n + 1, dtype)
     size = a.dtype.itemsize  # one element in: 2- or 4-byte aligned, never 16
-    kernel = harness.kernel("elementwise.hip", f"add_{dtype}")
-    kernel.launch(5, 64, da.view(size), db.view(size), out.buffer.view(size), n)
+    kernel = harness.kernel("binary.hip", f"binary_{dtype}")
+    kernel.launch(5, 64, ADD, da.view(size), db.view(size), out.buffer.view(size), 1, n, 0, 0, 0,
+                  1, 1, 0, 0.0, 0)  # fmt: skip
     got = out.read()
     assert np.isnan(got[0].astype(np.float64))  # before the views: untouched
     assert_close(got[1:], testing.add(a[1:], b[1:]), dtype)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_strided_path_reads_any_strides(harness: KernelHarness, dtype: str) -> None:
+    """binary_any_<t>: a transposed, reversed [7, 33] view plus a broadcast row, rank 2."""
+    x = harness.random((33, 7), dtype)
+    row = harness.random(33, dtype)
+    dx, drow, out = harness.upload(x), harness.upload(row), harness.output((7, 33), dtype)
+    last = 32 * 7  # x[::-1].T starts at element x[32, 0]; its strides are (1, -7)
+    kernel = harness.kernel("binary.hip", f"binary_any_{dtype}")
+    pad = (0,) * 6
+    kernel.launch(3, 64, ADD, dx.view(last * x.dtype.itemsize), drow, out.buffer, 7 * 33, 2,
+                  7, 33, *pad, 1, -7, *pad, 0, 1, *pad, 33, 1, *pad, 0, 0.0, 0)  # fmt: skip
+    assert_close(out.read(), testing.add(x[::-1].T, np.broadcast_to(row, (7, 33))), dtype)
 
 
 # --- casts --------------------------------------------------------------------------------
@@ -125,6 +130,9 @@ def cast_inputs(harness: KernelHarness, n: int, source: str) -> np.ndarray:
     return np.where(pick == 0, bits, np.where(pick == 1, spread, ties)).astype(np.float32)
 
 
+TARGET = {"f32": 0, "f16": 2, "bf16": 3}  # cast.hip's target codes (dtypes.SUFFIXES order)
+
+
 @pytest.mark.parametrize("n", [1, 1000, 7 * 4097])
 @pytest.mark.parametrize(("source", "target"), [(a, b) for a in TYPES for b in TYPES if a != b])
 def test_cast_rounds_once_to_nearest_even(
@@ -132,8 +140,8 @@ def test_cast_rounds_once_to_nearest_even(
 ) -> None:
     x = cast_inputs(harness, n, source)
     dx, out = harness.upload(x), harness.output(n, target)
-    kernel = harness.kernel("cast.hip", f"cast_{source}_to_{target}")
-    kernel.launch(grid_for(n, 64), 64, dx, out.buffer, n)
+    kernel = harness.kernel("cast.hip", f"cast_{source}")
+    kernel.launch(grid_for(n, 64), 64, TARGET[target], dx, out.buffer, 1, n, 0, 0, 1)
     assert_bits_equal(out.read(), testing.cast(x, target))
 
 

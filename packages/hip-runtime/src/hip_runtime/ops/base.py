@@ -20,6 +20,8 @@ from hip_core import Device, Kernel, MemoryPool, Resource, Stream
 from hip_runtime.blas import Blas
 from hip_runtime.dtypes import DTypeLike, FloatType, as_dtype, float_type
 from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.strided_copy import check_writable
+from hip_runtime.strides import broadcast_to, collapse
 from hip_runtime.tensor import DeviceTensor, Shape, as_shape
 
 INT_MAX = 2**31 - 1
@@ -84,12 +86,15 @@ class OpsBase(Resource):
         *,
         inputs: Sequence[DeviceTensor | None] = (),
         distinct_from: Sequence[DeviceTensor | None] = (),
+        strided: bool = False,
     ) -> DeviceTensor:
         """A validated `out=`, or a new tensor from the backend's pool (stream-ordered).
 
-        `out` may be exactly one of `inputs` (in place) but must not partly overlap any of
-        them (threads would read elements others have already written), and must not overlap
-        `distinct_from` at all.
+        `out` may be exactly one of `inputs` (in place: the same elements in the same places)
+        but must not otherwise overlap any of them (threads would read elements others have
+        already written), and must not overlap `distinct_from` at all. `strided`: the op
+        writes any layout, so `out` may be a strided view (not a broadcast one: its elements
+        would overlap).
         """
         # The ops pass tuples of sizes read from validated tensors and numpy dtypes: checking
         # them again would double this method's cost (issue 15 counts the host's microseconds).
@@ -97,18 +102,22 @@ class OpsBase(Resource):
         dtype = dtype if isinstance(dtype, np.dtype) else as_dtype(dtype)
         if out is None:
             return DeviceTensor._allocated(shape, dtype, self.device, self.stream, self.pool)
-        out = self._tensor(out, "out")
+        out = self._operand(out, "out") if strided else self._tensor(out, "out")
         if out.shape != shape or out.dtype != dtype:
             raise ValueError(f"out is {out.shape} {out.dtype}; this op writes {shape} {dtype}")
-        start, size = out.ptr, out.nbytes
+        if strided:
+            check_writable(out)
+        start, end = out.span()
         for other in inputs:
             if other is not None and other is not out:
-                at, length = other.ptr, other.nbytes
-                if _overlap(start, size, at, length) and (at, length) != (start, size):
+                at, until = other.span()
+                if _overlap(start, end - start, at, until - at) and not _same_elements(other, out):
                     raise ValueError("out must be an input exactly (in place) or not overlap it")
         for other in distinct_from:
-            if other is not None and _overlap(start, size, other.ptr, other.nbytes):
-                raise ValueError("out must not overlap the inputs of this op")
+            if other is not None:
+                at, until = other.span()
+                if _overlap(start, end - start, at, until - at):
+                    raise ValueError("out must not overlap the inputs of this op")
         return out
 
     @staticmethod
@@ -126,17 +135,6 @@ class OpsBase(Resource):
 
     def _kernel(self, source: str, name: str) -> Kernel:
         return self.kernels.get(source, name)
-
-    def _binary(
-        self, source: str, op: str, a: DeviceTensor, b: DeviceTensor, out: DeviceTensor | None
-    ) -> DeviceTensor:
-        """`op` of two tensors of one shape and float type, elementwise (kernel `op_<type>`)."""
-        a, t = self._float(a, "a")
-        self._same(a, b, "b")
-        y = self._output(out, a.shape, a.dtype, inputs=(a, b))
-        kernel = self._kernel(source, f"{op}_{t.suffix}")
-        self._launch_flat(kernel, a.size, a.dtype.itemsize, a, b, y, a.size)
-        return y
 
     def _launch_flat(self, kernel: Kernel, n: int, itemsize: int, *args: Any) -> None:
         """A grid-stride kernel over n elements: one 16-byte vector per thread per pass."""
@@ -178,6 +176,21 @@ def _calling_op() -> str:
             op = frame.f_code.co_name
         frame = frame.f_back  # type: ignore[assignment]
     return op
+
+
+def _same_elements(x: DeviceTensor, out: DeviceTensor) -> bool:
+    """Whether input x, broadcast to out's shape, is out's elements at out's places (so an
+    elementwise op may read and write them in place)."""
+    if x.ptr != out.ptr or x.dtype.itemsize != out.dtype.itemsize:
+        return False
+    if x.is_contiguous and out.is_contiguous:
+        return x.nbytes == out.nbytes
+    try:
+        seen = broadcast_to(x.shape, x.strides, out.shape)
+    except ValueError:
+        return False
+    _, (a, b) = collapse(out.shape, seen, out.strides)
+    return a == b
 
 
 def _overlap(a: int, a_size: int, b: int, b_size: int) -> bool:

@@ -1,66 +1,80 @@
-"""Elementwise arithmetic: add, mul, scale, add_row_bias, and cast between the float types.
+"""Elementwise arithmetic: add, mul, scale, add_row_bias, and cast between any two dtypes.
 
-All take f32/f16/bf16 tensors, compute in f32 and store in the input type. Outputs may be an
-input (`out=x` works in place) except for `cast`. Queued on the backend's stream.
+add and mul are the broadcasting binary ops of ops/pointwise.py (any layout, numpy's
+broadcasting, floats and integers, Python scalars); scale and add_row_bias are their common
+special cases under their earlier names. Outputs may be an input exactly (`out=x` works in
+place) except for `cast`. Queued on the backend's stream.
 """
 
 from __future__ import annotations
 
-from hip_runtime.dtypes import DTypeLike, as_dtype, float_type
-from hip_runtime.ops.base import OpsBase
+from hip_runtime.dtypes import SUFFIXES, DTypeLike, as_dtype, suffix
+from hip_runtime.ops.pointwise_core import (
+    ALL,
+    BINARY_CODE,
+    FLOATS,
+    NUMBERS,
+    Operand,
+    PointwiseCore,
+    dtype_suffix,
+)
 from hip_runtime.tensor import DeviceTensor
 
+_TARGETS = {dtype: index for index, dtype in enumerate(SUFFIXES)}  # cast.hip's target codes
 
-class ElementwiseOps(OpsBase):
-    def add(
-        self, a: DeviceTensor, b: DeviceTensor, *, out: DeviceTensor | None = None
-    ) -> DeviceTensor:
-        """a + b (same shape and dtype)."""
-        return self._binary("elementwise.hip", "add", a, b, out)
 
-    def mul(
-        self, a: DeviceTensor, b: DeviceTensor, *, out: DeviceTensor | None = None
-    ) -> DeviceTensor:
-        """a · b elementwise (same shape and dtype)."""
-        return self._binary("elementwise.hip", "mul", a, b, out)
+class ElementwiseOps(PointwiseCore):
+    def add(self, a: Operand, b: Operand, *, out: DeviceTensor | None = None) -> DeviceTensor:
+        """a + b, broadcast as numpy (either may be a Python scalar, which takes the tensor's
+        dtype). Operands share a dtype: floats or integers (wrapping)."""
+        return self._pw_binary("binary.hip", "binary", BINARY_CODE["add"], a, b, out, NUMBERS)
+
+    def mul(self, a: Operand, b: Operand, *, out: DeviceTensor | None = None) -> DeviceTensor:
+        """a · b elementwise, broadcast as `add`."""
+        return self._pw_binary("binary.hip", "binary", BINARY_CODE["mul"], a, b, out, NUMBERS)
 
     def scale(
         self, x: DeviceTensor, alpha: float, *, out: DeviceTensor | None = None
     ) -> DeviceTensor:
-        """alpha · x (alpha is rounded to f32)."""
-        x, t = self._float(x, "x")
-        y = self._output(out, x.shape, x.dtype, inputs=(x,))
-        kernel = self._kernel("elementwise.hip", f"scale_{t.suffix}")
-        self._launch_flat(kernel, x.size, x.dtype.itemsize, x, y, float(alpha), x.size)
-        return y
+        """alpha · x of a float tensor (alpha is rounded to the compute type: f32 for the
+        16-bit types, f64 for f64)."""
+        x = self._operand(x, "x")
+        dtype_suffix(x.dtype, FLOATS, "x")
+        mul = BINARY_CODE["mul"]
+        return self._pw_binary(
+            "binary.hip", "binary", mul, x, float(alpha), out, FLOATS, exact=False
+        )
 
     def add_row_bias(
         self, x: DeviceTensor, bias: DeviceTensor, *, out: DeviceTensor | None = None
     ) -> DeviceTensor:
-        """x + bias over the last dimension: x [..., cols], bias [cols]."""
-        x, t = self._float(x, "x")
-        rows, cols = self._rows_cols(x, "x")
-        self._same(x, bias, "bias", (cols,))
-        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(bias,))
-        kernel = self._kernel("elementwise.hip", f"add_row_bias_{t.suffix}")
-        self._launch_flat(kernel, x.size, x.dtype.itemsize, x, bias, y, rows, cols)
-        return y
+        """x + bias over the last dimension: x [..., cols], bias [cols] (float types); `add`
+        with the shape checked. `out` may be x, not bias."""
+        x = self._operand(x, "x")
+        bias = self._operand(bias, "bias")
+        if x.ndim == 0 or bias.shape != x.shape[-1:]:
+            raise ValueError(f"add_row_bias: bias has shape {bias.shape}; expected {x.shape[-1:]}")
+        dtype_suffix(x.dtype, FLOATS, "x")
+        if out is not None:
+            self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(bias,), strided=True)
+        return self._pw_binary("binary.hip", "binary", BINARY_CODE["add"], x, bias, out, FLOATS)
 
     def cast(
         self, x: DeviceTensor, dtype: DTypeLike, *, out: DeviceTensor | None = None
     ) -> DeviceTensor:
-        """x converted to `dtype` (f32/f16/bf16), rounding to nearest even once; the same type
-        gives a copy. `out` must not overlap x."""
-        x, source = self._float(x, "x")
-        target = float_type(as_dtype(dtype), "the cast's target")
-        y = self._output(out, x.shape, target.dtype, distinct_from=(x,))
-        if source == target:
-            if y.nbytes:
-                y.region().copy_from(x.region(), stream=self.stream)
+        """x converted to `dtype`, any of the kernels' dtypes to any other (numpy's astype:
+        floats round to nearest even once, floats to integers truncate, to bool is x != 0;
+        kernels/cast.hip has the details). x may have any layout; the same type gives a
+        copy. `out` must not overlap x."""
+        x = self._operand(x, "x")
+        source = dtype_suffix(x.dtype, ALL, "x")
+        target = as_dtype(dtype)
+        suffix(target, "the cast's target")
+        y = self._pw_output(out, (x,), target, distinct=True)
+        if target == x.dtype:
+            y.copy_(x)
             return y
-        kernel = self._kernel("cast.hip", f"cast_{source.suffix}_to_{target.suffix}")
-        self._launch_flat(kernel, x.size, min(x.dtype.itemsize, y.dtype.itemsize), x, y, x.size)
-        return y
+        return self._pw_launch("cast.hip", "cast", source, (_TARGETS[target],), (x,), y, ())
 
 
 __all__ = ["ElementwiseOps"]

@@ -1,0 +1,309 @@
+"""What every pointwise op shares: operands (tensors of any layout, or Python scalars), numpy's
+broadcasting, the output, and one launch of a kernel family of kernels/pointwise.h.
+
+A call is validated whole before anything is queued (ValueError/TypeError naming the op and
+the argument), then runs as one launch on the backend's stream. On the host, the layout is
+merged first (`strides.collapse`: axes every operand steps over as one become one), then:
+
+- the rows path (`<family>_<t>`) when at most two axes are left, the output's innermost stride
+  is 1 and every input's is 1 or 0: a contiguous tensor (rows = 1), [rows, cols] op [cols],
+  [rows, cols] op [rows, 1]. 16-byte vector accesses where the columns and addresses allow;
+- the strided path (`<family>_any_<t>`) for anything else, up to 8 merged axes (more is a
+  ValueError: a layout that resists merging into 8 axes needs `.contiguous()` first).
+
+Kernels are looked up once per (source, family, dtype, path) and cached; the per-call host work
+is a few attribute reads when every operand is contiguous and of the output's shape.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hip_core import Kernel
+from hip_runtime import strides as layout
+from hip_runtime.dtypes import SUFFIXES
+from hip_runtime.ops.base import OpsBase
+from hip_runtime.tensor import DeviceTensor
+
+_BLOCK = 256
+_RANK = 8  # axes the strided path takes (kernels/pointwise.h HIPK_PW_RANK)
+_PAD = (0,) * _RANK
+
+Operand = Any  # a DeviceTensor, or a Python (or numpy) number
+
+#: binary.hip's op codes, by position (power_<t> is pow's own kernel).
+BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum", "swiglu")
+#: compare.hip's op codes.
+COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+#: unary.hip's op codes: the first six take integers too.
+UNARY_OPS = ("abs", "neg", "sign", "sqr", "relu", "clamp", "recip", "floor", "ceil", "round",
+             "affine")  # fmt: skip
+#: math.hip's op codes (floats only).
+MATH_OPS = ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "gelu_erf", "gelu_tanh",
+            "elu", "erf", "sin", "cos")  # fmt: skip
+
+BINARY_CODE = {name: code for code, name in enumerate(BINARY_OPS)}
+COMPARE_CODE = {name: code for code, name in enumerate(COMPARE_OPS)}
+UNARY_CODE = {name: code for code, name in enumerate(UNARY_OPS)}
+MATH_CODE = {name: code for code, name in enumerate(MATH_OPS)}
+
+
+class PointwiseCore(OpsBase):
+    """The launch machinery of the pointwise families (ops/pointwise*.py, elementwise,
+    activations): no public op of its own."""
+
+    _pointwise_kernels: dict[tuple[str, str, str, bool], Kernel]
+
+    def _pw_kernel(self, source: str, family: str, suffix: str, rows: bool) -> Kernel:
+        cache = self.__dict__.setdefault("_pointwise_kernels", {})
+        key = (source, family, suffix, rows)
+        kernel = cache.get(key)
+        if kernel is None:
+            name = f"{family}_{suffix}" if rows else f"{family}_any_{suffix}"
+            kernel = cache[key] = self.kernels.get(source, name)
+        return kernel
+
+    # --- operands ------------------------------------------------------------------------
+
+    def _pw_operands(
+        self, values: Sequence[Operand], names: Sequence[str]
+    ) -> tuple[list[DeviceTensor | None], np.dtype[Any]]:
+        """Each value as a tensor (None for a scalar) and the tensors' common dtype."""
+        tensors: list[DeviceTensor | None] = []
+        dtype: np.dtype[Any] | None = None
+        first = ""
+        for value, name in zip(values, names, strict=True):
+            if _is_scalar(value):
+                tensors.append(None)
+                continue
+            tensor = self._operand(value, name)
+            if dtype is None:
+                dtype, first = tensor.dtype, name
+            elif tensor.dtype != dtype:
+                raise ValueError(
+                    f"{_op()}: {first} has dtype {dtype} and {name} has dtype {tensor.dtype}; "
+                    "cast one of them first"
+                )
+            tensors.append(tensor)
+        if dtype is None:
+            raise TypeError(f"{_op()} needs at least one DeviceTensor operand")
+        return tensors, dtype
+
+    def _pw_output(
+        self,
+        out: DeviceTensor | None,
+        tensors: Sequence[DeviceTensor | None],
+        dtype: np.dtype[Any],
+        *,
+        distinct: bool = False,
+    ) -> DeviceTensor:
+        """The output of the broadcast of `tensors`' shapes (numpy's rules), of `dtype`: a new
+        C-contiguous tensor, or `out` (any writable layout; it may be an input exactly, unless
+        `distinct`)."""
+        shapes = [t.shape for t in tensors if t is not None]
+        shape = shapes[0]
+        for other in shapes[1:]:
+            if other != shape:
+                try:
+                    shape = layout.broadcast_shapes(*shapes)
+                except ValueError as error:
+                    raise ValueError(f"{_op()}: {error}") from None
+                break
+        inputs = [t for t in tensors if t is not None]
+        if distinct:
+            return self._output(out, shape, dtype, distinct_from=inputs, strided=True)
+        return self._output(out, shape, dtype, inputs=inputs, strided=True)
+
+    # --- families ------------------------------------------------------------------------
+
+    def _pw_binary(
+        self,
+        source: str,
+        family: str,
+        code: int,
+        a: Operand,
+        b: Operand,
+        out: DeviceTensor | None,
+        types: frozenset[str],
+        *,
+        result: np.dtype[Any] | None = None,
+        exact: bool = True,
+    ) -> DeviceTensor:
+        """y = op(a, b) of binary.hip / compare.hip (`result`: y's dtype when not the
+        operands'); a scalar operand takes the tensor's dtype (rounded to it when `exact`)."""
+        tensors, dtype = self._pw_operands((a, b), ("a", "b"))
+        suffix = dtype_suffix(dtype, types, "a" if tensors[0] is not None else "b")
+        scalar, fs, ls = 0, 0.0, 0
+        for side, (tensor, value) in enumerate(zip(tensors, (a, b), strict=True), 1):
+            if tensor is None:
+                scalar = side
+                fs, ls = scalar_args(value, dtype, "ab"[side - 1], exact=exact)
+        y = self._pw_output(out, tensors, dtype if result is None else result)
+        return self._pw_launch(source, family, suffix, (code,), tensors, y, (scalar, fs, ls))
+
+    def _pw_unary(
+        self,
+        source: str,
+        code: int,
+        x: DeviceTensor,
+        out: DeviceTensor | None,
+        types: frozenset[str],
+        params: tuple[float, float, int, int] = (0.0, 0.0, 0, 0),
+    ) -> DeviceTensor:
+        """y = f(x) of unary.hip or math.hip (family = the source's name), params (p0, p1,
+        q0, q1) as the kernels read them."""
+        x = self._operand(x, "x")
+        suffix = dtype_suffix(x.dtype, types, "x")
+        y = self._output(out, x.shape, x.dtype, inputs=(x,), strided=True)
+        family = source[: -len(".hip")]
+        return self._pw_launch(source, family, suffix, (code,), (x,), y, params)
+
+    # --- the launch ----------------------------------------------------------------------
+
+    def _pw_launch(
+        self,
+        source: str,
+        family: str,
+        suffix: str,
+        head: tuple[Any, ...],
+        tensors: Sequence[DeviceTensor | None],
+        y: DeviceTensor,
+        tail: tuple[Any, ...],
+    ) -> DeviceTensor:
+        """One launch of `family` over `tensors` (None: a scalar input, whose value is in
+        `tail`) into y: arguments `*head, *pointers, *path arguments, *tail`."""
+        shape = y.shape
+        n = y.size
+        if n == 0:
+            return y
+        pointers = [y if t is None else t for t in tensors]
+        widest = max(y.dtype.itemsize, *(t.dtype.itemsize for t in pointers))
+        if y._strides is None and all(
+            t is None or (t._strides is None and t.shape == shape) for t in tensors
+        ):  # the common case: one contiguous run each (scalars: stride 0)
+            inner = tuple(0 if t is None else 1 for t in tensors)
+            path: tuple[Any, ...] = (1, n, *(0 for _ in pointers), 0, *inner)
+            grid = -(-n // (_BLOCK * 16 // widest))
+            return self._pw_go(source, family, suffix, True, grid, head, pointers, y, path, tail)
+        strided = [
+            (0,) * len(shape) if t is None else layout.broadcast_to(t.shape, t.strides, shape)
+            for t in tensors
+        ]
+        dims, merged = layout.collapse(shape, y.strides, *strided)
+        out_strides, in_strides = merged[0], merged[1:]
+        if len(dims) <= 2 and out_strides[-1] == 1 and all(s[-1] in (0, 1) for s in in_strides):
+            rows, cols = (1, dims[0]) if len(dims) == 1 else dims
+            row = [0 if len(dims) == 1 else s[0] for s in (*in_strides, out_strides)]
+            inner = tuple(s[-1] for s in in_strides)
+            path = (rows, cols, *row, *inner)
+            grid = -(-n // (_BLOCK * 16 // widest))
+            return self._pw_go(source, family, suffix, True, grid, head, pointers, y, path, tail)
+        if len(dims) > _RANK:
+            raise ValueError(
+                f"{_op()}: the operands' layouts merge into {len(dims)} axes; the kernels take "
+                f"up to {_RANK} (pass .contiguous() copies)"
+            )
+        pad = _PAD[len(dims) :]
+        path = (n, len(dims), *dims, *pad)
+        for s in (*in_strides, out_strides):
+            path += (*s, *pad)
+        grid = -(-n // _BLOCK)
+        return self._pw_go(source, family, suffix, False, grid, head, pointers, y, path, tail)
+
+    def _pw_go(
+        self,
+        source: str,
+        family: str,
+        suffix: str,
+        rows: bool,
+        grid: int,
+        head: tuple[Any, ...],
+        pointers: Sequence[DeviceTensor],
+        y: DeviceTensor,
+        path: tuple[Any, ...],
+        tail: tuple[Any, ...],
+    ) -> DeviceTensor:
+        kernel = self._pw_kernel(source, family, suffix, rows)
+        kernel.launch(min(grid, self._grid_cap), _BLOCK, *head, *pointers, y, *path, *tail,
+                      stream=self.stream)  # fmt: skip
+        return y
+
+
+# --- scalars -----------------------------------------------------------------------------
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (numbers.Number, np.bool_)) and not isinstance(value, DeviceTensor)
+
+
+def scalar_args(value: Any, dtype: np.dtype[Any], name: str, *, exact: bool = True) -> tuple[
+    float, int
+]:
+    """A Python scalar as the (double, long long) pair the kernels read: floats the double,
+    integers the long long. The value takes `dtype` (rounded to it when `exact`; else only
+    to the kernel's compute type there): a float for an integer tensor, a number out of an
+    integer type's range, or a non-bool for a bool tensor is a ValueError naming `name`."""
+    kind = SUFFIXES[dtype][0]
+    if kind == "b" and SUFFIXES[dtype] == "b8":
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{_op()}: {name} must be a bool for a bool tensor, not {value!r}")
+        return float(value), int(value)
+    if kind in "iu":
+        if not isinstance(value, (numbers.Integral, np.bool_)):
+            raise ValueError(
+                f"{_op()}: {name} = {value!r} cannot take the tensor's dtype {dtype}; pass an "
+                "int, or cast the tensor to a float type"
+            )
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise ValueError(f"{_op()}: {name} = {value} is out of the range of {dtype}")
+        return 0.0, int(value)
+    if not isinstance(value, (numbers.Real, np.bool_)):
+        raise ValueError(f"{_op()}: {name} must be a real number, not {value!r}")
+    number = float(value)
+    if exact and dtype.itemsize < 8 and math.isfinite(number):
+        with np.errstate(over="ignore"):
+            number = float(np.asarray(number, dtype))
+    return number, 0
+
+
+FLOATS = frozenset({"f32", "f64", "f16", "bf16"})
+INTEGERS = frozenset({"i8", "i16", "i32", "i64", "u8", "u32"})
+NUMBERS = FLOATS | INTEGERS
+ALL = NUMBERS | {"b8"}
+
+
+def dtype_suffix(dtype: np.dtype[Any], types: frozenset[str], name: str) -> str:
+    """dtype's kernel suffix if the op takes it; ValueError naming the op and `name`."""
+    found = SUFFIXES.get(dtype)
+    if found not in types:
+        taken = ", ".join(str(t) for t, s in SUFFIXES.items() if s in types)
+        raise ValueError(f"{_op()}: {name} has dtype {dtype}; this op takes {taken}")
+    return found
+
+
+def _op() -> str:
+    """The public op being validated (for messages; only ever run on error paths)."""
+    from hip_runtime.ops.base import _calling_op
+
+    return _calling_op()
+
+
+__all__ = [
+    "ALL",
+    "BINARY_OPS",
+    "COMPARE_OPS",
+    "FLOATS",
+    "INTEGERS",
+    "MATH_OPS",
+    "NUMBERS",
+    "UNARY_OPS",
+    "Operand",
+    "PointwiseCore",
+    "scalar_args",
+]

@@ -1,0 +1,274 @@
+"""Binary pointwise ops, comparisons and where against numpy, under hypothesis: shapes of rank
+0-5 that broadcast together (size-0 and size-1 axes), every dtype each op takes, operands in
+random layouts (the `layouts` fixture: permuted, stepped, reversed, broadcast) or Python
+scalars on either side, and `out=` (new, in place, strided). References are numpy in float64
+for floats (rounded once to the result's dtype, then compared at the dtype's tolerance, NaN
+and inf included) and numpy in the dtype itself for integers (exact: both wrap).
+
+On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from hip_core import Device
+from hip_runtime import HipBackend
+
+FLOATS = [np.dtype(t) for t in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16)]
+INTS = [np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32)]
+BOOL = np.dtype(np.bool_)
+#: (rtol, atol) of a result of each float type after the reference is rounded to it.
+TOLERANCE = {
+    np.dtype(np.float64): (1e-12, 1e-300),
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float16): (2e-3, 1e-5),
+    np.dtype(ml_dtypes.bfloat16): (1.6e-2, 1e-5),
+}
+SETTINGS = settings(
+    max_examples=40, deadline=None, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)  # fmt: skip
+pair_shapes = hnp.mutually_broadcastable_shapes(
+    num_shapes=2, min_dims=0, max_dims=5, min_side=0, max_side=4
+)
+triple_shapes = hnp.mutually_broadcastable_shapes(
+    num_shapes=3, min_dims=0, max_dims=5, min_side=0, max_side=4
+)
+
+Reference = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: op -> (dtypes, reference on float64 (floats) or on the dtype itself (integers)).
+BINARY: dict[str, tuple[list[np.dtype], Reference]] = {
+    "add": (FLOATS + INTS, np.add),
+    "sub": (FLOATS + INTS, np.subtract),
+    "mul": (FLOATS + INTS, np.multiply),
+    "div": (FLOATS, np.divide),
+    "maximum": (FLOATS + INTS, np.maximum),
+    "minimum": (FLOATS + INTS, np.minimum),
+    "pow": (FLOATS + INTS, np.power),
+    "swiglu": (FLOATS, lambda g, u: g / (1 + np.exp(-g)) * u),
+}
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+           "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def backend(device: Device) -> Any:
+    with HipBackend(device) as backend:
+        yield backend
+
+
+def values(rng: np.random.Generator, shape: Any, dtype: np.dtype, op: str = "") -> np.ndarray:
+    """Random values of `dtype`: normal floats (a few zeros, infinities and NaNs), small
+    integers for pow, the whole range of other integers; bools."""
+    if dtype == BOOL:
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        if op == "pow":
+            return rng.integers(0 if dtype.kind == "u" else -3, 6, shape).astype(dtype)
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    x = rng.standard_normal(shape) * 3
+    special = rng.random(shape)
+    x = np.where(special < 0.05, 0.0, x)
+    if op != "pow":
+        x = np.where(special > 0.98, rng.choice([np.inf, -np.inf, np.nan], shape), x)
+    return np.asarray(x).astype(dtype)
+
+
+def assert_matches(got: np.ndarray, expected: np.ndarray, dtype: np.dtype) -> None:
+    """got (of dtype) against a reference: float64 ones rounded to dtype first, then within
+    the dtype's tolerance (NaN where NaN, inf where inf); integers and bools exactly."""
+    assert got.dtype == dtype and got.shape == expected.shape
+    if dtype in TOLERANCE:
+        rtol, atol = TOLERANCE[dtype]
+        with np.errstate(over="ignore", invalid="ignore"):
+            rounded = np.asarray(expected).astype(dtype).astype(np.float64)
+        np.testing.assert_allclose(got.astype(np.float64), rounded, rtol, atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+def reference(op: Reference, dtype: np.dtype, *arrays: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if dtype in TOLERANCE:
+            return np.asarray(op(*(a.astype(np.float64) for a in arrays)))
+        return np.asarray(op(*arrays))
+
+
+def operand(data: Any, backend: HipBackend, layouts: Any, array: np.ndarray) -> tuple[Any, Any]:
+    """(device operand, host array): a tensor in a random layout, or (for a 0-d array,
+    sometimes) the Python scalar itself."""
+    if array.ndim == 0 and data.draw(st.booleans()):
+        return array.item(), array
+    return layouts.make(data, backend, array)
+
+
+@SETTINGS
+@given(data=st.data(), op=st.sampled_from(sorted(BINARY)), shapes=pair_shapes)
+def test_binary_ops_broadcast_any_layout_and_dtype(
+    backend: HipBackend, layouts: Any, data: Any, op: str, shapes: Any
+) -> None:
+    types, ref = BINARY[op]
+    dtype = data.draw(st.sampled_from(types))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32)))
+    (a, ha), (b, hb) = (
+        operand(data, backend, layouts, values(rng, shape, dtype, op))
+        for shape in shapes.input_shapes
+    )
+    if not hasattr(a, "shape") and not hasattr(b, "shape"):
+        a, ha = layouts.make(data, backend, ha)
+    if op == "pow" and dtype.kind in "iu":
+        hb = np.abs(hb).astype(dtype)  # numpy refuses negative integer exponents
+        b = hb.item() if not hasattr(b, "shape") else backend.from_numpy(hb)
+    got = getattr(backend, op)(a, b).to_numpy()
+    assert_matches(got, reference(ref, dtype, ha, hb), dtype)
+
+
+@SETTINGS
+@given(data=st.data(), op=st.sampled_from(sorted(COMPARE)), shapes=pair_shapes)
+def test_comparisons_give_bool_for_every_dtype(
+    backend: HipBackend, layouts: Any, data: Any, op: str, shapes: Any
+) -> None:
+    dtype = data.draw(st.sampled_from([*FLOATS, *INTS, BOOL]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32)))
+    arrays = [values(rng, shape, dtype) for shape in shapes.input_shapes]
+    if dtype.kind in "iu":  # equal elements too, not only the whole range
+        arrays = [np.where(rng.random(x.shape) < 0.5, x % 3, x).astype(dtype) for x in arrays]
+    (a, ha), (b, hb) = (operand(data, backend, layouts, x) for x in arrays)
+    if not hasattr(a, "shape") and not hasattr(b, "shape"):
+        a, ha = layouts.make(data, backend, ha)
+    got = getattr(backend, op)(a, b).to_numpy()
+    expected = COMPARE[op](*(x.astype(np.float64) if dtype in TOLERANCE else x for x in (ha, hb)))
+    assert_matches(got, np.asarray(expected), BOOL)
+
+
+@SETTINGS
+@given(data=st.data(), shapes=triple_shapes)
+def test_where_selects_with_broadcasting(
+    backend: HipBackend, layouts: Any, data: Any, shapes: Any
+) -> None:
+    dtype = data.draw(st.sampled_from([*FLOATS, *INTS, BOOL]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32)))
+    c_shape, a_shape, b_shape = shapes.input_shapes
+    cond, hc = layouts.make(data, backend, values(rng, c_shape, BOOL))
+    (a, ha), (b, hb) = (
+        operand(data, backend, layouts, values(rng, s, dtype)) for s in (a_shape, b_shape)
+    )
+    if not hasattr(a, "shape") and not hasattr(b, "shape"):
+        a, ha = layouts.make(data, backend, ha)
+    got = backend.where(cond, a, b).to_numpy()
+    expected = np.where(hc, ha, hb)
+    assert_matches(got, expected.astype(np.float64) if dtype in TOLERANCE else expected, dtype)
+
+
+@SETTINGS
+@given(data=st.data(), shapes=pair_shapes)
+def test_out_in_place_and_strided(
+    backend: HipBackend, layouts: Any, data: Any, shapes: Any
+) -> None:
+    """out= the first operand (in place), or a strided view of a bigger tensor."""
+    dtype = data.draw(st.sampled_from([np.dtype(np.float32), np.dtype(np.int32)]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32)))
+    ha, hb = (values(rng, s, dtype) for s in shapes.input_shapes)
+    shape = shapes.result_shape
+    ha = np.broadcast_to(ha, shape).copy()
+    a, ha = layouts.make(data, backend, ha)
+    b, hb = layouts.make(data, backend, hb)
+    expected = reference(np.subtract, dtype, ha, hb)
+    if all(s != 0 or d <= 1 for d, s in zip(a.shape, a.strides, strict=True)):
+        result = backend.sub(a, b, out=a)  # in place: a is written where it is read
+        assert result is a
+        assert_matches(a.to_numpy(), expected, dtype)
+    big = backend.zeros(tuple(2 * d for d in shape), dtype)
+    view = big[tuple(slice(None, None, -2) for _ in shape)]  # reversed, with steps
+    assert backend.sub(backend.from_numpy(ha), b, out=view) is view
+    assert_matches(view.to_numpy(), expected, dtype)
+    if shape:  # the elements between stay untouched
+        assert not big.to_numpy()[tuple(slice(None, None, 2) for _ in shape)].any()
+
+
+def test_scalars_take_the_tensors_dtype(backend: HipBackend) -> None:
+    x = backend.from_numpy(np.array([1.0, 2.0], ml_dtypes.bfloat16))
+    # 1.001 rounds to 1.0 in bf16 first: a bf16 + a Python float is a bf16 sum.
+    got = backend.add(x, 1.001).to_numpy().astype(np.float64)
+    np.testing.assert_array_equal(got, [2.0, 3.0])
+    ints = backend.from_numpy(np.array([5, -7], np.int64))
+    np.testing.assert_array_equal(backend.sub(2**40, ints).to_numpy(), [2**40 - 5, 2**40 + 7])
+    np.testing.assert_array_equal(backend.lt(ints, 0).to_numpy(), [False, True])
+    with pytest.raises(ValueError, match=r"sub: b = 1.5 cannot take the tensor's dtype int64"):
+        backend.sub(ints, 1.5)
+    small = backend.from_numpy(np.array([1], np.int8))
+    with pytest.raises(ValueError, match="out of the range of int8"):
+        backend.add(small, 300)
+    with pytest.raises(TypeError, match="at least one DeviceTensor"):
+        backend.add(1, 2)
+
+
+def test_integer_pow_with_negative_exponents(backend: HipBackend) -> None:
+    a = backend.from_numpy(np.array([1, -1, -1, 2, -3, 0], np.int32))
+    b = backend.from_numpy(np.array([-3, -3, -2, -1, -2, 0], np.int32))
+    np.testing.assert_array_equal(backend.pow(a, b).to_numpy(), [1, -1, 1, 0, 0, 1])
+
+
+BAD_CALLS: dict[str, tuple[Callable[[HipBackend], Any], str]] = {
+    "dtypes": (
+        lambda b: b.add(b.zeros(3), b.zeros(3, np.float16)),
+        r"add: a has dtype float32 and b has dtype float16; cast",
+    ),
+    "shapes": (lambda b: b.mul(b.zeros((2, 3)), b.zeros((3, 2))), r"mul: shapes .* broadcast"),
+    "int div": (lambda b: b.div(b.zeros(3, np.int32), 2), r"div: a has dtype int32; this op"),
+    "bool add": (lambda b: b.add(b.zeros(3, bool), True), r"add: a has dtype bool"),
+    "host array": (lambda b: b.add(b.zeros(3), np.ones(3, np.float32)), r"b must be a Device"),
+    "out shape": (lambda b: b.sub(b.zeros(3), 1.0, out=b.zeros(4)), r"out is \(4,\)"),
+    "out dtype": (lambda b: b.eq(b.zeros(3), 1.0, out=b.zeros(3)), r"writes \(3,\) bool"),
+    "out broadcast": (
+        lambda b: b.add(b.zeros(3), 1.0, out=b.zeros(1).expand(3)),
+        r"elements overlap",
+    ),
+    "out overlaps": (lambda b: _shifted(b), r"out must be an input exactly"),
+    "out transposed input": (lambda b: _transposed(b), r"out must be an input exactly"),
+    "where cond": (lambda b: b.where(b.zeros(3), 1.0, 2.0), r"where: cond has dtype float32"),
+    "where dtypes": (
+        lambda b: b.where(b.zeros(3, bool), b.zeros(3), b.zeros(3, np.float64)),
+        r"where: a has dtype float32 and b has dtype float64",
+    ),
+}
+
+
+def _shifted(b: HipBackend) -> Any:
+    x = b.zeros((4, 3))
+    return b.add(x[0:3], 1.0, out=x[1:4])
+
+
+def _transposed(b: HipBackend) -> Any:
+    x = b.zeros((3, 3))
+    return b.add(x.T, x, out=x)  # x.T reads elements others write
+
+
+@pytest.mark.parametrize("call", sorted(BAD_CALLS))
+def test_bad_calls_raise_before_anything_is_queued(
+    backend: HipBackend, call: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hip_core import Kernel
+
+    make, pattern = BAD_CALLS[call]
+    launched: list[str] = []
+    original = Kernel.launch
+
+    def launch(self: Kernel, *args: Any, **kwargs: Any) -> None:
+        launched.append(self.name)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "launch", launch)
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        make(backend)
+    assert not [name for name in launched if not name.startswith(("fill", "copy"))]
