@@ -24,6 +24,23 @@ template <typename U> HIPK_DEVICE U from_pattern(unsigned long long pattern) {
     return (U)pattern;  // the low bytes: the element's bits
 }
 
+// Coordinates by division, in 32 bits whenever the count allows (I).
+template <typename U, typename I>
+HIPK_DEVICE void fill_strided(U* y, long long n, U v, int rank,
+                              const long long (&size)[HIPK_FILL_RANK],
+                              const long long (&stride)[HIPK_FILL_RANK]) {
+    for (long long i = global_thread(); i < n; i += grid_threads()) {
+        I rest = (I)i;
+        long long at = 0;
+        for (int k = rank - 1; k >= 0; --k) {
+            const I c = rest % (I)size[k];
+            rest /= (I)size[k];
+            at += (long long)c * stride[k];
+        }
+        y[at] = v;
+    }
+}
+
 template <typename U>
 HIPK_DEVICE void fill(U* y, long long n, unsigned long long pattern, int rank,
                       const long long (&size)[HIPK_FILL_RANK],
@@ -46,14 +63,20 @@ HIPK_DEVICE void fill(U* y, long long n, unsigned long long pattern, int rank,
             y[i] = v;
         return;
     }
-    for (long long i = global_thread(); i < n; i += grid_threads()) {
-        long long rest = i, at = 0;
-        for (int k = rank - 1; k >= 0; --k) {
-            const long long c = rest % size[k];
-            rest /= size[k];
-            at += c * stride[k];
-        }
-        y[at] = v;
+    if (n <= 0xffffffffLL)
+        fill_strided<U, unsigned int>(y, n, v, rank, size, stride);
+    else
+        fill_strided<U, unsigned long long>(y, n, v, rank, size, stride);
+}
+
+template <typename U, typename I>
+HIPK_DEVICE void tril_run(const U* x, U* y, I n, I rows, I cols, long long k, int upper, U kept,
+                          U dropped) {
+    for (long long i = global_thread(); i < (long long)n; i += grid_threads()) {
+        const I line = (I)i / cols, c = (I)i - line * cols;
+        const long long offset = (long long)c - (long long)(line % rows);  // column - row
+        const bool inside = upper ? offset >= k : offset <= k;
+        y[i] = inside ? (x ? x[i] : kept) : dropped;
     }
 }
 
@@ -62,12 +85,11 @@ HIPK_DEVICE void tril(const U* x, U* y, long long batch, long long rows, long lo
                       long long k, int upper, unsigned long long keep, unsigned long long drop) {
     const long long n = batch * rows * cols;
     const U kept = from_pattern<U>(keep), dropped = from_pattern<U>(drop);
-    for (long long i = global_thread(); i < n; i += grid_threads()) {
-        const long long line = i / cols, c = i - line * cols;
-        const long long r = line % rows;
-        const bool inside = upper ? c - r >= k : c - r <= k;
-        y[i] = inside ? (x ? x[i] : kept) : dropped;
-    }
+    if (n <= 0xffffffffLL)
+        tril_run<U, unsigned int>(x, y, (unsigned int)n, (unsigned int)rows, (unsigned int)cols, k,
+                                  upper, kept, dropped);
+    else
+        tril_run<U, unsigned long long>(x, y, n, rows, cols, k, upper, kept, dropped);
 }
 
 }  // namespace hipk

@@ -75,28 +75,39 @@ struct Offsets {
     long long big, index, other;
 };
 
-HIPK_DEVICE Offsets offsets_of(long long i, int rank, const IndexLayout& l) {
+// Element i's offsets: its coordinates by division, in 32 bits whenever the count allows (I).
+template <typename I> HIPK_DEVICE Offsets offsets_of(I i, int rank, const IndexLayout& l) {
     Offsets o = {0, 0, 0};
     for (int k = rank - 1; k >= 0; --k) {
-        const long long c = i % l.size[k];
-        i /= l.size[k];
-        o.big += c * l.big[k];
-        o.index += c * l.index[k];
-        o.other += c * l.other[k];
+        const I size = (I)l.size[k];
+        const I c = i % size;
+        i /= size;
+        o.big += (long long)c * l.big[k];
+        o.index += (long long)c * l.index[k];
+        o.other += (long long)c * l.other[k];
     }
     return o;
 }
 
-template <typename U>
-HIPK_DEVICE void gather(const U* x, const void* index, int wide, U* y, long long n, int rank,
-                        long long size, long long xa, const IndexLayout& l) {
+template <typename U, typename I>
+HIPK_DEVICE void gather_run(const U* x, const void* index, int wide, U* y, long long n, int rank,
+                            long long size, long long xa, const IndexLayout& l) {
     for (long long i = global_thread(); i < n; i += grid_threads()) {
-        const Offsets o = offsets_of(i, rank, l);
+        const Offsets o = offsets_of<I>((I)i, rank, l);
         const long long id = load_id(index, wide, o.index);
         U v = {};
         if (0 <= id && id < size) v = x[o.big + id * xa];
         y[o.other] = v;
     }
+}
+
+template <typename U>
+HIPK_DEVICE void gather(const U* x, const void* index, int wide, U* y, long long n, int rank,
+                        long long size, long long xa, const IndexLayout& l) {
+    if (n <= 0xffffffffLL)
+        gather_run<U, unsigned int>(x, index, wide, y, n, rank, size, xa, l);
+    else
+        gather_run<U, unsigned long long>(x, index, wide, y, n, rank, size, xa, l);
 }
 
 // --- atomic adds ------------------------------------------------------------------------------
@@ -147,14 +158,23 @@ template <> HIPK_DEVICE void atomic_add<long long>(long long* p, long long v) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
 }
 
-template <typename T>
-HIPK_DEVICE void scatter_add(T* y, const void* index, int wide, const T* src, long long n,
-                             int rank, long long size, long long ya, const IndexLayout& l) {
+template <typename T, typename I>
+HIPK_DEVICE void scatter_add_run(T* y, const void* index, int wide, const T* src, long long n,
+                                 int rank, long long size, long long ya, const IndexLayout& l) {
     for (long long i = global_thread(); i < n; i += grid_threads()) {
-        const Offsets o = offsets_of(i, rank, l);
+        const Offsets o = offsets_of<I>((I)i, rank, l);
         const long long id = load_id(index, wide, o.index);
         if (0 <= id && id < size) atomic_add(y + o.big + id * ya, src[o.other]);
     }
+}
+
+template <typename T>
+HIPK_DEVICE void scatter_add(T* y, const void* index, int wide, const T* src, long long n,
+                             int rank, long long size, long long ya, const IndexLayout& l) {
+    if (n <= 0xffffffffLL)
+        scatter_add_run<T, unsigned int>(y, index, wide, src, n, rank, size, ya, l);
+    else
+        scatter_add_run<T, unsigned long long>(y, index, wide, src, n, rank, size, ya, l);
 }
 
 }  // namespace hipk
