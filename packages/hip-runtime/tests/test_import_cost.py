@@ -24,7 +24,6 @@ def _loaded_after(code: str) -> set[str]:
             {"hip_core.program", "hip_core.kernel", "hip_core.graph", "hip_core.pool"},
         ),
         ("import hip_runtime", {"hip_runtime.backend", "hip_runtime.loading", "hip_core.device"}),
-        ("import hip_backend", {"hip_runtime.backend", "hip_runtime.tensor", "hip_core.program"}),
         (
             "from hip_core import Device",
             {"hip_core.program", "hip_core.kernel", "hip_core.signature"},
