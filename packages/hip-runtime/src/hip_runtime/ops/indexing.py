@@ -163,14 +163,13 @@ class IndexingOps(OpsBase):
         inner] (axes that do not merge so make one contiguous copy of x first: rare)."""
         if y.size == 0:
             return
-        item = x.dtype.itemsize
-        outer_axes = _merged(x.shape[:a], x.strides[:a])
-        inner_axes = _merged(x.shape[a + 1 :], x.strides[a + 1 :])
-        if outer_axes is None or inner_axes is None:
+        item, shape = x.dtype.itemsize, x.shape
+        merged = None if x.is_contiguous else _rows_of(shape, x.strides, a)
+        if merged is None:  # contiguous, or axes that do not merge: one contiguous copy (rare)
             x = x.contiguous()
-            inner = math.prod(x.shape[a + 1 :])
-            outer_axes, inner_axes = (math.prod(x.shape[:a]), x.shape[a] * inner), (inner, 1)
-        (outer, xo), (inner, xi), xa = outer_axes, inner_axes, x.strides[a]
+            inner = math.prod(shape[a + 1 :])
+            merged = (math.prod(shape[:a]), shape[a] * inner), (inner, 1), inner
+        (outer, xo), (inner, xi), xa = merged
         xa = xa if x.shape[a] > 1 else 0  # (a size-1 axis may have any stride)
         unit = item
         if xi == 1 or inner == 1:  # contiguous rows: moved in the widest unit all divide
@@ -240,6 +239,16 @@ def _wide(ids: DeviceTensor) -> int:
 
 def _without_axis(strides: tuple[int, ...], a: int) -> tuple[int, ...]:
     return tuple(0 if d == a else s for d, s in enumerate(strides))
+
+
+def _rows_of(
+    shape: tuple[int, ...], strides: tuple[int, ...], a: int
+) -> tuple[tuple[int, int], tuple[int, int], int] | None:
+    """((outer, stride), (inner, stride), axis stride) of a strided x seen as [outer, size,
+    inner]; None when the axes before or after `a` do not merge."""
+    outer = _merged(shape[:a], strides[:a])
+    inner = _merged(shape[a + 1 :], strides[a + 1 :])
+    return None if outer is None or inner is None else (outer, inner, strides[a])
 
 
 def _merged(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int] | None:
