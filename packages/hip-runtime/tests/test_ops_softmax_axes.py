@@ -138,3 +138,29 @@ def test_errors(backend: HipBackend) -> None:
         backend.layernorm(backend.zeros((4, 12))[:, ::2])
     with pytest.raises(ValueError, match=r"^rmsnorm takes C-contiguous .*\.contiguous\(\)"):
         backend.rmsnorm(x.T)
+
+
+NVIDIA_ONLY = pytest.mark.parametrize(
+    "platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True
+)
+
+
+@NVIDIA_ONLY
+@pytest.mark.parametrize("dtype", TYPES)
+def test_large_shapes_on_the_gpu(device: Device, dtype: str) -> None:
+    """Along both axes of 1024 x 4096 (the vector and scalar column paths, long rows), and the
+    norms of a slice of columns of it."""
+    rng = np.random.default_rng(0)
+    x = testing.random(rng, (1024, 4096), dtype, scale=3.0)
+    with HipBackend(device) as backend:
+        t = backend.from_numpy(x)
+        for axis in (0, 1):
+            testing.assert_close(backend.softmax(t, axis).to_numpy(), softmax(x, axis), dtype)
+            size = float(np.abs(x.astype(np.float64)).max())
+            got = backend.log_softmax(t, axis).to_numpy()
+            testing.assert_close(got, log_softmax(x, axis), dtype, size)
+            got = backend.l2_normalize(t.T, axis).to_numpy()
+            testing.assert_close(got, l2_normalize(x.T, axis), dtype)
+        part = np.ascontiguousarray(x[:, 8:4000])
+        got = backend.rmsnorm(t[:, 8:4000], eps=EPS).to_numpy()
+        testing.assert_close(got, testing.rmsnorm(part, eps=EPS), dtype)
