@@ -52,12 +52,15 @@ class SoftmaxOps(OpsBase):
             raise ValueError(f"causal_rows must be an int >= 0, not {causal_rows!r}")
         if causal_rows > INT_MAX:
             raise ValueError("causal_rows exceeds the kernel's int range")
-        a = axis_argument(x, axis, "softmax")
+        # The usual call (the last axis of a contiguous tensor) skips the layout arithmetic:
+        # issue 15 counts the host's microseconds per op.
+        last = axis == -1 and type(axis) is int and x.ndim > 0
+        a = x.ndim - 1 if last else axis_argument(x, axis, "softmax")
         if causal_rows and a != x.ndim - 1:
             raise ValueError("softmax: causal_rows masks the last axis only")
         y = self._output(out, x.shape, x.dtype, inputs=(x,))
         if a == x.ndim - 1 and x.size:
-            rows_at = row_strides(x.shape, x.strides)
+            rows_at = (1, x.shape[-1], 0) if x.is_contiguous else row_strides(x.shape, x.strides)
             if rows_at is None and causal_rows:
                 x, rows_at = x.contiguous(), (1, x.shape[-1], 0)
             if rows_at is not None:
