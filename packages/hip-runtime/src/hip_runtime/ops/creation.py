@@ -157,7 +157,12 @@ class CreationOps(OpsBase):
         """Every element of y (any writable layout) = the bits `pattern`."""
         if y.size == 0:
             return
-        dims, (steps,) = layout.collapse(y.shape, y.strides)
+        dims: tuple[int, ...]
+        steps: tuple[int, ...]
+        if y.is_contiguous:
+            dims, steps = (y.size,), (1,)
+        else:
+            dims, (steps,) = layout.collapse(y.shape, y.strides)
         if len(dims) > _RANK:  # rare: fill a contiguous copy's worth by rows of the layout
             for i in range(y.shape[0]):
                 self._creation_fill(y[i], pattern)
