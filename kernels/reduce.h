@@ -125,7 +125,7 @@ template <> HIPK_DEVICE bf16 store_sum<float, bf16>(float a) { return from_float
 template <typename In, typename Acc, typename Out> struct SumOp {
     typedef In in_type;
     typedef Acc acc_type;
-    enum { loads = HIPK_REDUCE_LOADS };
+    enum { loads = HIPK_REDUCE_LOADS, wide_cols = 1 };
     Out* y;
     Acc* part;
     long long count;  // mean: divide by it at the end
@@ -154,7 +154,7 @@ template <typename V> struct Best {
 template <typename T> struct ExtremeOp {
     typedef T in_type;
     typedef Best<typename Compute<T>::type> acc_type;
-    enum { loads = (HIPK_REDUCE_LOADS + 1) / 2 };  // branchy adds: fewer copies to compile
+    enum { loads = (HIPK_REDUCE_LOADS + 1) / 2, wide_cols = 0 };  // branchy: fewer copies
     typedef typename Compute<T>::type V;
     T* y;                 // the values (results or partials), or null
     long long* y_index;   // the indices (results or partials), or null
@@ -297,8 +297,8 @@ HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout&
 }
 
 // The layout and width the host chose. Rows read 16 bytes (at most 8 elements) per load;
-// cols at most 4 elements (8 bytes for 16-bit types: still whole 32-byte sectors per warp),
-// as each thread keeps one accumulator per element.
+// cols at most 4 elements (one accumulator per element: 8 bytes for 16-bit max/min/arg,
+// still whole 32-byte sectors per warp), except 16-bit sums (8: 16 bytes).
 template <typename Op>
 HIPK_DEVICE void reduce(const Op& op, const typename Op::in_type* x, const Layout& l, int by_cols,
                         int vec) {
@@ -306,7 +306,8 @@ HIPK_DEVICE void reduce(const Op& op, const typename Op::in_type* x, const Layou
     __shared__ Acc slots[HIPK_REDUCE_SLOTS];
     enum {
         N = Lanes16<typename Op::in_type>::value > 8 ? 8 : Lanes16<typename Op::in_type>::value,
-        NC = N > 4 ? 4 : N
+        // 16-byte loads for 16-bit sums too (the accumulators are floats); 4 elements else
+        NC = Op::wide_cols && sizeof(typename Op::in_type) == 2 ? 8 : N > 4 ? 4 : N
     };
     if (!by_cols) rows<N>(op, x, l, slots);  // (vec: the host sends scalar rows to cols)
     else if (vec) cols<NC>(op, x, l, slots);

@@ -137,7 +137,7 @@ class ReductionOps(OpsBase):
     def _run(self, op: str, x: DeviceTensor, y: DeviceTensor, m: Merged) -> None:
         """Queue the launch(es) of `op` over x's [O, R, I] view `m` into y."""
         t = suffix(x.dtype)
-        m, geometry = self._geometry(x, m)
+        m, geometry = self._geometry(x, m, wide=op in ("sum", "mean"))
         splits = geometry[1]
         if op in ("sum", "mean"):
             kernel = self._kernel("reduce.hip", f"reduce_sum_{t}")
@@ -169,7 +169,7 @@ class ReductionOps(OpsBase):
         self._second(kernel, part, m, result, (lowest, 0), source=True if index is None else index)
 
     def _geometry(
-        self, x: DeviceTensor, m: Merged, *, scalar: bool = False
+        self, x: DeviceTensor, m: Merged, *, scalar: bool = False, wide: bool = False
     ) -> tuple[Merged, Geometry]:
         """The view and (blocks, splits, chunk, lanes, vec, by_cols) of a pass over `m`. Rows
         (I = 1) that take 16-byte loads get `lanes` threads each; others go to the cols
@@ -186,7 +186,7 @@ class ReductionOps(OpsBase):
         else:
             if m.I == 1 and m.R <= _SHORT:
                 m = Merged(1, m.R, m.O, 0, m.sr, m.so)
-            n = min(n, 4)
+            n = min(n, 8 if wide and x.dtype.itemsize == 2 else 4)  # as reduce.h's NC
             vec = int(aligned and m.I % n == 0 and m.si == 1 and m.so % n == 0
                       and m.sr % n == 0)  # fmt: skip
             width = n if vec else 1
@@ -230,7 +230,8 @@ class ReductionOps(OpsBase):
         arg kernels' partial indices (`source`) are read with the values, one at a time."""
         splits = part.shape[1]
         merged = Merged(m.O, splits, m.I, splits * m.I, m.I, 1)
-        merged, geometry = self._geometry(part, merged, scalar=isinstance(source, DeviceTensor))
+        arg = isinstance(source, DeviceTensor)
+        merged, geometry = self._geometry(part, merged, scalar=arg, wide=source is None)
         self._launch(kernel, part, merged, (*geometry[:1], 1, splits, *geometry[3:]), ptrs,
                      extra, source=source)  # fmt: skip
 
