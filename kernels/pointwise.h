@@ -8,12 +8,13 @@
 //   tensor) and every operand's innermost stride is 1 (`inner` = 1) or 0 (constant along a row,
 //   e.g. a [rows, 1] operand); its row stride is anything (0 for a broadcast row). When cols,
 //   every row stride and every address allow it, each thread moves 16 bytes per operand per
-//   access (the widest type decides the lane count N; a constant operand is one load, splat);
-//   otherwise the same loop runs one element at a time. Rows and columns of a vector follow
-//   from the vector index by one division per thread, then by additions.
+//   access (the widest type decides the lane count N; a constant operand is one load, splat).
+//   The host takes this path only where such vectors fit (see run_rows). Rows and columns of
+//   a vector follow from the vector index by one division per thread, then by additions.
 // - `<family>_any_<t>`, the strided path: rank <= 8 (row-major sizes n0..n7), strides in
 //   elements per operand (negative, 0 for broadcast), one element per thread per pass; the
 //   coordinates come from integer division, 32-bit when n < 2^32 on GPUs (as copy.hip).
+//   Also the path of layouts the rows path cannot vectorize (odd columns, unaligned views).
 //
 // Every operand but the output may instead be one value for every element (a Python scalar:
 // `scalar` says which, passed as a double and a long long: floats read the double, integers
@@ -147,14 +148,15 @@ HIPK_DEVICE void rows_loop(long long rows, long long cols, const long long (&row
     }
 }
 
+// The host launches the rows path only where N-element vectors fit (N divides cols, every
+// row-running operand's row stride and address are multiples of N elements); anything else
+// takes the strided path, which costs no more for one axis. A layout that breaks the rule
+// writes nothing here (one loop per op instead of two keeps the compiles short).
 template <int N, int K, typename Body>
 HIPK_DEVICE void run_rows(long long rows, long long cols, const long long (&row)[K],
                           const int (&inner)[K], const Body& body) {
-    if (rows <= 0 || cols <= 0) return;
-    if (N > 1 && cols % N == 0 && body.template vectors_ok<N>(row, inner))
+    if (rows > 0 && cols > 0 && cols % N == 0 && body.template vectors_ok<N>(row, inner))
         rows_loop<N>(rows, cols, row, inner, body);
-    else
-        rows_loop<1>(rows, cols, row, inner, body);
 }
 
 // The strided path: K operands (the output last), rank-`rank` layout.
@@ -163,22 +165,33 @@ template <int K> struct Layout {
     long long stride[K][HIPK_PW_RANK];
 };
 
-template <typename I, int K, typename Body>
-HIPK_DEVICE void any_loop(long long n, int rank, const Layout<K>& l, const Body& body) {
+// Element i's offsets from its coordinates, innermost first, by division: 32-bit division
+// where every index fits (several times faster on GPUs; a uniform branch per axis, so one loop
+// serves both). The host compiler gains nothing from it: the cpu platform divides in 64 bits.
+template <int K, typename Body>
+HIPK_DEVICE void run_any(long long n, int rank, const Layout<K>& l, const Body& body) {
     int ones[K];
     HIPK_UNROLL
     for (int k = 0; k < K; ++k) ones[k] = 1;
+    const bool narrow = HIPK_GPU && n <= 0xffffffffLL;
     for (long long i = global_thread(); i < n; i += grid_threads()) {
-        I rest = (I)i;
+        unsigned long long rest = (unsigned long long)i;
         long long at[K];
         HIPK_UNROLL
         for (int k = 0; k < K; ++k) at[k] = 0;
         HIPK_UNROLL
         for (int d = HIPK_PW_RANK - 1; d > 0; --d) {
             if (d < rank) {
-                const I size = (I)l.size[d];
-                const I c = rest % size;
-                rest /= size;
+                unsigned long long c;
+                if (narrow) {
+                    const unsigned int r = (unsigned int)rest, size = (unsigned int)l.size[d];
+                    c = r % size;
+                    rest = r / size;
+                } else {
+                    const unsigned long long size = (unsigned long long)l.size[d];
+                    c = rest % size;
+                    rest /= size;
+                }
                 HIPK_UNROLL
                 for (int k = 0; k < K; ++k) at[k] += (long long)c * l.stride[k][d];
             }
@@ -187,20 +200,6 @@ HIPK_DEVICE void any_loop(long long n, int rank, const Layout<K>& l, const Body&
         for (int k = 0; k < K; ++k) at[k] += (long long)rest * l.stride[k][0];
         body.template apply<1>(at, ones);
     }
-}
-
-// 32-bit division where every index fits: several times faster on GPUs. The host compiler's
-// loops gain nothing from it and would double their build time, so the cpu platform always
-// takes the 64-bit loop.
-template <int K, typename Body>
-HIPK_DEVICE void run_any(long long n, int rank, const Layout<K>& l, const Body& body) {
-#if HIPK_GPU
-    if (n <= 0xffffffffLL) {
-        any_loop<unsigned int>(n, rank, l, body);
-        return;
-    }
-#endif
-    any_loop<unsigned long long>(n, rank, l, body);
 }
 
 // out = f(a): one input of T, an output of R.

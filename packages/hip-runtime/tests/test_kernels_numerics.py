@@ -65,13 +65,14 @@ def test_add_row_bias(harness: KernelHarness, dtype: str, shape: tuple[int, int]
 ADD = 0  # binary.hip's op code of add (hip_runtime.ops.pointwise_core.BINARY_OPS)
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (3, 1000), (7, 4097), (5, 12)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 8), (3, 1000), (7, 4096), (5, 16)], ids=str)
 @pytest.mark.parametrize("dtype", TYPES)
 def test_rows_path_with_a_broadcast_row_and_column(
     harness: KernelHarness, dtype: str, shape: tuple[int, int]
 ) -> None:
-    """binary_<t>'s rows path: [rows, cols] + [cols] (row stride 0), then + [rows, 1] (inner
-    stride 0), on a small grid (the loops take several turns), into poisoned outputs."""
+    """binary_<t>'s rows path (columns of whole 16-byte vectors: the host sends others to the
+    strided path): [rows, cols] + [cols] (row stride 0), then + [rows, 1] (inner stride 0), on
+    a small grid (the loops take several turns), into poisoned outputs."""
     rows, cols = shape
     x, row, col = (harness.random(s, dtype, 2.0) for s in (shape, cols, (rows, 1)))
     dx, drow, dcol = harness.upload(x), harness.upload(row), harness.upload(col)
@@ -84,14 +85,21 @@ def test_rows_path_with_a_broadcast_row_and_column(
 
 
 @pytest.mark.parametrize("dtype", TYPES)
-def test_unaligned_views_take_the_scalar_path(harness: KernelHarness, dtype: str) -> None:
+def test_unaligned_views_and_odd_sizes(harness: KernelHarness, dtype: str) -> None:
+    """What the host gives the strided path (rank 1 here); the rows path writes nothing."""
     n = 1001
     a, b = harness.random(n + 1, dtype), harness.random(n + 1, dtype)
     da, db, out = harness.upload(a), harness.upload(b), harness.output(n + 1, dtype)
     size = a.dtype.itemsize  # one element in: 2- or 4-byte aligned, never 16
-    kernel = harness.kernel("binary.hip", f"binary_{dtype}")
-    kernel.launch(5, 64, ADD, da.view(size), db.view(size), out.buffer.view(size), 1, n, 0, 0, 0,
-                  1, 1, 0, 0.0, 0)  # fmt: skip
+    views = (da.view(size), db.view(size), out.buffer.view(size))
+    harness.kernel("binary.hip", f"binary_{dtype}").launch(
+        5, 64, ADD, *views, 1, n, 0, 0, 0, 1, 1, 0, 0.0, 0
+    )
+    assert np.isnan(out.read().astype(np.float64)).all()
+    pad = (0,) * 7
+    harness.kernel("binary.hip", f"binary_any_{dtype}").launch(
+        5, 64, ADD, *views, n, 1, n, *pad, 1, *pad, 1, *pad, 1, *pad, 0, 0.0, 0
+    )
     got = out.read()
     assert np.isnan(got[0].astype(np.float64))  # before the views: untouched
     assert_close(got[1:], testing.add(a[1:], b[1:]), dtype)
@@ -140,8 +148,14 @@ def test_cast_rounds_once_to_nearest_even(
 ) -> None:
     x = cast_inputs(harness, n, source)
     dx, out = harness.upload(x), harness.output(n, target)
-    kernel = harness.kernel("cast.hip", f"cast_{source}")
-    kernel.launch(grid_for(n, 64), 64, TARGET[target], dx, out.buffer, 1, n, 0, 0, 1)
+    if n % 4 == 0:  # whole vectors: the rows path
+        kernel = harness.kernel("cast.hip", f"cast_{source}")
+        kernel.launch(grid_for(n, 64), 64, TARGET[target], dx, out.buffer, 1, n, 0, 0, 1)
+    else:  # the strided path, rank 1 (where the host sends odd sizes)
+        pad = (0,) * 7
+        kernel = harness.kernel("cast.hip", f"cast_any_{source}")
+        kernel.launch(grid_for(n, 64), 64, TARGET[target], dx, out.buffer, n, 1, n, *pad, 1,
+                      *pad, 1, *pad)  # fmt: skip
     assert_bits_equal(out.read(), testing.cast(x, target))
 
 

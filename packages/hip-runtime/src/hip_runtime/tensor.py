@@ -17,6 +17,7 @@ import numpy as np
 
 from hip_core import Device, DeviceBuffer, MemoryPool, Stream
 from hip_runtime.dtypes import DTypeLike, as_dtype, float32
+from hip_runtime.operators import TensorOperators
 from hip_runtime.strided_copy import TensorCopies, check_writable, copy_into
 from hip_runtime.strides import Strides, as_index, c_strides, extent, is_c_contiguous
 from hip_runtime.views import TensorViews
@@ -47,7 +48,7 @@ def _allocate(nbytes: int, device: Device, stream: Stream, pool: MemoryPool | No
     return device.allocate(size)
 
 
-class DeviceTensor(TensorViews, TensorCopies):
+class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
     """An array in device memory: a shape, strides and a dtype over a buffer.
 
     Attributes:
@@ -66,8 +67,11 @@ class DeviceTensor(TensorViews, TensorCopies):
     Views (`t[1:, ::-2]`, `permute`, `transpose`, `T`, `mT`, `narrow`, `expand`,
     `broadcast_to`, `squeeze`, `unsqueeze`, `reshape`, `view(dtype)`: see
     hip_runtime.views) share the storage and never copy; `copy_` and `contiguous()` copy
-    between layouts on the device (hip_runtime.strided_copy). Ops take C-contiguous tensors
-    (`is_contiguous`) and refuse others with a ValueError that points at `contiguous()`.
+    between layouts on the device (hip_runtime.strided_copy). The pointwise ops take any
+    layout; ops that need C-contiguous tensors (`is_contiguous`) refuse others with a
+    ValueError that points at `contiguous()`. Python operators (`a + b`, `a @ b`, `a < 0`…)
+    run the ops of the HipBackend that made the tensor, on its stream (hip_runtime.operators);
+    tensors hash by identity.
 
     A tensor is accepted wherever hip-core expects a device pointer (`ptr` is the address of
     the first element), so it can be passed straight to `Kernel.launch`.

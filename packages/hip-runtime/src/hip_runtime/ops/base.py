@@ -20,6 +20,7 @@ from hip_core import Device, Kernel, MemoryPool, Resource, Stream
 from hip_runtime.blas import Blas
 from hip_runtime.dtypes import DTypeLike, FloatType, as_dtype, float_type
 from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.operators import register
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.strides import broadcast_to, collapse
 from hip_runtime.tensor import DeviceTensor, Shape, as_shape
@@ -43,6 +44,13 @@ class OpsBase(Resource):
     kernels: KernelCache
     _grid_cap: int
     _max_block: int
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A backend's stream marks the tensors it makes: Python operators on them find the
+        # backend through it (hip_runtime.operators; sets are rare: only in __init__).
+        super().__setattr__(name, value)
+        if name == "stream":
+            register(value, self)
 
     # --- validation --------------------------------------------------------------------------
 

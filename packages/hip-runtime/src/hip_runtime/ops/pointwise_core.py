@@ -182,32 +182,42 @@ class PointwiseCore(OpsBase):
         if n == 0:
             return y
         pointers = [y if t is None else t for t in tensors]
-        widest = max(y.dtype.itemsize, *(t.dtype.itemsize for t in pointers))
+        lanes = 16 // max(y.dtype.itemsize, *(t.dtype.itemsize for t in pointers))
         if y._strides is None and all(
             t is None or (t._strides is None and t.shape == shape) for t in tensors
         ):  # the common case: one contiguous run each (scalars: stride 0)
             inner = tuple(0 if t is None else 1 for t in tensors)
-            path: tuple[Any, ...] = (1, n, *(0 for _ in pointers), 0, *inner)
-            grid = -(-n // (_BLOCK * 16 // widest))
-            return self._pw_go(source, family, suffix, True, grid, head, pointers, y, path, tail)
-        strided = [
-            (0,) * len(shape) if t is None else layout.broadcast_to(t.shape, t.strides, shape)
-            for t in tensors
-        ]
-        dims, merged = layout.collapse(shape, y.strides, *strided)
-        out_strides, in_strides = merged[0], merged[1:]
-        if len(dims) <= 2 and out_strides[-1] == 1 and all(s[-1] in (0, 1) for s in in_strides):
-            rows, cols = (1, dims[0]) if len(dims) == 1 else dims
-            row = [0 if len(dims) == 1 else s[0] for s in (*in_strides, out_strides)]
-            inner = tuple(s[-1] for s in in_strides)
-            path = (rows, cols, *row, *inner)
-            grid = -(-n // (_BLOCK * 16 // widest))
-            return self._pw_go(source, family, suffix, True, grid, head, pointers, y, path, tail)
-        if len(dims) > _RANK:
-            raise ValueError(
-                f"{_op()}: the operands' layouts merge into {len(dims)} axes; the kernels take "
-                f"up to {_RANK} (pass .contiguous() copies)"
-            )
+            if n % lanes == 0 and _aligned(lanes, tensors, y):
+                path: tuple[Any, ...] = (1, n, *(0 for _ in pointers), 0, *inner)
+                grid = -(-n // (_BLOCK * lanes))
+                return self._pw_go(
+                    source, family, suffix, True, grid, head, pointers, y, path, tail
+                )
+            dims, in_strides, out_strides = (n,), [(s,) for s in inner], (1,)
+        else:
+            strided = [
+                (0,) * len(shape) if t is None else layout.broadcast_to(t.shape, t.strides, shape)
+                for t in tensors
+            ]
+            dims, merged = layout.collapse(shape, y.strides, *strided)
+            out_strides, in_strides = merged[0], merged[1:]
+            if len(dims) <= 2 and dims[-1] % lanes == 0 and out_strides[-1] == 1:
+                inner = tuple(s[-1] for s in in_strides)
+                row = [0 if len(dims) == 1 else s[0] for s in (*in_strides, out_strides)]
+                if (
+                    all(i in (0, 1) for i in inner)
+                    and all(r % lanes == 0 for r, i in zip(row, (*inner, 1), strict=True) if i)
+                    and _aligned(lanes, tensors, y, inner)
+                ):
+                    path = ((1, *dims) if len(dims) == 1 else dims) + (*row, *inner)
+                    grid = -(-n // (_BLOCK * lanes))
+                    return self._pw_go(source, family, suffix, True, grid, head, pointers, y,
+                                       path, tail)  # fmt: skip
+            if len(dims) > _RANK:
+                raise ValueError(
+                    f"{_op()}: the operands' layouts merge into {len(dims)} axes; the kernels "
+                    f"take up to {_RANK} (pass .contiguous() copies)"
+                )
         pad = _PAD[len(dims) :]
         path = (n, len(dims), *dims, *pad)
         for s in (*in_strides, out_strides):
@@ -234,6 +244,22 @@ class PointwiseCore(OpsBase):
         return y
 
 
+def _aligned(
+    lanes: int,
+    tensors: Sequence[DeviceTensor | None],
+    y: DeviceTensor,
+    inner: Sequence[int] | None = None,
+) -> bool:
+    """Whether y and every input that runs along the rows (`inner`: all by default) start at
+    an address of a whole vector of `lanes` of their elements."""
+    if y.ptr % (lanes * y.dtype.itemsize):
+        return False
+    for k, t in enumerate(tensors):
+        if t is not None and (inner is None or inner[k]) and t.ptr % (lanes * t.dtype.itemsize):
+            return False
+    return True
+
+
 # --- scalars -----------------------------------------------------------------------------
 
 
@@ -241,9 +267,9 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, (numbers.Number, np.bool_)) and not isinstance(value, DeviceTensor)
 
 
-def scalar_args(value: Any, dtype: np.dtype[Any], name: str, *, exact: bool = True) -> tuple[
-    float, int
-]:
+def scalar_args(
+    value: Any, dtype: np.dtype[Any], name: str, *, exact: bool = True
+) -> tuple[float, int]:
     """A Python scalar as the (double, long long) pair the kernels read: floats the double,
     integers the long long. The value takes `dtype` (rounded to it when `exact`; else only
     to the kernel's compute type there): a float for an integer tensor, a number out of an
