@@ -243,3 +243,20 @@ def test_large_embedding(backend: HipBackend, id_type: np.dtype) -> None:
     ids = rng.integers(0, 131072, 8192).astype(id_type)
     got = backend.embedding(backend.from_numpy(ids), backend.from_numpy(table)).to_numpy()
     np.testing.assert_array_equal(got, table[ids])
+
+
+@pytest.mark.gpu
+def test_large_gather_and_scatter_add(backend: HipBackend) -> None:
+    """4096 x 4096 f32, ids along either axis (int64): 2^24 elements, 32-bit coordinates."""
+    rng = np.random.default_rng(1)
+    array = rng.integers(-4, 5, (4096, 4096)).astype(np.float32)
+    x = backend.from_numpy(array)
+    for axis in (0, 1):
+        index = rng.integers(0, 4096, (4096, 4096))
+        got = backend.gather(x, axis, backend.from_numpy(index)).to_numpy()
+        np.testing.assert_array_equal(got, np.take_along_axis(array, index, axis))
+        summed = backend.scatter_add(x, axis, backend.from_numpy(index), x).to_numpy()
+        expected = array.astype(np.float64)
+        rows, cols = np.indices(index.shape)
+        np.add.at(expected, (index, cols) if axis == 0 else (rows, index), array)
+        np.testing.assert_array_equal(summed, expected.astype(np.float32))

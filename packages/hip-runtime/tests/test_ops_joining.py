@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -136,3 +137,17 @@ def test_bad_arguments(backend: HipBackend) -> None:
     for message, call in cases.items():
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.mark.gpu
+def test_large_cat_and_pad(backend: HipBackend) -> None:
+    """8192-wide bf16 blocks: cat along both axes of a transposed view, and a padded copy."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((4096, 8192), np.float32).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((8192, 4096), np.float32).astype(ml_dtypes.bfloat16)
+    da, db = backend.from_numpy(a), backend.from_numpy(b)
+    np.testing.assert_array_equal(backend.cat([da, db.T], 0).to_numpy(), np.concatenate([a, b.T]))
+    np.testing.assert_array_equal(backend.cat([da.T, db], 1).to_numpy(),
+                                  np.concatenate([a.T, b], 1))  # fmt: skip
+    np.testing.assert_array_equal(backend.pad(da, ((1, 2), (3, 4)), 7).to_numpy(),
+                                  np.pad(a, ((1, 2), (3, 4)), constant_values=7))  # fmt: skip
