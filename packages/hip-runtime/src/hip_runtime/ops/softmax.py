@@ -113,6 +113,10 @@ def along_axis(
               and x.ptr % 16 == 0 and y.ptr % 16 == 0)  # fmt: skip
     width = 4 if vec else 1
     lanes = min(pow2(-(-m.I // width)), 32)
+    # Narrower blocks (down to 8 lanes: 128-byte runs) where the slices leave the device's
+    # multiprocessors short of blocks (an axis this kernel does not split).
+    while lanes > 8 and m.O * -(-m.I // (lanes * width)) < ops._grid_cap // 8:
+        lanes //= 2
     blocks = m.O * -(-m.I // (lanes * width))
     kernel = ops._kernel("softmax.hip", f"softmax_axis_{float_type(x.dtype).suffix}")
     kernel.launch(blocks, _BLOCK, x, y, *m, *y_strides, lanes, vec, mode, scale, eps,
