@@ -44,6 +44,7 @@ EXPECTED["sort.hip"] = (
 EXPECTED["attention.hip"] = {f"attention_d{d}_{t}" for d in (64, 128, 256) for t in TYPES}
 EXPECTED["reduce.hip"] = {f"reduce_sum_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()} | {"reduce_sum2_f16", "reduce_sum2_bf16"}  # fmt: skip
 EXPECTED["reduce_arg.hip"] = {f"reduce_arg_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()}  # fmt: skip
+EXPECTED["softmax.hip"] |= {f"softmax_axis_{t}" for t in TYPES}  # along any axis
 _NUMBERS = ("f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "u8", "u32")
 for _family, _types in (
     ("binary", _NUMBERS),
