@@ -57,9 +57,8 @@ class PointwiseCore(OpsBase):
     """The launch machinery of the pointwise families (ops/pointwise*.py, elementwise,
     activations): no public op of its own."""
 
-    _pointwise_kernels: dict[tuple[str, str, str, bool], Kernel]
-
     def _pw_kernel(self, source: str, family: str, suffix: str, rows: bool) -> Kernel:
+        cache: dict[tuple[str, str, str, bool], Kernel]
         cache = self.__dict__.setdefault("_pointwise_kernels", {})
         key = (source, family, suffix, rows)
         kernel = cache.get(key)
@@ -78,7 +77,7 @@ class PointwiseCore(OpsBase):
         dtype: np.dtype[Any] | None = None
         first = ""
         for value, name in zip(values, names, strict=True):
-            if _is_scalar(value):
+            if type(value) is not DeviceTensor and _is_scalar(value):
                 tensors.append(None)
                 continue
             tensor = self._operand(value, name)
@@ -137,12 +136,13 @@ class PointwiseCore(OpsBase):
         """y = op(a, b) of binary.hip / compare.hip (`result`: y's dtype when not the
         operands'); a scalar operand takes the tensor's dtype (rounded to it when `exact`)."""
         tensors, dtype = self._pw_operands((a, b), ("a", "b"))
-        suffix = dtype_suffix(dtype, types, "a" if tensors[0] is not None else "b")
+        suffix = SUFFIXES.get(dtype, "")
+        if suffix not in types:
+            dtype_suffix(dtype, types, "a" if tensors[0] is not None else "b")  # raises
         scalar, fs, ls = 0, 0.0, 0
-        for side, (tensor, value) in enumerate(zip(tensors, (a, b), strict=True), 1):
-            if tensor is None:
-                scalar = side
-                fs, ls = scalar_args(value, dtype, "ab"[side - 1], exact=exact)
+        if tensors[0] is None or tensors[1] is None:
+            scalar = 1 if tensors[0] is None else 2
+            fs, ls = scalar_args((a, b)[scalar - 1], dtype, "ab"[scalar - 1], exact=exact)
         y = self._pw_output(out, tensors, dtype if result is None else result)
         return self._pw_launch(source, family, suffix, (code,), tensors, y, (scalar, fs, ls))
 
@@ -182,18 +182,36 @@ class PointwiseCore(OpsBase):
         if n == 0:
             return y
         pointers = [y if t is None else t for t in tensors]
-        lanes = 16 // max(y.dtype.itemsize, *(t.dtype.itemsize for t in pointers))
-        if y._strides is None and all(
-            t is None or (t._strides is None and t.shape == shape) for t in tensors
-        ):  # the common case: one contiguous run each (scalars: stride 0)
+        widest, dense, cols = y.dtype.itemsize, y._strides is None, 0
+        for t in tensors:
+            if t is not None:
+                widest = max(widest, t.dtype.itemsize)
+                if t._strides is not None:
+                    dense = False
+                elif t.shape != shape:  # a trailing block of the output's shape, repeated?
+                    block = t.size
+                    dense = dense and t.ndim < len(shape) and t.shape == shape[-t.ndim :]
+                    dense = dense and cols in (0, block) and block > 0
+                    cols = block
+        lanes = 16 // widest
+        if dense and cols and n % lanes == 0 and cols % lanes == 0 and _aligned(lanes, tensors, y):
+            # [rows, cols] op [cols] with contiguous operands: the benchmarks' broadcast row
+            steps = (0 if t is None or t.shape != shape else cols for t in tensors)
+            runs = (0 if t is None else 1 for t in tensors)
+            path: tuple[Any, ...] = (n // cols, cols, *steps, cols, *runs)
+            grid = -(-n // (_BLOCK * lanes))
+            return self._pw_go(source, family, suffix, True, grid, head, pointers, y, path, tail)
+        if dense and not cols:  # the common case: one contiguous run each (scalars: stride 0)
             inner = tuple(0 if t is None else 1 for t in tensors)
             if n % lanes == 0 and _aligned(lanes, tensors, y):
-                path: tuple[Any, ...] = (1, n, *(0 for _ in pointers), 0, *inner)
+                path = (1, n, *(0 for _ in pointers), 0, *inner)
                 grid = -(-n // (_BLOCK * lanes))
                 return self._pw_go(
                     source, family, suffix, True, grid, head, pointers, y, path, tail
                 )
-            dims, in_strides, out_strides = (n,), [(s,) for s in inner], (1,)
+            dims: tuple[int, ...] = (n,)
+            in_strides: list[tuple[int, ...]] = [(s,) for s in inner]
+            out_strides: tuple[int, ...] = (1,)
         else:
             strided = [
                 (0,) * len(shape) if t is None else layout.broadcast_to(t.shape, t.strides, shape)
