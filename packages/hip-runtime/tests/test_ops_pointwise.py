@@ -399,3 +399,37 @@ def test_unary_errors(backend: HipBackend) -> None:
         backend.cast(ints, np.int32, out=ints)
     with pytest.raises(ValueError, match="exp: x has dtype bool"):
         backend.exp(backend.zeros(3, bool))
+
+
+# --- large shapes (nvidia only: the H200 run) -----------------------------------------------
+
+NVIDIA_ONLY = pytest.mark.parametrize(
+    "platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True
+)
+
+
+@NVIDIA_ONLY
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)])
+def test_large_broadcast_row_unary_and_where(backend: HipBackend, dtype: np.dtype) -> None:
+    """The benchmark's shapes: 8192 x 8192 plus a broadcast row, exp, where (rows path)."""
+    rng = np.random.default_rng(7)
+    x_host = rng.standard_normal((8192, 8192)).astype(dtype)
+    row_host = rng.standard_normal(8192).astype(dtype)
+    x, row = backend.from_numpy(x_host), backend.from_numpy(row_host)
+    wide = x_host.astype(np.float64)
+    assert_matches((x + row).to_numpy(), wide + row_host.astype(np.float64), dtype)
+    assert_matches(backend.exp(x).to_numpy(), np.exp(wide), dtype)
+    picked = backend.where(x > 0, x, row).to_numpy()
+    np.testing.assert_array_equal(picked, np.where(x_host > 0, x_host, row_host))
+
+
+@NVIDIA_ONLY
+def test_strided_path_past_32_bit_indices(backend: HipBackend) -> None:
+    """More than 2^32 elements on the strided path (a broadcast, reversed row): 64-bit
+    division. Rows are checked, not the whole 4 GiB."""
+    row = (np.arange(65536) % 251).astype(np.uint8)
+    x = backend.from_numpy(row)[None].expand(65537, 65536)[:, ::-1]
+    y = backend.add(x, 3)
+    assert y.size > 2**32
+    for r in (0, 12345, 65536):
+        np.testing.assert_array_equal(y[r].to_numpy(), (row[::-1] + 3).astype(np.uint8))
