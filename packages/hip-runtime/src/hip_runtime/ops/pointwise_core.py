@@ -292,12 +292,12 @@ def scalar_args(
     integers the long long. The value takes `dtype` (rounded to it when `exact`; else only
     to the kernel's compute type there): a float for an integer tensor, a number out of an
     integer type's range, or a non-bool for a bool tensor is a ValueError naming `name`."""
-    kind = SUFFIXES[dtype][0]
-    if kind == "b" and SUFFIXES[dtype] == "b8":
+    kind = SUFFIXES[dtype]
+    if kind == "b8":
         if not isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{_op()}: {name} must be a bool for a bool tensor, not {value!r}")
         return float(value), int(value)
-    if kind in "iu":
+    if kind[0] in "iu":
         if not isinstance(value, (numbers.Integral, np.bool_)):
             raise ValueError(
                 f"{_op()}: {name} = {value!r} cannot take the tensor's dtype {dtype}; pass an "
