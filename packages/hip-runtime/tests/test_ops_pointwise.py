@@ -270,6 +270,14 @@ BAD_CALLS: dict[str, tuple[Callable[[HipBackend], Any], str]] = {
     ),
     "out overlaps": (lambda b: _shifted(b), r"out must be an input exactly"),
     "out transposed input": (lambda b: _transposed(b), r"out must be an input exactly"),
+    "9 unmergeable axes": (
+        lambda b: b.add(b.zeros((2,) * 9), b.zeros((2,) * 9).T),
+        r"add: the operands' layouts merge into 9 axes; the kernels take up to 8",
+    ),
+    "where scalars only": (
+        lambda b: b.where(b.zeros(3, bool), 1.0, 2.0),
+        r"where needs at least one DeviceTensor",
+    ),
     "where cond": (lambda b: b.where(b.zeros(3), 1.0, 2.0), r"where: cond has dtype float32"),
     "where dtypes": (
         lambda b: b.where(b.zeros(3, bool), b.zeros(3), b.zeros(3, np.float64)),
