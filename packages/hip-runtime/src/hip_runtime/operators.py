@@ -141,10 +141,10 @@ class TensorOperators:
     def __abs__(self) -> Any:
         return backend_of(self).abs(self)  # type: ignore[arg-type]
 
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         return self._op("eq", self, other)
 
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return self._op("ne", self, other)
 
     def __lt__(self, other: Any) -> Any:
