@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hip_core import Device, DevicePointer, Kernel
+from hip_core import ClosedError, Device, DevicePointer, Kernel
 from hip_runtime import DeviceTensor, HipBackend
 
 
@@ -102,6 +102,8 @@ def test_views_inherit_the_backend_and_foreign_tensors_refuse(device: Device) ->
         y = x.T[1:] + 1.0
         assert y.stream is other.stream
         np.testing.assert_array_equal(y.to_numpy(), np.full((2, 2), 2.0, np.float32))
+    with pytest.raises(ClosedError):
+        _ = x * 2.0  # its backend is closed
     plain = DeviceTensor.from_numpy(np.ones(3, np.float32), device=device)
     with pytest.raises(TypeError, match=r"not made by a HipBackend .*backend\.from_numpy\(\)"):
         _ = plain + 1

@@ -6,9 +6,12 @@ factories, its ops' outputs, views of those) carries `backend.stream`, and each 
 registers its stream here when it is made (weakly: the registry keeps no backend alive). An
 operator runs that backend's op, so it is queued on that stream, asynchronously, with the op's
 rules (shared dtypes, numpy broadcasting, Python scalars taking the tensor's dtype; see
-hip_runtime.ops.pointwise). A tensor that no open backend made (`DeviceTensor.from_numpy`
-without a backend's stream, DLPack imports on another stream) raises TypeError from every
-operator, saying how to get one from a backend; so does one whose backend was collected.
+hip_runtime.ops.pointwise). With two tensors of different backends, the left one's backend
+runs the op (the right one must be ready in its stream's order, as for any op). A closed
+backend's tensors raise hip_core.ClosedError from the op. A tensor that no live backend made
+(`DeviceTensor.from_numpy` without a backend's stream, DLPack imports on another stream)
+raises TypeError from every operator, saying how to get one from a backend; so does one whose
+backend was collected.
 
 `==` and the other comparisons return bool tensors, as numpy; so a DeviceTensor is hashed by
 identity (`__hash__`: sets and dicts of tensors work), and `bool()` of one raises unless it
