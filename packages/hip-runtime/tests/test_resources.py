@@ -57,7 +57,47 @@ BACKEND: dict[str, Call] = {
     "from_numpy": lambda b, t: b.from_numpy(np.ones(3, np.float32)),
     "from_dlpack": lambda b, t: b.from_dlpack(t["x"]),
     "synchronize": lambda b, t: b.synchronize(),
-}
+    # issue 14's op set
+    "where": lambda b, t: b.where(t["x"] > 0, t["x"], 0.0),
+    "affine": lambda b, t: b.affine(t["x"], 2.0, 1.0),
+    "clamp": lambda b, t: b.clamp(t["x"], 0.0, 1.0),
+    "elu": lambda b, t: b.elu(t["x"], 1.0),
+    "powf": lambda b, t: b.powf(t["x"], 2.0),
+    "sum": lambda b, t: b.sum(t["x"], 1),
+    "mean": lambda b, t: b.mean(t["x"], 1),
+    "max": lambda b, t: b.max(t["x"], 1),
+    "min": lambda b, t: b.min(t["x"], 1),
+    "argmax": lambda b, t: b.argmax(t["x"], 1),
+    "argmin": lambda b, t: b.argmin(t["x"], 1),
+    "log_softmax": lambda b, t: b.log_softmax(t["x"], axis=0),
+    "l2_normalize": lambda b, t: b.l2_normalize(t["x"]),
+    "scaled_dot_product_attention": lambda b, t: b.scaled_dot_product_attention(
+        t["x"][None, None], t["x"][None, None], t["x"][None, None]
+    ),
+    "index_select": lambda b, t: b.index_select(t["x"], 1, t["ids"]),
+    "gather": lambda b, t: b.gather(t["x"], 1, t["x"][:, :2].view(np.int32)),
+    "scatter_add": lambda b, t: b.scatter_add(t["x"], 0, t["ids"][None], t["x"]),
+    "index_add": lambda b, t: b.index_add(t["x"], 1, t["ids"], t["x"][:, :3]),
+    "argsort": lambda b, t: b.argsort(t["x"]),
+    "topk": lambda b, t: b.topk(t["x"], 2),
+    "arange": lambda b, t: b.arange(5),
+    "full": lambda b, t: b.full(3, 1.5),
+    "fill_": lambda b, t: b.fill_(t["x"][0], 1.0),
+    "tril": lambda b, t: b.tril(t["x"]),
+    "triu": lambda b, t: b.triu(t["x"], 1),
+    "causal_mask": lambda b, t: b.causal_mask(4),
+    "cat": lambda b, t: b.cat([t["x"], t["x"]], 1),
+    "stack": lambda b, t: b.stack([t["x"], t["x"]]),
+    "split": lambda b, t: b.split(t["x"], 2, 1),
+    "chunk": lambda b, t: b.chunk(t["x"], 3),
+    "pad": lambda b, t: b.pad(t["x"], 1),
+    # the binary and unary ops of the pointwise family, one call shape each
+    **{name: (lambda op: lambda b, t: getattr(b, op)(t["x"], t["row"]))(name) for name in (
+        "sub", "div", "maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge")},
+    **{name: (lambda op: lambda b, t: getattr(b, op)(t["x"]))(name) for name in (
+        "abs", "neg", "sign", "sqr", "relu", "recip", "floor", "ceil", "round", "exp", "log",
+        "sin", "cos", "tanh", "sqrt", "rsqrt", "sigmoid", "erf")},
+}  # fmt: skip
 BLAS: dict[str, Call] = {
     "gemm": lambda blas, t: blas.gemm(Gemm(m=4, n=4, k=8), *[t["x"].ptr] * 3, HIP_R_32F),
 }

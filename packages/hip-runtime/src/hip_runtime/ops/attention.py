@@ -80,7 +80,7 @@ class AttentionOps(OpsBase):
                     f"{name}.contiguous()"
                 )
         mask_kind, mask_strides = self._mask(mask, q.dtype, (batch, heads, sq, skv))
-        y = self._output(out, q.shape, q.dtype, distinct_from=(q, k, v, mask))
+        y = self._output(out, q.shape, q.dtype, distinct_from=(q, k, v, mask), strided=True)
         if y.strides[3] != 1 and d > 1:
             raise ValueError(f"out's last axis must be contiguous (strides {y.strides})")
         if y.size == 0:
