@@ -126,6 +126,32 @@ def test_bad_arguments_raise_type_errors_and_launch_nothing(
     assert _download(y, np.float32, 2).tolist() == [1.0, 1.0]  # untouched
 
 
+class Noisy:
+    """An argument whose `==` has side effects (as a DeviceTensor's, which queues a kernel)."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        Noisy.compared += 1
+        return False
+
+    __hash__ = object.__hash__
+
+
+def test_a_value_of_another_type_is_never_compared_with_the_cached_one(
+    device: Device, module: Module
+) -> None:
+    y = device.allocate(8)
+    kernel = module.get_kernel("axpy")
+    kernel.launch(1, 2, 2.0, y, y, 1)  # cached: numbers and buffers
+    for args in ((2.0, y, y, Noisy()), (Noisy(), y, y, 1), (2.0, Noisy(), y, 1)):
+        with pytest.raises(TypeError):
+            kernel.launch(1, 2, *args)
+        kernel.launch(1, 2, 2.0, y, y, 1)  # cached again
+    device.synchronize()
+    assert Noisy.compared == 0
+
+
 def test_closed_buffers_and_streams_are_refused_even_after_a_cached_launch(
     device: Device, module: Module
 ) -> None:

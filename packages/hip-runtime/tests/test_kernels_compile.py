@@ -15,11 +15,10 @@ import pytest
 from hip_core.signature import kernels_in_source
 from hip_ffi.rtc import compile_source
 from hip_runtime import kernel_sources
+from hip_runtime.dtypes import SUFFIXES
 
 TYPES = ("f32", "f16", "bf16")
 FAMILIES = {
-    "elementwise.hip": ("add_row_bias",),
-    "activations.hip": ("swiglu",),
     "norms.hip": ("layernorm", "rmsnorm"),
     "softmax.hip": ("softmax",),
     "rope.hip": ("rope_half", "rope_interleaved"),
@@ -28,34 +27,32 @@ FAMILIES = {
 EXPECTED = {source: {f"{op}_{t}" for op in ops for t in TYPES} for source, ops in FAMILIES.items()}
 EXPECTED["dequant.hip"] = {f"dequant_{q}_{t}" for q in ("q8_0", "q4_0") for t in TYPES}
 EXPECTED["copy.hip"] = {f"copy{t}_u{bits}" for t in ("", "_tiles") for bits in (8, 16, 32, 64)}
+ALL = tuple(SUFFIXES.values())  # every dtype of kernels/dtypes.h: f32 ... u32, b8
+NUMBERS = ALL[:-1]  # all but bool
+EXPECTED["attention.hip"] = {f"attention_d{d}_{t}" for d in (64, 128, 256) for t in TYPES}
+EXPECTED["softmax.hip"] |= {f"softmax_axis_{t}" for t in TYPES}  # along any axis
+EXPECTED["reduce.hip"] = {f"reduce_sum_{t}" for t in ALL} | {f"reduce_sum2_{t}" for t in TYPES[1:]}
+EXPECTED["reduce_arg.hip"] = {f"reduce_arg_{t}" for t in ALL}
 EXPECTED["indexing.hip"] = (
     {f"index_select_u{bits}" for bits in (8, 16, 32, 64, 128)}
     | {f"gather_u{bits}" for bits in (8, 16, 32, 64)}
-    | {f"scatter_add_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()}
+    | {f"scatter_add_{t}" for t in ALL}
 )
 EXPECTED["fill.hip"] = {f"{op}_u{bits}" for op in ("fill", "tril") for bits in (8, 16, 32, 64)} | {
-    f"arange_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32".split()
+    f"arange_{t}" for t in NUMBERS
 }
 EXPECTED["sort.hip"] = (
-    {f"sort_block_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()}
+    {f"sort_block_{t}" for t in ALL}
     | {f"sort_merge_k{bits}" for bits in (32, 64)}
     | {f"sort_finish_u{bits}" for bits in (8, 16, 32, 64)}
 )
-EXPECTED["attention.hip"] = {f"attention_d{d}_{t}" for d in (64, 128, 256) for t in TYPES}
-EXPECTED["reduce.hip"] = {f"reduce_sum_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()} | {"reduce_sum2_f16", "reduce_sum2_bf16"}  # fmt: skip
-EXPECTED["reduce_arg.hip"] = {f"reduce_arg_{t}" for t in "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32 b8".split()}  # fmt: skip
-EXPECTED["softmax.hip"] |= {f"softmax_axis_{t}" for t in TYPES}  # along any axis
-_NUMBERS = ("f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "u8", "u32")
-for _family, _types in (
-    ("binary", _NUMBERS),
-    ("compare", (*_NUMBERS, "b8")),
-    ("unary", _NUMBERS),
-    ("math", _NUMBERS[:4]),
-    ("where", (*_NUMBERS, "b8")),
-    ("cast", (*_NUMBERS, "b8")),
-):
-    EXPECTED[f"{_family}.hip"] = {f"{_family}{p}_{t}" for p in ("", "_any") for t in _types}
-EXPECTED["binary.hip"] |= {f"power{p}_{t}" for p in ("", "_any") for t in _NUMBERS}
+# The pointwise families: a rows entry point and a strided (`_any`) one per dtype.
+for family, types in (
+    ("binary", NUMBERS), ("compare", ALL), ("unary", NUMBERS), ("math", NUMBERS[:4]),
+    ("where", ALL), ("cast", ALL),
+):  # fmt: skip
+    EXPECTED[f"{family}.hip"] = {f"{family}{p}_{t}" for p in ("", "_any") for t in types}
+EXPECTED["binary.hip"] |= {f"power{p}_{t}" for p in ("", "_any") for t in NUMBERS}
 # (a new source adds its EXPECTED entry above this line)
 
 EM_AMDGPU = 224
@@ -65,10 +62,10 @@ STT_FUNC = 2
 
 def test_the_sources_are_the_expected_families() -> None:
     assert set(kernel_sources.sources()) == set(EXPECTED)
-    assert {"common.h", "rows.h", "elementwise.h"} <= set(kernel_sources.headers())
+    assert {"common.h", "rows.h", "pointwise.h", "dtypes.h"} <= set(kernel_sources.headers())
     program = kernel_sources.program("norms.hip")
     assert program.name == "norms.hip" and program.headers == kernel_sources.headers()
-    with pytest.raises(KeyError, match=r"no kernel source 'norms'; there are: activations.hip"):
+    with pytest.raises(KeyError, match=r"no kernel source 'norms'; there are: attention.hip"):
         kernel_sources.program("norms")
 
 

@@ -101,6 +101,7 @@ class Kernel:
         )
         self._numbers = tuple(i for i, p in enumerate(self.params) if p.kind in _NUMBERS)
         self._pointers_at = tuple(i for i, p in enumerate(self.params) if p.kind == "pointer")
+        self._typed = self._numbers + self._pointers_at  # compared by type before by value
         self._config = ffi.new("HIP_LAUNCH_CONFIG*")
         # The last packing: its arguments, and (index, type) of each number among them.
         self._packed: tuple[Any, ...] | None = None
@@ -133,15 +134,20 @@ class Kernel:
             # geometry, compared strictly (see the module doc): only the launch call.
             if self._generation != _resource.generation:
                 self._revalidate(grid, block, args, shared_mem, stream)
-            try:
-                repack = args != self._packed
-            except Exception:  # an argument's `==` failed: check it as a new one
-                repack = True
+            # Types first: a value of another type (a tensor where an int was) is a new
+            # argument, and its `==` must not run (a DeviceTensor's `==` queues a kernel).
+            packed = self._packed
+            repack = packed is None or len(args) != len(packed)
             if not repack:
                 for index, kind in self._types:
                     if type(args[index]) is not kind:
                         repack = True
                         break
+                else:
+                    try:
+                        repack = args != packed
+                    except Exception:  # an argument's `==` failed: check it as a new one
+                        repack = True
             if repack:
                 self._pack(args)
             cached = self._grid
@@ -195,7 +201,7 @@ class Kernel:
         for index in self._pointers_at:
             if type(args[index]) not in _REUSABLE_POINTERS:
                 return  # not reusable: read again at the next launch (see the module doc)
-        self._types = tuple([(i, type(args[i])) for i in self._numbers])
+        self._types = tuple([(i, type(args[i])) for i in self._typed])
         self._packed = args
 
     def _configure(self, grid: Dim3, block: Dim3, shared_mem: int, stream: Stream | None) -> None:

@@ -126,10 +126,7 @@ class LinalgOps(OpsBase):
         y = self._output(out, found.shape, x.dtype, distinct_from=(x, weight, bias))
         self._gemm(found, x, weight, y, t.hip_data_type)
         if bias is not None:
-            kernel = self._kernel("elementwise.hip", f"add_row_bias_{t.suffix}")
-            cols = weight.shape[0]
-            rows = y.size // cols if cols else 0
-            self._launch_flat(kernel, y.size, y.dtype.itemsize, y, bias, y, rows, cols)
+            self.add(y, bias, out=y)  # [..., out] + [out]: the broadcast row, in place
         return y
 
     def _linear_plan(
@@ -190,8 +187,7 @@ class LinalgOps(OpsBase):
         up = self._output(None, gate_plan.shape, x.dtype)
         self._gemm(gate_plan, x, w_gate, gate, t.hip_data_type)
         self._gemm(up_plan, x, w_up, up, t.hip_data_type)
-        kernel = self._kernel("activations.hip", f"swiglu_{t.suffix}")
-        self._launch_flat(kernel, gate.size, gate.dtype.itemsize, gate, up, gate, gate.size)
+        self.swiglu(gate, up, out=gate)
         self._gemm(down_plan, gate, w_down, y, t.hip_data_type)
         return y
 
