@@ -63,7 +63,7 @@ BAD_CALLS: dict[str, Callable[[HipBackend], Any]] = {
     "matmul inner": lambda b: b.matmul(f32(b, 2, 3), f32(b, 4, 2)),
     "matmul transposed inner": lambda b: b.matmul(f32(b, 2, 3), f32(b, 3, 2), transpose_b=True),
     "matmul batch": lambda b: b.matmul(f32(b, 2, 2, 3), f32(b, 3, 3, 2)),
-    "matmul 1-d": lambda b: b.matmul(f32(b, 3), f32(b, 3, 2)),
+    "matmul 1-d inner": lambda b: b.matmul(f32(b, 3), f32(b, 4, 2)),  # a vector is [1, k]
     "matmul out aliases": lambda b: _aliased_matmul(b),
     "linear weight": lambda b: b.linear(f32(b, 2, 3), f32(b, 4, 2)),
     "linear bias": lambda b: b.linear(f32(b, 2, 3), f32(b, 4, 3), f32(b, 3)),

@@ -156,12 +156,13 @@ def test_copy_errors(device: Device) -> None:
 
 
 def op_calls(backend: HipBackend, x: DeviceTensor) -> dict[str, Any]:
-    """Every op, each given the strided 8 x 8 view x where a contiguous one would do."""
+    """Every op whose kernel cannot read a column-stepped view, each given the strided 8 x 8
+    view x where a contiguous one would do (the others read any layout: matmul copies a matrix
+    BLAS cannot read, as its docstring says)."""
     ok = backend.zeros((8, 8))
     return {
         "layernorm": lambda: backend.layernorm(x),
         "rmsnorm": lambda: backend.rmsnorm(ok, x[0]),
-        "matmul": lambda: backend.matmul(ok, x),
         "linear": lambda: backend.linear(x, ok),
         "mlp_swiglu": lambda: backend.mlp_swiglu(ok, ok, ok, x),
         "rope": lambda: backend.rope(x.reshape(8, 1, 8), x[:, :4], x[:, :4]),
@@ -172,13 +173,8 @@ def op_calls(backend: HipBackend, x: DeviceTensor) -> dict[str, Any]:
 def test_ops_refuse_strided_inputs_naming_the_op(backend: HipBackend) -> None:
     strided = backend.zeros((8, 16))[:, ::2]  # every row's element 0, 2, …: not contiguous
     for op, call in op_calls(backend, strided).items():
-        with pytest.raises(ValueError, match=rf"^{op} takes C-contiguous .*\.contiguous\(\)"):
+        with pytest.raises(ValueError, match=rf"^{op}\b.*\.contiguous\(\)"):
             call()
-    transposed = backend.zeros((8, 8)).T
-    with pytest.raises(ValueError, match=r"matmul takes C-contiguous tensors; b is a strided"):
-        backend.matmul(backend.zeros((8, 8)), transposed)
-    dense = transposed.contiguous()  # the way out the message names
-    backend.matmul(dense, dense)
     kernels = KernelCache(backend.device)
     with pytest.raises(ValueError, match="dequantize_into takes C-contiguous"):
         dequantize_into(kernels, "q8_0", 64, backend.zeros((64, 64)).T, stream=backend.stream)

@@ -130,8 +130,9 @@ class LinalgOps(OpsBase):
         return y
 
     def _linear_plan(
-        self, x: Any, weight: Any, name: str, inner: tuple[int, ...] | None = None
-    ) -> tuple[MatmulPlan, FloatType]:
+        self, x: Any, weight: Any, name: str, inner: tuple[int, ...] | None = None,
+        op: str = "linear",
+    ) -> tuple[MatmulPlan, FloatType]:  # fmt: skip
         """The plan of x @ weightᵀ (x [..., in], weight [out, in]); ValueError for bad shapes,
         dtypes and layouts BLAS cannot read. `inner`: plan for a C-contiguous tensor of this
         shape in x's place (mlp_swiglu's intermediate), after x's checks."""
@@ -151,7 +152,7 @@ class LinalgOps(OpsBase):
         for copy, tensor, what in ((found.copy_a, x, "x"), (found.copy_b, weight, name)):
             if copy:
                 raise ValueError(
-                    f"{what} is a layout BLAS cannot read (shape {tensor.shape}, strides "
+                    f"{op}: {what} is a layout BLAS cannot read (shape {tensor.shape}, strides "
                     f"{tensor.strides}: no unit-stride axis among its last two, or a row "
                     f"stride below its row length): pass {what}.contiguous() (a copy)"
                 )
@@ -173,11 +174,11 @@ class LinalgOps(OpsBase):
         the first launch; the intermediates come from the backend's pool; queued on the
         backend's stream.
         """
-        gate_plan, t = self._linear_plan(x, w_gate, "w_gate")
-        up_plan, _ = self._linear_plan(x, w_up, "w_up")
+        gate_plan, t = self._linear_plan(x, w_gate, "w_gate", op="mlp_swiglu")
+        up_plan, _ = self._linear_plan(x, w_up, "w_up", op="mlp_swiglu")
         if w_up.shape != w_gate.shape:
             raise ValueError(f"w_up has shape {w_up.shape}; expected {w_gate.shape}")
-        down_plan, _ = self._linear_plan(x, w_down, "w_down", inner=gate_plan.shape)
+        down_plan, _ = self._linear_plan(x, w_down, "w_down", gate_plan.shape, "mlp_swiglu")
         if down_plan.shape != x.shape:
             raise ValueError(
                 f"w_down has shape {w_down.shape}; expected {(x.shape[-1], w_gate.shape[0])}"
