@@ -158,3 +158,26 @@ def test_releases_on_a_closed_stream_or_pool_go_to_the_device(device: Device) ->
     pool.close()  # flushes the cache
     kept.close()
     fresh.close()
+
+
+def test_a_pool_closes_on_its_own_platform_never_loading_one(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between two `use_platform` blocks hip-core has no current platform; a pool collected
+    then (its finalizer runs during the next platform's import, under hip-ffi's loader lock)
+    must not load one: it waited on that lock forever (the H200 suite's hang)."""
+    import hip_core._hip
+    import hip_ffi
+
+    pool = MemoryPool(device)
+    stream = device.create_stream()
+    pool.allocate(256, stream=stream).close()
+    monkeypatch.setattr(hip_core._hip, "_api", None)
+
+    def load(*_: object) -> None:
+        raise AssertionError("closing a pool loaded a platform")
+
+    monkeypatch.setattr(hip_ffi, "load", load)
+    pool.close()  # synchronizes the device, then destroys the pool: the pool's own platform
+    device.synchronize()
+    assert pool.closed

@@ -84,7 +84,7 @@ class Device:
         return Device(_thread.ordinal)
 
     def make_current(self) -> None:
-        check(hip().hipSetDevice(self.ordinal), "hipSetDevice")
+        check(self._api.hipSetDevice(self.ordinal), "hipSetDevice")
         _thread.ordinal = self.ordinal
 
     def __enter__(self) -> Device:
@@ -97,12 +97,12 @@ class Device:
     def __exit__(self, *exc: object) -> None:
         previous = _thread.stack.pop()
         if previous != self.ordinal:
-            check(hip().hipSetDevice(previous), "hipSetDevice")
+            check(self._api.hipSetDevice(previous), "hipSetDevice")
             _thread.ordinal = previous
 
     def attribute(self, name: str) -> int:
         """hipDeviceGetAttribute by name without its prefix, e.g. "WarpSize"."""
-        api = hip()
+        api = self._api
         value = api.ffi.new("int*")
         check(api.hipDeviceGetAttribute(value, DEVICE_ATTRIBUTES[name], self.ordinal), name)
         return int(value[0])
@@ -128,7 +128,7 @@ class Device:
 
     def mem_info(self) -> tuple[int, int]:
         """(free, total) device memory in bytes."""
-        api = hip()
+        api = self._api
         free, total = api.ffi.new("size_t*"), api.ffi.new("size_t*")
         with self:
             check(api.hipMemGetInfo(free, total), "hipMemGetInfo")
@@ -143,8 +143,11 @@ class Device:
             stream._release_kept_after(self._synchronize)
 
     def _synchronize(self) -> None:
+        # This device's own platform, never the process's current one: a pool or stream
+        # collected while another platform is being loaded (tests switch them) must not
+        # load one from its finalizer (the loader's lock is held: it would wait forever).
         with self:
-            check(hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
+            check(self._api.hipDeviceSynchronize(), "hipDeviceSynchronize")
 
     # Factories: resources are created on this device.
     # (The classes are imported at the end of this module: they import it.)
