@@ -111,7 +111,17 @@ def test_without_model_runtime_exits_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     save_file(TENSORS, str(tmp_path / "model.safetensors"))
-    monkeypatch.delattr(hip_runtime, "ModelRuntime")
+    # An install without ModelRuntime: the name is neither bound nor found by the package's
+    # lazy __getattr__ (which would import it again on the next read).
+    monkeypatch.delattr(hip_runtime, "ModelRuntime", raising=False)
+    lazy = hip_runtime.__getattr__
+
+    def without_runtime(name: str) -> object:
+        if name == "ModelRuntime":
+            raise AttributeError(name)
+        return lazy(name)
+
+    monkeypatch.setattr(hip_runtime, "__getattr__", without_runtime)
     monkeypatch.setenv("HIP_PLATFORM", "cpu")
     assert main(["load", str(tmp_path / "model.safetensors")]) == UNAVAILABLE
     assert "has no ModelRuntime" in capsys.readouterr().err
