@@ -112,3 +112,12 @@ def test_the_documented_sentence_encoder_matches_numpy(platform: str, fused: boo
     expected = numpy_bert(weights, ids, mask)
     assert got.shape == (len(lengths), HIDDEN) and got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5)
+
+
+def test_the_ops_page_first_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    page = (EXAMPLE.parents[1] / "ops.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    with use_platform("cpu"):
+        exec(compile(code, "docs/ops.md", "exec"), {})
+    printed = np.array(capsys.readouterr().out.strip(" []\n").split(), dtype=np.float64)
+    assert printed.shape == (8,) and np.all(printed >= 0)
