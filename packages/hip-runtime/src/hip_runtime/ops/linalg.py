@@ -10,7 +10,7 @@ work is queued on the backend's stream through its BLAS handle.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hip_runtime.blas import DATA_TYPES
 from hip_runtime.dtypes import FloatType, float_type
@@ -23,6 +23,14 @@ _DTYPE_NAMES = ", ".join(str(t) for t in DATA_TYPES)
 
 
 class LinalgOps(OpsBase):
+    if TYPE_CHECKING:  # the pointwise family's ops, mixed into HipBackend beside this one
+
+        def add(self, a: Any, b: Any, *, out: DeviceTensor | None = None) -> DeviceTensor: ...
+
+        def swiglu(
+            self, gate: DeviceTensor, up: DeviceTensor, *, out: DeviceTensor | None = None
+        ) -> DeviceTensor: ...
+
     def matmul(
         self,
         a: DeviceTensor,
