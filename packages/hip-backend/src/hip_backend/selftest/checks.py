@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from hip_backend.selftest.opset_checks import OPSET_CHECKS
 from hip_runtime import testing
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
 from hip_runtime.strided_copy import copy_into
@@ -235,6 +236,7 @@ CHECKS: tuple[OpCheck, ...] = (
     OpCheck("strided copy", strided_copy),
     OpCheck("dequant q8_0", _dequant("q8_0")),
     OpCheck("dequant q4_0", _dequant("q4_0")),
+    *(OpCheck(name, run) for name, run in OPSET_CHECKS),
 )
 
 __all__ = ["CHECKS", "Check", "OpCheck"]
