@@ -51,7 +51,8 @@ class AttentionOps(OpsBase):
         A query that sees no key at all (every key masked) gives zeros, not NaN. f32
         accumulation and an online softmax whatever the storage type.
         """
-        q, t = self._float_operand(q, "q")
+        q = self._operand(q, "q")
+        t = float_type(q.dtype, "q")
         k, v = self._operand(k, "k"), self._operand(v, "v")
         if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
             raise ValueError(
@@ -79,7 +80,7 @@ class AttentionOps(OpsBase):
                     f"{name}'s last axis must be contiguous (strides {x.strides}): pass "
                     f"{name}.contiguous()"
                 )
-        mask_kind, mask_strides = self._mask(mask, q.dtype, (batch, heads, sq, skv))
+        mask_kind, mask_strides = self._attention_mask(mask, q.dtype, (batch, heads, sq, skv))
         y = self._output(out, q.shape, q.dtype, distinct_from=(q, k, v, mask), strided=True)
         if y.strides[3] != 1 and d > 1:
             raise ValueError(f"out's last axis must be contiguous (strides {y.strides})")
@@ -95,11 +96,7 @@ class AttentionOps(OpsBase):
         )  # fmt: skip
         return y
 
-    def _float_operand(self, x: Any, name: str) -> tuple[DeviceTensor, Any]:
-        tensor = self._operand(x, name)
-        return tensor, float_type(tensor.dtype, name)
-
-    def _mask(
+    def _attention_mask(
         self, mask: Any, dtype: Any, scores: tuple[int, int, int, int]
     ) -> tuple[int, tuple[int, ...]]:
         """(the kernel's mask kind, the mask's strides over the scores' shape)."""
