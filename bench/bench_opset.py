@@ -18,12 +18,11 @@ stop. Writes bench_opset.jsonl, .md and .png (when matplotlib imports) under --o
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _harness import ROWS, emit, parser, pyplot, save
-from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
+from _harness import ROWS, emit, parser, save
+from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, plot, time_ms
 
 from hip_core import hip_api
 from hip_runtime import HipBackend
@@ -169,29 +168,6 @@ def table(copy_gb_s: float) -> str:
     return "\n".join(lines)
 
 
-def plot(path: Path, copy_gb_s: float, n: int) -> None:
-    plt = pyplot()
-    if plt is None:
-        return
-    ours = [r for r in ROWS if r["bench"] == "op" and r["impl"] == "hip"]
-    rates = {(r["op"], r["dtype"]): r["gb_s"] for r in ROWS
-             if r["bench"] == "op" and r["impl"] == "torch"}  # fmt: skip
-    xs = np.arange(len(ours))
-    fig, ax = plt.subplots(figsize=(13, 4.5))
-    ax.bar(xs - 0.2, [r["gb_s"] for r in ours], 0.4, label="hip-runtime")
-    ax.bar(xs + 0.2, [rates.get((r["op"], r["dtype"]), 0.0) for r in ours], 0.4,
-           label="torch eager")  # fmt: skip
-    ax.axhline(copy_gb_s, color="k", linestyle="--", label="D2D copy (read + write)")
-    ax.axhline(0.9 * copy_gb_s, color="gray", linestyle=":", label="90 % of copy")
-    ax.set_xticks(xs, [f"{r['op']}\n{r['dtype']}" for r in ours], fontsize=8)
-    ax.set_ylabel("effective bandwidth, GB/s")
-    ax.set_title(f"issue 14's ops at {n} x {n}: minimum bytes moved / time")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"plot: {path}")
-
-
 def main() -> None:
     flags = parser(__doc__)
     flags.add_argument("--size", type=int, help="N of the N x N inputs (8192; --quick: 256)")
@@ -209,7 +185,8 @@ def main() -> None:
     bench_batched_matmul(backend, torch, args.quick, repeats)
     backend.close()
     save(args.out, "bench_opset", table(copy_gb_s))
-    plot(args.out / "bench_opset.png", copy_gb_s, n)
+    title = f"issue 14's ops at {n} x {n}: minimum bytes moved / time"
+    plot(args.out / "bench_opset.png", copy_gb_s, title, goal=0.9)
 
 
 if __name__ == "__main__":
