@@ -24,6 +24,7 @@ from hip_runtime.dtypes import DTypeLike, float32
 from hip_runtime.kernel_cache import KernelCache
 from hip_runtime.ops.activations import ActivationOps
 from hip_runtime.ops.attention import AttentionOps
+from hip_runtime.ops.attention_decode import AttentionDecodeOps
 from hip_runtime.ops.base import grid_cap
 from hip_runtime.ops.creation import CreationOps
 from hip_runtime.ops.elementwise import ElementwiseOps
@@ -48,6 +49,7 @@ class HipBackend(
     SoftmaxOps,
     LinalgOps,
     AttentionOps,
+    AttentionDecodeOps,
     IndexingOps,
     SortingOps,
     CreationOps,
