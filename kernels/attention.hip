@@ -19,8 +19,11 @@
 // 8 x 16 (what fits 48 KiB of static shared memory with f32 tiles). Launch: grid (ceil(sq /
 // queries per tile), heads, B), block of exactly HIPK_ATTENTION_THREADS threads.
 //
-// This is the portable path every platform runs; matrix-core paths (MFMA, mma) belong behind
-// #if in this file, with this one kept as their reference.
+// This is the portable path every platform runs. The 16-bit entry points
+// attention_mma_d<D>_<f16|bf16> (D = 64, 128; same parameters; launch and layout conditions in
+// attention_mma.h) use the matrix cores where attention_mma.h compiles a path for them
+// (NVIDIA sm_80+) and run this kernel over 64 / (queries per tile) tiles per block elsewhere,
+// so the host launches them the same way on every platform.
 #include "dtypes.h"
 
 #define HIPK_ATTENTION_THREADS 128
@@ -53,12 +56,12 @@ HIPK_DEVICE float mask_value(const void* mask, int kind, long long at, bool* att
 
 template <typename T, int D, int BQ, int BK>
 HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const void* mask,
-                           const AttentionArgs& a, AttentionTiles<D, BQ, BK>& t) {
+                           const AttentionArgs& a, AttentionTiles<D, BQ, BK>& t, int q0) {
     const int THREADS = HIPK_ATTENTION_THREADS;
     const int PER_ROW = THREADS / BQ;  // threads sharing one query's output row
     const int OWN = D / PER_ROW;       // output elements per thread
     const int tid = (int)threadIdx.x;
-    const int q0 = (int)blockIdx.x * BQ, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    const int h = (int)blockIdx.y, b = (int)blockIdx.z;
     const int hk = h / (a.heads / a.kv_heads);
     const int d = a.d, shift = a.skv - a.sq;
     q += b * a.qb + h * a.qh;
@@ -146,12 +149,47 @@ HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const voi
 
 }  // namespace hipk
 
+#include "attention_mma.h"
+
+namespace hipk {
+
+// attention_mma's launch (64 queries per block) served by the portable kernel: its tiles of
+// BQ queries one after the other, a barrier between them (the next tile rewrites the shared
+// statistics the last one's outputs still read).
+template <typename T, int D, int BQ, int BK>
+HIPK_DEVICE void attention_64_rows(const T* q, const T* k, const T* v, T* out, const void* mask,
+                                   const AttentionArgs& a, AttentionTiles<D, BQ, BK>& t) {
+    const int first = (int)blockIdx.x * HIPK_MMA_ROWS;
+    for (int q0 = first; q0 < imin(first + HIPK_MMA_ROWS, a.sq); q0 += BQ) {
+        attention<T, D, BQ, BK>(q, k, v, out, mask, a, t, q0);
+        __syncthreads();
+    }
+}
+
+}  // namespace hipk
+
+#if HIPK_ATTENTION_MMA
+#define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK)                                                   \
+    __shared__ hipk::mma::Tiles<D> tiles;                                                      \
+    const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
+                                      qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
+                                      mb, mh, mq, mk};                                          \
+    hipk::mma::attention_mma<T, D>(q, k, v, out, mask, args, tiles)
+#else
+#define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK)                                                   \
+    __shared__ hipk::AttentionTiles<D, BQ, BK> tiles;                                          \
+    const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
+                                      qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
+                                      mb, mh, mq, mk};                                          \
+    hipk::attention_64_rows<T, D, BQ, BK>(q, k, v, out, mask, args, tiles)
+#endif
+
 #define HIPK_ATTENTION_BODY(T, D, BQ, BK)                                                       \
     __shared__ hipk::AttentionTiles<D, BQ, BK> tiles;                                          \
     const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
                                       qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
                                       mb, mh, mq, mk};                                          \
-    hipk::attention<T, D, BQ, BK>(q, k, v, out, mask, args, tiles)
+    hipk::attention<T, D, BQ, BK>(q, k, v, out, mask, args, tiles, (int)blockIdx.x * (BQ))
 
 // --- entry points: three tile shapes per storage type (the parameters written out in each:
 // hip-core reads their types from the text) -----------------------------------------------
@@ -178,3 +216,38 @@ HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const voi
         HIPK_ATTENTION_BODY(T, 256, 8, 16);                                                        \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_ATTENTION)
+
+// --- the 16-bit entry points of the 64-query launch (attention_mma.h), written out: dtypes.h
+// has no list of the 16-bit types alone, and hip-core reads the parameters from the text ----
+extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d64_f16(
+    const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
+    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
+    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
+    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
+    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
+    HIPK_ATTENTION_MMA_BODY(hipk::f16, 64, 32, 32);
+}
+extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d64_bf16(
+    const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
+    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
+    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
+    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
+    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
+    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 64, 32, 32);
+}
+extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d128_f16(
+    const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
+    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
+    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
+    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
+    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
+    HIPK_ATTENTION_MMA_BODY(hipk::f16, 128, 16, 32);
+}
+extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d128_bf16(
+    const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
+    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
+    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
+    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
+    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
+    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32);
+}

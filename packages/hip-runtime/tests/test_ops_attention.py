@@ -103,3 +103,105 @@ def test_bad_shapes_dtypes_and_layouts_are_refused_before_launch(backend: HipBac
         sdpa(q, k, k, mask=backend.zeros((3, 5), "int32"))
     with pytest.raises(ValueError, match=r"\[B, Hq, Sq, D\]"):
         sdpa(backend.zeros((4, 3, 8)), k, k)
+
+
+class KernelNames:
+    """Records the entry points the backend launches (which path a call took)."""
+
+    def __init__(self, backend: HipBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.names: list[str] = []
+        kernel = backend._kernel
+
+        def spy(source: str, name: str) -> Any:
+            self.names.append(name)
+            return kernel(source, name)
+
+        monkeypatch.setattr(backend, "_kernel", spy)
+
+
+def attention_case(
+    backend: HipBackend, rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
+    *, causal: bool, mask_kind: str, views: bool,
+) -> None:  # fmt: skip
+    """One call against the float64 reference: shape (B, Hq, Hkv, Sq, Skv, D)."""
+    batch, heads, kv_heads, sq, skv, d = shape
+    q = testing.random(rng, (batch, heads, sq, d), dtype)
+    k = testing.random(rng, (batch, kv_heads, skv, d), dtype)
+    v = testing.random(rng, (batch, kv_heads, skv, d), dtype)
+    mask = None
+    if mask_kind == "padding":  # per-sequence key padding, broadcast over heads and queries
+        lengths = rng.integers(1, skv + 1, batch)
+        mask = np.arange(skv)[None, None, None, :] < lengths[:, None, None, None]
+    elif mask_kind == "additive":  # a bias per (query, key), some keys hidden, one row all -inf
+        mask = testing.random(rng, (sq, skv), dtype)
+        mask[rng.random((sq, skv)) < 0.2] = -np.inf
+        mask[sq // 2] = -np.inf
+    upload = (lambda a: bshd(backend, a)) if views else backend.from_numpy
+    got = backend.scaled_dot_product_attention(
+        upload(q), upload(k), upload(v), causal=causal,
+        mask=None if mask is None else backend.from_numpy(mask),
+    )  # fmt: skip
+    expected = testing.attention(q, k, v, causal=causal, mask=mask)
+    testing.assert_close(got.to_numpy(), expected, dtype)
+
+
+@settings(SETTINGS, max_examples=12)
+@given(data=st.data())
+def test_16bit_head_sizes_64_and_128_take_the_64_query_launch(
+    backend: HipBackend, data: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """f16/bf16 with D 64 or 128 and 16-byte rows go to attention_mma_d<D> (matrix cores on
+    NVIDIA sm_80+, the portable kernel 64 queries per block elsewhere); rows off 16 bytes go
+    to the portable entry point. Several 64-query blocks, GQA, causal with an offset, masks."""
+    dtype = data.draw(st.sampled_from(["f16", "bf16"]))
+    d = data.draw(st.sampled_from([64, 128]))
+    kv_heads = data.draw(st.integers(1, 2))
+    heads = kv_heads * data.draw(st.integers(1, 2))
+    shape = (1, heads, kv_heads, data.draw(st.integers(1, 140)), data.draw(st.integers(1, 150)), d)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    spy = KernelNames(backend, monkeypatch)
+    attention_case(
+        backend, rng, dtype, shape, causal=data.draw(st.booleans()),
+        mask_kind=data.draw(st.sampled_from(["none", "padding", "additive"])),
+        views=data.draw(st.booleans()),
+    )  # fmt: skip
+    assert spy.names == [f"attention_mma_d{d}_{dtype}"]
+
+
+def test_rows_off_16_bytes_take_the_portable_kernel(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(2)
+    stored = testing.random(rng, (1, 2, 70, 65), "bf16")
+    q = stored[..., 1:]  # rows start 2 bytes past 16-byte boundaries
+    spy = KernelNames(backend, monkeypatch)
+    x = backend.from_numpy(stored)[..., 1:]
+    got = backend.scaled_dot_product_attention(x, x, x, causal=True).to_numpy()
+    assert spy.names == ["attention_d64_bf16"]
+    testing.assert_close(got, testing.attention(q, q, q, causal=True), "bf16")
+
+
+# Large shapes for the matrix-core path (the H200 run): (B, Hq, Hkv, Sq, Skv, D) per case.
+LARGE = {
+    "causal-gqa": ((2, 8, 2, 1024, 1024), True, "none", False),
+    "causal-offset": ((1, 4, 4, 200, 1500), True, "none", True),
+    "plain-odd-lengths": ((2, 4, 1, 700, 901), False, "none", True),
+    "key-padding": ((3, 4, 2, 513, 777), False, "padding", False),
+    "additive-causal": ((1, 4, 2, 300, 640), True, "additive", True),
+}
+
+
+@pytest.mark.parametrize("platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True)
+@pytest.mark.parametrize("case", sorted(LARGE))
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_large_16bit_attention_on_the_matrix_cores(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, dtype: str, d: int, case: str
+) -> None:
+    shape, causal, mask_kind, views = LARGE[case]
+    spy = KernelNames(backend, monkeypatch)
+    rng = np.random.default_rng(len(case) * d)
+    attention_case(
+        backend, rng, dtype, (*shape, d), causal=causal, mask_kind=mask_kind, views=views
+    )
+    assert spy.names == [f"attention_mma_d{d}_{dtype}"]

@@ -19,6 +19,11 @@ _THREADS = 128  # HIPK_ATTENTION_THREADS
 #: (largest head size, queries per block) of each kernel tile shape, smallest first.
 _TILES = ((64, 32), (128, 16), (256, 8))
 _MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
+#: The 16-bit entry points attention_mma_d<D>_<t> (kernels/attention_mma.h): matrix cores where
+#: the compiler has them, the portable kernel elsewhere; 64 queries per block either way.
+_MMA_HEAD_SIZES = (64, 128)
+_MMA_ROWS = 64  # HIPK_MMA_ROWS
+_MMA_TYPES = ("f16", "bf16")
 
 
 class AttentionOps(OpsBase):
@@ -87,9 +92,12 @@ class AttentionOps(OpsBase):
         if y.size == 0:
             return y
         factor = 1.0 / math.sqrt(d) if scale is None else float(scale)
-        kernel = self._kernel("attention.hip", f"attention_d{tile[0]}_{t.suffix}")
-        kernel.launch(
-            (-(-sq // tile[1]), heads, batch), _THREADS,
+        if t.suffix in _MMA_TYPES and d in _MMA_HEAD_SIZES and _attention_rows16(q, k, v, y):
+            name, rows = f"attention_mma_d{d}_{t.suffix}", _MMA_ROWS
+        else:
+            name, rows = f"attention_d{tile[0]}_{t.suffix}", tile[1]
+        self._kernel("attention.hip", name).launch(
+            (-(-sq // rows), heads, batch), _THREADS,
             q, k, v, y, mask, mask_kind, heads, kv_heads, sq, skv, d, factor, int(bool(causal)),
             *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3], *mask_strides,
             stream=self.stream,
@@ -110,6 +118,18 @@ class AttentionOps(OpsBase):
         except ValueError as error:
             raise ValueError(f"mask {mask.shape} does not broadcast to {scores}") from error
         return (2 if mask.dtype == bool_ else 1), strides
+
+
+def _attention_rows16(*tensors: DeviceTensor) -> bool:
+    """Whether every row of q, k, v and out (the d axis) starts on a 16-byte boundary: the
+    tensors are 16-byte aligned and every batch, head and sequence stride that is ever stepped
+    over (axes longer than 1) is a whole number of 16 bytes (attention_mma's tiles move rows
+    as 16-byte chunks)."""
+    for x in tensors:
+        size = x.dtype.itemsize
+        if x.ptr % 16 or any(x.shape[i] > 1 and x.strides[i] * size % 16 for i in range(3)):
+            return False
+    return True
 
 
 __all__ = ["AttentionOps"]
