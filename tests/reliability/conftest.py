@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,16 @@ from hip_core import Device, use_platform
 
 #: Seconds a subprocess may run before it counts as hung (and is killed).
 DEFAULT_TIMEOUT = 120.0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_raises() -> None:
+    """Ctrl-C raises KeyboardInterrupt in this process and in the interpreters it starts, as in
+    a terminal. A shell starts a background job (`cmd &`, nohup) with SIGINT ignored, and
+    Python then installs no handler, so the interrupt tests would see nothing; a handler set
+    here is reset to the default on exec, so each child installs Python's own."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,13 @@ class Layouts:
 def layouts() -> type[Layouts]:
     """The Layouts helper (test modules cannot import conftest)."""
     return Layouts
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_raises() -> None:
+    """Ctrl-C raises KeyboardInterrupt in this process and in the interpreters it starts, as in
+    a terminal. A shell starts a background job (`cmd &`, nohup) with SIGINT ignored, and
+    Python then installs no handler, so the interrupt tests would see nothing; a handler set
+    here is reset to the default on exec, so each child installs Python's own."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
