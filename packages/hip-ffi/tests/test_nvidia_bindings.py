@@ -193,6 +193,7 @@ class FakeNvrtc:
     nvrtcVersion = nvrtcDestroyProgram = nvrtcGetProgramLogSize = nvrtcGetProgramLog = staticmethod(
         lambda *args: 0
     )
+    nvrtcAddNameExpression = nvrtcGetLoweredName = nvrtcVersion
 
 
 def _code(rtc: dict[str, Any]) -> bytes:
@@ -213,7 +214,9 @@ def test_rtc_program_gets_hip_headers_translated_options_and_cubin() -> None:
     assert "__nv_bfloat16 __hip_bfloat16" in nvrtc.created["hip/hip_bf16.h"]
     options = [ffi.new("char[]", b"--offload-arch=sm_90a")]
     assert rtc["hiprtcCompileProgram"](program[0], 1, ffi.new("const char*[]", options)) == 0
-    assert nvrtc.options == ["-arch=sm_90a", "-I/opt/cuda/include"]
+    assert nvrtc.options == [
+        "-arch=sm_90a", "-I/opt/cuda/include", "--pre-include=hip/hip_runtime.h"
+    ]  # fmt: skip
     assert _code(rtc) == b"\x7fELF-cubin"
 
 
@@ -226,7 +229,7 @@ def test_rtc_callers_header_wins_and_virtual_arch_gives_ptx() -> None:
     assert nvrtc.created["hip/hip_runtime.h"] == "// mine"
     assert set(nvrtc.created) == {"hip/hip_runtime.h", "hip/hip_fp16.h", "hip/hip_bf16.h"}
     assert rtc["hiprtcCompileProgram"](ffi.NULL, 0, ffi.NULL) == 0
-    assert nvrtc.options == []
+    assert nvrtc.options == ["--pre-include=hip/hip_runtime.h"]  # as hiprtc pre-includes
     assert _code(rtc) == b"// ptx\0"
     broken = ffi.new("const char*[]", [ffi.new("char[]", b"-DBROKEN")])
     assert rtc["hiprtcCompileProgram"](ffi.NULL, 1, broken) == RTC["HIPRTC_ERROR_COMPILATION"]

@@ -1,13 +1,19 @@
-"""One hiprtc compile, start to finish: create, compile, read the log and the code, destroy.
+"""One hiprtc compile, start to finish: create, name expressions, compile, read the log, the
+code and the lowered names, destroy.
 
-The hiprtc surface takes five calls and careful buffer handling for one compile; every layer
+The hiprtc surface takes many calls and careful buffer handling for one compile; every layer
 above (hip-core's Program, tests, benchmarks) goes through `compile_source` instead.
+
+`DEPRECATED_SPELLINGS` is what every platform's front end adds to a program (a prologue on
+amd, the pre-included stand-in header on nvidia, a forced include on cpu): HIP's deprecated
+but common macros, in HIP's own spelling (an identical redefinition by a release's headers is
+no error), so that sample code written for hipcc compiles unchanged with run-time compilers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -20,6 +26,8 @@ class CompileResult:
     log: str
     code: bytes
     step: str  # the hiprtc call `status` came from, for messages
+    #: {name expression: lowered (mangled) name} for each expression the compile was given.
+    lowered: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -37,12 +45,16 @@ def compile_source(
     name: str = "program.hip",
     options: Sequence[str | bytes] = (),
     headers: Mapping[str, str | bytes] | None = None,
+    name_expressions: Sequence[str] = (),
 ) -> CompileResult:
     """Compile `source` with the platform's hiprtc (`api` is a HipApi).
 
     `options` go to hiprtcCompileProgram as given (name the target with
     `--offload-arch=<arch>`); `headers` ({include name: content}) are what `#include "name"`
-    finds. Never raises for a compile error: the status and log say what happened.
+    finds; `name_expressions` (e.g. "k<64>", "ns::saxpy") are registered with
+    hiprtcAddNameExpression, and the result's `lowered` maps each to the name the code object
+    knows it by (hiprtcGetLoweredName). Never raises for a compile error: the status and log
+    say what happened.
     """
     ffi = api.ffi
     headers = headers or {}
@@ -64,6 +76,10 @@ def compile_source(
     if status:
         return CompileResult(status, "", b"", "hiprtcCreateProgram")
     try:
+        for expression in name_expressions:
+            status = api.hiprtcAddNameExpression(program[0], expression.encode())
+            if status:
+                return CompileResult(status, "", b"", "hiprtcAddNameExpression")
         status = api.hiprtcCompileProgram(
             program[0], len(flags), ffi.new("char*[]", flags) if flags else ffi.NULL
         )
@@ -78,7 +94,14 @@ def compile_source(
         status = api.hiprtcGetCode(program[0], code)
         if status:
             return CompileResult(status, log, b"", "hiprtcGetCode")
-        return CompileResult(0, log, bytes(ffi.buffer(code, size[0])), "hiprtcGetCode")
+        lowered, out = {}, ffi.new("const char**")
+        for expression in name_expressions:
+            status = api.hiprtcGetLoweredName(program[0], expression.encode(), out)
+            if status:
+                log += f"\nname expression {expression!r} has no lowered name"
+                return CompileResult(status, log, b"", "hiprtcGetLoweredName")
+            lowered[expression] = ffi.string(out[0]).decode()
+        return CompileResult(0, log, bytes(ffi.buffer(code, size[0])), "hiprtcGetCode", lowered)
     finally:
         api.hiprtcDestroyProgram(program)
 
@@ -92,3 +115,19 @@ def _log(api: Any, program: Any) -> str:
     if api.hiprtcGetProgramLog(program, log) != 0:
         return ""
     return str(ffi.string(log).decode(errors="replace"))
+
+
+#: HIP's deprecated spellings (HIP's own definitions), for every platform's front end.
+DEPRECATED_SPELLINGS = "".join(
+    f"#define hip{builtin[0].upper()}{builtin[1:]}_{axis} {builtin}.{axis}\n"
+    for builtin in ("threadIdx", "blockIdx", "blockDim", "gridDim")
+    for axis in "xyz"
+) + (
+    "#ifndef HIP_DYNAMIC_SHARED\n"
+    "#define HIP_DYNAMIC_SHARED(type, var) extern __shared__ type var[];\n"
+    "#define HIP_DYNAMIC_SHARED_ATTRIBUTE\n"
+    "#endif\n"
+    "#ifndef HIP_KERNEL_NAME\n"
+    "#define HIP_KERNEL_NAME(...) __VA_ARGS__\n"
+    "#endif\n"
+)

@@ -117,6 +117,8 @@ HIPRTC = (
     "hiprtcGetProgramLog",
     "hiprtcGetCodeSize",
     "hiprtcGetCode",
+    "hiprtcAddNameExpression",
+    "hiprtcGetLoweredName",
 )
 
 HIPBLAS = (

@@ -151,6 +151,8 @@ nvrtcResult nvrtcGetPTXSize(hiprtcProgram prog, size_t* ptxSizeRet);
 nvrtcResult nvrtcGetPTX(hiprtcProgram prog, char* ptx);
 nvrtcResult nvrtcGetCUBINSize(hiprtcProgram prog, size_t* cubinSizeRet);
 nvrtcResult nvrtcGetCUBIN(hiprtcProgram prog, char* cubin);
+nvrtcResult nvrtcAddNameExpression(hiprtcProgram prog, const char* name_expression);
+nvrtcResult nvrtcGetLoweredName(hiprtcProgram prog, const char* name_expression, const char** lowered_name);
 
 /* ---- libcublas (the _v2 API; data and compute types are cudaDataType / cublasComputeType_t) ---- */
 cublasStatus_t cublasCreate_v2(hipblasHandle_t* handle);

@@ -13,3 +13,7 @@ hiprtcResult hiprtcGetProgramLogSize(hiprtcProgram prog, size_t* logSizeRet);
 hiprtcResult hiprtcGetProgramLog(hiprtcProgram prog, char* log);
 hiprtcResult hiprtcGetCodeSize(hiprtcProgram prog, size_t* codeSizeRet);
 hiprtcResult hiprtcGetCode(hiprtcProgram prog, char* code);
+/* Name expressions (`k<64>`, `ns::k`): registered before the compile, each one's lowered
+ * (mangled) name read after it; the string belongs to the program. */
+hiprtcResult hiprtcAddNameExpression(hiprtcProgram prog, const char* name_expression);
+hiprtcResult hiprtcGetLoweredName(hiprtcProgram prog, const char* name_expression, const char** lowered_name);

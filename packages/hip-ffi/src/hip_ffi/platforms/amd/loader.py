@@ -11,6 +11,7 @@ from hip_ffi._shims import launch_host_func, launch_kernel_ex, memcpy_with_strea
 from hip_ffi.api import HipApi, Unavailable
 from hip_ffi.errors import LibraryNotFoundError
 from hip_ffi.libraries import LibrarySpec, env_dirs, missing_library, open_library
+from hip_ffi.platforms.amd.rtc import with_prologue
 from hip_ffi.platforms.amd.wrappers import bind_gemm, hipblas_major, rocm5_pointer_attributes
 
 _ROCM_DIRS = (*env_dirs("ROCM_PATH", "HIP_PATH"), "/opt/rocm/lib")
@@ -93,6 +94,7 @@ def load() -> HipApi:
     libraries["hiprtc"] = rtc_path
     opened.append(rtc)
     _bind(functions, rtc, surface.HIPRTC, release)
+    functions["hiprtcCreateProgram"] = with_prologue(functions["hiprtcCreateProgram"])
 
     try:
         blas, blas_path = open_library(ffi, HIPBLAS)

@@ -5,9 +5,13 @@ passes: the preprocessor finds the kernels and extern shared arrays (source_scan
 the compiler builds the program, the executor and one entry point per kernel into a shared
 object, with hip_cpu_prelude.h force-included. That shared object *is* the code object
 (hiprtcGetCode), loadable with hipModuleLoadData. Diagnostics come back as the program log,
-with file names as the program named them. Results are cached on disk (toolchain.py): the key
-covers the compiler, flags, host CPU, prelude, program, headers and options; the user headers
-found through -I are recorded with their hashes and checked on every hit.
+with file names as the program named them. Name expressions (hiprtcAddNameExpression, before
+the compile) get entry points of their own; their lowered name is the expression in canonical
+form (source_scan.canonical), which hipModuleGetFunction takes. HIP's deprecated spellings
+(hip_ffi.rtc.DEPRECATED_SPELLINGS) are force-included after the prelude. Results are cached on
+disk (toolchain.py): the key covers the compiler, flags, host CPU, prelude, program, headers,
+options and name expressions; the user headers found through -I are recorded with their hashes
+and checked on every hit.
 
 Options: -D, -U, -I (attached or as --define-macro= / --undefine-macro= / --include-path=),
 -O0..-O3/-Os, -std=/--std= (C++17 at least), -ffast-math/--use_fast_math, -g, -w, -W....
@@ -27,6 +31,7 @@ from hip_ffi._ffi import ffi
 from hip_ffi.constants import HIPRTC_RESULTS
 from hip_ffi.platforms.cpu import images, source_scan, toolchain
 from hip_ffi.platforms.cpu.handles import Registry, c_string, is_null, items, takes_handle
+from hip_ffi.rtc import DEPRECATED_SPELLINGS
 
 SUCCESS = HIPRTC_RESULTS["HIPRTC_SUCCESS"]
 INVALID_INPUT = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_INPUT"]
@@ -34,6 +39,10 @@ INVALID_PROGRAM = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_PROGRAM"]
 INVALID_OPTION = HIPRTC_RESULTS["HIPRTC_ERROR_INVALID_OPTION"]
 COMPILATION = HIPRTC_RESULTS["HIPRTC_ERROR_COMPILATION"]
 INTERNAL_ERROR = HIPRTC_RESULTS["HIPRTC_ERROR_INTERNAL_ERROR"]
+NAMES_AFTER_COMPILE = HIPRTC_RESULTS["HIPRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION"]
+NAMES_BEFORE_COMPILE = HIPRTC_RESULTS["HIPRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION"]
+NAME_NOT_VALID = HIPRTC_RESULTS["HIPRTC_ERROR_NAME_EXPRESSION_NOT_VALID"]
+COMPAT_HEADER = "hip_ffi_deprecated.h"  # written beside the program, force-included
 
 _IGNORED = re.compile(
     r"(--offload-arch=|--gpu-architecture=|-arch=|--gpu-max-threads-per-block=|-ftz=|--ftz=|"
@@ -46,7 +55,7 @@ _IGNORED = re.compile(
 )
 _PASSED = re.compile(r"-[DUI].+|-O[0-3s]|-g|-w|-W[\w=+-]+|-ffast-math")
 #: Part of every cache key: bump it when the commands below change what a build produces.
-RECIPE = "2"  # 2: the source goes as ./name (a name is never an option)
+RECIPE = "3"  # 2: the source goes as ./name (a name is never an option); 3: name expressions
 _OLD_STANDARDS = {"c++03", "c++11", "c++14", "gnu++11", "gnu++14"}
 
 
@@ -85,6 +94,9 @@ class Program:
         self.headers = headers
         self.log = ""
         self.code: bytes | None = None
+        self.compiled = False  # a compile was attempted: no name expressions from now on
+        self.names: dict[str, str] = {}  # name expression -> its canonical form
+        self.lowered: dict[str, Any] = {}  # canonical form -> char[] handed out
 
 
 PROGRAMS: Registry[Program] = Registry("hiprtcProgram")
@@ -144,12 +156,16 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
         return None, toolchain.no_compiler_message()
     all_flags = (*toolchain.BASE_FLAGS, *flags)
     headers = sorted(program.headers.items())
+    names = list(dict.fromkeys(program.names.values()))
     key = toolchain.digest(
         toolchain.toolchain_key(compiler, all_flags),
         RECIPE,
+        DEPRECATED_SPELLINGS,
         program.name,
         program.source,
         *(part for pair in headers for part in pair),
+        "name expressions",
+        *names,
     )
     directory = toolchain.cache_dir()
     cached = directory / f"kernel-{key[:40]}.so" if directory else None
@@ -170,12 +186,13 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
             path.write_text(text)
         source = work / _file_name(program.name)
         source.write_text(program.source)
+        (work / COMPAT_HEADER).write_text(DEPRECATED_SPELLINGS)
         common = [
             compiler.path,
             *all_flags,
             "-x", "c++",
             f"-I{work}", f"-I{toolchain.INCLUDE_DIR}",
-            "-include", "hip_cpu_prelude.h",
+            "-include", "hip_cpu_prelude.h", "-include", COMPAT_HEADER,
         ]  # fmt: skip
         # The source always goes as ./name: a program named "-v" or "--help" is a file, never
         # an option of the compiler.
@@ -183,7 +200,7 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
         status, output = toolchain.run([*common, "-E", "-DHIPCPU_SCAN", given], work)
         if status != 0:
             return None, _clean(output, work, source.name)
-        kernels = source_scan.find_kernels(output)
+        kernels = source_scan.find_kernels(output) + names
         shared = source_scan.find_dynamic_shared(output)
         source.write_text(program.source + source_scan.entry_points(kernels, shared))
         depfile = work / "program.d"
@@ -254,12 +271,42 @@ def hiprtcCompileProgram(program: Program, count: int, options: Any) -> int:
     except OptionError as error:
         program.log = str(error)
         return INVALID_OPTION
+    program.compiled = True
     try:
         program.code, program.log = compile_program(program, flags)
     except OSError as error:  # no temporary directory, a full disk, a compiler that wrote nothing
         program.code, program.log = None, f"hiprtc (cpu): could not compile: {error}"
         return INTERNAL_ERROR
     return SUCCESS if program.code is not None else COMPILATION
+
+
+@on_program
+def hiprtcAddNameExpression(program: Program, expression: Any) -> int:
+    """Register a name expression (`k<64>`, `ns::k`) for the next compile: it gets an entry
+    point, found under the lowered name hiprtcGetLoweredName gives after the compile."""
+    text = c_string(expression)
+    if not text or not text.strip():
+        return INVALID_INPUT
+    if program.compiled:
+        return NAMES_AFTER_COMPILE
+    program.names[text] = source_scan.canonical(text)
+    return SUCCESS
+
+
+@on_program
+def hiprtcGetLoweredName(program: Program, expression: Any, lowered: Any) -> int:
+    """The lowered name of a registered expression; the string lives as long as the program."""
+    text = c_string(expression)
+    if text is None or is_null(lowered):
+        return INVALID_INPUT
+    if program.code is None:
+        return NAMES_BEFORE_COMPILE
+    name = program.names.get(text)
+    if name is None:
+        return NAME_NOT_VALID
+    kept = program.lowered.setdefault(name, ffi.new("char[]", name.encode()))
+    lowered[0] = kept
+    return SUCCESS
 
 
 @on_program

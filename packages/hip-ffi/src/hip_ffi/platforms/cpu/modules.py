@@ -23,6 +23,7 @@ from hip_ffi._ffi import ffi
 from hip_ffi.platforms.cpu import elf, images, status, toolchain
 from hip_ffi.platforms.cpu.handles import Registry, address, c_string
 from hip_ffi.platforms.cpu.shared_objects import SharedObject, function, load_image
+from hip_ffi.platforms.cpu.source_scan import entry_symbol
 from hip_ffi.platforms.cpu.streams import ENGINE
 
 LAUNCH_PREFIX = "__hipcpu_launch_"
@@ -161,8 +162,9 @@ def hipModuleGetFunction(out: Any, module: Any, name: Any) -> int:
         return status.INVALID_VALUE
     kernel = found.functions.get(text)
     if kernel is None:
-        entry = found.library.symbol(LAUNCH_PREFIX + text)
-        describe = found.library.symbol(DESCRIBE_PREFIX + text)
+        symbol = entry_symbol(text)  # a qualified name or a name expression's lowered form
+        entry = found.library.symbol(LAUNCH_PREFIX + symbol)
+        describe = found.library.symbol(DESCRIBE_PREFIX + symbol)
         if entry is None or describe is None:
             return status.NOT_FOUND
         layout_call = function(describe, "int(*)(unsigned long long*, int)")

@@ -7,7 +7,12 @@
 - Code: hiprtcGetCode returns the CUBIN when the program was compiled for a real architecture
   (sm_XX), else the PTX (compute_XX), which the driver compiles at module load.
 - Headers: sources may `#include <hip/hip_runtime.h>`, `<hip/hip_fp16.h>` and
-  `<hip/hip_bf16.h>`; nvrtc gets stand-ins for them and the toolkit's include folder.
+  `<hip/hip_bf16.h>`; nvrtc gets stand-ins for them and the toolkit's include folder. As
+  hiprtc pre-includes its runtime header, every compile pre-includes the hip/hip_runtime.h
+  stand-in (`--pre-include`), so a source that includes nothing still finds `__shfl_down`,
+  `__HIP_PLATFORM_NVIDIA__` and HIP's deprecated spellings.
+- Name expressions (`k<64>`, `ns::k`): nvrtcAddNameExpression / nvrtcGetLoweredName, whose
+  results and rules (add before the compile, read after) are hiprtc's.
 - Compile errors come back as HIPRTC_ERROR_COMPILATION with the log in hiprtcGetProgramLog.
 """
 
@@ -22,6 +27,7 @@ from hip_ffi import constants
 from hip_ffi._ffi import ffi
 from hip_ffi.platforms.nvidia.error_codes import HIPRTC_TO_NVRTC, HIPRTC_UNKNOWN, NVRTC_TO_HIPRTC
 from hip_ffi.platforms.nvidia.tables import (
+    PRE_INCLUDE,
     RTC_ARCH_PREFIXES,
     RTC_HEADERS,
     RTC_OPTION_PREFIXES,
@@ -69,6 +75,7 @@ def bind(
     as `-I`, after the caller's own options."""
     table = NVRTC_TO_HIPRTC.get
     extra_options = [f"-I{include_dir}"] if include_dir else []
+    extra_options.append(f"--pre-include={PRE_INCLUDE}")
 
     def mapped(native: Native, name: str) -> Native:
         return translated(native, name, NVRTC_TO_HIPRTC, HIPRTC_UNKNOWN)
@@ -136,6 +143,8 @@ def bind(
         "hiprtcGetProgramLog": mapped(nvrtc.nvrtcGetProgramLog, "hiprtcGetProgramLog"),
         "hiprtcGetCodeSize": hiprtcGetCodeSize,
         "hiprtcGetCode": hiprtcGetCode,
+        "hiprtcAddNameExpression": mapped(nvrtc.nvrtcAddNameExpression, "hiprtcAddNameExpression"),
+        "hiprtcGetLoweredName": mapped(nvrtc.nvrtcGetLoweredName, "hiprtcGetLoweredName"),
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from hip_ffi import constants
+from hip_ffi.rtc import DEPRECATED_SPELLINGS
 
 # ---- hipDeviceAttribute_t -------------------------------------------------------------------
 
@@ -330,6 +331,8 @@ RTC_ARCH_PREFIXES = ("-arch", "--gpu-architecture", "--offload-arch")
 #: Headers nvrtc lacks but HIP sources include; a caller's header of the same name wins. The
 #: 16-bit float ones forward to CUDA's (found through the toolkit's include folder, which hip_ffi
 #: passes to nvrtc), whose type and function names HIP copied, bf16's type name aside.
+#: The stand-in every compile pre-includes, as hiprtc pre-includes its runtime header.
+PRE_INCLUDE = "hip/hip_runtime.h"
 RTC_HEADERS = MappingProxyType(
     {
         "hip/hip_runtime.h": (
@@ -346,7 +349,7 @@ RTC_HEADERS = MappingProxyType(
             "#define __shfl_down(...) __shfl_down_sync(0xffffffffu, __VA_ARGS__)\n"
             "#define __shfl_xor(...) __shfl_xor_sync(0xffffffffu, __VA_ARGS__)\n"
             "#define __any(p) __any_sync(0xffffffffu, (p))\n"
-            "#define __all(p) __all_sync(0xffffffffu, (p))\n"
+            "#define __all(p) __all_sync(0xffffffffu, (p))\n" + DEPRECATED_SPELLINGS
         ),
         "hip/hip_fp16.h": "#pragma once\n#include <cuda_fp16.h>\n",
         "hip/hip_bf16.h": (
