@@ -28,7 +28,7 @@ from hip_core._hip import hip
 from hip_core._resource import Resource
 from hip_core.errors import HipOutOfMemoryError, check, error_for
 from hip_core.memory import DeviceBuffer, _Allocation
-from hip_core.stream import checked_handle
+from hip_core.stream import Stream, checked_handle
 from hip_ffi.constants import (
     ERROR_CODES,
     MEM_ALLOCATION_TYPE_PINNED,
@@ -38,7 +38,6 @@ from hip_ffi.constants import (
 
 if TYPE_CHECKING:
     from hip_core.device import Device
-    from hip_core.stream import Stream
 
 _OUT_OF_MEMORY = ERROR_CODES["hipErrorOutOfMemory"]
 _GRANULE = 512  # the caching allocator rounds sizes up to this many bytes
@@ -138,8 +137,8 @@ class MemoryPool(Resource):
             self._check_open()
         if stream is None:
             stream = self.device.default_stream
-        else:
-            checked_handle(stream)
+        elif type(stream) is not Stream or stream._releaser is None:
+            checked_handle(stream)  # the full check: raises for a non-Stream or a closed one
         if type(size) is not int:
             size = integer(size, "size")
         if size < 0:
@@ -160,7 +159,7 @@ class MemoryPool(Resource):
             if self._in_use > self._peak:
                 self._peak = self._in_use
         owner = _Allocation(ptr, size, self._release, ptr, size, stream)
-        return DeviceBuffer.from_allocation(owner, self.device)
+        return DeviceBuffer(owner, ptr, size, self.device)
 
     def _reused(self, size: int, stream: Stream) -> int | None:
         """A block of exactly `size` bytes from the reuse cache, ordered for `stream`."""
@@ -204,7 +203,7 @@ class MemoryPool(Resource):
     def _release(self, ptr: int, size: int, stream: Stream) -> None:
         with self._lock:
             self._in_use -= size
-        if self._releaser is not None and not stream.closed:
+        if self._releaser is not None and stream._releaser is not None:  # (both open)
             blocks = self._reuse.setdefault(size, [])
             if len(blocks) < _REUSE_DEPTH or _capture.kept_for(stream) is not None:
                 blocks.append((ptr, stream))

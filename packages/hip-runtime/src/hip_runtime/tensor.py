@@ -77,9 +77,14 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
     the first element), so it can be passed straight to `Kernel.launch`.
     """
 
-    __slots__ = ("__weakref__", "_strides", "buffer", "dtype", "offset", "pool", "shape", "stream")
+    __slots__ = (
+        "__weakref__", "_strides", "buffer", "dtype", "offset", "pool", "ptr", "shape", "stream",
+    )  # fmt: skip
 
     _strides: Strides | None  # None: C-contiguous (the common case costs no stride arithmetic)
+    #: Device address of the first element (index 0 on every axis): `buffer.ptr + offset`,
+    #: kept (both are fixed at construction) since every launch reads it.
+    ptr: int
 
     def __init__(
         self,
@@ -106,6 +111,7 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
             raise ValueError("the stream and the buffer are on different devices")
         self.buffer = buffer
         self.offset = offset
+        self.ptr = buffer.ptr + offset
         self.stream = stream if stream is not None else buffer.device.default_stream
         self.pool: MemoryPool | None = None
 
@@ -125,6 +131,7 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
         tensor = object.__new__(cls)
         tensor.buffer, tensor.shape, tensor.dtype, tensor.offset = buffer, shape, dtype, offset
         tensor._strides, tensor.stream, tensor.pool = strides, stream, pool
+        tensor.ptr = buffer.ptr + offset
         return tensor
 
     def _derive(
@@ -254,11 +261,6 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
     @property
     def device(self) -> Device:
         return self.buffer.device
-
-    @property
-    def ptr(self) -> int:
-        """Device address of the first element (index 0 on every axis)."""
-        return self.buffer.ptr + self.offset
 
     @property
     def closed(self) -> bool:

@@ -29,6 +29,7 @@ INT_MAX = 2**31 - 1
 _BLOCK = 256  # elementwise block size: 16-byte accesses, 8 warps (4 wavefronts)
 _BLOCKS_PER_MULTIPROCESSOR = 64  # grid cap for grid-stride kernels: several passes per thread
 _ROW_ELEMENTS_PER_THREAD = 32  # f32 elements a row kernel holds per thread (16-bit: twice)
+PLAN_LIMIT = 4096  # plans a backend keeps (`_keep_plan`)
 
 
 class OpsBase(Resource):
@@ -44,6 +45,9 @@ class OpsBase(Resource):
     kernels: KernelCache
     _grid_cap: int
     _max_block: int
+    #: Launch plans by the layouts of a call (ops/pointwise_core.py `_pw_cached`); made on
+    #: first use (HipBackend's __init__ is not this file's).
+    _plans: dict[tuple[Any, ...], tuple[Any, ...]] | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A backend's stream marks the tensors it makes: Python operators on them find the
@@ -139,6 +143,63 @@ class OpsBase(Resource):
             raise ValueError(f"{name} {x.shape} exceeds the kernels' int range")
         return rows, cols
 
+    # --- plans (issue 15: a repeated call costs a dict look-up, not its validation) ----------
+
+    def _planned(self, key: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        """The plan a validated call of `key` left (`_keep_plan`), or None (also when the
+        backend is closed: the checked path then raises)."""
+        plans = self._plans
+        if plans is None or key is None or self._releaser is None:
+            return None
+        return plans.get(key)
+
+    def _keep_plan(self, key: tuple[Any, ...] | None, plan: tuple[Any, ...]) -> None:
+        """Keep `plan` for calls of `key`: (output shape, dtype, `spans(...)`, the op's own
+        entries...)."""
+        if key is None:
+            return
+        plans = self._plans
+        if plans is None:
+            plans = self._plans = {}
+        elif len(plans) >= PLAN_LIMIT:
+            plans.clear()  # a program of ever-new shapes: start over rather than grow
+        plans[key] = plan
+
+    def _planned_output(
+        self,
+        plan: tuple[Any, ...],
+        inputs: Sequence[DeviceTensor | None],
+        out: DeviceTensor | None,
+    ) -> DeviceTensor | None:
+        """The output of a call whose plan was found by its key (see `plan_key`): the checks
+        that depend on what the key holds passed when the plan was made, so only what can
+        differ between calls of one key is checked here: the memory is open and on this
+        device, and out= shares no byte with an input it is not (the key says which input it
+        is). A new output comes from the pool. None when anything is in doubt: the caller
+        then takes the checked path, which raises where it should."""
+        device = self.device
+        for t in inputs:
+            if t is not None:
+                b = t.buffer
+                if b._releaser is None or b._owner._releaser is None or b.device is not device:
+                    return None
+        if out is None:
+            return DeviceTensor._allocated(plan[0], plan[1], device, self.stream, self.pool)
+        b = out.buffer
+        spans = plan[2]
+        if b._releaser is None or b._owner._releaser is None or b.device is not device:
+            return None
+        if spans is None:
+            return None
+        start = out.ptr
+        end = start + spans[-1]
+        for t, size in zip(inputs, spans, strict=False):
+            if t is not None and t is not out:
+                at = t.ptr
+                if at < end and start < at + size:
+                    return None  # the checked path tells in place from overlap
+        return out
+
     # --- launches (all on self.stream) --------------------------------------------------------
 
     def _kernel(self, source: str, name: str) -> Kernel:
@@ -148,9 +209,12 @@ class OpsBase(Resource):
         """A grid-stride kernel over n elements: one 16-byte vector per thread per pass."""
         if n == 0:
             return
+        kernel.launch(self._flat_grid(n, itemsize), _BLOCK, *args, stream=self.stream)
+
+    def _flat_grid(self, n: int, itemsize: int) -> int:
+        """The grid of `_launch_flat` over n > 0 elements of `itemsize` bytes."""
         per_block = _BLOCK * max(16 // itemsize, 1)
-        grid = min(-(-n // per_block), self._grid_cap)
-        kernel.launch(grid, _BLOCK, *args, stream=self.stream)
+        return min(-(-n // per_block), self._grid_cap)
 
     def _launch_rows(self, kernel: Kernel, rows: int, cols: int, itemsize: int, *args: Any) -> None:
         """A row kernel: one block per row, of as many threads as keep the row in registers
@@ -159,9 +223,59 @@ class OpsBase(Resource):
         device's block limit."""
         if rows == 0 or cols == 0:
             return
+        kernel.launch(rows, self._row_block(cols, itemsize), *args, stream=self.stream)
+
+    def _row_block(self, cols: int, itemsize: int) -> int:
+        """The block of `_launch_rows` for rows of `cols` elements of `itemsize` bytes."""
         per_thread = _ROW_ELEMENTS_PER_THREAD * 4 // max(1, min(itemsize, 4))
-        block = min(max(64, -(-cols // per_thread // 64) * 64), self._max_block)
-        kernel.launch(rows, block, *args, stream=self.stream)
+        return min(max(64, -(-cols // per_thread // 64) * 64), self._max_block)
+
+
+def plan_key(*tensors: Any) -> tuple[Any, ...] | None:
+    """What of each operand (None, or a DeviceTensor; the output last) decides a plan: dtype,
+    shape, strides and address mod 16 (vector access), and which operand the output is.
+    None when one is anything else (the checked path then says what is wrong)."""
+    key: list[Any] = []
+    for t in tensors:
+        if t is None:
+            key.append(None)
+        elif type(t) is DeviceTensor:
+            key.append((t.dtype, t.shape, t._strides, t.ptr & 15))
+        else:
+            return None
+    out = tensors[-1]
+    if out is not None:
+        key.append(tuple([t is out for t in tensors[:-1]]))
+    return tuple(key)
+
+
+def spans(inputs: Sequence[DeviceTensor | None], y: DeviceTensor) -> tuple[int, ...] | None:
+    """The bytes each input and y span, where all are contiguous (a plan's cheap out= overlap
+    check, `_planned_output`); None otherwise (out= then takes the checked path)."""
+    if y._strides is not None:
+        return None
+    sizes = []
+    for t in inputs:
+        if t is not None and t._strides is not None:
+            return None
+        sizes.append(0 if t is None else t.nbytes)
+    return (*sizes, y.nbytes)
+
+
+def launch_pointers(
+    out: DeviceTensor | None, tensors: Sequence[DeviceTensor | None]
+) -> Sequence[Any]:
+    """The pointer arguments of a planned launch: with out= given, the tensors' buffers where
+    every one starts at its buffer's first byte (hip-core's Kernel reuses its last packing
+    when the arguments are the same buffers: a repeated out= call writes none; a tensor is
+    never compared, its `==` being elementwise; the kernel keeps the last buffers referenced
+    until its next launch, hip_core.kernel's price), else the tensors."""
+    if out is None:
+        return tensors
+    for t in tensors:
+        if t is not None and t.offset:
+            return tensors
+    return [None if t is None else t.buffer for t in tensors]
 
 
 def not_contiguous(x: DeviceTensor, name: str, op: str) -> ValueError:
@@ -211,4 +325,12 @@ def grid_cap(device: Device) -> int:
     return max(1, device.properties.multiprocessors * _BLOCKS_PER_MULTIPROCESSOR)
 
 
-__all__ = ["INT_MAX", "OpsBase", "grid_cap", "not_contiguous"]
+__all__ = [
+    "INT_MAX",
+    "OpsBase",
+    "grid_cap",
+    "launch_pointers",
+    "not_contiguous",
+    "plan_key",
+    "spans",
+]

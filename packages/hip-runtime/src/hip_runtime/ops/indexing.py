@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from hip_core import Kernel
 from hip_runtime import strides as layout
 from hip_runtime.dtypes import suffix
-from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.base import _BLOCK, OpsBase, launch_pointers, plan_key, spans
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 
@@ -49,13 +50,27 @@ class IndexingOps(OpsBase):
         """Rows of table [vocab, dim] picked by ids (int32 or int64, any shape and layout):
         [*ids.shape, dim] in table's dtype (any dtype, any layout). An id outside [0, vocab)
         yields a row of zeros. `index_select(table, 0, ids)`."""
+        key = plan_key(table, ids, out)
+        if key is not None:
+            key = ("embedding", *key)
+            plan = self._planned(key)
+            if plan is not None:
+                y = self._planned_output(plan, (table, ids), out)
+                if y is not None and y.ptr & 15 == plan[-1]:  # (the unit: y's alignment too)
+                    kernel, grid, wide, tail = plan[3:-1]
+                    table_, ids_, y_ = launch_pointers(out, (table, ids, y))
+                    kernel.launch(grid, _BLOCK, table_, ids_, wide, y_, *tail, stream=self.stream)
+                    return y
         table = self._operand(table, "table")
         ids = self._index_ids(ids, "ids", "embedding")
         if table.ndim != 2:
             raise ValueError(f"embedding: table must be [vocab, dim], not {table.shape}")
         _item(table, "embedding")
         y = self._output(out, (*ids.shape, table.shape[1]), table.dtype, distinct_from=(table, ids))
-        self._index_rows(table, 0, ids, y)
+        launched = self._index_rows(table, 0, ids, y)
+        if launched is not None:
+            plan = (y.shape, y.dtype, spans((table, ids), y), *launched, y.ptr & 15)
+            self._keep_plan(key, plan)
         return y
 
     def gather(
@@ -158,14 +173,20 @@ class IndexingOps(OpsBase):
         if src.ndim != x.ndim:
             raise ValueError(f"{op}: src has {src.ndim} dimensions; x has {x.ndim}")
 
-    def _index_rows(self, x: DeviceTensor, a: int, ids: DeviceTensor, y: DeviceTensor) -> None:
+    def _index_rows(
+        self, x: DeviceTensor, a: int, ids: DeviceTensor, y: DeviceTensor
+    ) -> tuple[Kernel, int, int, tuple[int, ...]] | None:
         """y = index_select(x, a, ids) for a checked C-contiguous y: x seen as [outer, size,
-        inner] (axes that do not merge so make one contiguous copy of x first: rare)."""
+        inner] (axes that do not merge so make one contiguous copy of x first: rare). Returns
+        what a plan repeats (kernel, grid, ids' width, the arguments after y) when x and ids
+        were launched as given (no copy), else None."""
         if y.size == 0:
-            return
+            return None
         item, shape = x.dtype.itemsize, x.shape
+        as_given = ids.is_contiguous
         merged = None if x.is_contiguous else _rows_of(shape, x.strides, a)
         if merged is None:  # contiguous, or axes that do not merge: one contiguous copy (rare)
+            as_given = as_given and x.is_contiguous
             x = x.contiguous()
             inner = math.prod(shape[a + 1 :])
             merged = (math.prod(shape[:a]), shape[a] * inner), (inner, 1), inner
@@ -179,8 +200,11 @@ class IndexingOps(OpsBase):
         kernel = self._kernel("indexing.hip", f"index_select_u{unit * 8}")
         ids = ids.contiguous()
         n = outer * ids.size * (inner // per)
-        self._launch_flat(kernel, n, unit, x, ids, _wide(ids), y, outer, ids.size, inner // per,
-                          x.shape[a], xo // per, xa // per, xi)  # fmt: skip
+        tail = (outer, ids.size, inner // per, x.shape[a], xo // per, xa // per, xi)
+        self._launch_flat(kernel, n, unit, x, ids, _wide(ids), y, *tail)
+        if not (as_given and n):
+            return None
+        return kernel, self._flat_grid(n, unit), _wide(ids), tail
 
     def _index_scatter(
         self,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_runtime.blas import DATA_TYPES
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.base import OpsBase, plan_key, spans
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
@@ -53,6 +53,15 @@ class LinalgOps(OpsBase):
         wider tensor, heads of [B, S, H, D]) and transposed ones in place; others get the
         result through a temporary and one strided copy.
         """
+        call = plan_key(a, b, out)
+        if call is not None:
+            call = ("matmul", *call, bool(transpose_a), bool(transpose_b))
+            planned = self._planned(call)
+            if planned is not None:
+                y = self._planned_output(planned, (a, b), out)
+                if y is not None:
+                    self._gemm(planned[3], a, b, y, planned[4], float(alpha))
+                    return y
         a = self._operand(a, "a")
         b = self._operand(b, "b")
         data_type = _data_type(a, b)
@@ -65,6 +74,7 @@ class LinalgOps(OpsBase):
             if y._strides is not None:
                 found = plan(*key, a.dtype.itemsize, y._strides)
         self._gemm(found, a, b, y, data_type, float(alpha))
+        self._keep_plan(call, (y.shape, y.dtype, spans((a, b), y), found, data_type))
         return y
 
     def _matmul_out(

@@ -5,7 +5,8 @@ accumulation whatever the storage type; `out=x` works in place. x's rows may be 
 last axis contiguous, the leading axes merging into at most two: a slice of columns,
 permuted or reversed leading axes);
 other layouts are refused, pointing at `.contiguous()`. weight, bias and the result are
-C-contiguous. Queued on the backend's stream.
+C-contiguous. Queued on the backend's stream. A repeated call of the same layouts is served
+by a plan (`OpsBase._planned`): a dict look-up and the launch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import OpsBase, not_contiguous
+from hip_runtime.ops.base import OpsBase, launch_pointers, not_contiguous, plan_key, spans
 from hip_runtime.ops.reduce_layout import row_strides
 from hip_runtime.tensor import DeviceTensor
 
@@ -32,6 +33,18 @@ class NormOps(OpsBase):
 
         x [..., cols]; weight and bias [cols] of x's dtype, or None (no scale / no shift).
         """
+        key = plan_key(x, weight, bias, out)
+        if key is not None:
+            key = ("layernorm", *key)
+            plan = self._planned(key)
+            if plan is not None:
+                y = self._planned_output(plan, (x, weight, bias), out)
+                if y is not None:
+                    kernel, rows, block, cols, strides = plan[3:]
+                    pointers = launch_pointers(out, (x, weight, bias, y))
+                    kernel.launch(rows, block, *pointers, rows, cols, float(eps), *strides,
+                                  stream=self.stream)  # fmt: skip
+                    return y
         x, t, strides = self._rows(x, "layernorm")
         rows, cols = self._rows_cols(x, "x")
         if weight is not None:
@@ -44,6 +57,11 @@ class NormOps(OpsBase):
             kernel, rows, cols, x.dtype.itemsize, x, weight, bias, y, rows, cols, float(eps),
             *strides,
         )  # fmt: skip
+        if rows and cols:
+            block = self._row_block(cols, x.dtype.itemsize)
+            plan = (y.shape, y.dtype, spans((x, weight, bias), y), kernel, rows, block, cols,
+                    strides)  # fmt: skip
+            self._keep_plan(key, plan)
         return y
 
     def rmsnorm(
@@ -55,6 +73,18 @@ class NormOps(OpsBase):
         out: DeviceTensor | None = None,
     ) -> DeviceTensor:
         """x / sqrt(mean(x²) + eps) · weight over the last dimension (weight [cols] or None)."""
+        key = plan_key(x, weight, out)
+        if key is not None:
+            key = ("rmsnorm", *key)
+            plan = self._planned(key)
+            if plan is not None:
+                y = self._planned_output(plan, (x, weight), out)
+                if y is not None:
+                    kernel, rows, block, cols, strides = plan[3:]
+                    pointers = launch_pointers(out, (x, weight, y))
+                    kernel.launch(rows, block, *pointers, rows, cols, float(eps), *strides,
+                                  stream=self.stream)  # fmt: skip
+                    return y
         x, t, strides = self._rows(x, "rmsnorm")
         rows, cols = self._rows_cols(x, "x")
         if weight is not None:
@@ -64,6 +94,10 @@ class NormOps(OpsBase):
         self._launch_rows(
             kernel, rows, cols, x.dtype.itemsize, x, weight, y, rows, cols, float(eps), *strides
         )
+        if rows and cols:
+            block = self._row_block(cols, x.dtype.itemsize)
+            plan = (y.shape, y.dtype, spans((x, weight), y), kernel, rows, block, cols, strides)
+            self._keep_plan(key, plan)
         return y
 
     def _rows(self, x: Any, op: str) -> tuple[DeviceTensor, FloatType, tuple[int, int, int]]:

@@ -27,7 +27,7 @@ import numpy as np
 from hip_core import Kernel
 from hip_runtime import strides as layout
 from hip_runtime.dtypes import SUFFIXES
-from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.base import OpsBase, launch_pointers, spans
 from hip_runtime.tensor import DeviceTensor
 
 _BLOCK = 256
@@ -134,7 +134,17 @@ class PointwiseCore(OpsBase):
         exact: bool = True,
     ) -> DeviceTensor:
         """y = op(a, b) of binary.hip / compare.hip (`result`: y's dtype when not the
-        operands'); a scalar operand takes the tensor's dtype (rounded to it when `exact`)."""
+        operands'); a scalar operand takes the tensor's dtype (rounded to it when `exact`).
+
+        Two tensors: a repeated call of the same layouts is served by a plan (`_pw_cached`)."""
+        key = None
+        if type(a) is DeviceTensor is type(b) and (out is None or type(out) is DeviceTensor):
+            key = (family, code, types, result, a.dtype, a.shape, a._strides, a.ptr & 15,
+                   b.dtype, b.shape, b._strides, b.ptr & 15,
+                   None if out is None else (*_pw_layout(out), out is a, out is b))  # fmt: skip
+            y = self._pw_cached(key, (a, b), out, (code,), (0, 0.0, 0))
+            if y is not None:
+                return y
         tensors, dtype = self._pw_operands((a, b), ("a", "b"))
         suffix = SUFFIXES.get(dtype, "")
         if suffix not in types:
@@ -144,7 +154,7 @@ class PointwiseCore(OpsBase):
             scalar = 1 if tensors[0] is None else 2
             fs, ls = scalar_args((a, b)[scalar - 1], dtype, "ab"[scalar - 1], exact=exact)
         y = self._pw_output(out, tensors, dtype if result is None else result)
-        return self._pw_launch(source, family, suffix, (code,), tensors, y, (scalar, fs, ls))
+        return self._pw_launch(source, family, suffix, (code,), tensors, y, (scalar, fs, ls), key)
 
     def _pw_unary(
         self,
@@ -156,12 +166,20 @@ class PointwiseCore(OpsBase):
         params: tuple[float, float, int, int] = (0.0, 0.0, 0, 0),
     ) -> DeviceTensor:
         """y = f(x) of unary.hip or math.hip (family = the source's name), params (p0, p1,
-        q0, q1) as the kernels read them."""
+        q0, q1) as the kernels read them. A repeated call of the same layouts is served by a
+        plan (`_pw_cached`)."""
+        key = None
+        if type(x) is DeviceTensor and (out is None or type(out) is DeviceTensor):
+            key = (source, code, types, x.dtype, x.shape, x._strides, x.ptr & 15,
+                   None if out is None else (*_pw_layout(out), out is x))  # fmt: skip
+            y = self._pw_cached(key, (x,), out, (code,), params)
+            if y is not None:
+                return y
         x = self._operand(x, "x")
         suffix = dtype_suffix(x.dtype, types, "x")
         y = self._output(out, x.shape, x.dtype, inputs=(x,), strided=True)
         family = source[: -len(".hip")]
-        return self._pw_launch(source, family, suffix, (code,), (x,), y, params)
+        return self._pw_launch(source, family, suffix, (code,), (x,), y, params, key)
 
     # --- the launch ----------------------------------------------------------------------
 
@@ -174,14 +192,29 @@ class PointwiseCore(OpsBase):
         tensors: Sequence[DeviceTensor | None],
         y: DeviceTensor,
         tail: tuple[Any, ...],
+        key: tuple[Any, ...] | None = None,
     ) -> DeviceTensor:
         """One launch of `family` over `tensors` (None: a scalar input, whose value is in
-        `tail`) into y: arguments `*head, *pointers, *path arguments, *tail`."""
+        `tail`) into y: arguments `*head, *pointers, *path arguments, *tail`. With `key` (the
+        call's layouts: see `_pw_cached`), what was worked out here is kept as its plan."""
+        if y.size == 0:
+            return y
+        rows, grid, path = self._pw_path(tensors, y)
+        kernel = self._pw_kernel(source, family, suffix, rows)
+        grid = min(grid, self._grid_cap)
+        pointers = [y if t is None else t for t in tensors]
+        if key is not None:
+            self._pw_keep(key, kernel, grid, path, pointers, y)
+        kernel.launch(grid, _BLOCK, *head, *pointers, y, *path, *tail, stream=self.stream)
+        return y
+
+    def _pw_path(
+        self, tensors: Sequence[DeviceTensor | None], y: DeviceTensor
+    ) -> tuple[bool, int, tuple[Any, ...]]:
+        """The kernel (rows or strided), grid and path arguments of a launch into y (of at
+        least one element): what depends only on the layouts, dtypes and alignments."""
         shape = y.shape
         n = y.size
-        if n == 0:
-            return y
-        pointers = [y if t is None else t for t in tensors]
         widest, dense, cols = y.dtype.itemsize, y._strides is None, 0
         for t in tensors:
             if t is not None:
@@ -200,15 +233,13 @@ class PointwiseCore(OpsBase):
             runs = (0 if t is None else 1 for t in tensors)
             path: tuple[Any, ...] = (n // cols, cols, *steps, cols, *runs)
             grid = -(-n // (_BLOCK * lanes))
-            return self._pw_go(source, family, suffix, True, grid, head, pointers, y, path, tail)
+            return True, grid, path
         if dense and not cols:  # the common case: one contiguous run each (scalars: stride 0)
             inner = tuple(0 if t is None else 1 for t in tensors)
             if n % lanes == 0 and _aligned(lanes, tensors, y):
-                path = (1, n, *(0 for _ in pointers), 0, *inner)
+                path = (1, n, *(0 for _ in tensors), 0, *inner)
                 grid = -(-n // (_BLOCK * lanes))
-                return self._pw_go(
-                    source, family, suffix, True, grid, head, pointers, y, path, tail
-                )
+                return True, grid, path
             dims: tuple[int, ...] = (n,)
             in_strides: list[tuple[int, ...]] = [(s,) for s in inner]
             out_strides: tuple[int, ...] = (1,)
@@ -229,8 +260,7 @@ class PointwiseCore(OpsBase):
                 ):
                     path = ((1, *dims) if len(dims) == 1 else dims) + (*row, *inner)
                     grid = -(-n // (_BLOCK * lanes))
-                    return self._pw_go(source, family, suffix, True, grid, head, pointers, y,
-                                       path, tail)  # fmt: skip
+                    return True, grid, path
             if len(dims) > _RANK:
                 raise ValueError(
                     f"{_op()}: the operands' layouts merge into {len(dims)} axes; the kernels "
@@ -241,25 +271,57 @@ class PointwiseCore(OpsBase):
         for s in (*in_strides, out_strides):
             path += (*s, *pad)
         grid = -(-n // _BLOCK)
-        return self._pw_go(source, family, suffix, False, grid, head, pointers, y, path, tail)
+        return False, grid, path
 
-    def _pw_go(
+    # --- plans ---------------------------------------------------------------------------
+
+    def _pw_keep(
         self,
-        source: str,
-        family: str,
-        suffix: str,
-        rows: bool,
+        key: tuple[Any, ...],
+        kernel: Kernel,
         grid: int,
-        head: tuple[Any, ...],
-        pointers: Sequence[DeviceTensor],
-        y: DeviceTensor,
         path: tuple[Any, ...],
+        inputs: Sequence[DeviceTensor],
+        y: DeviceTensor,
+    ) -> None:
+        """Keep what a validated call of `key` worked out, for `_pw_cached`."""
+        plan = (y.shape, y.dtype, spans(inputs, y), kernel, grid, path, y.ptr & 15)
+        self._keep_plan(key, plan)
+
+    def _pw_cached(
+        self,
+        key: tuple[Any, ...],
+        inputs: tuple[DeviceTensor, ...],
+        out: DeviceTensor | None,
+        head: tuple[Any, ...],
         tail: tuple[Any, ...],
-    ) -> DeviceTensor:
-        kernel = self._pw_kernel(source, family, suffix, rows)
-        kernel.launch(min(grid, self._grid_cap), _BLOCK, *head, *pointers, y, *path, *tail,
-                      stream=self.stream)  # fmt: skip
+    ) -> DeviceTensor | None:
+        """The launch of a call whose layouts (`key`: op, dtypes, shapes, strides, addresses
+        mod 16, and out's, with which input it is) a validated call had, or None (no plan,
+        or a check to make: `OpsBase._planned_output`)."""
+        plan = self._planned(key)
+        if plan is None:
+            return None
+        y = self._planned_output(plan, inputs, out)
+        if y is None:
+            return None
+        _, _, _, kernel, grid, path, residue = plan
+        if out is None:
+            if y.ptr & 15 != residue:
+                return None  # (never for a pool's blocks) y goes back; the path is redone
+            pointers: Sequence[Any] = inputs
+        else:
+            pointers = launch_pointers(out, (*inputs, out))
+            y, pointers = pointers[-1], pointers[:-1]
+            kernel.launch(grid, _BLOCK, *head, *pointers, y, *path, *tail, stream=self.stream)
+            return out
+        kernel.launch(grid, _BLOCK, *head, *pointers, y, *path, *tail, stream=self.stream)
         return y
+
+
+def _pw_layout(t: DeviceTensor) -> tuple[Any, ...]:
+    """What of a tensor decides a pointwise plan: dtype, shape, strides, address mod 16."""
+    return t.dtype, t.shape, t._strides, t.ptr & 15
 
 
 def _aligned(

@@ -13,7 +13,8 @@ bf16). Two kernels (kernels/softmax.hip):
 Results are C-contiguous; `out=x` works in place for a contiguous x. A slice whose scores are
 all -inf (or masked) gives zeros from softmax and -inf from log_softmax (numpy: NaN); a NaN
 makes its slice NaN (in the row kernel, entries of -inf next to it may stay 0). Queued on the
-backend's stream.
+backend's stream; a repeated row-kernel call of the same layouts is served by a plan
+(`OpsBase._planned`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from hip_runtime.dtypes import float_type
-from hip_runtime.ops.base import INT_MAX, OpsBase
+from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_key, spans
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, row_strides
 from hip_runtime.ops.reduce_layout import next_power_of_two as pow2
 from hip_runtime.tensor import DeviceTensor
@@ -46,6 +47,18 @@ class SoftmaxOps(OpsBase):
         [.., q, keys] blocks whose last q keys are the queries, so row r sees keys
         c <= r % q + keys - q. Masked entries are 0; a row that sees no key is all zeros.
         """
+        key = plan_key(x, out) if type(axis) is int is type(causal_rows) else None
+        if key is not None:  # (ints only: True == 1 would share 1's key, and is refused)
+            key = ("softmax", *key, axis, causal_rows)
+            plan = self._planned(key)
+            if plan is not None:
+                y = self._planned_output(plan, (x,), out)
+                if y is not None:
+                    kernel, rows, block, cols, rows_at = plan[3:]
+                    pointers = launch_pointers(out, (x, y))
+                    kernel.launch(rows, block, *pointers, rows, cols, float(scale), causal_rows,
+                                  *rows_at, stream=self.stream)  # fmt: skip
+                    return y
         x = self._operand(x, "x")
         t = float_type(x.dtype, "x")
         if isinstance(causal_rows, bool) or not isinstance(causal_rows, int) or causal_rows < 0:
@@ -59,6 +72,7 @@ class SoftmaxOps(OpsBase):
         if causal_rows and a != x.ndim - 1:
             raise ValueError("softmax: causal_rows masks the last axis only")
         y = self._output(out, x.shape, x.dtype, inputs=(x,))
+        source = x
         if a == x.ndim - 1 and x.size:
             rows_at = (1, x.shape[-1], 0) if x.is_contiguous else row_strides(x.shape, x.strides)
             if rows_at is None and causal_rows:
@@ -68,6 +82,10 @@ class SoftmaxOps(OpsBase):
                 kernel = self._kernel("softmax.hip", f"softmax_{t.suffix}")
                 self._launch_rows(kernel, rows, cols, x.dtype.itemsize, x, y, rows, cols,
                                   float(scale), causal_rows, *rows_at)  # fmt: skip
+                if rows and cols and x is source:  # (not after a copy: a plan launches x)
+                    block = self._row_block(cols, x.dtype.itemsize)
+                    plan = (y.shape, y.dtype, spans((x,), y), kernel, rows, block, cols, rows_at)
+                    self._keep_plan(key, plan)
                 return y
         along_axis(self, x, y, a, SOFTMAX, float(scale), 0.0)
         return y
