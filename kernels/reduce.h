@@ -24,8 +24,14 @@
 // the second pass of a 16-bit sum is reduce_sum2_<t> (reads f32, writes <t>).
 //
 // Semantics (numpy's): sum of integers and bool accumulates and returns i64; mean (mean = 1)
-// divides by `count` at the end (0 / 0 = NaN for an empty axis); max/min propagate NaN;
-// argmax/argmin give the first index of the extreme value, a NaN counting as the extreme one.
+// divides by `count` at the end (0 / 0 = NaN for an empty axis); max/min (reduce_max.hip,
+// values only) propagate NaN: the result is NaN when any element is; argmax/argmin give the
+// first index of the extreme value, a NaN counting as the extreme one.
+//
+// Speed (all of it is memory traffic): rows keep one accumulator per vector element (sum and
+// max/min; arg one), so the adds of a thread form N short dependency chains instead of one
+// long one; cols merge the block's rows of threads through shared memory in one pass (one
+// barrier), and max/min carry no index and no branch (a compare, a NaN test, a select).
 // R = 0: sum writes 0 and mean NaN (max and arg are refused by the host).
 // Launch: block 256 (rows: `lanes` when it is 64 or more, else 256; lanes <= 256).
 #pragma once
@@ -125,7 +131,7 @@ template <> HIPK_DEVICE bf16 store_sum<float, bf16>(float a) { return from_float
 template <typename In, typename Acc, typename Out> struct SumOp {
     typedef In in_type;
     typedef Acc acc_type;
-    enum { loads = HIPK_REDUCE_LOADS, wide_cols = 1 };
+    enum { loads = HIPK_REDUCE_LOADS, wide_cols = 1, spread = 1 };
     Out* y;
     Acc* part;
     long long count;  // mean: divide by it at the end
@@ -154,7 +160,8 @@ template <typename V> struct Best {
 template <typename T> struct ExtremeOp {
     typedef T in_type;
     typedef Best<typename Compute<T>::type> acc_type;
-    enum { loads = (HIPK_REDUCE_LOADS + 1) / 2, wide_cols = 0 };  // branchy: fewer copies
+    // branchy, and 3 registers an accumulator: fewer loads in flight, one accumulator per row
+    enum { loads = (HIPK_REDUCE_LOADS + 1) / 2, wide_cols = 0, spread = 0 };
     typedef typename Compute<T>::type V;
     T* y;                 // the values (results or partials), or null
     long long* y_index;   // the indices (results or partials), or null
@@ -195,6 +202,49 @@ template <typename T> struct ExtremeOp {
     }
 };
 
+// max/min without an index (reduce_max.hip): what an element does to the running extreme.
+// Integers and bool compare; floats (f16/bf16 in f32) negate for min, so max and min are the
+// same compare, and a NaN, once taken, stays (x > NaN is false): NaN propagates.
+template <typename V> struct Extreme {
+    HIPK_DEVICE static V identity(int lowest) {  // what every element beats or ties
+        const unsigned long long top = 1ull << (8 * sizeof(V) - 1);
+        const bool is_signed = (V)-1 < (V)0;
+        if (lowest) return is_signed ? (V)(top - 1) : (V)~0ull;
+        return is_signed ? (V)top : (V)0;
+    }
+    HIPK_DEVICE static V in(V x, int) { return x; }
+    HIPK_DEVICE static V take(V a, V x, int lowest) { return (lowest ? x < a : x > a) ? x : a; }
+    HIPK_DEVICE static V out(V a, int) { return a; }
+};
+template <typename F> struct ExtremeFloat {
+    HIPK_DEVICE static F identity(int) { return (F)neg_inf(); }  // of max(±x): min negates
+    HIPK_DEVICE static F in(F x, int lowest) { return lowest ? -x : x; }
+    HIPK_DEVICE static F take(F a, F x, int) { return x > a || x != x ? x : a; }
+    HIPK_DEVICE static F out(F a, int lowest) { return lowest ? -a : a; }
+};
+template <> HIPK_DEVICE bool Extreme<bool>::identity(int lowest) { return lowest != 0; }
+template <> struct Extreme<float> : ExtremeFloat<float> {};
+template <> struct Extreme<double> : ExtremeFloat<double> {};
+
+template <typename T> struct MaxOp {
+    typedef T in_type;
+    typedef typename Compute<T>::type acc_type;
+    typedef Extreme<acc_type> E;
+    enum { loads = HIPK_REDUCE_LOADS, wide_cols = 1, spread = 1 };
+    T* y;  // results, or partials (part_at) when `partial`
+    int lowest;
+    int partial;
+
+    HIPK_DEVICE acc_type init() const { return E::identity(lowest); }
+    HIPK_DEVICE void add(acc_type& a, T v, long long, long long) const {
+        a = E::take(a, E::in(load_value(v), lowest), lowest);
+    }
+    HIPK_DEVICE acc_type merge(acc_type a, acc_type b) const { return E::take(a, b, lowest); }
+    HIPK_DEVICE void write(acc_type a, long long at, long long part_at) const {
+        y[partial ? part_at : at] = store_value<T>(E::out(a, lowest));
+    }
+};
+
 // --- the two layouts -------------------------------------------------------------------------
 
 struct Layout {
@@ -206,11 +256,15 @@ template <int N, typename Op>
 HIPK_DEVICE void rows(const Op& op, const typename Op::in_type* x, const Layout& l,
                       typename Op::acc_type* slots) {
     typedef typename Op::in_type In;
+    typedef typename Op::acc_type Acc;
+    enum { A = Op::spread ? N : 1 };  // accumulators: one per vector element where it may
     const int t = (int)threadIdx.x, lane = t % l.lanes;
     const long long o = (long long)blockIdx.x * (blockDim.x / l.lanes) + t / l.lanes;
     const long long s = blockIdx.y;
     const long long r0 = s * l.chunk, r1 = l.R < r0 + l.chunk ? l.R : r0 + l.chunk;
-    typename Op::acc_type a = op.init();
+    Acc a[A];
+    HIPK_UNROLL
+    for (int k = 0; k < A; ++k) a[k] = op.init();
     if (o < l.O) {  // sr = 1; base, r0 and r1 multiples of N
         const long long base = o * l.so;
         long long v = r0 / N + lane;
@@ -226,31 +280,34 @@ HIPK_DEVICE void rows(const Op& op, const typename Op::in_type* x, const Layout&
                 HIPK_UNROLL
                 for (int k = 0; k < N; ++k) {
                     const long long r = (v + u * step) * N + k;
-                    op.add(a, p[u].v[k], base + r, r);
+                    op.add(a[k % A], p[u].v[k], base + r, r);
                 }
         }
         for (; v < end; v += step) {
             const Vec<In, N> p = *reinterpret_cast<const Vec<In, N>*>(x + base + v * N);
             HIPK_UNROLL
-            for (int k = 0; k < N; ++k) op.add(a, p.v[k], base + v * N + k, v * N + k);
+            for (int k = 0; k < N; ++k) op.add(a[k % A], p.v[k], base + v * N + k, v * N + k);
         }
     }
-    a = group_reduce(a, op, slots, l.lanes);
-    if (o < l.O && lane == 0) op.write(a, o, o * l.S + s);
+    HIPK_UNROLL
+    for (int k = 1; k < A; ++k) a[0] = op.merge(a[0], a[k]);
+    a[0] = group_reduce(a[0], op, slots, l.lanes);
+    if (o < l.O && lane == 0) op.write(a[0], o, o * l.S + s);
 }
 
 template <int N, typename Op>
 HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout& l,
                       typename Op::acc_type* slots) {
     typedef typename Op::in_type In;
+    typedef typename Op::acc_type Acc;
     const int t = (int)threadIdx.x, across = t % l.lanes, down = t / l.lanes;
-    const int height = (int)blockDim.x / l.lanes;
-    const long long tiles = (l.I + (long long)l.lanes * N - 1) / ((long long)l.lanes * N);
+    const int height = (int)blockDim.x / l.lanes, width = l.lanes * N;  // the block's columns
+    const long long tiles = (l.I + width - 1) / width;
     const long long o = blockIdx.x / tiles;
-    const long long i0 = ((long long)(blockIdx.x % tiles) * l.lanes + across) * N;
+    const long long first = (long long)(blockIdx.x % tiles) * width, i0 = first + across * N;
     const long long s = blockIdx.y;
     const long long r0 = s * l.chunk, r1 = l.R < r0 + l.chunk ? l.R : r0 + l.chunk;
-    typename Op::acc_type a[N];
+    Acc a[N];
     HIPK_UNROLL
     for (int k = 0; k < N; ++k) a[k] = op.init();
     if (i0 < l.I) {
@@ -281,34 +338,33 @@ HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout&
             }
         }
     }
-    // Merge down the block's rows of threads, one element of the vectors at a time.
+    // Merge down the block's rows of threads in one pass: every thread parks its N values
+    // ([down][column]), then thread c merges column c over the rows, in order (deterministic).
     HIPK_UNROLL
-    for (int k = 0; k < N; ++k) {
-        slots[t] = a[k];
-        for (int offset = height / 2; offset > 0; offset /= 2) {
-            __syncthreads();
-            if (down < offset) slots[t] = op.merge(slots[t], slots[t + offset * l.lanes]);
-        }
-        __syncthreads();
-        if (down == 0 && i0 + k < l.I)
-            op.write(slots[t], o * l.I + i0 + k, (o * l.S + s) * l.I + i0 + k);
-        __syncthreads();
+    for (int k = 0; k < N; ++k) slots[down * width + across * N + k] = a[k];
+    __syncthreads();
+    for (int c = t; c < width; c += (int)blockDim.x) {
+        Acc m = slots[c];
+        for (int d = 1; d < height; ++d) m = op.merge(m, slots[d * width + c]);
+        const long long i = first + c;
+        if (i < l.I) op.write(m, o * l.I + i, (o * l.S + s) * l.I + i);
     }
 }
 
 // The layout and width the host chose. Rows read 16 bytes (at most 8 elements) per load;
-// cols at most 4 elements (one accumulator per element: 8 bytes for 16-bit max/min/arg,
-// still whole 32-byte sectors per warp), except 16-bit sums (8: 16 bytes).
+// cols 16 bytes too where the accumulators are 4 bytes or less (8 for 16-bit types), else at
+// most 4 elements (arg: 16-byte accumulators; 64-bit sums of 1-byte integers).
 template <typename Op>
 HIPK_DEVICE void reduce(const Op& op, const typename Op::in_type* x, const Layout& l, int by_cols,
                         int vec) {
     typedef typename Op::acc_type Acc;
-    __shared__ Acc slots[HIPK_REDUCE_SLOTS];
     enum {
         N = Lanes16<typename Op::in_type>::value > 8 ? 8 : Lanes16<typename Op::in_type>::value,
-        // 16-byte loads for 16-bit sums too (the accumulators are floats); 4 elements else
-        NC = Op::wide_cols && sizeof(typename Op::in_type) == 2 ? 8 : N > 4 ? 4 : N
+        NC = Op::wide_cols && sizeof(typename Op::in_type) == 2 ? 8 : N > 4 ? 4 : N,
+        // cols park 256 threads x NC values; rows' group_reduce one per thread (CPU) or warp
+        SLOTS = 256 * NC > HIPK_REDUCE_SLOTS ? 256 * NC : HIPK_REDUCE_SLOTS
     };
+    __shared__ Acc slots[SLOTS];
     if (!by_cols) rows<N>(op, x, l, slots);  // (vec: the host sends scalar rows to cols)
     else if (vec) cols<NC>(op, x, l, slots);
     else cols<1>(op, x, l, slots);

@@ -35,6 +35,7 @@ EXPECTED["attention.hip"] = {f"attention_d{d}_{t}" for d in (64, 128, 256) for t
 EXPECTED["softmax.hip"] |= {f"softmax_axis_{t}" for t in TYPES}  # along any axis
 EXPECTED["reduce.hip"] = {f"reduce_sum_{t}" for t in ALL} | {f"reduce_sum2_{t}" for t in TYPES[1:]}
 EXPECTED["reduce_arg.hip"] = {f"reduce_arg_{t}" for t in ALL}
+EXPECTED["reduce_max.hip"] = {f"reduce_max_{t}" for t in ALL}
 EXPECTED["indexing.hip"] = (
     {f"index_select_u{bits}" for bits in (8, 16, 32, 64, 128)}
     | {f"gather_u{bits}" for bits in (8, 16, 32, 64)}

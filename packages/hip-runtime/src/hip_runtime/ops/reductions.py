@@ -7,9 +7,11 @@ layout. The reduced axes are merged on the host into one (`reduce_layout.along`:
 [outer, reduced, inner]); a layout that does not merge is first copied with the reduced axes
 moved last. Reducing the last axis runs one block (or a group of a warp's lanes, for short
 rows) per output with 16-byte loads; reducing a leading or middle axis runs threads across
-the inner axis (coalesced), each walking down the reduced one. When that leaves too few
-blocks to fill the device, the reduced axis is split over several blocks whose partial
-results a second launch merges (no atomics: the results are deterministic).
+the inner axis (coalesced, 16 bytes each), each walking down the reduced one. When that leaves
+too few blocks to fill the device once (the kernel's occupancy times the multiprocessors),
+the reduced axis is split over as many blocks as fit in one wave, whose partial results a
+second launch merges (no atomics: the results are deterministic). max/min run their own
+kernel (reduce_max.hip: no index, no branch); argmax/argmin reduce_arg.hip's.
 
 Types (numpy's rules): 16-bit floats accumulate in f32 and return their type, f64 in f64;
 sums of integers and bool accumulate in and return int64 (unsigned ones too: numpy would give
@@ -37,7 +39,16 @@ _BLOCK = 256
 _PER_THREAD = 8  # vectors a row thread reads at least before another one is added
 _INT64 = np.dtype(np.int64)
 _SHORT = 32  # rows of at most this many strided elements: one thread per output
+_ROWS_PER_THREAD = 16  # rows a cols thread walks at least before another split is added
 Geometry = tuple[int, int, int, int, int, int]  # blocks, splits, chunk, lanes, vec, by_cols
+# op -> (source, entry point prefix): the first pass's kernel, whose occupancy sizes the split
+_KERNELS = {
+    "sum": ("reduce.hip", "reduce_sum_"), "mean": ("reduce.hip", "reduce_sum_"),
+    "max": ("reduce_max.hip", "reduce_max_"), "min": ("reduce_max.hip", "reduce_max_"),
+    "argmax": ("reduce_arg.hip", "reduce_arg_"), "argmin": ("reduce_arg.hip", "reduce_arg_"),
+}  # fmt: skip
+_WIDE = frozenset(("sum", "mean", "max", "min"))  # 16-byte cols loads of 16-bit types too
+_resident: dict[tuple[int, int], int] = {}  # (id of a Kernel, block) -> blocks in one wave
 
 
 def _sum_acc(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -137,10 +148,11 @@ class ReductionOps(OpsBase):
     def _run(self, op: str, x: DeviceTensor, y: DeviceTensor, m: Merged) -> None:
         """Queue the launch(es) of `op` over x's [O, R, I] view `m` into y."""
         t = suffix(x.dtype)
-        m, geometry = self._geometry(x, m, wide=op in ("sum", "mean"))
+        source, name = _KERNELS[op]
+        kernel = self._kernel(source, name + t)
+        m, geometry = self._geometry(kernel, x, m, wide=op in _WIDE)
         splits = geometry[1]
         if op in ("sum", "mean"):
-            kernel = self._kernel("reduce.hip", f"reduce_sum_{t}")
             mean = int(op == "mean")
             if splits == 1:
                 self._launch(kernel, x, m, geometry, (y, None), (m.R, mean))
@@ -155,34 +167,43 @@ class ReductionOps(OpsBase):
                 second, ptrs = self._kernel("reduce.hip", f"reduce_sum2_{t}"), (y,)
             self._second(second, part, m, ptrs, (m.R, mean))
             return
-        # max, min, argmax, argmin: one kernel, writing the values, the indices or both.
-        kernel = self._kernel("reduce_arg.hip", f"reduce_arg_{t}")
-        lowest = int(op in ("min", "argmin"))
-        arg = op.startswith("arg")
-        result = (None, y) if arg else (y, None)
+        if op in ("max", "min"):  # values only: reduce_max.hip
+            lowest = int(op == "min")
+            if splits == 1:
+                self._launch(kernel, x, m, geometry, (y,), (lowest, 0))
+                return
+            part = self._output(None, (m.O, splits, m.I), x.dtype)
+            self._launch(kernel, x, m, geometry, (part,), (lowest, 1))
+            self._second(kernel, part, m, (y,), (lowest, 0))
+            return
+        # argmax, argmin: values and indices through the partials, the indices at the end.
+        lowest = int(op == "argmin")
         if splits == 1:
-            self._launch(kernel, x, m, geometry, result, (lowest, 0), source=True)
+            self._launch(kernel, x, m, geometry, (None, y), (lowest, 0), source=True)
             return
         part = self._output(None, (m.O, splits, m.I), x.dtype)
-        index = self._output(None, (m.O, splits, m.I), _INT64) if arg else None
+        index = self._output(None, (m.O, splits, m.I), _INT64)
         self._launch(kernel, x, m, geometry, (part, index), (lowest, 1), source=True)
-        self._second(kernel, part, m, result, (lowest, 0), source=True if index is None else index)
+        self._second(kernel, part, m, (None, y), (lowest, 0), source=index)
 
     def _geometry(
-        self, x: DeviceTensor, m: Merged, *, scalar: bool = False, wide: bool = False
-    ) -> tuple[Merged, Geometry]:
-        """The view and (blocks, splits, chunk, lanes, vec, by_cols) of a pass over `m`. Rows
-        (I = 1) that take 16-byte loads get `lanes` threads each; others go to the cols
-        layout, as I = 1 with one block per output, or with the outputs as i when rows are
-        short. A split is added when the outputs leave the device's multiprocessors short of
-        work (about 8 blocks of 256 threads each)."""
-        target = max(self._grid_cap // 8, 1)
+        self, kernel: Any, x: DeviceTensor, m: Merged, *, scalar: bool = False,
+        wide: bool = False,
+    ) -> tuple[Merged, Geometry]:  # fmt: skip
+        """The view and (blocks, splits, chunk, lanes, vec, by_cols) of a pass of `kernel` over
+        `m`. Rows (I = 1) that take 16-byte loads get `lanes` threads each; others go to the
+        cols layout, as I = 1 with one block per output, or with the outputs as i when rows
+        are short. When the blocks leave the device short of one full wave (the kernel's
+        occupancy times the multiprocessors), the reduced axis is split so that the blocks
+        make one wave (not more: a second, partly filled wave would cost a whole block's time)
+        while each thread still walks a few rows or vectors."""
         n = max(min(16 // x.dtype.itemsize, 8), 1)
         aligned = x.ptr % 16 == 0 and not scalar
         if m.I == 1 and aligned and m.sr == 1 and m.so % n == 0 and m.R % n == 0:
             lanes = min(pow2(-(-m.R // n // _PER_THREAD)), _BLOCK)
             per_block = _BLOCK // lanes if lanes < 64 else 1
-            blocks, width, down, vec, by_cols = -(-m.O // per_block), n, lanes, 1, 0
+            blocks, width, vec, by_cols = -(-m.O // per_block), n, 1, 0
+            most = -(-m.R // n) // (lanes * 4)  # splits that leave each thread 4 vectors
         else:
             if m.I == 1 and m.R <= _SHORT:
                 m = Merged(1, m.R, m.O, 0, m.sr, m.so)
@@ -191,15 +212,27 @@ class ReductionOps(OpsBase):
                       and m.sr % n == 0)  # fmt: skip
             width = n if vec else 1
             lanes = min(pow2(-(-m.I // width)), 32)
-            blocks, down, by_cols = m.O * -(-m.I // (lanes * width)), _BLOCK // lanes, 1
+            blocks, by_cols = m.O * -(-m.I // (lanes * width)), 1
+            most = m.R // (_BLOCK // lanes * _ROWS_PER_THREAD)
         splits = 1
-        if blocks < target:
-            most = max(-(-m.R // (width if not by_cols else 1)) // (down * 4), 1)
-            splits = min(-(-target // blocks), most, 65535)
+        if kernel is not None and most > 1:
+            wave = self._reduce_wave(kernel, lanes if not by_cols and lanes >= 64 else _BLOCK)
+            if blocks * 2 <= wave:
+                splits = min(wave // blocks, most, 65535)
         chunk = -(-m.R // splits)
-        chunk = -(-chunk // width) * width
+        if not by_cols:  # rows split at whole vectors
+            chunk = -(-chunk // width) * width
         splits = max(-(-m.R // chunk), 1) if m.R else 1
         return m, (blocks, splits, chunk, lanes, vec, by_cols)
+
+    def _reduce_wave(self, kernel: Any, block: int) -> int:
+        """Blocks of `block` threads of `kernel` that the device runs at once (cached)."""
+        key = (id(kernel), block)
+        wave = _resident.get(key)
+        if wave is None:
+            per = max(kernel.max_active_blocks(block), 1)
+            wave = _resident[key] = per * self.device.properties.multiprocessors
+        return wave
 
     def _launch(
         self,
@@ -231,7 +264,7 @@ class ReductionOps(OpsBase):
         splits = part.shape[1]
         merged = Merged(m.O, splits, m.I, splits * m.I, m.I, 1)
         arg = isinstance(source, DeviceTensor)
-        merged, geometry = self._geometry(part, merged, scalar=arg, wide=source is None)
+        merged, geometry = self._geometry(None, part, merged, scalar=arg, wide=not arg)
         self._launch(kernel, part, merged, (*geometry[:1], 1, splits, *geometry[3:]), ptrs,
                      extra, source=source)  # fmt: skip
 
