@@ -22,7 +22,7 @@
 // This is the portable path every platform runs. The 16-bit entry points
 // attention_mma_d<D>_<f16|bf16> (D = 64, 128; same parameters; launch and layout conditions in
 // attention_mma.h) use the matrix cores where attention_mma.h compiles a path for them
-// (NVIDIA sm_80+) and run this kernel over 64 / (queries per tile) tiles per block elsewhere,
+// (NVIDIA sm_80+) and run this kernel over 128 / (queries per tile) tiles per block elsewhere,
 // so the host launches them the same way on every platform.
 #include "dtypes.h"
 
@@ -153,11 +153,11 @@ HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const voi
 
 namespace hipk {
 
-// attention_mma's launch (64 queries per block) served by the portable kernel: its tiles of
+// attention_mma's launch (HIPK_MMA_ROWS queries per block) served by the portable kernel: its tiles of
 // BQ queries one after the other, a barrier between them (the next tile rewrites the shared
 // statistics the last one's outputs still read).
 template <typename T, int D, int BQ, int BK>
-HIPK_DEVICE void attention_64_rows(const T* q, const T* k, const T* v, T* out, const void* mask,
+HIPK_DEVICE void attention_mma_rows(const T* q, const T* k, const T* v, T* out, const void* mask,
                                    const AttentionArgs& a, AttentionTiles<D, BQ, BK>& t) {
     const int first = (int)blockIdx.x * HIPK_MMA_ROWS;
     for (int q0 = first; q0 < imin(first + HIPK_MMA_ROWS, a.sq); q0 += BQ) {
@@ -170,7 +170,7 @@ HIPK_DEVICE void attention_64_rows(const T* q, const T* k, const T* v, T* out, c
 
 #if HIPK_ATTENTION_MMA
 #define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK)                                                   \
-    __shared__ hipk::mma::Tiles<D> tiles;                                                      \
+    __shared__ alignas(128) unsigned short tiles[HIPK_MMA_SHARED(D)];                         \
     const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
                                       qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
                                       mb, mh, mq, mk};                                          \
@@ -181,7 +181,7 @@ HIPK_DEVICE void attention_64_rows(const T* q, const T* k, const T* v, T* out, c
     const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
                                       qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
                                       mb, mh, mq, mk};                                          \
-    hipk::attention_64_rows<T, D, BQ, BK>(q, k, v, out, mask, args, tiles)
+    hipk::attention_mma_rows<T, D, BQ, BK>(q, k, v, out, mask, args, tiles)
 #endif
 
 #define HIPK_ATTENTION_BODY(T, D, BQ, BK)                                                       \
@@ -217,7 +217,7 @@ HIPK_DEVICE void attention_64_rows(const T* q, const T* k, const T* v, T* out, c
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_ATTENTION)
 
-// --- the 16-bit entry points of the 64-query launch (attention_mma.h), written out: dtypes.h
+// --- the 16-bit entry points of the 128-query launch (attention_mma.h), written out: dtypes.h
 // has no list of the 16-bit types alone, and hip-core reads the parameters from the text ----
 extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d64_f16(
     const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,

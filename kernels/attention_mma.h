@@ -58,8 +58,7 @@
 #define HIPK_ATTENTION_MMA 0
 #endif
 
-#define HIPK_MMA_ROWS 64  // query rows per block (16 per warp)
-#define HIPK_MMA_KEYS 64  // keys per shared-memory tile
+#define HIPK_MMA_ROWS 128  // query rows per block (32 per warp)
 
 namespace hipk {
 
@@ -107,6 +106,10 @@ HIPK_DEVICE void copy16_async(unsigned address, const void* source, int bytes) {
 }
 HIPK_DEVICE void async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 HIPK_DEVICE void async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// Wait until at most N of this thread's groups are still in flight.
+template <int N> HIPK_DEVICE void async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 
 HIPK_DEVICE unsigned shared_address(const void* p) {
     return (unsigned)__cvta_generic_to_shared(p);
@@ -117,35 +120,51 @@ template <int D> HIPK_DEVICE unsigned chunk_at(int r, int c) {
     return (unsigned)((r * (D / 8) + (c ^ (r & 7))) * 16);
 }
 
-// Rows [0, HIPK_MMA_KEYS) of a [rows, D] operand (row stride `stride` elements) into the
-// swizzled tile at `tile`; rows from `valid` on are zero-filled (their source is row 0, which
-// exists, but no byte of it is read).
-template <int D, typename T>
-HIPK_DEVICE void load_tile(unsigned tile, const T* rows, long long stride, int valid) {
-    const int CHUNKS = D / 8;
+// Rows [0, ROWS) of a [rows, D] operand (row stride `stride` elements) into the swizzled
+// tile at shared address `tile`; rows from `valid` on are zero-filled (their source is row 0,
+// which exists, but no byte of it is read).
+template <int D, int ROWS, typename T>
+HIPK_DEVICE void load_rows(unsigned tile, const T* rows, long long stride, int valid) {
+    // Thread i moves chunk i % (D / 8) of rows i / (D / 8) + j STEP: its chunk and its rows'
+    // swizzle (STEP is a multiple of 8) stay the same, so one pointer and one address step.
+    const int CHUNKS = D / 8, STEP = HIPK_ATTENTION_THREADS / CHUNKS;
+    static_assert(STEP % 8 == 0 && ROWS % STEP == 0, "whole steps of 8 rows");
+    const int c = (int)threadIdx.x % CHUNKS, r = (int)threadIdx.x / CHUNKS;
+    const T* from = rows + r * stride + c * 8;
+    const unsigned to = tile + chunk_at<D>(r, c);
     HIPK_UNROLL
-    for (int i = (int)threadIdx.x; i < HIPK_MMA_KEYS * CHUNKS; i += HIPK_ATTENTION_THREADS) {
-        const int r = i / CHUNKS, c = i - r * CHUNKS;
-        const bool in = r < valid;
-        copy16_async(tile + chunk_at<D>(r, c), rows + (in ? r * stride : 0) + c * 8, in ? 16 : 0);
+    for (int j = 0; j < ROWS / STEP; ++j) {
+        const bool in = r + j * STEP < valid;
+        copy16_async(to + j * STEP * D * 2, in ? from : rows, in ? 16 : 0);
+        from += STEP * stride;
     }
 }
 
-// Shared memory of one block: the key tile (first the query tile) and the value tile.
-template <int D> struct Tiles {
-    alignas(128) unsigned short k[HIPK_MMA_KEYS * D];
-    alignas(128) unsigned short v[HIPK_MMA_KEYS * D];
-};
+// The tile shapes per head size: MT m16 tiles (16 query rows each) per warp, so a block of 4
+// warps takes 64 MT = HIPK_MMA_ROWS queries (each K and V fragment read from shared memory
+// serves MT tiles: at MT = 1 the ldmatrix traffic, not the tensor cores, would bound the
+// kernel), BN keys per shared-memory tile, STAGES tiles in flight (cp.async prefetch).
+// Registers per thread: query fragments MT D / 4, output accumulators MT D / 2, scores
+// MT BN / 2: at D = 128, BN = 32 would need more than sm_90's 255 registers with the
+// addresses (ptxas spilled), so 16 keys per tile and 4 stages; at D = 64, 64 keys and 2.
+// Shared memory: max(query tile, STAGES x (key tile, value tile)) = 32 KiB either way.
+template <int D> struct MmaShape;
+template <> struct MmaShape<64> { enum { MT = 2, BN = 64, STAGES = 2 }; };
+template <> struct MmaShape<128> { enum { MT = 2, BN = 16, STAGES = 4 }; };
 
 template <typename T, int D>
 HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const void* mask,
-                               const AttentionArgs& a, Tiles<D>& smem) {
-    const int DT = D / 8;    // n8 tiles of the output row
+                               const AttentionArgs& a, unsigned short* smem) {
+    const int MT = MmaShape<D>::MT, BN = MmaShape<D>::BN, STAGES = MmaShape<D>::STAGES;
+    static_assert(MT * 64 == HIPK_MMA_ROWS, "a block takes HIPK_MMA_ROWS queries");
+    const int DT = D / 8;    // n8 tiles of an output row
     const int DK = D / 16;   // k16 steps of Q Kᵀ
-    const int NT = HIPK_MMA_KEYS / 8;   // n8 tiles of a score row
+    const int NT = BN / 8;   // n8 tiles of a score row
+    const unsigned ROW = D * 2;  // bytes per tile row
     const float LOG2E = 1.4426950408889634f;
+    const unsigned FULL = 0xffffffffu;
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
+    const int g = lane >> 2, t = lane & 3, l7 = lane & 7, m = lane >> 3;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * HIPK_MMA_ROWS;
     const int h = (int)blockIdx.y, b = (int)blockIdx.z;
     const int hk = h / (a.heads / a.kv_heads);
@@ -159,148 +178,222 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
         mask = a.mask_kind == 1 ? (const void*)(static_cast<const T*>(mask) + at)
                                 : (const void*)(static_cast<const unsigned char*>(mask) + at);
     }
-    const unsigned ktile = shared_address(smem.k), vtile = shared_address(smem.v);
+    // Shared memory: STAGES stages of (key tile, value tile), BN rows of D each; at the start
+    // the query tile (HIPK_MMA_ROWS rows) is staged there.
+    const unsigned base = shared_address(smem);
+    const unsigned TILE = BN * ROW;
+    // This lane's ldmatrix byte offsets in a tile (see the header; the chunk of step kk or dp
+    // is the chunk of step 0 XOR 2 kk, as 2 kk never carries into bit 0; XOR with kk << 5
+    // touches only the chunk bits of the offset, below the row's).
+    const unsigned q_at = (unsigned)(warp * 16 * MT + (lane & 15)) * ROW +
+                          (unsigned)(((lane >> 4) ^ l7) << 4);
+    const unsigned k_at = (unsigned)(8 * (m >> 1) + l7) * ROW + (unsigned)(((m & 1) ^ l7) << 4);
+    const unsigned v_at = (unsigned)(8 * (m & 1) + l7) * ROW + (unsigned)(((m >> 1) ^ l7) << 4);
 
-    // The query tile, through the key buffer, into A fragments.
-    unsigned qf[DK][4];
-    load_tile<D>(ktile, q, a.qs, a.sq - q0);
+    // The query tile, through shared memory, into A fragments.
+    unsigned qf[MT][DK][4];
+    load_rows<D, HIPK_MMA_ROWS>(base, q, a.qs, a.sq - q0);
     async_commit();
     async_wait_all();
     __syncthreads();
     HIPK_UNROLL
-    for (int kk = 0; kk < DK; ++kk)
-        ldmatrix_x4(qf[kk], ktile + chunk_at<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+    for (int mt = 0; mt < MT; ++mt) {
+        HIPK_UNROLL
+        for (int kk = 0; kk < DK; ++kk)
+            ldmatrix_x4(qf[mt][kk], base + ((q_at + mt * 16 * ROW) ^ (unsigned)(kk << 5)));
+    }
 
-    // This thread's rows (g and g + 8 of the warp's 16) and their running statistics.
-    const int row0 = q0 + warp * 16 + g;
-    float o[DT][4];
+    // Output accumulators and the running max and sum of this thread's rows: m16 tile mt,
+    // rows g (r = 0) and g + 8 (r = 1) of it.
+    const int row0 = q0 + warp * 16 * MT + g;
+    float o[MT][DT][4];
+    float top[MT][2], sum[MT][2];
     HIPK_UNROLL
-    for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float top[2] = {neg_inf(), neg_inf()}, sum[2] = {0.0f, 0.0f};
+    for (int mt = 0; mt < MT; ++mt) {
+        top[mt][0] = top[mt][1] = neg_inf();
+        sum[mt][0] = sum[mt][1] = 0.0f;
+        HIPK_UNROLL
+        for (int i = 0; i < DT; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    }
     const float scale = a.scale * LOG2E;
 
-    // Keys past the last one the tile's last query may see are never loaded.
+    // Keys past the last one the block's last query may see are never loaded.
     int keys = a.skv;
     if (a.causal) keys = imin(keys, imin(q0 + HIPK_MMA_ROWS, a.sq) + shift);
-    const int tiles = keys > 0 ? (keys + HIPK_MMA_KEYS - 1) / HIPK_MMA_KEYS : 0;
-    __syncthreads();  // every warp holds its query fragments: the buffer is the key tile's now
-    if (tiles > 0) load_tile<D>(ktile, k, a.ks, a.skv);
-    async_commit();
-    for (int n = 0; n < tiles; ++n) {
-        const int k0 = n * HIPK_MMA_KEYS;
-        async_wait_all();
-        __syncthreads();  // K_n has landed; every warp is done with V_{n-1}
-        load_tile<D>(vtile, v + k0 * a.vs, a.vs, a.skv - k0);
+    const int tiles = keys > 0 ? (keys + BN - 1) / BN : 0;
+    __syncthreads();  // every warp holds its query fragments: the stages are free
+    // Tile n goes to stage n % STAGES; the first STAGES - 1 are requested before the loop, tile
+    // n + STAGES - 1 at the start of step n, into the stage tile n - 1 used. One commit group
+    // per tile (empty past the end), so "tile n has landed" is "at most STAGES - 2 groups are
+    // in flight" at step n.
+    HIPK_UNROLL
+    for (int i = 0; i < STAGES - 1; ++i) {
+        if (i < tiles) {
+            const unsigned to = base + (unsigned)i * 2 * TILE;
+            load_rows<D, BN>(to, k + i * BN * a.ks, a.ks, a.skv - i * BN);
+            load_rows<D, BN>(to + TILE, v + i * BN * a.vs, a.vs, a.skv - i * BN);
+        }
         async_commit();
+    }
+    for (int n = 0; n < tiles; ++n) {
+        const int k0 = n * BN;
+        async_wait<STAGES - 2>();  // tile n has landed (this thread's part of it)
+        __syncthreads();  // ... every thread's part; and every warp is done with tile n - 1
+        const int ahead = n + STAGES - 1;
+        if (ahead < tiles) {
+            const unsigned to = base + (unsigned)(ahead % STAGES) * 2 * TILE;
+            const long long key = (long long)ahead * BN;
+            load_rows<D, BN>(to, k + key * a.ks, a.ks, a.skv - ahead * BN);
+            load_rows<D, BN>(to + TILE, v + key * a.vs, a.vs, a.skv - ahead * BN);
+        }
+        async_commit();
+        const unsigned kt = base + (unsigned)(n % STAGES) * 2 * TILE, vt = kt + TILE;
 
-        // S = Q K_nᵀ for the warp's 16 rows x 64 keys.
-        float s[NT][4];
+        // S = Q Kᵀ: each K fragment pair serves the warp's MT m16 tiles.
+        float s[MT][NT][4];
         HIPK_UNROLL
-        for (int i = 0; i < NT; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        for (int mt = 0; mt < MT; ++mt) {
+            HIPK_UNROLL
+            for (int i = 0; i < NT; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+        }
         HIPK_UNROLL
         for (int kk = 0; kk < DK; ++kk) {
+            const unsigned at = kt + (k_at ^ (unsigned)(kk << 5));
             HIPK_UNROLL
             for (int np = 0; np < NT / 2; ++np) {
-                const int m = lane >> 3;
                 unsigned f[4];
-                ldmatrix_x4(f, ktile + chunk_at<D>(16 * np + 8 * (m >> 1) + (lane & 7),
-                                                   2 * kk + (m & 1)));
-                mma_16816(s[2 * np], qf[kk], f[0], f[1], (const T*)nullptr);
-                mma_16816(s[2 * np + 1], qf[kk], f[2], f[3], (const T*)nullptr);
+                ldmatrix_x4(f, at + np * 16 * ROW);
+                HIPK_UNROLL
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816(s[mt][2 * np], qf[mt][kk], f[0], f[1], (const T*)nullptr);
+                    mma_16816(s[mt][2 * np + 1], qf[mt][kk], f[2], f[3], (const T*)nullptr);
+                }
             }
         }
-        async_wait_all();
-        __syncthreads();  // V_n has landed; every warp is done with K_n
-        if (n + 1 < tiles) {
-            load_tile<D>(ktile, k + (k0 + HIPK_MMA_KEYS) * a.ks, a.ks, a.skv - k0 - HIPK_MMA_KEYS);
-        }
-        async_commit();
 
         // Scores in the log2 domain; masked ones -inf. Only tiles that cross the causal
         // diagonal, the end of the keys or a mask look at each element.
-        const bool partial = a.mask_kind != 0 || k0 + HIPK_MMA_KEYS > a.skv ||
-                             (a.causal && k0 + HIPK_MMA_KEYS - 1 > q0 + shift);
+        const bool partial = a.mask_kind != 0 || k0 + BN > a.skv ||
+                             (a.causal && k0 + BN - 1 > q0 + shift);
         HIPK_UNROLL
-        for (int i = 0; i < NT; ++i) {
-            HIPK_UNROLL
-            for (int e = 0; e < 4; ++e) {
-                float x = s[i][e] * scale;
-                if (partial) {
-                    const int query = row0 + (e >> 1) * 8, key = k0 + i * 8 + 2 * t + (e & 1);
-                    bool attend = query < a.sq && key < a.skv && !(a.causal && key > query + shift);
-                    if (attend && a.mask_kind) {
-                        const long long at = query * a.mq + key * a.mk;
-                        x += mask_value<T>(mask, a.mask_kind, at, &attend) * LOG2E;
-                    }
-                    if (!attend) x = neg_inf();
-                }
-                s[i][e] = x;
-            }
-        }
-        // Online softmax per row: the row's max over the 4 lanes that share it (xor 1, 2).
-        HIPK_UNROLL
-        for (int r = 0; r < 2; ++r) {
-            float m = top[r];
-            HIPK_UNROLL
-            for (int i = 0; i < NT; ++i) m = fmaxf(m, fmaxf(s[i][2 * r], s[i][2 * r + 1]));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-            const float base = m == neg_inf() ? 0.0f : m;  // exp2(-inf - 0) = 0, no NaN
-            const float rescale = exp2_fast(top[r] - base);
-            top[r] = m;
-            float add = 0.0f;
+        for (int mt = 0; mt < MT; ++mt) {
             HIPK_UNROLL
             for (int i = 0; i < NT; ++i) {
-                s[i][2 * r] = exp2_fast(s[i][2 * r] - base);
-                s[i][2 * r + 1] = exp2_fast(s[i][2 * r + 1] - base);
-                add += s[i][2 * r] + s[i][2 * r + 1];
-            }
-            sum[r] = sum[r] * rescale + add;  // this lane's columns; the 4 lanes add up at the end
-            HIPK_UNROLL
-            for (int i = 0; i < DT; ++i) {
-                o[i][2 * r] *= rescale;
-                o[i][2 * r + 1] *= rescale;
+                HIPK_UNROLL
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[mt][i][e] * scale;
+                    if (partial) {
+                        const int query = row0 + mt * 16 + (e >> 1) * 8;
+                        const int key = k0 + i * 8 + 2 * t + (e & 1);
+                        bool attend = query < a.sq && key < a.skv &&
+                                      !(a.causal && key > query + shift);
+                        if (attend && a.mask_kind) {
+                            const long long at = query * a.mq + key * a.mk;
+                            x += mask_value<T>(mask, a.mask_kind, at, &attend) * LOG2E;
+                        }
+                        if (!attend) x = neg_inf();
+                    }
+                    s[mt][i][e] = x;
+                }
             }
         }
-        // O += P V_n: P from the S registers (see the header), V through ldmatrix.trans.
+        // Online softmax per row: the row's max over the 4 lanes that share it (xor 1, 2);
+        // the output is rescaled only when some row of the warp has a new max.
+        float rescale[MT][2];
+        bool grown = false;
         HIPK_UNROLL
-        for (int kk = 0; kk < HIPK_MMA_KEYS / 16; ++kk) {
-            const unsigned p[4] = {
-                pack_pair(s[2 * kk][0], s[2 * kk][1], (const T*)nullptr),
-                pack_pair(s[2 * kk][2], s[2 * kk][3], (const T*)nullptr),
-                pack_pair(s[2 * kk + 1][0], s[2 * kk + 1][1], (const T*)nullptr),
-                pack_pair(s[2 * kk + 1][2], s[2 * kk + 1][3], (const T*)nullptr),
-            };
+        for (int mt = 0; mt < MT; ++mt) {
+            HIPK_UNROLL
+            for (int r = 0; r < 2; ++r) {
+                float top_now = top[mt][r];
+                HIPK_UNROLL
+                for (int i = 0; i < NT; ++i)
+                    top_now = fmaxf(top_now, fmaxf(s[mt][i][2 * r], s[mt][i][2 * r + 1]));
+                top_now = fmaxf(top_now, __shfl_xor_sync(FULL, top_now, 1));
+                top_now = fmaxf(top_now, __shfl_xor_sync(FULL, top_now, 2));
+                const float start = top_now == neg_inf() ? 0.0f : top_now;  // no -inf - -inf
+                rescale[mt][r] = exp2_fast(top[mt][r] - start);
+                grown |= top_now != top[mt][r];
+                top[mt][r] = top_now;
+                float add = 0.0f;
+                HIPK_UNROLL
+                for (int i = 0; i < NT; ++i) {
+                    s[mt][i][2 * r] = exp2_fast(s[mt][i][2 * r] - start);
+                    s[mt][i][2 * r + 1] = exp2_fast(s[mt][i][2 * r + 1] - start);
+                    add += s[mt][i][2 * r] + s[mt][i][2 * r + 1];
+                }
+                // This lane's columns only; the 4 lanes of the row add up at the end.
+                sum[mt][r] = sum[mt][r] * rescale[mt][r] + add;
+            }
+        }
+        if (__any_sync(FULL, grown)) {
+            HIPK_UNROLL
+            for (int mt = 0; mt < MT; ++mt) {
+                HIPK_UNROLL
+                for (int i = 0; i < DT; ++i) {
+                    o[mt][i][0] *= rescale[mt][0];
+                    o[mt][i][1] *= rescale[mt][0];
+                    o[mt][i][2] *= rescale[mt][1];
+                    o[mt][i][3] *= rescale[mt][1];
+                }
+            }
+        }
+        // O += P V: P from the S registers (see the header), V through ldmatrix.trans, each
+        // V fragment pair serving the warp's MT m16 tiles.
+        HIPK_UNROLL
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            unsigned p[MT][4];
+            HIPK_UNROLL
+            for (int mt = 0; mt < MT; ++mt) {
+                p[mt][0] = pack_pair(s[mt][2 * kk][0], s[mt][2 * kk][1], (const T*)nullptr);
+                p[mt][1] = pack_pair(s[mt][2 * kk][2], s[mt][2 * kk][3], (const T*)nullptr);
+                p[mt][2] = pack_pair(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1], (const T*)nullptr);
+                p[mt][3] = pack_pair(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3], (const T*)nullptr);
+            }
+            const unsigned at = vt + kk * 16 * ROW;
             HIPK_UNROLL
             for (int dp = 0; dp < DT / 2; ++dp) {
-                const int m = lane >> 3;
                 unsigned f[4];
-                ldmatrix_x4_trans(f, vtile + chunk_at<D>(16 * kk + 8 * (m & 1) + (lane & 7),
-                                                         2 * dp + (m >> 1)));
-                mma_16816(o[2 * dp], p, f[0], f[1], (const T*)nullptr);
-                mma_16816(o[2 * dp + 1], p, f[2], f[3], (const T*)nullptr);
+                ldmatrix_x4_trans(f, at + (v_at ^ (unsigned)(dp << 5)));
+                HIPK_UNROLL
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816(o[mt][2 * dp], p[mt], f[0], f[1], (const T*)nullptr);
+                    mma_16816(o[mt][2 * dp + 1], p[mt], f[2], f[3], (const T*)nullptr);
+                }
             }
         }
     }
-    async_wait_all();  // nothing may be in flight at exit (the last commit is empty)
+    async_wait_all();  // nothing may be in flight at exit (the last commits are empty)
 
     // out = O / sum per row; a row that saw no key has sum 0 and writes zeros.
     HIPK_UNROLL
-    for (int r = 0; r < 2; ++r) {
-        float total = sum[r];
-        total += __shfl_xor_sync(0xffffffffu, total, 1);
-        total += __shfl_xor_sync(0xffffffffu, total, 2);
-        const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-        const int query = row0 + r * 8;
-        if (query >= a.sq) continue;
-        unsigned* o_row = reinterpret_cast<unsigned*>(out + (long long)query * a.os);
+    for (int mt = 0; mt < MT; ++mt) {
         HIPK_UNROLL
-        for (int i = 0; i < DT; ++i) {
-            const float lo = o[i][2 * r] * inv, hi = o[i][2 * r + 1] * inv;
-            o_row[i * 4 + t] = pack_pair(lo, hi, (const T*)nullptr);
+        for (int r = 0; r < 2; ++r) {
+            float total = sum[mt][r];
+            total += __shfl_xor_sync(FULL, total, 1);
+            total += __shfl_xor_sync(FULL, total, 2);
+            const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+            const int query = row0 + mt * 16 + r * 8;
+            if (query >= a.sq) continue;
+            unsigned* o_row = reinterpret_cast<unsigned*>(out + (long long)query * a.os);
+            HIPK_UNROLL
+            for (int i = 0; i < DT; ++i) {
+                const float lo = o[mt][i][2 * r] * inv, hi = o[mt][i][2 * r + 1] * inv;
+                o_row[i * 4 + t] = pack_pair(lo, hi, (const T*)nullptr);
+            }
         }
     }
 }
+
+// Shared memory of one block in 16-bit elements (see MmaShape).
+template <int D> struct MmaShared {
+    enum {
+        STAGED = 2 * MmaShape<D>::STAGES * MmaShape<D>::BN * D,
+        elements = STAGED > HIPK_MMA_ROWS * D ? STAGED : HIPK_MMA_ROWS * D
+    };
+};
+#define HIPK_MMA_SHARED(D) (hipk::mma::MmaShared<D>::elements)
 
 }  // namespace mma
 

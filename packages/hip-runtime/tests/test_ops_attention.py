@@ -147,17 +147,17 @@ def attention_case(
 
 @settings(SETTINGS, max_examples=12)
 @given(data=st.data())
-def test_16bit_head_sizes_64_and_128_take_the_64_query_launch(
+def test_16bit_head_sizes_64_and_128_take_the_128_query_launch(
     backend: HipBackend, data: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """f16/bf16 with D 64 or 128 and 16-byte rows go to attention_mma_d<D> (matrix cores on
-    NVIDIA sm_80+, the portable kernel 64 queries per block elsewhere); rows off 16 bytes go
-    to the portable entry point. Several 64-query blocks, GQA, causal with an offset, masks."""
+    NVIDIA sm_80+, the portable kernel 128 queries per block elsewhere); rows off 16 bytes go
+    to the portable entry point. Several 128-query blocks, GQA, causal with an offset, masks."""
     dtype = data.draw(st.sampled_from(["f16", "bf16"]))
     d = data.draw(st.sampled_from([64, 128]))
     kv_heads = data.draw(st.integers(1, 2))
     heads = kv_heads * data.draw(st.integers(1, 2))
-    shape = (1, heads, kv_heads, data.draw(st.integers(1, 140)), data.draw(st.integers(1, 150)), d)
+    shape = (1, heads, kv_heads, data.draw(st.integers(1, 300)), data.draw(st.integers(1, 300)), d)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     spy = KernelNames(backend, monkeypatch)
     attention_case(

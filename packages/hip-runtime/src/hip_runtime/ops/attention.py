@@ -20,9 +20,9 @@ _THREADS = 128  # HIPK_ATTENTION_THREADS
 _TILES = ((64, 32), (128, 16), (256, 8))
 _MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
 #: The 16-bit entry points attention_mma_d<D>_<t> (kernels/attention_mma.h): matrix cores where
-#: the compiler has them, the portable kernel elsewhere; 64 queries per block either way.
+#: the compiler has them, the portable kernel elsewhere; 128 queries per block either way.
 _MMA_HEAD_SIZES = (64, 128)
-_MMA_ROWS = 64  # HIPK_MMA_ROWS
+_MMA_ROWS = 128  # HIPK_MMA_ROWS
 _MMA_TYPES = ("f16", "bf16")
 
 
