@@ -7,18 +7,21 @@
 // coalesce wherever their innermost strides are 1. The coordinates come from integer division
 // (this kernel's cost), 32-bit when every linear index fits (n < 2^32).
 //
-// copy_tiles_<u>(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1) copies a
+// copy_tiles_<u>(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, vec) copies a
 // transpose: axis a (na elements, strides sa and da) has src stride sa = 1 and axis b (nb, sb,
-// db) dst stride db = 1, so a block moves 32 x 32 tiles of those two axes through shared
-// memory, reading along a and writing along b, and both sides coalesce (as transpose.hip). Up
-// to two more axes (m0 x m1, outer first; size 1 when absent) are a batch. A kernel of its own,
-// so its registers do not limit copy_<u>'s occupancy.
+// db) dst stride db = 1, so a block moves tiles of those two axes through shared memory,
+// reading along a and writing along b, and both sides coalesce (as transpose.hip). Up to two
+// more axes (m0 x m1, outer first; size 1 when absent) are a batch. A kernel of its own, so
+// its registers do not limit copy_<u>'s occupancy. vec = 1 (na, nb, sb, da and the batch
+// strides multiples of V = 16 / sizeof(u), both pointers 16-byte aligned): 64 x 64 tiles (32 x
+// 32 for u64) moved with 16-byte accesses on both sides, each thread with all its loads of a
+// tile in flight (4 for u32: 64 bytes); vec = 0: 32 x 32 tiles, one element per access.
 //
 // Strides are in elements and may be negative or zero (a broadcast source); offsets are 64-bit.
 // Unused sizes are ignored. The host (hip_runtime.strided_copy) merges axes first, so most
 // copies arrive as rank 1 or 2. dst must not overlap src, nor itself (no zero stride in dst);
 // the host copies through a temporary where they would.
-// Launch: any 1-D grid; block 256 (copy_tiles_<u>: exactly 256, 32 x 8).
+// Launch: any 1-D grid; block 256 (copy_tiles_<u>: exactly 256).
 #include "common.h"
 
 #define HIPK_COPY_RANK 8
@@ -118,6 +121,77 @@ HIPK_DEVICE void copy_tiles(const T* src, T* dst, long long na, long long nb, lo
     }
 }
 
+// The vector path of copy_tiles (vec = 1, see the top): tiles of E x E elements, E = 64 (32
+// for 8-byte units, to keep the tile at 8 KiB), in `tile` (E rows of E + 1: the padding
+// spreads a tile column over the banks). Threads read V-element vectors along a (consecutive
+// threads, consecutive vectors) into tile[b][a], then write V-element vectors along b, each
+// gathered from a tile column.
+template <typename T> struct CopyEdge { enum { value = sizeof(T) == 8 ? 32 : 64 }; };
+
+template <typename T>
+HIPK_DEVICE void copy_tiles_vec(const T* src, T* dst, long long na, long long nb, long long sb,
+                                long long da, long long m0, long long m1, long long ms0,
+                                long long ms1, long long md0, long long md1, T* tile) {
+    enum {
+        V = 16 / sizeof(T), E = CopyEdge<T>::value, P = E + 1, ROW = E / V,
+        PASSES = E * E / V / 256  // vectors per thread per tile: 1 (u8) ... 4 (u32)
+    };
+    const long long tiles_a = (na + E - 1) / E, tiles_b = (nb + E - 1) / E;
+    const long long tiles = m0 * m1 * tiles_a * tiles_b;
+    const int t = (int)threadIdx.x;
+    // The loop bounds are the same for every thread of the block, so all reach each barrier.
+    for (long long k = blockIdx.x; k < tiles; k += gridDim.x) {
+        const long long rest = k / tiles_b;
+        const long long b0 = (k - rest * tiles_b) * E;
+        const long long batch = rest / tiles_a;
+        const long long a0 = (rest - batch * tiles_a) * E;
+        const long long c0 = batch / m1, c1 = batch - c0 * m1;
+        const T* from = src + a0 + b0 * sb + c0 * ms0 + c1 * ms1;
+        T* to = dst + a0 * da + b0 + c0 * md0 + c1 * md1;
+        Vec<T, V> v[PASSES] = {};
+        HIPK_UNROLL
+        for (int p = 0; p < PASSES; ++p) {  // all of the thread's loads in flight at once
+            const int q = t + p * 256, a = q % ROW * V, b = q / ROW;
+            if (a0 + a < na && b0 + b < nb)
+                v[p] = *reinterpret_cast<const Vec<T, V>*>(from + a + b * sb);
+        }
+        HIPK_UNROLL
+        for (int p = 0; p < PASSES; ++p) {
+            const int q = t + p * 256, a = q % ROW * V, b = q / ROW;
+            HIPK_UNROLL
+            for (int i = 0; i < V; ++i) tile[b * P + a + i] = v[p].v[i];
+        }
+        __syncthreads();
+        HIPK_UNROLL
+        for (int p = 0; p < PASSES; ++p) {  // a vector along b: V elements of a tile column
+            const int q = t + p * 256, b = q % ROW * V, a = q / ROW;
+            if (a0 + a < na && b0 + b < nb) {
+                Vec<T, V> w;
+                HIPK_UNROLL
+                for (int i = 0; i < V; ++i) w.v[i] = tile[(b + i) * P + a];
+                *reinterpret_cast<Vec<T, V>*>(to + a * da + b) = w;
+            }
+        }
+        __syncthreads();  // the tile is read out before the next one overwrites it
+    }
+}
+
+// One shared buffer for both paths (static shared arrays of two paths would add up).
+template <typename T>
+HIPK_DEVICE void copy_tiles_any(const T* src, T* dst, long long na, long long nb, long long sa,
+                                long long sb, long long da, long long db, long long m0,
+                                long long m1, long long ms0, long long ms1, long long md0,
+                                long long md1, int vec) {
+    enum { WORDS = CopyEdge<T>::value * (CopyEdge<T>::value + 1) };
+    __shared__ T tile[WORDS > HIPK_COPY_TILE * (HIPK_COPY_TILE + 1)
+                          ? WORDS : HIPK_COPY_TILE * (HIPK_COPY_TILE + 1)];
+    if (vec)
+        copy_tiles_vec(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1, tile);
+    else
+        copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1,
+                   reinterpret_cast<T (*)[HIPK_COPY_TILE + 1]>(tile));
+}
+
 }  // namespace hipk
 
 // The layout travels as scalar arguments (hip-core packs only scalars and pointers), which
@@ -173,33 +247,27 @@ extern "C" __global__ void copy_u64(const unsigned long long* src, unsigned long
     hipk::copy(src, dst, n, rank, l);
 }
 
-extern "C" __global__ void copy_tiles_u8(const unsigned char* src, unsigned char* dst, long long na,
-                                         long long nb, long long sa, long long sb, long long da,
-                                         long long db, long long m0, long long m1, long long ms0,
-                                         long long ms1, long long md0, long long md1) {
-    __shared__ unsigned char tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
-    hipk::copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, tile);
+extern "C" __global__ __launch_bounds__(256) void copy_tiles_u8(
+    const unsigned char* src, unsigned char* dst, long long na, long long nb, long long sa, long long sb,
+    long long da, long long db, long long m0, long long m1, long long ms0, long long ms1,
+    long long md0, long long md1, int vec) {
+    hipk::copy_tiles_any(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, vec);
 }
-extern "C" __global__ void copy_tiles_u16(const unsigned short* src, unsigned short* dst,
-                                          long long na, long long nb, long long sa, long long sb,
-                                          long long da, long long db, long long m0, long long m1,
-                                          long long ms0, long long ms1, long long md0,
-                                          long long md1) {
-    __shared__ unsigned short tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
-    hipk::copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, tile);
+extern "C" __global__ __launch_bounds__(256) void copy_tiles_u16(
+    const unsigned short* src, unsigned short* dst, long long na, long long nb, long long sa, long long sb,
+    long long da, long long db, long long m0, long long m1, long long ms0, long long ms1,
+    long long md0, long long md1, int vec) {
+    hipk::copy_tiles_any(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, vec);
 }
-extern "C" __global__ void copy_tiles_u32(const unsigned int* src, unsigned int* dst, long long na,
-                                          long long nb, long long sa, long long sb, long long da,
-                                          long long db, long long m0, long long m1, long long ms0,
-                                          long long ms1, long long md0, long long md1) {
-    __shared__ unsigned int tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
-    hipk::copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, tile);
+extern "C" __global__ __launch_bounds__(256) void copy_tiles_u32(
+    const unsigned int* src, unsigned int* dst, long long na, long long nb, long long sa, long long sb,
+    long long da, long long db, long long m0, long long m1, long long ms0, long long ms1,
+    long long md0, long long md1, int vec) {
+    hipk::copy_tiles_any(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, vec);
 }
-extern "C" __global__ void copy_tiles_u64(const unsigned long long* src, unsigned long long* dst,
-                                          long long na, long long nb, long long sa, long long sb,
-                                          long long da, long long db, long long m0, long long m1,
-                                          long long ms0, long long ms1, long long md0,
-                                          long long md1) {
-    __shared__ unsigned long long tile[HIPK_COPY_TILE][HIPK_COPY_TILE + 1];
-    hipk::copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, tile);
+extern "C" __global__ __launch_bounds__(256) void copy_tiles_u64(
+    const unsigned long long* src, unsigned long long* dst, long long na, long long nb, long long sa, long long sb,
+    long long da, long long db, long long m0, long long m1, long long ms0, long long ms1,
+    long long md0, long long md1, int vec) {
+    hipk::copy_tiles_any(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, vec);
 }

@@ -139,6 +139,22 @@ def test_transposes_through_tiles(device: Device, dtype: Any) -> None:
     np.testing.assert_array_equal(tensor[1, 3:, ::-1].T.to_numpy(), host[1, 3:, ::-1].T)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64])
+def test_transposes_through_16_byte_tiles(device: Device, dtype: Any) -> None:
+    """Sizes and strides that are multiples of 16 bytes take the 16-byte tile path (64 x 64
+    tiles, 32 x 32 for 8-byte units), partial tiles and a batch axis included; a source whose
+    address is not 16-byte aligned falls back to the element path."""
+    host = (np.arange(2 * 80 * 144) % 251).astype(dtype).reshape(2, 80, 144)
+    tensor = DeviceTensor.from_numpy(host, device=device)
+    np.testing.assert_array_equal(tensor.mT.to_numpy(), host.transpose(0, 2, 1))
+    np.testing.assert_array_equal(tensor.permute(2, 0, 1).to_numpy(), host.transpose(2, 0, 1))
+    target = DeviceTensor.zeros((144, 2, 80), dtype, device=device)
+    target.permute(1, 2, 0).copy_(tensor)
+    np.testing.assert_array_equal(target.to_numpy(), host.transpose(2, 0, 1))
+    shifted = tensor[:, :, 1:129]  # 1 element past a 16-byte boundary
+    np.testing.assert_array_equal(shifted.mT.to_numpy(), host[:, :, 1:129].transpose(0, 2, 1))
+
+
 def test_copy_errors(device: Device) -> None:
     tensor = DeviceTensor.zeros((4, 6), np.float32, device=device)
     with pytest.raises(ValueError, match="overlap"):

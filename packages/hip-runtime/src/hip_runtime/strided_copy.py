@@ -11,7 +11,9 @@ reduced first, on the host:
 - the unit is the widest of 8, 4, 2, 1 bytes that divides the innermost contiguous run, every
   other stride and both addresses, so a copy of bytes moves 8 at a time where it can;
 - a transpose (src steps by one unit along one axis, dst along another) goes through the
-  tiled kernel's 32 x 32 shared-memory tiles; anything else through the elementwise kernel.
+  tiled kernel's shared-memory tiles (64 x 64 with 16-byte accesses on both sides where the
+  sizes, strides and addresses allow, else 32 x 32 by element); anything else through the
+  elementwise kernel.
 
 Stream semantics: everything is queued on the stream given (the destination's, for the
 DeviceTensor methods); nothing waits. The source must be ready in that stream's order.
@@ -205,10 +207,16 @@ def _launch(
         sizes = [1 if k is None else shape[k] for k in batch]
         src_batch = [0 if k is None else src_strides[k] for k in batch]
         dst_batch = [0 if k is None else dst_strides[k] for k in batch]
-        tiles = sizes[0] * sizes[1] * -(-shape[a] // _TILE) * -(-shape[b] // _TILE)
+        # 16-byte accesses on both sides where every vector start is 16-byte aligned
+        per = 16 // unit
+        vec = (shape[a] % per == 0 and shape[b] % per == 0 and src.ptr % 16 == 0
+               and dst.ptr % 16 == 0 and src_strides[b] % per == 0 and dst_strides[a] % per == 0
+               and all(s % per == 0 for s in (*src_batch, *dst_batch)))  # fmt: skip
+        edge = (32 if unit == 8 else 64) if vec else _TILE  # copy.hip's CopyEdge
+        tiles = sizes[0] * sizes[1] * -(-shape[a] // edge) * -(-shape[b] // edge)
         kernel.launch(min(tiles, grid_cap), _BLOCK, src, dst, shape[a], shape[b], 1,
                       src_strides[b], dst_strides[a], 1, *sizes, *src_batch, *dst_batch,
-                      stream=stream)  # fmt: skip
+                      int(vec), stream=stream)  # fmt: skip
         return
     kernel = cache.get("copy.hip", f"copy_u{unit * 8}")
     lead = max(len(shape) - MAX_RANK, 0)
