@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,11 +160,11 @@ def test_code_that_fails_to_load_is_never_cached(
     real = Module.from_bytes
     failures = [1]
 
-    def fail_once(code: bytes, dev: Device, *, source: str | None = None) -> Module:
+    def fail_once(code: bytes, dev: Device, **given: Any) -> Module:
         if failures:
             failures.pop()
             raise HipError(200, "hipErrorInvalidImage", "hipModuleLoadData", True)
-        return real(code, dev, source=source)
+        return real(code, dev, **given)
 
     monkeypatch.setattr(Module, "from_bytes", staticmethod(fail_once))
     program = Program(SOURCE, options=["-DSCALE=7"])

@@ -43,6 +43,7 @@ Dim3 = int | Sequence[int]
 _MAX_DIM = 2**31 - 1
 _UNSET: Any = object()  # "not configured": no value a caller passes is this object
 _NUMBERS = frozenset({"int", "float", "half", "bfloat16", "bool"})
+_BY_VALUE = frozenset({"vector", "struct"})
 
 
 def _dim3(value: Dim3, what: str) -> tuple[int, int, int]:
@@ -84,13 +85,17 @@ class Kernel:
         self._launch = api.hipDrvLaunchKernelEx
         self._null = ffi.NULL
         self._lock = threading.Lock()
-        # One argument buffer, each slot aligned to its own size, as the C ABI lays them out.
+        # One argument buffer, each slot aligned as the C ABI lays them out. The runtime reads
+        # each argument through its own pointer, with the size the kernel's code gives it; the
+        # spare 16 bytes at the end keep a read of a vector padded to 16 bytes (a 3-vector on
+        # some compilers) inside the buffer.
         offsets, end = [], 0
         for p in self.params:
-            end = -(-end // p.size) * p.size
+            align = p.align or p.size
+            end = -(-end // align) * align
             offsets.append(end)
             end += p.size
-        self._storage = ffi.new("char[]", max(end, 1))
+        self._storage = ffi.new("char[]", end + 16)
         base = ffi.cast("char*", self._storage)
         self._pointers = ffi.new(
             "void*[]", [ffi.cast("void*", base + o) for o in offsets] or [ffi.NULL]
@@ -101,6 +106,9 @@ class Kernel:
         )
         self._numbers = tuple(i for i, p in enumerate(self.params) if p.kind in _NUMBERS)
         self._pointers_at = tuple(i for i, p in enumerate(self.params) if p.kind == "pointer")
+        # Vectors and structs are packed at every launch: a tuple's `==` cannot tell 1 from 1.0
+        # (which an integer component refuses) and a numpy array's gives no bool.
+        self._repacked = any(p.kind in _BY_VALUE for p in self.params)
         self._typed = self._numbers + self._pointers_at  # compared by type before by value
         self._config = ffi.new("HIP_LAUNCH_CONFIG*")
         # The last packing: its arguments, and (index, type) of each number among them.
@@ -198,6 +206,8 @@ class Kernel:
             )
         for write, value in zip(self._writers, args, strict=True):
             write(value)
+        if self._repacked:
+            return  # packed again at the next launch (see __init__)
         for index in self._pointers_at:
             if type(args[index]) not in _REUSABLE_POINTERS:
                 return  # not reusable: read again at the next launch (see the module doc)

@@ -9,19 +9,26 @@ again. Entries are written atomically (temporary file + rename; the temporary fi
 when that fails) and carry a checksum: a corrupt or truncated entry is detected, discarded and
 rebuilt. `load()` caches only code that loaded, and a cached entry that fails to load is
 removed and compiled again.
+
+Name expressions: a program registers its `name_expressions` (template instantiations such as
+`k<64>`) and the qualified name of every non-template kernel with C++ linkage or in a
+namespace (`saxpy`, `ns::k`), so that `get_kernel` finds them by those names on every platform
+(a GPU compiler mangles them); their lowered names are cached with the code object.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
 from hip_core.errors import HipError, HipOutOfMemoryError, check_hiprtc
 from hip_core.includes import included_files
+from hip_core.kernel_scan import scan_kernels
 from hip_ffi.rtc import compile_source
 
 if TYPE_CHECKING:
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
 # of every `import hip_core` otherwise (issue 15), for programs most imports never build.
 
 _MAGIC = b"HIPCORE1"
+_NAMES = b"HIPCORE-NAMES\0"  # a payload with lowered names: this, 4-byte length, JSON, code
 
 
 def cache_dir() -> Path | None:
@@ -63,6 +71,10 @@ class Program:
         options: compiler options (e.g. "-O3", "-DBLOCK=256"); the target arch is added by
             `compile`.
         headers: {include name: content} made available to `#include "name"`.
+        name_expressions: template instantiations to compile and find by name, e.g.
+            `["transpose<32>", "transpose<64>"]` (`Module.get_kernel("transpose<32>")`).
+        types: the layouts of user structs that kernels take by value, by type name: a numpy
+            structured dtype (built with align=True) or a ctypes Structure class.
     """
 
     def __init__(
@@ -72,6 +84,8 @@ class Program:
         name: str = "program.hip",
         options: Sequence[str] = (),
         headers: Mapping[str, str] | None = None,
+        name_expressions: Sequence[str] = (),
+        types: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"the program name must be a str, not {type(name).__name__}")
@@ -81,6 +95,26 @@ class Program:
         self.name = name
         self.options = tuple(options)
         self.headers = dict(headers or {})
+        if isinstance(name_expressions, str) or not all(
+            isinstance(n, str) and n.strip() for n in name_expressions
+        ):
+            raise TypeError(
+                f"name_expressions must be a sequence of names, not {name_expressions!r}"
+            )
+        self.name_expressions = tuple(name_expressions)
+        self.types = dict(types or {})
+        linked = [
+            decl.name
+            for decl in scan_kernels(source).values()
+            if not decl.template and (not decl.c_linkage or "::" in decl.name)
+        ]
+        self._registered = tuple(dict.fromkeys((*self.name_expressions, *linked)))
+
+    @property
+    def lookup_names(self) -> tuple[str, ...]:
+        """The name expressions every compile registers: `name_expressions`, then the qualified
+        name of each non-template kernel with C++ linkage or in a namespace."""
+        return self._registered
 
     def cache_key(self, arch: str) -> str:
         import hashlib
@@ -88,6 +122,7 @@ class Program:
         digest = hashlib.sha256()
         parts: list[str | bytes] = [compiler_identity(), arch, self.name, *self.options]
         parts.append(self.source)
+        parts += ["name expressions", *self.name_expressions]
         for include, content in sorted(self.headers.items()):
             parts += [include, content]
         parts.append("files on disk")  # what follows can never be taken for headers=
@@ -107,55 +142,85 @@ class Program:
 
         Raises HipCompileError carrying the compiler's full log.
         """
-        code, entry, cached = self._cached_or_compiled(device.arch)
+        code, names, entry, cached = self._cached_or_compiled(device.arch)
         if entry is not None and not cached:
-            _write_entry(entry, code)
+            _write_entry(entry, _with_names(code, names))
         return code
 
     def load(self, device: Device) -> Module:
-        """Compile (or fetch from cache) and load as a Module that knows this source's kernels.
+        """Compile (or fetch from cache) and load as a Module that knows this source's kernels,
+        its name expressions and `types`.
 
         Code is cached only once it has loaded; a cached entry that does not load (HipError) is
         removed, compiled again and loaded once more.
         """
-        from hip_core.module import Module
-
-        code, entry, cached = self._cached_or_compiled(device.arch)
+        code, names, entry, cached = self._cached_or_compiled(device.arch)
         try:
-            module = Module.from_bytes(code, device, source=self.source)
+            module = self._module(code, names, device)
         except HipOutOfMemoryError:
             raise  # the device is full, not the code bad
         except HipError:
             if not cached or entry is None:
                 raise  # freshly compiled: nothing was cached
             entry.unlink(missing_ok=True)
-            code, cached = self._compile(device.arch), False
-            module = Module.from_bytes(code, device, source=self.source)
+            (code, names), cached = self._compile(device.arch), False
+            module = self._module(code, names, device)
         if entry is not None and not cached:
-            _write_entry(entry, code)
+            _write_entry(entry, _with_names(code, names))
         return module
 
-    def _cached_or_compiled(self, arch: str) -> tuple[bytes, Path | None, bool]:
-        """(code, its cache entry or None when caching is off, whether it came from there)."""
+    def _module(self, code: bytes, names: dict[str, str], device: Device) -> Module:
+        from hip_core.module import Module
+
+        return Module.from_bytes(code, device, source=self.source, names=names, types=self.types)
+
+    def _cached_or_compiled(self, arch: str) -> tuple[bytes, dict[str, str], Path | None, bool]:
+        """(code, lowered names, its cache entry or None when caching is off, whether it came
+        from there)."""
         directory = cache_dir()
         entry = directory / f"{self.cache_key(arch)}.bin" if directory else None
         if entry is not None:
-            cached = _read_entry(entry)
-            if cached is not None:
-                return cached, entry, True
-        return self._compile(arch), entry, False
+            payload = _read_entry(entry)
+            found = _split_names(payload) if payload is not None else None
+            if found is not None and set(found[1]) == set(self._registered):
+                return *found, entry, True
+        return *self._compile(arch), entry, False
 
-    def _compile(self, arch: str) -> bytes:
+    def _compile(self, arch: str) -> tuple[bytes, dict[str, str]]:
         result = compile_source(
             hip(),
             self.source,
             name=self.name,
             options=(*self.options, f"--offload-arch={arch}"),
             headers=self.headers,
+            name_expressions=self._registered,
         )
         check_hiprtc(result.status, result.step, result.log)
         code: bytes = result.code
+        return code, dict(result.lowered)
+
+
+def _with_names(code: bytes, names: dict[str, str]) -> bytes:
+    """A cache payload: the code, after its lowered names when there are any."""
+    if not names:
         return code
+    table = json.dumps(names, sort_keys=True).encode()
+    return _NAMES + len(table).to_bytes(4, "little") + table + code
+
+
+def _split_names(payload: bytes) -> tuple[bytes, dict[str, str]] | None:
+    """(code, lowered names) of a cache payload; None when its name table is unreadable."""
+    if not payload.startswith(_NAMES):
+        return payload, {}
+    at = len(_NAMES) + 4
+    size = int.from_bytes(payload[len(_NAMES) : at], "little")
+    try:
+        names = json.loads(payload[at : at + size])
+    except ValueError:
+        return None
+    if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
+        return None
+    return payload[at + size :], names
 
 
 def _read_entry(path: Path) -> bytes | None:

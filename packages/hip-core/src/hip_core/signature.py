@@ -1,17 +1,24 @@
-"""Kernel parameter types: parsed from `extern "C" __global__` declarations, or declared.
+"""Kernel parameter types: parsed from `__global__` declarations, or declared.
 
 A `Param` knows its C type, its size and alignment in the argument buffer, and how to write a
 Python value into that buffer exactly as the C type (with a TypeError naming the parameter
-when the value does not fit).
+when the value does not fit). Types: C scalars and their common typedefs (`uint`, `size_t`,
+`int64_t`, `std::uint32_t`...), 16-bit floats, pointers, HIP's vector types by value
+(`char1` ... `double4`, from a tuple, list or numpy array of their components) and user
+structs by value, whose layout is given once (a numpy structured dtype or a ctypes Structure,
+in `types={"Name": layout}`).
 """
 
 from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+from hip_core.kernel_scan import KernelDecl, scan_kernels
+from hip_core.struct_layout import StructLayout, struct_layout, vector_components
 
 #: C scalar spellings -> (cffi type used to store it, size in bytes, kind).
 _SCALARS: dict[str, tuple[str, int, str]] = {}
@@ -48,11 +55,27 @@ for _names, _entry in (
 ):
     for _name in _names:
         _SCALARS[_name] = _entry
+for _alias, _name in (
+    ("uchar", "unsigned char"), ("ushort", "unsigned short"), ("uint", "unsigned int"),
+    ("ulong", "unsigned long"), ("intptr_t", "long"), ("uintptr_t", "unsigned long"),
+    ("longlong", "long long"), ("ulonglong", "unsigned long long"), ("int8_t", "signed char"),
+    ("hipDeviceptr_t", "unsigned long"), ("unsigned long long int", "unsigned long long"),
+):  # fmt: skip
+    _SCALARS.setdefault(_alias, _SCALARS[_name])
+# HIP's vector types: element spelling -> (element C type, count); sizes and alignments are
+# CUDA's (and the cpu platform's): N=3 is unpadded, N=2/4 aligned to their size up to 16.
+_VECTOR = re.compile(
+    r"(char|uchar|short|ushort|int|uint|long|ulong|longlong|ulonglong|float|double)([1-4])"
+)
+_VECTOR_ELEMENTS = {
+    "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
+    "int": "int", "uint": "unsigned int", "long": "long", "ulong": "unsigned long",
+    "longlong": "long long", "ulonglong": "unsigned long long", "float": "float",
+    "double": "double",
+}  # fmt: skip
 
-_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b")
-_KERNEL = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?"
-    r"(\w+)\s*\(([^)]*)\)"
+_QUALIFIERS = re.compile(
+    r"\b(const|volatile|__restrict__|__restrict|restrict|struct|class)\b|\bstd::"
 )
 
 
@@ -62,16 +85,20 @@ class Param:
 
     index: int
     decl: str
-    storage: str  # cffi type of the slot: "int32_t", "float", "uint16_t", "uintptr_t"...
+    storage: str  # cffi type of the slot (a vector's: its element's; a struct's: "char")
     size: int
-    kind: str  # "int", "float", "half", "bfloat16", "bool" or "pointer"
+    kind: str  # "int", "float", "half", "bfloat16", "bool", "pointer", "vector" or "struct"
+    align: int = 0  # 0: the size (every scalar)
+    count: int = 1  # a vector's components
+    layout: Any = field(default=None, compare=False)  # a struct's StructLayout
 
     def describe(self) -> str:
         return f"parameter {self.index} ({self.decl})"
 
 
-def parse_param(index: int, decl: str) -> Param:
-    """A Param from one C parameter declaration, e.g. "const float* __restrict__ x"."""
+def parse_param(index: int, decl: str, types: Mapping[str, Any] | None = None) -> Param:
+    """A Param from one C parameter declaration, e.g. "const float* __restrict__ x"; `types`
+    gives user structs' layouts by type name (see StructLayout)."""
     text = " ".join(_QUALIFIERS.sub(" ", decl).split())
     if "*" in text or "[" in text:
         return Param(index, decl.strip(), "uintptr_t", 8, "pointer")
@@ -81,22 +108,55 @@ def parse_param(index: int, decl: str) -> Param:
         if candidate in _SCALARS:
             storage, size, kind = _SCALARS[candidate]
             return Param(index, decl.strip(), storage, size, kind)
-    raise TypeError(f"parameter {index} ({decl.strip()}): unsupported kernel parameter type")
+        vector = _VECTOR.fullmatch(candidate)
+        if vector:
+            storage, size, _ = _SCALARS[_VECTOR_ELEMENTS[vector.group(1)]]
+            count = int(vector.group(2))
+            align = size if count == 3 else min(size * count, 16)
+            return Param(index, decl.strip(), storage, size * count, "vector", align, count)
+        for name in (candidate, candidate.rpartition("::")[2]):
+            if types and name and name in types:
+                layout = struct_layout(name, types[name])
+                return Param(
+                    index, decl.strip(), "char", layout.size, "struct", layout.align, 1, layout
+                )
+    raise TypeError(
+        f"parameter {index} ({decl.strip()}): unsupported kernel parameter type (pass "
+        "signature=[...], or the struct's layout in types={...})"
+    )
 
 
-def parse_signature(types: Sequence[str]) -> tuple[Param, ...]:
-    """Params from C type spellings, e.g. ("const float*", "int")."""
-    return tuple(parse_param(i, t) for i, t in enumerate(types))
+def parse_signature(
+    types: Sequence[str], structs: Mapping[str, Any] | None = None
+) -> tuple[Param, ...]:
+    """Params from C type spellings, e.g. ("const float*", "int", "float4", "Params")."""
+    return tuple(parse_param(i, t, structs) for i, t in enumerate(types))
+
+
+def kernel_params(
+    decl: KernelDecl, arguments: Sequence[str] = (), structs: Mapping[str, Any] | None = None
+) -> tuple[Param, ...]:
+    """The Params of a scanned kernel; for a template, of the instantiation whose template
+    `arguments` are given (each template parameter replaced by its argument as a word)."""
+    values = dict(zip(decl.template, arguments, strict=False))
+    for name, default in zip(decl.template, decl.defaults, strict=True):
+        if name not in values and default is not None:
+            values[name] = default
+    decls = list(decl.params)
+    if values:
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, values)) + r")\b")
+        decls = [pattern.sub(lambda m: values[m.group(1)], d) for d in decls]
+    return parse_signature(decls, structs)
 
 
 def kernels_in_source(source: str) -> dict[str, tuple[Param, ...]]:
-    """Every `__global__` function of a source with its parameters, by name."""
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
-    found = {}
-    for name, params in _KERNEL.findall(code):
-        decls = [p for p in params.split(",") if p.strip() and p.strip() != "void"]
-        found[name] = parse_signature(decls)
-    return found
+    """Every non-template `__global__` function of a source with its parameters, by qualified
+    name; TypeError for a parameter type that is not known."""
+    return {
+        name: kernel_params(decl)
+        for name, decl in scan_kernels(source).items()
+        if not decl.template
+    }
 
 
 # --- writing values --------------------------------------------------------------------------
@@ -204,6 +264,19 @@ def value_writer(param: Param, slot: Any) -> Callable[[Any], None]:
             slot[0] = bool(value)
 
         return write_bool
+    if param.kind == "vector":
+        return _vector_writer(param, slot, fail)
+    if param.kind == "struct":
+        layout: StructLayout = param.layout
+
+        def write_struct(value: Any) -> None:
+            try:
+                data = layout.pack(value)
+            except TypeError as error:
+                raise fail(error) from None
+            slot[0 : len(data)] = data
+
+        return write_struct
     convert = _CONVERTERS[param.kind]
 
     def write(value: Any) -> None:
@@ -213,3 +286,29 @@ def value_writer(param: Param, slot: Any) -> Callable[[Any], None]:
             raise fail(error) from None
 
     return write
+
+
+_FLOATS = ("float", "double")
+
+
+def _vector_writer(
+    param: Param, slot: Any, fail: Callable[[Exception], TypeError]
+) -> Callable[[Any], None]:
+    """Writes a vector's components, each checked as its element type."""
+    size, kind = param.size // param.count, "float" if param.storage in _FLOATS else "int"
+    writers = [
+        value_writer(
+            Param(param.index, f"{param.decl}.{axis}", param.storage, size, kind), slot + i
+        )
+        for i, axis in enumerate("xyzw"[: param.count])
+    ]
+
+    def write_vector(value: Any) -> None:
+        try:
+            components = vector_components(value, param.count)
+        except TypeError as error:
+            raise fail(error) from None
+        for write, component in zip(writers, components, strict=True):
+            write(component)
+
+    return write_vector

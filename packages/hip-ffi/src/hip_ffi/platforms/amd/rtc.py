@@ -3,8 +3,9 @@
 hiprtc pre-includes its runtime header, and from ROCm 6 that header defines
 `__HIP_PLATFORM_AMD__` (as hipcc does); ROCm 5's does not, and no release defines HIP's
 deprecated spellings (`hipThreadIdx_x`, `HIP_DYNAMIC_SHARED`, `HIP_KERNEL_NAME`...) that hipcc's
-headers still carry. A short prologue adds both, guarded so that a release which defines them
-keeps its own, and ends with `#line 1` so that diagnostics keep the program's line numbers.
+headers still carry. A short prologue adds them (and `ptrdiff_t`, which ROCm 5 lacks), guarded
+so that a release which defines them keeps its own, and ends with `#line 1` so that
+diagnostics keep the program's line numbers.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from hip_ffi.rtc import DEPRECATED_SPELLINGS
 
 PROLOGUE = (
     "#ifndef __HIP_PLATFORM_AMD__\n#define __HIP_PLATFORM_AMD__ 1\n#endif\n"
-    + DEPRECATED_SPELLINGS
-    + "#line 1\n"
+    # ROCm 5's pre-included header has size_t but not ptrdiff_t (a typedef of the same
+    # type again is no error where a release has it).
+    "typedef __PTRDIFF_TYPE__ ptrdiff_t;\n" + DEPRECATED_SPELLINGS + "#line 1\n"
 ).encode()
 
 

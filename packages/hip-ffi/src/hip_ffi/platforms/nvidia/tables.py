@@ -349,7 +349,16 @@ RTC_HEADERS = MappingProxyType(
             "#define __shfl_down(...) __shfl_down_sync(0xffffffffu, __VA_ARGS__)\n"
             "#define __shfl_xor(...) __shfl_xor_sync(0xffffffffu, __VA_ARGS__)\n"
             "#define __any(p) __any_sync(0xffffffffu, (p))\n"
-            "#define __all(p) __all_sync(0xffffffffu, (p))\n" + DEPRECATED_SPELLINGS
+            "#define __all(p) __all_sync(0xffffffffu, (p))\n"
+            "/* The integer typedefs hiprtc's pre-included header declares (nvrtc has no\n"
+            "   <cstdint>); the widths are those of LP64 Linux, as in glibc. */\n"
+            "typedef signed char int8_t; typedef short int16_t; typedef int int32_t;\n"
+            "typedef long int64_t; typedef unsigned char uint8_t;\n"
+            "typedef unsigned short uint16_t; typedef unsigned int uint32_t;\n"
+            "typedef unsigned long uint64_t; typedef long intptr_t;\n"
+            "typedef unsigned long uintptr_t;\n"
+            "typedef unsigned int uint; typedef unsigned short ushort;\n"
+            "typedef unsigned char uchar; typedef unsigned long ulong;\n" + DEPRECATED_SPELLINGS
         ),
         "hip/hip_fp16.h": "#pragma once\n#include <cuda_fp16.h>\n",
         "hip/hip_bf16.h": (
