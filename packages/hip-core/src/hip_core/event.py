@@ -27,7 +27,7 @@ class Event(Resource):
         # device switch only when this thread is not on the device already (what `with
         # device:` would decide too, at 1.3 µs).
         api = hip()
-        out = api.ffi.new("hipEvent_t*")
+        out = api.ffi.new(_cell(api))
         flags = EVENT_DEFAULT if timing else EVENT_DISABLE_TIMING
         if current_ordinal() == device.ordinal:
             status = api.hipEventCreateWithFlags(out, flags)
@@ -40,6 +40,18 @@ class Event(Resource):
         self.device = device
         self.timing = timing
         self._own(_destroy_event, api, handle)
+
+    def close(self) -> None:
+        """Destroy the event now (or, while a graph holds it, once the last one lets go).
+        Closing twice is harmless. (Resource.close's steps, without the generic parts an
+        event never needs: an event is in no launch cache; issue 15 times create + close.)"""
+        if self._releaser is None:
+            return
+        self._releaser = None
+        if self._holders:
+            self._deferred = _destroy_event
+        else:
+            _destroy_event(*self._releaser_args)
 
     def record(self, stream: Stream | None = None) -> None:
         """Capture the work queued on `stream` (None: the null stream) so far; the event
@@ -77,4 +89,18 @@ class Event(Resource):
 
 
 def _destroy_event(api: Any, handle: Any) -> None:
-    check(api.hipEventDestroy(handle), "hipEventDestroy")
+    status = api.hipEventDestroy(handle)
+    if status:
+        check(status, "hipEventDestroy")
+
+
+_cells: dict[int, tuple[Any, Any]] = {}  # id(api) -> (api, its `hipEvent_t*` type)
+
+
+def _cell(api: Any) -> Any:
+    """The cffi type `hipEvent_t*` of `api`'s ffi, looked up once (ffi.new parses a type
+    string through a cache of its own at each call)."""
+    found = _cells.get(id(api))
+    if found is None or found[0] is not api:
+        found = _cells[id(api)] = (api, api.ffi.typeof("hipEvent_t*"))
+    return found[1]

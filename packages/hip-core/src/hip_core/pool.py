@@ -151,7 +151,9 @@ class MemoryPool(Resource):
         limit = self.limit
         ptr = None
         if limit is None or self._in_use + size <= limit:
-            ptr = self._reused(size, stream)
+            blocks = self._reuse.get(size)
+            if blocks:
+                ptr = self._reused(blocks, size, stream)
         if ptr is None:
             ptr = self._allocate(size, stream)
         with self._lock:
@@ -161,11 +163,9 @@ class MemoryPool(Resource):
         owner = _Allocation(ptr, size, self._release, ptr, size, stream)
         return DeviceBuffer(owner, ptr, size, self.device)
 
-    def _reused(self, size: int, stream: Stream) -> int | None:
-        """A block of exactly `size` bytes from the reuse cache, ordered for `stream`."""
-        blocks = self._reuse.get(size)
-        if not blocks:
-            return None
+    def _reused(self, blocks: list[tuple[int, Stream]], size: int, stream: Stream) -> int | None:
+        """A block of exactly `size` bytes from `blocks` (the reuse cache's of that size),
+        ordered for `stream`."""
         try:
             ptr, released_on = blocks.pop()
         except IndexError:  # another thread took the last one

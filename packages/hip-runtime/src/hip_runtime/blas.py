@@ -37,6 +37,7 @@ from hip_ffi.constants import (
 )
 
 _INT_MAX = 2**31 - 1
+_POINTERS = 4096  # void* cdata a Blas keeps, by address
 
 #: The hipDataType gemm-ex reads each element type as (the dtypes matmul takes).
 DATA_TYPES: dict[np.dtype[Any], int] = {
@@ -118,6 +119,7 @@ class Blas(Resource):
             True: (api.ffi.new("double*"), api.ffi.new("double*")),
         }
         self._lock = threading.Lock()
+        self._pointers: dict[int, Any] = {}  # address -> void* (`_void`)
         self._own(_destroy, api, self.handle)
 
     def gemm(
@@ -142,22 +144,22 @@ class Blas(Resource):
         if call is None:
             return
         op_b, op_a, n, m, k, ldb, lda, ldc = call
-        api, cast = self._api, self._api.ffi.cast
+        api, void = self._api, self._void
         wide = data_type == HIP_R_64F
         compute = HIPBLAS_COMPUTE_64F if wide else HIPBLAS_COMPUTE_32F
         p_alpha, p_beta = self._scalars[wide]
         with self._lock:  # the scalars are read at each call: one caller at a time
             p_alpha[0], p_beta[0] = alpha, beta
             for off_a, off_b, off_c in offsets:
-                pa, pb = cast("void*", a + off_a), cast("void*", b + off_b)
-                pc = cast("void*", c + off_c)
+                pa, pb, pc = void(a + off_a), void(b + off_b), void(c + off_c)
                 if spec.batch == 1:
                     status = api.hipblasGemmEx(
                         self.handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,
                         pa, data_type, lda, p_beta, pc, data_type, ldc,
                         compute, HIPBLAS_GEMM_DEFAULT,
                     )  # fmt: skip
-                    check_hipblas(status, "hipblasGemmEx")
+                    if status:
+                        check_hipblas(status, "hipblasGemmEx")
                     continue
                 status = api.hipblasGemmStridedBatchedEx(
                     self.handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,
@@ -165,6 +167,17 @@ class Blas(Resource):
                     data_type, ldc, spec.stride_c, spec.batch, compute, HIPBLAS_GEMM_DEFAULT,
                 )  # fmt: skip
                 check_hipblas(status, "hipblasGemmStridedBatchedEx")
+
+    def _void(self, address: int) -> Any:
+        """`address` as a `void*` cdata, one per address (a cast per pointer per call was a
+        fifth of a small matmul's host cost; the pool hands repeated calls the same
+        addresses). Holds no memory: a pointer value only."""
+        pointer = self._pointers.get(address)
+        if pointer is None:
+            if len(self._pointers) >= _POINTERS:
+                self._pointers.clear()
+            pointer = self._pointers[address] = self._api.ffi.cast("void*", address)
+        return pointer
 
 
 def _destroy(api: Any, handle: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hip_core import Device, Kernel, MemoryPool, Resource, Stream
+from hip_core import Device, DevicePointer, Kernel, MemoryPool, Resource, Stream, _capture
 from hip_runtime.blas import Blas
 from hip_runtime.dtypes import DTypeLike, FloatType, as_dtype, float_type
 from hip_runtime.kernel_cache import KernelCache
@@ -154,8 +154,7 @@ class OpsBase(Resource):
         return plans.get(key)
 
     def _keep_plan(self, key: tuple[Any, ...] | None, plan: tuple[Any, ...]) -> None:
-        """Keep `plan` for calls of `key`: (output shape, dtype, `spans(...)`, the op's own
-        entries...)."""
+        """Keep `plan` for calls of `key`: `plan_head(...)`, then the op's own entries."""
         if key is None:
             return
         plans = self._plans
@@ -183,10 +182,12 @@ class OpsBase(Resource):
                 b = t.buffer
                 if b._releaser is None or b._owner._releaser is None or b.device is not device:
                     return None
-        if out is None:
-            return DeviceTensor._allocated(plan[0], plan[1], device, self.stream, self.pool)
+        if out is None:  # (what DeviceTensor._allocated does, of a size worked out once)
+            stream, pool = self.stream, self.pool
+            buffer = pool.allocate(plan[2], stream=stream)
+            return DeviceTensor._make(buffer, plan[0], plan[1], 0, None, stream, pool)
         b = out.buffer
-        spans = plan[2]
+        spans = plan[3]
         if b._releaser is None or b._owner._releaser is None or b.device is not device:
             return None
         if spans is None:
@@ -249,33 +250,46 @@ def plan_key(*tensors: Any) -> tuple[Any, ...] | None:
     return tuple(key)
 
 
-def spans(inputs: Sequence[DeviceTensor | None], y: DeviceTensor) -> tuple[int, ...] | None:
-    """The bytes each input and y span, where all are contiguous (a plan's cheap out= overlap
-    check, `_planned_output`); None otherwise (out= then takes the checked path)."""
+def plan_head(inputs: Sequence[DeviceTensor | None], y: DeviceTensor) -> tuple[Any, ...]:
+    """What every plan starts with (`_planned_output` reads it): y's shape, dtype and bytes to
+    allocate, and the bytes each input and y span where all are contiguous (the cheap out=
+    overlap check; None otherwise: out= then takes the checked path)."""
+    head = (y.shape, y.dtype, max(y.nbytes, 1))  # (an empty tensor gets an address too)
     if y._strides is not None:
-        return None
+        return (*head, None)
     sizes = []
     for t in inputs:
         if t is not None and t._strides is not None:
-            return None
+            return (*head, None)
         sizes.append(0 if t is None else t.nbytes)
-    return (*sizes, y.nbytes)
+    return (*head, (*sizes, y.nbytes))
 
 
-def launch_pointers(
-    out: DeviceTensor | None, tensors: Sequence[DeviceTensor | None]
-) -> Sequence[Any]:
-    """The pointer arguments of a planned launch: with out= given, the tensors' buffers where
-    every one starts at its buffer's first byte (hip-core's Kernel reuses its last packing
-    when the arguments are the same buffers: a repeated out= call writes none; a tensor is
-    never compared, its `==` being elementwise; the kernel keeps the last buffers referenced
-    until its next launch, hip_core.kernel's price), else the tensors."""
-    if out is None:
+_ADDRESSES: dict[int, DevicePointer] = {}  # one DevicePointer per address (launch_pointers)
+
+
+def launch_pointers(tensors: Sequence[DeviceTensor | None]) -> Sequence[Any]:
+    """The pointer arguments of a planned launch, whose tensors `_planned_output` found open:
+    each address as a DevicePointer, one object per address. hip-core's Kernel reuses its
+    last packing when the arguments are the same objects (a tensor is never compared: its
+    `==` is elementwise), and the pool's same-size reuse hands a repeated call the same
+    addresses, so a repeated call packs nothing. The memory need not be kept alive by the
+    launch: work on it is stream-ordered before any reuse, as for any tensor dropped after
+    a launch. While a capture runs, the tensors themselves: the graph keeps what they name."""
+    if _capture.captures:
         return tensors
+    found: list[Any] = []
     for t in tensors:
-        if t is not None and t.offset:
-            return tensors
-    return [None if t is None else t.buffer for t in tensors]
+        if t is None:
+            found.append(None)
+            continue
+        pointer = _ADDRESSES.get(t.ptr)
+        if pointer is None:
+            if len(_ADDRESSES) >= PLAN_LIMIT:
+                _ADDRESSES.clear()
+            pointer = _ADDRESSES[t.ptr] = DevicePointer(t.ptr)
+        found.append(pointer)
+    return found
 
 
 def not_contiguous(x: DeviceTensor, name: str, op: str) -> ValueError:
@@ -331,6 +345,6 @@ __all__ = [
     "grid_cap",
     "launch_pointers",
     "not_contiguous",
+    "plan_head",
     "plan_key",
-    "spans",
 ]

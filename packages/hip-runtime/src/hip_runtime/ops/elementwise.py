@@ -8,9 +8,8 @@ place) except for `cast`. Queued on the backend's stream.
 
 from __future__ import annotations
 
-from hip_runtime.dtypes import SUFFIXES, DTypeLike, as_dtype, suffix
+from hip_runtime.dtypes import DTypeLike
 from hip_runtime.ops.pointwise_core import (
-    ALL,
     BINARY_CODE,
     FLOATS,
     NUMBERS,
@@ -19,8 +18,6 @@ from hip_runtime.ops.pointwise_core import (
     dtype_suffix,
 )
 from hip_runtime.tensor import DeviceTensor
-
-_TARGETS = {dtype: index for index, dtype in enumerate(SUFFIXES)}  # cast.hip's target codes
 
 
 class ElementwiseOps(PointwiseCore):
@@ -66,15 +63,7 @@ class ElementwiseOps(PointwiseCore):
         floats round to nearest even once, floats to integers truncate, to bool is x != 0;
         kernels/cast.hip has the details). x may have any layout; the same type gives a
         copy. `out` must not overlap x."""
-        x = self._operand(x, "x")
-        source = dtype_suffix(x.dtype, ALL, "x")
-        target = as_dtype(dtype)
-        suffix(target, "the cast's target")
-        y = self._pw_output(out, (x,), target, distinct=True)
-        if target == x.dtype:
-            y.copy_(x)
-            return y
-        return self._pw_launch("cast.hip", "cast", source, (_TARGETS[target],), (x,), y, ())
+        return self._pw_cast(x, dtype, out)  # (ops/pointwise_core.py: with its launch plan)
 
 
 __all__ = ["ElementwiseOps"]

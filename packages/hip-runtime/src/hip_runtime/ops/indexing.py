@@ -18,7 +18,7 @@ import numpy as np
 from hip_core import Kernel
 from hip_runtime import strides as layout
 from hip_runtime.dtypes import suffix
-from hip_runtime.ops.base import _BLOCK, OpsBase, launch_pointers, plan_key, spans
+from hip_runtime.ops.base import _BLOCK, OpsBase, launch_pointers, plan_head, plan_key
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 
@@ -57,8 +57,8 @@ class IndexingOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (table, ids), out)
                 if y is not None and y.ptr & 15 == plan[-1]:  # (the unit: y's alignment too)
-                    kernel, grid, wide, tail = plan[3:-1]
-                    table_, ids_, y_ = launch_pointers(out, (table, ids, y))
+                    kernel, grid, wide, tail = plan[4:-1]
+                    table_, ids_, y_ = launch_pointers((table, ids, y))
                     kernel.launch(grid, _BLOCK, table_, ids_, wide, y_, *tail, stream=self.stream)
                     return y
         table = self._operand(table, "table")
@@ -69,7 +69,7 @@ class IndexingOps(OpsBase):
         y = self._output(out, (*ids.shape, table.shape[1]), table.dtype, distinct_from=(table, ids))
         launched = self._index_rows(table, 0, ids, y)
         if launched is not None:
-            plan = (y.shape, y.dtype, spans((table, ids), y), *launched, y.ptr & 15)
+            plan = (*plan_head((table, ids), y), *launched, y.ptr & 15)
             self._keep_plan(key, plan)
         return y
 

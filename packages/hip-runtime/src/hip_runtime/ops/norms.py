@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import OpsBase, launch_pointers, not_contiguous, plan_key, spans
+from hip_runtime.ops.base import OpsBase, launch_pointers, not_contiguous, plan_head, plan_key
 from hip_runtime.ops.reduce_layout import row_strides
 from hip_runtime.tensor import DeviceTensor
 
@@ -40,8 +40,8 @@ class NormOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (x, weight, bias), out)
                 if y is not None:
-                    kernel, rows, block, cols, strides = plan[3:]
-                    pointers = launch_pointers(out, (x, weight, bias, y))
+                    kernel, rows, block, cols, strides = plan[4:]
+                    pointers = launch_pointers((x, weight, bias, y))
                     kernel.launch(rows, block, *pointers, rows, cols, float(eps), *strides,
                                   stream=self.stream)  # fmt: skip
                     return y
@@ -59,8 +59,7 @@ class NormOps(OpsBase):
         )  # fmt: skip
         if rows and cols:
             block = self._row_block(cols, x.dtype.itemsize)
-            plan = (y.shape, y.dtype, spans((x, weight, bias), y), kernel, rows, block, cols,
-                    strides)  # fmt: skip
+            plan = (*plan_head((x, weight, bias), y), kernel, rows, block, cols, strides)
             self._keep_plan(key, plan)
         return y
 
@@ -80,8 +79,8 @@ class NormOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (x, weight), out)
                 if y is not None:
-                    kernel, rows, block, cols, strides = plan[3:]
-                    pointers = launch_pointers(out, (x, weight, y))
+                    kernel, rows, block, cols, strides = plan[4:]
+                    pointers = launch_pointers((x, weight, y))
                     kernel.launch(rows, block, *pointers, rows, cols, float(eps), *strides,
                                   stream=self.stream)  # fmt: skip
                     return y
@@ -96,7 +95,7 @@ class NormOps(OpsBase):
         )
         if rows and cols:
             block = self._row_block(cols, x.dtype.itemsize)
-            plan = (y.shape, y.dtype, spans((x, weight), y), kernel, rows, block, cols, strides)
+            plan = (*plan_head((x, weight), y), kernel, rows, block, cols, strides)
             self._keep_plan(key, plan)
         return y
 

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from hip_core import Kernel
+from hip_runtime import dtypes
 from hip_runtime import strides as layout
-from hip_runtime.dtypes import SUFFIXES
-from hip_runtime.ops.base import OpsBase, launch_pointers, spans
+from hip_runtime.dtypes import SUFFIXES, DTypeLike, as_dtype
+from hip_runtime.ops.base import OpsBase, launch_pointers, plan_head
 from hip_runtime.tensor import DeviceTensor
 
 _BLOCK = 256
@@ -47,6 +48,8 @@ UNARY_OPS = ("abs", "neg", "sign", "sqr", "relu", "clamp", "recip", "floor", "ce
 MATH_OPS = ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "gelu_erf", "gelu_tanh",
             "elu", "erf", "sin", "cos")  # fmt: skip
 
+#: cast.hip's target codes, by dtype.
+CAST_TARGETS = {dtype: index for index, dtype in enumerate(SUFFIXES)}
 BINARY_CODE = {name: code for code, name in enumerate(BINARY_OPS)}
 COMPARE_CODE = {name: code for code, name in enumerate(COMPARE_OPS)}
 UNARY_CODE = {name: code for code, name in enumerate(UNARY_OPS)}
@@ -142,7 +145,7 @@ class PointwiseCore(OpsBase):
             key = (family, code, types, result, a.dtype, a.shape, a._strides, a.ptr & 15,
                    b.dtype, b.shape, b._strides, b.ptr & 15,
                    None if out is None else (*_pw_layout(out), out is a, out is b))  # fmt: skip
-            y = self._pw_cached(key, (a, b), out, (code,), (0, 0.0, 0))
+            y = self._pw_cached(key, (a, b), out, (0, 0.0, 0))
             if y is not None:
                 return y
         tensors, dtype = self._pw_operands((a, b), ("a", "b"))
@@ -172,7 +175,7 @@ class PointwiseCore(OpsBase):
         if type(x) is DeviceTensor and (out is None or type(out) is DeviceTensor):
             key = (source, code, types, x.dtype, x.shape, x._strides, x.ptr & 15,
                    None if out is None else (*_pw_layout(out), out is x))  # fmt: skip
-            y = self._pw_cached(key, (x,), out, (code,), params)
+            y = self._pw_cached(key, (x,), out, params)
             if y is not None:
                 return y
         x = self._operand(x, "x")
@@ -180,6 +183,32 @@ class PointwiseCore(OpsBase):
         y = self._output(out, x.shape, x.dtype, inputs=(x,), strided=True)
         family = source[: -len(".hip")]
         return self._pw_launch(source, family, suffix, (code,), (x,), y, params, key)
+
+    def _pw_cast(self, x: DeviceTensor, dtype: DTypeLike, out: DeviceTensor | None) -> DeviceTensor:
+        """ElementwiseOps.cast: x converted to `dtype` by cast.hip (out must not overlap x;
+        the same dtype is a copy). A repeated call of the same layouts and `dtype` argument
+        is served by a plan (`_pw_cached`)."""
+        key = None
+        if (
+            type(x) is DeviceTensor
+            and (out is None or type(out) is DeviceTensor)
+            and isinstance(dtype, (type, str, np.dtype))  # (what can be a key's part)
+        ):
+            key = ("cast", dtype, x.dtype, x.shape, x._strides, x.ptr & 15,
+                   None if out is None else (*_pw_layout(out), out is x))  # fmt: skip
+            y = self._pw_cached(key, (x,), out, ())
+            if y is not None:
+                return y
+        x = self._operand(x, "x")
+        source = dtype_suffix(x.dtype, ALL, "x")
+        target = as_dtype(dtype)
+        dtypes.suffix(target, "the cast's target")
+        y = self._pw_output(out, (x,), target, distinct=True)
+        if target == x.dtype:
+            y.copy_(x)
+            return y
+        return self._pw_launch("cast.hip", "cast", source, (CAST_TARGETS[target],), (x,), y, (),
+                               key)  # fmt: skip
 
     # --- the launch ----------------------------------------------------------------------
 
@@ -204,7 +233,7 @@ class PointwiseCore(OpsBase):
         grid = min(grid, self._grid_cap)
         pointers = [y if t is None else t for t in tensors]
         if key is not None:
-            self._pw_keep(key, kernel, grid, path, pointers, y)
+            self._pw_keep(key, kernel, grid, head, path, pointers, y)
         kernel.launch(grid, _BLOCK, *head, *pointers, y, *path, *tail, stream=self.stream)
         return y
 
@@ -280,12 +309,13 @@ class PointwiseCore(OpsBase):
         key: tuple[Any, ...],
         kernel: Kernel,
         grid: int,
+        head: tuple[Any, ...],
         path: tuple[Any, ...],
         inputs: Sequence[DeviceTensor],
         y: DeviceTensor,
     ) -> None:
         """Keep what a validated call of `key` worked out, for `_pw_cached`."""
-        plan = (y.shape, y.dtype, spans(inputs, y), kernel, grid, path, y.ptr & 15)
+        plan = (*plan_head(inputs, y), kernel, grid, head, path, y.ptr & 15)
         self._keep_plan(key, plan)
 
     def _pw_cached(
@@ -293,7 +323,6 @@ class PointwiseCore(OpsBase):
         key: tuple[Any, ...],
         inputs: tuple[DeviceTensor, ...],
         out: DeviceTensor | None,
-        head: tuple[Any, ...],
         tail: tuple[Any, ...],
     ) -> DeviceTensor | None:
         """The launch of a call whose layouts (`key`: op, dtypes, shapes, strides, addresses
@@ -305,17 +334,11 @@ class PointwiseCore(OpsBase):
         y = self._planned_output(plan, inputs, out)
         if y is None:
             return None
-        _, _, _, kernel, grid, path, residue = plan
-        if out is None:
-            if y.ptr & 15 != residue:
-                return None  # (never for a pool's blocks) y goes back; the path is redone
-            pointers: Sequence[Any] = inputs
-        else:
-            pointers = launch_pointers(out, (*inputs, out))
-            y, pointers = pointers[-1], pointers[:-1]
-            kernel.launch(grid, _BLOCK, *head, *pointers, y, *path, *tail, stream=self.stream)
-            return out
-        kernel.launch(grid, _BLOCK, *head, *pointers, y, *path, *tail, stream=self.stream)
+        kernel, grid, head, path, residue = plan[4:]
+        if out is None and y.ptr & 15 != residue:
+            return None  # (never for a pool's blocks) y goes back; the path is redone
+        pointers = launch_pointers((*inputs, y))
+        kernel.launch(grid, _BLOCK, *head, *pointers, *path, *tail, stream=self.stream)
         return y
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from hip_runtime.dtypes import float_type
-from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_key, spans
+from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_head, plan_key
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, row_strides
 from hip_runtime.ops.reduce_layout import next_power_of_two as pow2
 from hip_runtime.tensor import DeviceTensor
@@ -54,8 +54,8 @@ class SoftmaxOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (x,), out)
                 if y is not None:
-                    kernel, rows, block, cols, rows_at = plan[3:]
-                    pointers = launch_pointers(out, (x, y))
+                    kernel, rows, block, cols, rows_at = plan[4:]
+                    pointers = launch_pointers((x, y))
                     kernel.launch(rows, block, *pointers, rows, cols, float(scale), causal_rows,
                                   *rows_at, stream=self.stream)  # fmt: skip
                     return y
@@ -84,7 +84,7 @@ class SoftmaxOps(OpsBase):
                                   float(scale), causal_rows, *rows_at)  # fmt: skip
                 if rows and cols and x is source:  # (not after a copy: a plan launches x)
                     block = self._row_block(cols, x.dtype.itemsize)
-                    plan = (y.shape, y.dtype, spans((x,), y), kernel, rows, block, cols, rows_at)
+                    plan = (*plan_head((x,), y), kernel, rows, block, cols, rows_at)
                     self._keep_plan(key, plan)
                 return y
         along_axis(self, x, y, a, SOFTMAX, float(scale), 0.0)
