@@ -56,6 +56,7 @@ for family, types in (
 ):  # fmt: skip
     EXPECTED[f"{family}.hip"] = {f"{family}{p}_{t}" for p in ("", "_any") for t in types}
 EXPECTED["binary.hip"] |= {f"power{p}_{t}" for p in ("", "_any") for t in NUMBERS}
+EXPECTED["sampling.hip"] = {"sample_rows"}
 # (a new source adds its EXPECTED entry above this line)
 
 EM_AMDGPU = 224

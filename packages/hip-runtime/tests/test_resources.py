@@ -104,6 +104,7 @@ BLAS: dict[str, Call] = {
 KV_CACHE: dict[str, Call] = {
     "append": lambda c, t: c.append(0, t["cache"], t["cache"]),
     "view": lambda c, t: c.view(0),
+    "kv_lengths": lambda c, t: c.kv_lengths(0),
     "reset": lambda c, t: c.reset(),
 }
 SCRATCH: dict[str, Call] = {

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hip_core import Device, DeviceBuffer
-from hip_runtime import FormatError, KVCache, ModelRuntime
+from hip_runtime import FormatError, ModelRuntime
 
 
 @pytest.fixture
@@ -80,43 +80,6 @@ def test_loading_the_same_names_twice_is_refused(
             runtime.load_weights(path, stream=device.default_stream)
         assert len([b for b in allocations if not b.closed]) == held
     assert all(b.closed for b in allocations)
-
-
-def test_kv_cache_append_view_reset(device: Device) -> None:
-    runtime = ModelRuntime(device=device)
-    cache = runtime.allocate_kv_cache(layers=3, max_tokens=10, kv_heads=2, head_dim=4)
-    rng = np.random.default_rng()
-    backend = runtime.backend
-    chunks = [rng.standard_normal((n, 2, 4)).astype(np.float16) for n in (4, 1, 5)]
-    for chunk in chunks:
-        length = cache.append(1, backend.from_numpy(chunk), backend.from_numpy(-chunk))
-    assert length == 10 and cache.lengths == [0, 10, 0]
-    keys, values = cache.view(1)
-    np.testing.assert_array_equal(keys.to_numpy(), np.concatenate(chunks))
-    np.testing.assert_array_equal(values.to_numpy(), -np.concatenate(chunks))
-    assert cache.view(0)[0].shape == (0, 2, 4)
-    one = backend.from_numpy(chunks[1])
-    with pytest.raises(ValueError, match="do not fit"):
-        cache.append(1, one, one)
-    with pytest.raises(ValueError, match="expected"):
-        cache.append(0, backend.from_numpy(chunks[1].astype(np.float32)), one)
-    with pytest.raises(ValueError, match="differ"):
-        cache.append(0, one, backend.from_numpy(chunks[0]))
-    with pytest.raises(ValueError, match="layer must be"):
-        cache.view(3)
-    cache.reset()
-    assert cache.lengths == [0, 0, 0]
-    cache.append(1, one, one)
-    np.testing.assert_array_equal(cache.view(1)[0].to_numpy(), chunks[1])
-    runtime.close()
-    assert cache.closed
-    with pytest.raises(ValueError, match="closed"):
-        cache.view(0)
-
-
-def test_kv_cache_arguments(device: Device) -> None:
-    with pytest.raises(ValueError, match="max_tokens must be a positive int"):
-        KVCache(device, device.default_stream, layers=1, max_tokens=0, kv_heads=1, head_dim=1)
 
 
 def test_scratch_arena(device: Device) -> None:

@@ -1,32 +1,49 @@
-"""KVCache: attention keys and values of every layer, preallocated once.
+"""KVCache: attention keys and values of every layer for a batch of sequences, preallocated once.
 
-Layout: one device buffer of shape (layers, 2, max_tokens, kv_heads, head_dim) — for each layer
-the keys, then the values, each row-major by token. `append` writes new tokens after the ones
-already there; `view` gives tensors over the filled part without copying; `reset` forgets every
-token without touching memory.
+Layout: one device buffer of shape (layers, 2, batch, max_tokens, kv_heads, head_dim) — for each
+layer the keys, then the values, each sequence's tokens row-major after the previous sequence's.
+Sequences of a batch hold different numbers of tokens: sequence b's tokens sit in slots
+0..length-1 of its rows, whatever padding its prompt had (`append` skips the padded tokens a
+mask names), so attention reads keys 0..kv_lengths[b]-1 of each sequence (`attention_decode`'s
+contract). Every slot at or past a sequence's length holds zeros: the buffer is zeroed when
+made and by `reset`, and `append` adds new tokens into those zeros (`index_add`: one launch
+per tensor for the whole batch, each sequence at its own length, run by the HipBackend whose
+stream the cache has: a ModelRuntime's cache has its backend's); when every sequence gains
+every token at one slot (no padding, equal lengths) it is one strided copy instead.
 
-Stream semantics: appends are device-to-device copies queued on the cache's stream; views carry
-that stream. Nothing synchronizes. Every method of a closed cache raises hip_core.ClosedError.
+`view(layer)` gives the keys and values as [batch, kv_heads, max_tokens, head_dim] strided views
+(the head dimension contiguous) without copying; `kv_lengths(layer)` the lengths as a device
+int32 [batch]. The lengths are known on the host too (`lengths`): appends are counted there.
+
+Stream semantics: appends, resets and length uploads are queued on the cache's stream; views
+carry that stream. Nothing synchronizes. Every method of a closed cache raises
+hip_core.ClosedError.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from hip_core import Device, DeviceBuffer, Resource, Stream
 from hip_runtime.dtypes import DTypeLike, as_dtype, float16
+from hip_runtime.operators import backend_of
 from hip_runtime.tensor import DeviceTensor
 
 
 class KVCache(Resource):
-    """Keys and values for `layers` layers of up to `max_tokens` tokens each.
+    """Keys and values for `layers` layers of `batch` sequences of up to `max_tokens` tokens.
 
     Args:
         device: where the cache lives.
-        stream: the stream its copies are ordered on (and its views carry).
+        stream: the stream its work is ordered on (and its views carry).
         layers: transformer layers, each with its own keys and values.
-        max_tokens: tokens each layer can hold.
+        max_tokens: tokens each sequence can hold in each layer.
         kv_heads: key/value heads per token.
         head_dim: elements per head.
         dtype: element type (float16 by default).
+        batch: sequences (1 by default).
 
     `close()` (or `with`) frees the memory; views made from the cache must not be used after.
     """
@@ -41,9 +58,11 @@ class KVCache(Resource):
         kv_heads: int,
         head_dim: int,
         dtype: DTypeLike = float16,
+        batch: int = 1,
     ) -> None:
         dims = {
             "layers": layers,
+            "batch": batch,
             "max_tokens": max_tokens,
             "kv_heads": kv_heads,
             "head_dim": head_dim,
@@ -51,13 +70,16 @@ class KVCache(Resource):
         for name, value in dims.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, not {value!r}")
-        self.layers, self.max_tokens = layers, max_tokens
+        self.layers, self.batch, self.max_tokens = layers, batch, max_tokens
         self.kv_heads, self.head_dim = kv_heads, head_dim
         self.dtype = as_dtype(dtype)
         self.stream = stream
         self.buffer: DeviceBuffer = device.allocate(self.nbytes)
-        self.lengths = [0] * layers
         self._own(self.buffer.close)
+        self._lengths = np.zeros((layers, batch), np.int64)
+        self._slots: tuple[Any, DeviceTensor] | None = None  # (key, device slot ids), last used
+        self._counts: tuple[Any, DeviceTensor] | None = None  # (lengths, device int32 lengths)
+        self.buffer.fill(0, stream=stream)
 
     @property
     def token_bytes(self) -> int:
@@ -66,11 +88,18 @@ class KVCache(Resource):
 
     @property
     def nbytes(self) -> int:
-        return self.layers * 2 * self.max_tokens * self.token_bytes
+        return self.layers * 2 * self.batch * self.max_tokens * self.token_bytes
 
-    def _part(self, layer: int, which: int, start: int, tokens: int) -> DeviceTensor:
-        offset = ((layer * 2 + which) * self.max_tokens + start) * self.token_bytes
-        shape = (tokens, self.kv_heads, self.head_dim)
+    @property
+    def lengths(self) -> np.ndarray:
+        """Tokens held, int64 [layers, batch] (a copy; host bookkeeping, no device work)."""
+        lengths: np.ndarray = self._lengths.copy()
+        return lengths
+
+    def _part(self, layer: int, which: int) -> DeviceTensor:
+        """Keys (0) or values (1) of a layer: [batch, max_tokens, kv_heads, head_dim]."""
+        offset = (layer * 2 + which) * self.batch * self.max_tokens * self.token_bytes
+        shape = (self.batch, self.max_tokens, self.kv_heads, self.head_dim)
         return DeviceTensor(self.buffer, shape, self.dtype, offset=offset, stream=self.stream)
 
     def _check_layer(self, layer: int) -> None:
@@ -78,47 +107,122 @@ class KVCache(Resource):
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.layers:
             raise ValueError(f"layer must be in [0, {self.layers}), not {layer!r}")
 
-    def append(self, layer: int, keys: DeviceTensor, values: DeviceTensor) -> int:
-        """Copy `keys` and `values` (tokens, kv_heads, head_dim) after the layer's tokens, on
-        the cache's stream; returns the layer's new length. ValueError (nothing queued) on a
-        shape or dtype mismatch or when the tokens do not fit."""
+    def append(
+        self, layer: int, keys: DeviceTensor, values: DeviceTensor, mask: Any = None
+    ) -> np.ndarray:
+        """Write new tokens of every sequence after the tokens the layer holds for it, on the
+        cache's stream; returns the layer's new lengths (int64 [batch], host).
+
+        keys, values: [batch, tokens, kv_heads, head_dim] of the cache's dtype, any layout
+        ([tokens, kv_heads, head_dim] when batch is 1). mask: None (every token is new) or a
+        host array [batch, tokens] of 0/1 (or bool): only the tokens marked 1 are written, in
+        order, so a left-padded prompt's pads take no slot. ValueError (nothing queued) on a
+        shape or dtype mismatch or when a sequence's tokens do not fit.
+        """
         self._check_layer(layer)
-        expected = (self.kv_heads, self.head_dim)
-        for name, tensor in (("keys", keys), ("values", values)):
-            if not isinstance(tensor, DeviceTensor):
-                raise ValueError(f"{name} must be a DeviceTensor, not {type(tensor).__name__}")
-            if tensor.ndim != 3 or tensor.shape[1:] != expected or tensor.dtype != self.dtype:
-                raise ValueError(
-                    f"{name} is {tensor.shape} {tensor.dtype}; expected "
-                    f"(tokens, {self.kv_heads}, {self.head_dim}) {self.dtype}"
-                )
+        keys, values = self._checked(keys, "keys"), self._checked(values, "values")
+        if keys.stream is not self.stream:
+            raise ValueError("keys must carry the cache's stream (made by its backend's ops)")
         if keys.shape != values.shape:
             raise ValueError(f"keys {keys.shape} and values {values.shape} differ")
-        tokens, start = keys.shape[0], self.lengths[layer]
-        if start + tokens > self.max_tokens:
+        tokens = keys.shape[1]
+        real = np.ones((self.batch, tokens), bool) if mask is None else _mask(mask, keys.shape)
+        start = self._lengths[layer]
+        new = start + real.sum(axis=1)
+        if (new > self.max_tokens).any():
+            b = int(np.argmax(new > self.max_tokens))
             raise ValueError(
-                f"layer {layer} holds {start} of {self.max_tokens} tokens; {tokens} more do not fit"
+                f"layer {layer}, sequence {b} holds {start[b]} of {self.max_tokens} tokens; "
+                f"{new[b] - start[b]} more do not fit"
             )
-        self._part(layer, 0, start, tokens).copy_from(keys)
-        self._part(layer, 1, start, tokens).copy_from(values)
-        self.lengths[layer] = start + tokens
-        return self.lengths[layer]
+        if real.all() and (start == start[0]).all():
+            # Every sequence gains every token at one slot (no padding, equal lengths: a
+            # prefill without pads, decode steps of equal prompts): one strided copy each.
+            at = int(start[0])
+            for which, tensor in ((0, keys), (1, values)):
+                self._part(layer, which)[:, at : at + tokens].copy_(tensor)
+            self._lengths[layer] = new
+            return new.copy()  # type: ignore[no-any-return]
+        backend = backend_of(keys)  # the ops of the backend whose stream the cache has
+        slots = self._slot_ids(start, real)
+        flat = (self.batch * tokens, self.kv_heads, self.head_dim)
+        for which, tensor in ((0, keys), (1, values)):
+            table = self._part(layer, which).reshape(-1, self.kv_heads, self.head_dim)
+            source = tensor.reshape(flat) if _merges(tensor) else tensor.contiguous().reshape(flat)
+            backend.index_add(table, 0, slots, source, out=table)
+        self._lengths[layer] = new
+        return new.copy()  # type: ignore[no-any-return]
 
     def view(self, layer: int) -> tuple[DeviceTensor, DeviceTensor]:
-        """(keys, values) of the layer's tokens so far, each (length, kv_heads, head_dim),
-        sharing the cache's memory."""
+        """(keys, values) of the layer, each [batch, kv_heads, max_tokens, head_dim] (strided
+        views of the whole capacity, the head dimension contiguous), sharing the cache's
+        memory. Sequence b's tokens are slots 0..lengths[layer, b]-1; the rest are zeros."""
         self._check_layer(layer)
-        length = self.lengths[layer]
-        return self._part(layer, 0, 0, length), self._part(layer, 1, 0, length)
+        return self._part(layer, 0).permute(0, 2, 1, 3), self._part(layer, 1).permute(0, 2, 1, 3)
+
+    def kv_lengths(self, layer: int) -> DeviceTensor:
+        """The layer's lengths as a device int32 [batch] (uploaded on the cache's stream once
+        per change of lengths: every layer of a decode step shares one upload)."""
+        self._check_layer(layer)
+        key = self._lengths[layer].tobytes()
+        if self._counts is None or self._counts[0] != key:
+            counts = self._lengths[layer].astype(np.int32)
+            self._counts = (key, DeviceTensor.from_numpy(counts, stream=self.stream))
+        return self._counts[1]
 
     def reset(self) -> None:
-        """Forget every token of every layer (memory is kept and not cleared)."""
+        """Forget every token of every sequence: lengths 0 and the memory zeroed (a fill queued
+        on the cache's stream)."""
         self._check_open()
-        self.lengths = [0] * self.layers
+        self._lengths[:] = 0
+        self.buffer.fill(0, stream=self.stream)
+
+    # --- private ------------------------------------------------------------------------------
+
+    def _checked(self, given: Any, name: str) -> DeviceTensor:
+        if not isinstance(given, DeviceTensor):
+            raise ValueError(f"{name} must be a DeviceTensor, not {type(given).__name__}")
+        tensor: DeviceTensor = given.unsqueeze(0) if given.ndim == 3 and self.batch == 1 else given
+        expected = (self.kv_heads, self.head_dim)
+        if tensor.ndim != 4 or tensor.shape[0] != self.batch or tensor.shape[2:] != expected:
+            raise ValueError(
+                f"{name} is {tensor.shape} {tensor.dtype}; expected ({self.batch}, tokens, "
+                f"{self.kv_heads}, {self.head_dim}) {self.dtype}"
+            )
+        if tensor.dtype != self.dtype:
+            raise ValueError(f"{name} has dtype {tensor.dtype}; expected {self.dtype}")
+        return tensor
+
+    def _slot_ids(self, start: np.ndarray, real: np.ndarray) -> DeviceTensor:
+        """Device int32 ids of the rows each new token goes to in the layer's table seen as
+        [batch * max_tokens, ...]; -1 (index_add skips it) for a masked token. The last ids
+        are kept: every layer of a step asks for the same ones."""
+        key = (start.tobytes(), real.shape, real.tobytes())
+        if self._slots is None or self._slots[0] != key:
+            rank = np.cumsum(real, axis=1) - 1
+            base = np.arange(self.batch)[:, None] * self.max_tokens + start[:, None]
+            ids = np.where(real, base + rank, -1).astype(np.int32).reshape(-1)
+            self._slots = (key, DeviceTensor.from_numpy(ids, stream=self.stream))
+        return self._slots[1]
 
     def __repr__(self) -> str:
-        shape = (self.layers, 2, self.max_tokens, self.kv_heads, self.head_dim)
-        return f"<KVCache {shape} {self.dtype}, {sum(self.lengths)} tokens held>"
+        shape = (self.layers, 2, self.batch, self.max_tokens, self.kv_heads, self.head_dim)
+        return f"<KVCache {shape} {self.dtype}, {int(self._lengths.sum())} tokens held>"
+
+
+def _mask(mask: Any, shape: tuple[int, ...]) -> np.ndarray:
+    real = np.asarray(mask)
+    if real.shape != shape[:2] or not (real.dtype == bool or real.dtype.kind in "iu"):
+        raise ValueError(f"mask is {real.shape} {real.dtype}; expected 0/1 or bool {shape[:2]}")
+    if real.dtype != bool and ((real != 0) & (real != 1)).any():
+        raise ValueError("mask holds values other than 0 and 1")
+    return real.astype(bool)
+
+
+def _merges(tensor: DeviceTensor) -> bool:
+    """Whether [batch, tokens, ...] merges its first two axes without a copy."""
+    b, t = tensor.shape[:2]
+    return b == 1 or t == 1 or tensor.strides[0] == t * tensor.strides[1]
 
 
 __all__ = ["KVCache"]

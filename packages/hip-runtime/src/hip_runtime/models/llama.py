@@ -1,0 +1,353 @@
+"""LlamaDecoder: a Llama-style decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU, tied or
+untied head) from a Hugging Face folder or a llama.cpp GGUF file, with a batched KV cache.
+
+    with LlamaDecoder.from_folder("tiny-llama/", dtype="bfloat16") as decoder:
+        logits = decoder.forward(input_ids, attention_mask)   # prefill: [B, S, vocab]
+        step = decoder.decode(next_ids)                        # one token each: [B, vocab]
+        tokens = decoder.generate(input_ids, attention_mask, max_new_tokens=32)  # numpy
+
+Prompts are LEFT-padded batches (`attention_mask` 0 on the pads, as a tokenizer with
+padding_side="left" makes them). Positions come from the mask as transformers' `generate`
+makes them (the i-th real token of a sequence is at position i), and the KV cache holds each
+sequence's real tokens from slot 0 (`KVCache.append` skips the pads), so a decode step's
+attention reads keys 0..length-1 of every sequence: `attention_decode`'s contract, or, where the
+backend has no such op, `scaled_dot_product_attention` with a key mask made on the device.
+
+Everything runs on the device, on the backend's stream, with the whole batch in each op;
+`forward` and `decode` return at once (nothing waits). Host work per step: the positions of
+the new tokens (known on the host: every sequence gains one token per step) go up as one small
+copy, shared by every layer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hip_core import Device, Resource
+from hip_runtime.backend import HipBackend
+from hip_runtime.dtypes import DTypeLike, as_dtype, int32
+from hip_runtime.kv_cache import KVCache
+from hip_runtime.loading.formats import open_checkpoint
+from hip_runtime.model_runtime import ModelRuntime
+from hip_runtime.models.config import read_config
+from hip_runtime.models.generation import generate
+from hip_runtime.models.llama_config import LlamaConfig
+from hip_runtime.models.llama_weights import LlamaLayer, LlamaWeights, prepare
+from hip_runtime.tensor import DeviceTensor
+
+DTYPES = ("float32", "float16", "bfloat16")
+DEFAULT_MAX_TOKENS = 4096  # per sequence, when the model allows more (cache memory grows with it)
+_INDEX = "model.safetensors.index.json"
+
+
+class LlamaDecoder(Resource):
+    """A decoder on one HipBackend: weights in one dtype, rotary tables, a KV cache for the
+    batch of the last `forward` (made, or remade for a new batch size, by `forward`).
+
+    Make one with `from_folder` or `from_gguf`. `close()` (or `with`) waits for the backend's
+    stream and frees the weights, the cache and the backend; every method of a closed decoder
+    raises hip_core.ClosedError.
+    """
+
+    def __init__(
+        self, runtime: ModelRuntime, config: LlamaConfig, weights: LlamaWeights, max_tokens: int
+    ) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.weights = weights
+        self.dtype = weights.embed.dtype
+        self.max_tokens = max_tokens
+        self._own(_close_runtime, runtime)
+        cos, sin = config.rope_tables(max_tokens)
+        self._cos, self._sin = self.backend.from_numpy(cos), self.backend.from_numpy(sin)
+
+    # --- loading -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_folder(
+        cls,
+        path: str | os.PathLike[str],
+        device: Device | int | None = None,
+        *,
+        dtype: DTypeLike = "float32",
+        max_tokens: int | None = None,
+    ) -> LlamaDecoder:
+        """The decoder in the Hugging Face folder `path` (config.json + safetensors, one file
+        or sharded with model.safetensors.index.json), on `device`, computing in `dtype`
+        (float32, float16 or bfloat16). `max_tokens`: the KV cache's tokens per sequence
+        (prompt and generated; default min(max_position_embeddings, 4096)).
+
+        config.json is checked before the device is touched (ValueError naming the field; a
+        rope scaling other than default/linear/llama3 is refused). The checkpoint is loaded as
+        stored, each weight cast to `dtype` once on the device, and the stored copy freed.
+        Returns with the weights resident; on failure nothing stays allocated."""
+        target = _dtype(dtype)
+        config = LlamaConfig.from_hf(read_config(path), f"{os.fspath(path)}/config.json")
+        index = Path(path) / _INDEX
+        source = index if index.is_file() else Path(path)
+        return cls._load(source, config, "hf", target, device, max_tokens)
+
+    @classmethod
+    def from_gguf(
+        cls,
+        path: str | os.PathLike[str],
+        device: Device | int | None = None,
+        *,
+        dtype: DTypeLike = "float32",
+        max_tokens: int | None = None,
+    ) -> LlamaDecoder:
+        """The decoder in llama.cpp's GGUF file `path` (general.architecture "llama"; tensors
+        F32, F16, BF16, Q8_0 or Q4_0), as `from_folder`. The `llama.*` metadata gives the
+        shape; quantized tensors are dequantized into `dtype` on the device at load (the
+        decode GEMVs then read `dtype` weights, not the quantized blocks); attn_q/attn_k rows
+        are put back in Hugging Face's order (llama_weights)."""
+        target = _dtype(dtype)
+        checkpoint = open_checkpoint(path, dequantize_to=target)
+        if "token_embd.weight" not in {r.name for r in checkpoint.tensors}:
+            raise ValueError(f"{os.fspath(path)}: no token_embd.weight (not a llama GGUF)")
+        vocab = checkpoint["token_embd.weight"].shape[0]
+        config = LlamaConfig.from_gguf(checkpoint.metadata, os.fspath(path), vocab)
+        if any(r.name == "rope_freqs.weight" for r in checkpoint.tensors):
+            raise ValueError(f"{os.fspath(path)}: rope_freqs.weight (llama3 rope factors) is not "
+                             "supported yet")  # fmt: skip
+        return cls._load(checkpoint, config, "gguf", target, device, max_tokens)
+
+    @classmethod
+    def _load(
+        cls, source: Any, config: LlamaConfig, naming: str, dtype: Any, device: Any,
+        max_tokens: int | None,
+    ) -> LlamaDecoder:  # fmt: skip
+        capacity = (
+            min(config.max_positions, DEFAULT_MAX_TOKENS) if max_tokens is None else max_tokens
+        )
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"LlamaDecoder: max_tokens must be a positive int, not {capacity!r}")
+        runtime = ModelRuntime(device=device)
+        try:
+            loaded = ModelRuntime(runtime.backend)  # shares the backend; freed below
+            try:
+                loaded.load_weights(source, dequantize_to=dtype)
+                weights = prepare(runtime.backend, loaded.weights, config, dtype, naming)
+            finally:
+                loaded.close()  # waits for the casts, then frees the checkpoint as stored
+            runtime.weights.update(weights.named())
+            return cls(runtime, config, weights, capacity)
+        except BaseException:
+            runtime.close()
+            raise
+
+    @property
+    def backend(self) -> HipBackend:
+        """The HipBackend the decoder runs on (its stream orders every op)."""
+        return self.runtime.backend
+
+    @property
+    def cache(self) -> KVCache | None:
+        """The KV cache of the batch being decoded (None before the first `forward`)."""
+        return self.runtime.kv_cache
+
+    # --- running -----------------------------------------------------------------------------
+
+    def forward(self, input_ids: Any, attention_mask: Any = None) -> DeviceTensor:
+        """Prefill: logits [B, S, vocab] in the decoder's dtype for a batch of left-padded
+        prompts (input_ids int [B, S], attention_mask 0/1 [B, S], None: no padding; host
+        arrays). Starts new sequences: the KV cache is cleared (or made for this batch size)
+        and gets every real token's keys and values. Padded positions' logits are computed
+        but meaningless. Queued on the backend's stream; returns at once."""
+        self._check_open()
+        hidden = self._prefill(*self._inputs(input_ids, attention_mask))
+        return self.backend.linear(hidden, self.weights.head)
+
+    def hidden_states(self, input_ids: Any, attention_mask: Any = None) -> DeviceTensor:
+        """The last hidden states [B, S, H] (after the final norm) of a prefill, as `forward`
+        (which it is, without the head)."""
+        self._check_open()
+        return self._prefill(*self._inputs(input_ids, attention_mask))
+
+    def decode(self, token_ids: Any) -> DeviceTensor:
+        """One decode step: logits [B, vocab] for the next token of each sequence, given each
+        sequence's newest token (int [B]: a host array, or a device int32/int64 tensor such
+        as a sampler's output, never read by the host). Appends to the KV cache; ValueError
+        (nothing queued) before a `forward`, for another batch size, or when a sequence's
+        cache is full. Queued on the backend's stream; returns at once."""
+        self._check_open()
+        cache = self.cache
+        if cache is None:
+            raise ValueError("decode needs a forward (prefill) first: the KV cache is empty")
+        batch = cache.batch
+        if isinstance(token_ids, DeviceTensor):
+            if token_ids.size != batch or token_ids.dtype.kind != "i":
+                raise ValueError(f"token_ids is {token_ids.shape} {token_ids.dtype}; expected "
+                                 f"int [{batch}]")  # fmt: skip
+            ids = token_ids.reshape(batch, 1)
+        else:
+            host = self._ids(np.asarray(token_ids).reshape(-1), "token_ids")
+            if host.shape != (batch,):
+                raise ValueError(f"token_ids has {host.size} tokens; the batch has {batch}")
+            ids = self.backend.from_numpy(host.reshape(batch, 1))
+        lengths = cache.lengths[0]
+        if lengths.max() >= cache.max_tokens:
+            raise ValueError(f"a sequence holds {lengths.max()} tokens: the KV cache "
+                             f"(max_tokens={cache.max_tokens}) is full")  # fmt: skip
+        positions = self.backend.from_numpy(lengths.astype(np.int32))
+        x = self.backend.embedding(ids, self.weights.embed)
+        for n, layer in enumerate(self.weights.layers):
+            self._layer(x, n, layer, positions, None)
+        final = self.backend.rmsnorm(x[:, 0], self.weights.norm, eps=self.config.rms_norm_eps)
+        return self.backend.linear(final, self.weights.head)
+
+    def generate(self, input_ids: Any, attention_mask: Any = None, **options: Any) -> np.ndarray:
+        """Prompts and new tokens, int64 numpy [B, S + new]: see models.generation.generate
+        for the options (max_new_tokens, temperature, top_k, top_p, seed, eos_token_id,
+        pad_token_id). Waits for the device at the end (and every few steps when a stop token
+        can end it early)."""
+        self._check_open()
+        return generate(self, input_ids, attention_mask, **options)
+
+    # --- private ------------------------------------------------------------------------------
+
+    def _prefill(self, ids: np.ndarray, mask: np.ndarray, last_only: bool = False) -> DeviceTensor:
+        """The final-normed hidden states [B, S, H] (or [B, H] of the last position), after
+        writing the prompts' keys and values into a cleared cache."""
+        batch, seq = ids.shape
+        self._cache_for(batch)
+        positions = np.where(mask, np.cumsum(mask, axis=1) - 1, 1).astype(np.int32)
+        backend = self.backend
+        keep = backend.from_numpy(mask.astype(bool).reshape(batch, 1, 1, seq))
+        x = backend.embedding(backend.from_numpy(ids), self.weights.embed)
+        flat_positions = backend.from_numpy(positions.reshape(-1))
+        for n, layer in enumerate(self.weights.layers):
+            self._layer(x, n, layer, flat_positions, (mask, keep))
+        last = x[:, seq - 1] if last_only else x
+        return backend.rmsnorm(last, self.weights.norm, eps=self.config.rms_norm_eps)
+
+    def _layer(
+        self,
+        x: DeviceTensor,
+        n: int,
+        layer: LlamaLayer,
+        positions: DeviceTensor,
+        prompt: tuple[np.ndarray, DeviceTensor] | None,
+    ) -> None:
+        """One decoder layer on x [B, S, H] in place: x += attention(norm(x)); x += mlp(norm(x)).
+        `prompt`: (host mask, device keep mask [B, 1, 1, S]) for a prefill, None for a decode
+        step (S = 1, attention over the cache)."""
+        c, backend = self.config, self.backend
+        batch, seq, _ = x.shape
+        d = c.head_dim
+        h = backend.rmsnorm(x, layer.attn_norm, eps=c.rms_norm_eps)
+        q = backend.linear(h, layer.q).reshape(batch * seq, c.heads, d)
+        k = backend.linear(h, layer.k).reshape(batch * seq, c.kv_heads, d)
+        v = backend.linear(h, layer.v).reshape(batch, seq, c.kv_heads, d)
+        backend.rope(q, self._cos, self._sin, positions, out=q)
+        backend.rope(k, self._cos, self._sin, positions, out=k)
+        k = k.reshape(batch, seq, c.kv_heads, d)
+        cache = self.cache
+        assert cache is not None
+        cache.append(n, k, v, None if prompt is None else prompt[0])
+        heads_first = (0, 2, 1, 3)  # [B, S, heads, D] -> [B, heads, S, D], a view
+        q4 = q.reshape(batch, seq, c.heads, d).permute(*heads_first)
+        context = backend.empty((batch, seq, c.heads, d), x.dtype)
+        out = context.permute(*heads_first)
+        if prompt is not None:
+            backend.scaled_dot_product_attention(
+                q4, k.permute(*heads_first), v.permute(*heads_first), causal=True,
+                mask=prompt[1], out=out,
+            )  # fmt: skip
+        else:
+            self._decode_attention(n, q4, out)
+        attended = backend.linear(context.reshape(batch, seq, c.heads * d), layer.o)
+        backend.add(x, attended, out=x)
+        h = backend.rmsnorm(x, layer.mlp_norm, eps=c.rms_norm_eps)
+        backend.add(x, backend.mlp_swiglu(h, layer.gate, layer.up, layer.down), out=x)
+
+    def _decode_attention(self, n: int, q: DeviceTensor, out: DeviceTensor) -> None:
+        """Attention of one new query per sequence over the layer's cache (keys 0..length-1 of
+        each sequence, the new token's included)."""
+        cache, backend = self.cache, self.backend
+        assert cache is not None
+        keys, values = cache.view(n)
+        lengths = cache.kv_lengths(n)
+        if hasattr(backend, "attention_decode"):
+            backend.attention_decode(q, keys, values, lengths, out=out)
+            return
+        # Without the decode op: the fused attention over the longest sequence's slots, the
+        # slots past each sequence's length masked by a comparison on the device.
+        longest = int(cache.lengths[n].max())
+        slots = backend.arange(longest, dtype=int32)
+        keep = backend.lt(slots, lengths.reshape(cache.batch, 1, 1, 1))
+        backend.scaled_dot_product_attention(
+            q, keys[:, :, :longest], values[:, :, :longest], mask=keep, out=out
+        )
+
+    def _cache_for(self, batch: int) -> KVCache:
+        """The KV cache for `batch` sequences, cleared: kept when the batch size is the same,
+        else made anew (the old one freed after the stream has finished with it)."""
+        cache = self.cache
+        if cache is not None and cache.batch == batch:
+            cache.reset()
+            return cache
+        c = self.config
+        if cache is not None:
+            self.backend.synchronize()
+            cache.close()
+        self.runtime.kv_cache = KVCache(
+            self.backend.device, self.backend.stream, layers=c.layers, max_tokens=self.max_tokens,
+            kv_heads=c.kv_heads, head_dim=c.head_dim, dtype=self.dtype, batch=batch,
+        )  # fmt: skip
+        return self.runtime.kv_cache
+
+    def _inputs(self, input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(ids int32 [B, S], mask int64 [B, S]) checked on the host."""
+        ids = self._ids(np.asarray(input_ids), "input_ids")
+        if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
+            raise ValueError(f"input_ids must be [batch, tokens] with both > 0, not {ids.shape}")
+        if attention_mask is None:
+            mask = np.ones(ids.shape, np.int64)
+        else:
+            mask = np.asarray(attention_mask)
+            if mask.shape != ids.shape or not (mask.dtype == bool or mask.dtype.kind in "iu"):
+                raise ValueError(f"attention_mask is {mask.shape} {mask.dtype}; expected 0/1 "
+                                 f"{ids.shape}")  # fmt: skip
+            if ((mask != 0) & (mask != 1)).any():
+                raise ValueError("attention_mask holds values other than 0 and 1")
+            mask = mask.astype(np.int64)
+        real = mask.sum(axis=1)
+        if (real == 0).any():
+            raise ValueError(f"sequence {int(np.argmin(real))} has no real token (all padding)")
+        if ids.shape[1] > self.max_tokens:
+            raise ValueError(f"{ids.shape[1]} tokens do not fit the KV cache "
+                             f"(max_tokens={self.max_tokens})")  # fmt: skip
+        return ids, mask
+
+    def _ids(self, ids: np.ndarray, name: str) -> np.ndarray:
+        if ids.dtype.kind not in "iu":
+            raise ValueError(f"{name} must be integer token ids, not {ids.dtype}")
+        vocab = self.config.vocab_size
+        if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+            raise ValueError(f"{name} holds ids outside [0, {vocab}) (the vocabulary)")
+        return ids.astype(np.int32)
+
+    def __repr__(self) -> str:
+        c = self.config
+        state = "closed" if self.closed else f"{self.dtype}"
+        return (f"<LlamaDecoder {c.layers} layers, hidden {c.hidden_size}, heads {c.heads}/"
+                f"{c.kv_heads}, vocab {c.vocab_size}, {state}>")  # fmt: skip
+
+
+def _dtype(dtype: DTypeLike) -> Any:
+    target = as_dtype(dtype)
+    if target.name not in DTYPES:
+        raise ValueError(f"LlamaDecoder: dtype must be float32, float16 or bfloat16, not {target}")
+    return target
+
+
+def _close_runtime(runtime: ModelRuntime) -> None:
+    runtime.close()
+
+
+__all__ = ["DTYPES", "LlamaDecoder"]

@@ -1,0 +1,170 @@
+"""A Llama-style decoder's shape, read from a Hugging Face config.json or GGUF metadata, and its
+rotary tables.
+
+Everything here is host work done once at load: the fields are checked (a missing or mistyped
+one, or a rope scaling this decoder does not implement, is a ValueError naming the source and
+the field, raised before the device is touched) and the rotary cos/sin tables are computed as
+transformers computes them (inverse frequencies in f32, angles position × frequency in f32).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hip_runtime.models.config import require
+
+#: rope types implemented (transformers' names): each only changes the inverse frequencies.
+ROPE_TYPES = ("default", "linear", "llama3")
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_positions: int
+    tie_word_embeddings: bool
+    rope: Mapping[str, Any]  # the rope scaling parameters ({"rope_type": "default"} if none)
+    bos_token_id: int | None = None
+    eos_token_ids: tuple[int, ...] = ()
+    pad_token_id: int | None = None
+
+    @classmethod
+    def from_hf(cls, config: Mapping[str, Any], where: str) -> LlamaConfig:
+        """From a transformers LlamaConfig's dict (config.json): rope_theta / rope_scaling as
+        transformers 4 writes them, or rope_parameters as transformers 5 does."""
+        heads = require(config, "num_attention_heads", int, where)
+        hidden = require(config, "hidden_size", int, where)
+        head_dim = config.get("head_dim") or hidden // max(heads, 1)
+        rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+        theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
+        rope.setdefault("rope_type", rope.get("type", "default"))
+        made = cls(
+            vocab_size=require(config, "vocab_size", int, where),
+            hidden_size=hidden,
+            intermediate_size=require(config, "intermediate_size", int, where),
+            layers=require(config, "num_hidden_layers", int, where),
+            heads=heads,
+            kv_heads=config.get("num_key_value_heads") or heads,
+            head_dim=head_dim,
+            rms_norm_eps=float(require(config, "rms_norm_eps", float, where)),
+            rope_theta=float(theta),
+            max_positions=require(config, "max_position_embeddings", int, where),
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            rope=rope,
+            bos_token_id=_token(config.get("bos_token_id")),
+            eos_token_ids=_tokens(config.get("eos_token_id")),
+            pad_token_id=_token(config.get("pad_token_id")),
+        )
+        made.check(where)
+        return made
+
+    @classmethod
+    def from_gguf(cls, metadata: Mapping[str, Any], where: str, vocab: int) -> LlamaConfig:
+        """From llama.cpp's `llama.*` metadata; `vocab`: token_embd's rows (the vocabulary
+        size is optional metadata)."""
+        arch = metadata.get("general.architecture")
+        if arch != "llama":
+            raise ValueError(f"{where}: general.architecture is {arch!r}; LlamaDecoder reads llama")
+        heads = require(metadata, "llama.attention.head_count", int, where)
+        hidden = require(metadata, "llama.embedding_length", int, where)
+        head_dim = metadata.get("llama.attention.key_length") or hidden // max(heads, 1)
+        rope: dict[str, Any] = {"rope_type": "default"}
+        scaling = metadata.get("llama.rope.scaling.type", "none")
+        if scaling == "linear":
+            rope = {"rope_type": "linear", "factor": metadata["llama.rope.scaling.factor"]}
+        elif scaling != "none":
+            raise ValueError(f"{where}: rope scaling {scaling!r} is not supported (linear)")
+        made = cls(
+            vocab_size=int(metadata.get("llama.vocab_size", vocab)),
+            hidden_size=hidden,
+            intermediate_size=require(metadata, "llama.feed_forward_length", int, where),
+            layers=require(metadata, "llama.block_count", int, where),
+            heads=heads,
+            kv_heads=metadata.get("llama.attention.head_count_kv") or heads,
+            head_dim=int(head_dim),
+            rms_norm_eps=float(
+                require(metadata, "llama.attention.layer_norm_rms_epsilon", float, where)
+            ),
+            rope_theta=float(metadata.get("llama.rope.freq_base", 10000.0)),
+            max_positions=require(metadata, "llama.context_length", int, where),
+            tie_word_embeddings=False,  # decided by the loader: no output.weight means tied
+            rope=rope,
+            bos_token_id=_token(metadata.get("tokenizer.ggml.bos_token_id")),
+            eos_token_ids=_tokens(metadata.get("tokenizer.ggml.eos_token_id")),
+            pad_token_id=_token(metadata.get("tokenizer.ggml.padding_token_id")),
+        )
+        rot = metadata.get("llama.rope.dimension_count", made.head_dim)
+        if rot != made.head_dim:
+            raise ValueError(f"{where}: partial rotary (rope dimension {rot} of head {head_dim}) "
+                             "is not supported")  # fmt: skip
+        made.check(where)
+        return made
+
+    def check(self, where: str) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "layers", "heads",
+                     "kv_heads", "head_dim", "max_positions"):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{where}: {name} must be a positive int, not {value!r}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"{where}: {self.heads} attention heads are not a multiple of "
+                             f"{self.kv_heads} key/value heads")  # fmt: skip
+        if self.head_dim % 2 or self.head_dim > 256:
+            raise ValueError(f"{where}: head_dim {self.head_dim} must be even and at most 256")
+        kind = self.rope.get("rope_type")
+        if kind not in ROPE_TYPES:
+            raise ValueError(
+                f"{where}: rope type {kind!r} is not supported ({', '.join(ROPE_TYPES)})"
+            )
+        if self.rope.get("partial_rotary_factor", 1.0) != 1.0:
+            raise ValueError(f"{where}: partial_rotary_factor is not supported")
+
+    def inverse_frequencies(self) -> np.ndarray:
+        """f32 [head_dim / 2]: θ^(-2i/d), scaled as the rope type says (transformers' rules)."""
+        d = self.head_dim
+        inv = (1.0 / (self.rope_theta ** (np.arange(0, d, 2, dtype=np.float32) / d))).astype(
+            np.float32
+        )
+        kind, p = self.rope["rope_type"], self.rope
+        if kind == "linear":
+            inv = inv / np.float32(p["factor"])
+        elif kind == "llama3":
+            factor, low, high = p["factor"], p["low_freq_factor"], p["high_freq_factor"]
+            old = p["original_max_position_embeddings"]
+            wavelen = 2 * math.pi / inv
+            scaled = np.where(wavelen > old / low, inv / factor, inv)
+            smooth = (old / wavelen - low) / (high - low)
+            smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+            medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+            inv = np.where(medium, smoothed, scaled).astype(np.float32)
+        return inv
+
+    def rope_tables(self, positions: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, sin), f32 [positions, head_dim / 2]: the angles of positions 0.. (the rope
+        op's tables)."""
+        angles = np.arange(positions, dtype=np.float32)[:, None] * self.inverse_frequencies()
+        return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _token(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _tokens(value: Any) -> tuple[int, ...]:
+    values = value if isinstance(value, list) else [value]
+    return tuple(v for v in values if _token(v) is not None)
+
+
+__all__ = ["ROPE_TYPES", "LlamaConfig"]

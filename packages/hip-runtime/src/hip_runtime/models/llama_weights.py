@@ -1,0 +1,157 @@
+"""A Llama checkpoint's tensors turned into the decoder's own: checked, cast, un-permuted.
+
+`prepare` reads the tensors of a loaded checkpoint — a Hugging Face LlamaForCausalLM's names
+(`model.layers.N.self_attn.q_proj.weight`...) or llama.cpp's GGUF names (`blk.N.attn_q.weight`
+...) —, checks each one's shape against the config, and writes it in the target dtype into new
+device tensors (from the backend's pool, queued on its stream). Nothing refers to the
+checkpoint's tensors afterwards, so the caller may free them once the stream has run the casts.
+
+llama.cpp's converter permutes the rows of attn_q and attn_k within each head (HF's
+rotate-half pairs (i, i + d/2) become ggml's adjacent pairs (2i, 2i + 1)); `prepare` undoes it
+with one row gather on the device, so both sources run the same rotate-half rope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hip_runtime.backend import HipBackend
+from hip_runtime.models.llama_config import LlamaConfig
+from hip_runtime.tensor import DeviceTensor
+
+#: The layer's tensors: field -> (HF module under model.layers.N., GGUF name under blk.N.).
+LAYER_NAMES = {
+    "attn_norm": ("input_layernorm", "attn_norm"),
+    "q": ("self_attn.q_proj", "attn_q"),
+    "k": ("self_attn.k_proj", "attn_k"),
+    "v": ("self_attn.v_proj", "attn_v"),
+    "o": ("self_attn.o_proj", "attn_output"),
+    "mlp_norm": ("post_attention_layernorm", "ffn_norm"),
+    "gate": ("mlp.gate_proj", "ffn_gate"),
+    "up": ("mlp.up_proj", "ffn_up"),
+    "down": ("mlp.down_proj", "ffn_down"),
+}
+#: (embedding, final norm, head) in each naming.
+TOP_NAMES = {
+    "hf": ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"),
+    "gguf": ("token_embd.weight", "output_norm.weight", "output.weight"),
+}
+
+
+@dataclass(frozen=True)
+class LlamaLayer:
+    attn_norm: DeviceTensor  # [H]
+    q: DeviceTensor  # [heads * head_dim, H]
+    k: DeviceTensor  # [kv_heads * head_dim, H]
+    v: DeviceTensor  # [kv_heads * head_dim, H]
+    o: DeviceTensor  # [H, heads * head_dim]
+    mlp_norm: DeviceTensor  # [H]
+    gate: DeviceTensor  # [I, H]
+    up: DeviceTensor  # [I, H]
+    down: DeviceTensor  # [H, I]
+
+
+@dataclass(frozen=True)
+class LlamaWeights:
+    embed: DeviceTensor  # [vocab, H]
+    layers: tuple[LlamaLayer, ...]
+    norm: DeviceTensor  # [H]
+    head: DeviceTensor  # [vocab, H]: lm_head, or `embed` itself when tied
+
+    def named(self) -> dict[str, DeviceTensor]:
+        """Every distinct tensor under its HF name, for ModelRuntime.weights."""
+        embed, norm, head = TOP_NAMES["hf"]
+        names = {embed: self.embed, norm: self.norm}
+        if self.head is not self.embed:
+            names[head] = self.head
+        for n, layer in enumerate(self.layers):
+            for field, (module, _) in LAYER_NAMES.items():
+                names[f"model.layers.{n}.{module}.weight"] = getattr(layer, field)
+        return names
+
+
+def checkpoint_names(config: LlamaConfig, naming: str) -> dict[str, tuple[int, ...]]:
+    """Each tensor the decoder reads (field key -> expected shape), keyed by checkpoint name."""
+    c = config
+    h, i, q, kv = c.hidden_size, c.intermediate_size, c.heads * c.head_dim, c.kv_heads * c.head_dim
+    shapes = {"attn_norm": (h,), "q": (q, h), "k": (kv, h), "v": (kv, h), "o": (h, q),
+              "mlp_norm": (h,), "gate": (i, h), "up": (i, h), "down": (h, i)}  # fmt: skip
+    embed, norm, _ = TOP_NAMES[naming]
+    names = {embed: (c.vocab_size, h), norm: (h,)}
+    for n in range(c.layers):
+        for field, (module, short) in LAYER_NAMES.items():
+            name = (
+                f"model.layers.{n}.{module}.weight" if naming == "hf" else f"blk.{n}.{short}.weight"
+            )
+            names[name] = shapes[field]
+    return names
+
+
+def prepare(
+    backend: HipBackend,
+    tensors: Mapping[str, DeviceTensor],
+    config: LlamaConfig,
+    dtype: Any,
+    naming: str,
+) -> LlamaWeights:
+    """The decoder's weights in `dtype` from a checkpoint's `tensors` named as `naming` ("hf"
+    or "gguf"), queued on `backend`'s stream. Every name and shape is checked before the first
+    cast: ValueError naming the missing tensors, or the tensor and the shape expected. The
+    head is the checkpoint's own when it has one, else the embedding (tied)."""
+    expected = checkpoint_names(config, naming)
+    _, _, head_name = TOP_NAMES[naming]
+    tied = head_name not in tensors
+    if tied and naming == "hf" and not config.tie_word_embeddings:
+        raise ValueError(f"the checkpoint has no {head_name} and tie_word_embeddings is false")
+    if not tied:
+        expected[head_name] = (config.vocab_size, config.hidden_size)
+    missing = sorted(name for name in expected if name not in tensors)
+    if missing:
+        listed = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
+        raise ValueError(f"the checkpoint lacks {len(missing)} tensors the decoder needs: {listed}")
+    for name, shape in expected.items():
+        if tensors[name].shape != shape:
+            raise ValueError(f"{name} has shape {tensors[name].shape}; expected {shape}")
+    unpermute = {}
+    if naming == "gguf":  # undo the converter's row order of attn_q / attn_k (module docstring)
+        for heads in {config.heads, config.kv_heads}:
+            unpermute[heads] = backend.from_numpy(_rope_rows(heads, config.head_dim))
+
+    def cast(name: str, heads: int | None = None) -> DeviceTensor:
+        tensor = tensors[name]
+        if heads is not None and naming == "gguf":
+            tensor = backend.index_select(tensor, 0, unpermute[heads])
+        return backend.cast(tensor, dtype)
+
+    embed_name, norm_name, _ = TOP_NAMES[naming]
+    layers = []
+    for n in range(config.layers):
+        fields = {}
+        for field, (module, short) in LAYER_NAMES.items():
+            name = (
+                f"model.layers.{n}.{module}.weight" if naming == "hf" else f"blk.{n}.{short}.weight"
+            )
+            fields[field] = cast(name, {"q": config.heads, "k": config.kv_heads}.get(field))
+        layers.append(LlamaLayer(**fields))
+    embed = cast(embed_name)
+    return LlamaWeights(
+        embed=embed,
+        layers=tuple(layers),
+        norm=cast(norm_name),
+        head=embed if tied else cast(head_name),
+    )
+
+
+def _rope_rows(heads: int, head_dim: int) -> np.ndarray:
+    """Row ids that take a GGUF attn_q/attn_k back to HF's order: HF row h·d + t·d/2 + i is
+    GGUF row h·d + 2i + t (convert_hf_to_gguf.py's `permute`)."""
+    half = head_dim // 2
+    h, t, i = np.meshgrid(np.arange(heads), np.arange(2), np.arange(half), indexing="ij")
+    return (h * head_dim + 2 * i + t).reshape(-1).astype(np.int32)
+
+
+__all__ = ["LAYER_NAMES", "LlamaLayer", "LlamaWeights", "checkpoint_names", "prepare"]
