@@ -254,13 +254,13 @@ struct Layout {
 
 template <int N, typename Op>
 HIPK_DEVICE void rows(const Op& op, const typename Op::in_type* x, const Layout& l,
-                      typename Op::acc_type* slots) {
+                      typename Op::acc_type* slots, long long bx, long long by) {
     typedef typename Op::in_type In;
     typedef typename Op::acc_type Acc;
     enum { A = Op::spread ? N : 1 };  // accumulators: one per vector element where it may
     const int t = (int)threadIdx.x, lane = t % l.lanes;
-    const long long o = (long long)blockIdx.x * (blockDim.x / l.lanes) + t / l.lanes;
-    const long long s = blockIdx.y;
+    const long long o = bx * (blockDim.x / l.lanes) + t / l.lanes;
+    const long long s = by;
     const long long r0 = s * l.chunk, r1 = l.R < r0 + l.chunk ? l.R : r0 + l.chunk;
     Acc a[A];
     HIPK_UNROLL
@@ -297,15 +297,15 @@ HIPK_DEVICE void rows(const Op& op, const typename Op::in_type* x, const Layout&
 
 template <int N, typename Op>
 HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout& l,
-                      typename Op::acc_type* slots) {
+                      typename Op::acc_type* slots, long long bx, long long by) {
     typedef typename Op::in_type In;
     typedef typename Op::acc_type Acc;
     const int t = (int)threadIdx.x, across = t % l.lanes, down = t / l.lanes;
     const int height = (int)blockDim.x / l.lanes, width = l.lanes * N;  // the block's columns
     const long long tiles = (l.I + width - 1) / width;
-    const long long o = blockIdx.x / tiles;
-    const long long first = (long long)(blockIdx.x % tiles) * width, i0 = first + across * N;
-    const long long s = blockIdx.y;
+    const long long o = bx / tiles;
+    const long long first = bx % tiles * width, i0 = first + across * N;
+    const long long s = by;
     const long long r0 = s * l.chunk, r1 = l.R < r0 + l.chunk ? l.R : r0 + l.chunk;
     Acc a[N];
     HIPK_UNROLL
@@ -351,23 +351,70 @@ HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout&
     }
 }
 
-// The layout and width the host chose. Rows read 16 bytes (at most 8 elements) per load;
-// cols 16 bytes too where the accumulators are 4 bytes or less (8 for 16-bit types), else at
-// most 4 elements (arg: 16-byte accumulators; 64-bit sums of 1-byte integers).
-template <typename Op>
-HIPK_DEVICE void reduce(const Op& op, const typename Op::in_type* x, const Layout& l, int by_cols,
-                        int vec) {
-    typedef typename Op::acc_type Acc;
+// The widths the host chose: rows read 16 bytes (at most 8 elements) per load; cols 16 bytes
+// too where the accumulators are 4 bytes or less (8 for 16-bit types), else at most 4
+// elements (arg: 16-byte accumulators; 64-bit sums of 1-byte integers).
+template <typename Op> struct Widths {
+    typedef typename Op::in_type In;
     enum {
-        N = Lanes16<typename Op::in_type>::value > 8 ? 8 : Lanes16<typename Op::in_type>::value,
-        NC = Op::wide_cols && sizeof(typename Op::in_type) == 2 ? 8 : N > 4 ? 4 : N,
+        N = Lanes16<In>::value > 8 ? 8 : Lanes16<In>::value,
+        NC = Op::wide_cols && sizeof(In) == 2 ? 8 : N > 4 ? 4 : N,
         // cols park 256 threads x NC values; rows' group_reduce one per thread (CPU) or warp
         SLOTS = 256 * NC > HIPK_REDUCE_SLOTS ? 256 * NC : HIPK_REDUCE_SLOTS
     };
-    __shared__ Acc slots[SLOTS];
-    if (!by_cols) rows<N>(op, x, l, slots);  // (vec: the host sends scalar rows to cols)
-    else if (vec) cols<NC>(op, x, l, slots);
-    else cols<1>(op, x, l, slots);
+};
+
+// One pass of the layout the host chose, as block (bx, by).
+template <typename Op>
+HIPK_DEVICE void reduce_block(const Op& op, const typename Op::in_type* x, const Layout& l,
+                              int by_cols, int vec, typename Op::acc_type* slots, long long bx,
+                              long long by) {
+    typedef Widths<Op> W;
+    if (!by_cols) rows<W::N>(op, x, l, slots, bx, by);  // (the host sends scalar rows to cols)
+    else if (vec) cols<W::NC>(op, x, l, slots, bx, by);
+    else cols<1>(op, x, l, slots, bx, by);
+}
+
+template <typename Op>
+HIPK_DEVICE void reduce(const Op& op, const typename Op::in_type* x, const Layout& l, int by_cols,
+                        int vec) {
+    __shared__ typename Op::acc_type slots[Widths<Op>::SLOTS];
+    reduce_block(op, x, l, by_cols, vec, slots, blockIdx.x, blockIdx.y);
+}
+
+// A split finished by its last block (one launch instead of two): `op` writes each block's
+// partials [O, S, I] to `part`, then the block counts itself in counters[blockIdx.x]; the one
+// that completes the count (the last of the S blocks that share its outputs, whichever it is)
+// merges their S partials with `op2` (which writes y) in the order s = 0 .. S-1, so the result
+// does not depend on which block came last, and sets the count back to 0 for the next launch.
+// The counters start at 0 (the host zeroes them once). The __threadfence()s order each
+// block's partial stores before its count, and the last block's loads after it.
+template <typename Op, typename Op2>
+HIPK_DEVICE void reduce_split(const Op& op, const Op2& op2, const typename Op::in_type* x,
+                              const typename Op2::in_type* part, unsigned int* counters,
+                              const Layout& l, int by_cols, int vec) {
+    typedef typename Op::acc_type Acc;
+    typedef typename Op2::acc_type Acc2;
+    enum { B1 = Widths<Op>::SLOTS * sizeof(Acc), B2 = HIPK_REDUCE_SLOTS * sizeof(Acc2) };
+    __shared__ long long words[((B1 > B2 ? B1 : B2) + 7) / 8];  // both passes' slots, in turn
+    __shared__ int last;
+    reduce_block(op, x, l, by_cols, vec, reinterpret_cast<Acc*>(words), blockIdx.x, blockIdx.y);
+    if (!counters) return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(counters + blockIdx.x, 1u) + 1 == (unsigned int)l.S;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    // The partials as the input of one more pass over this block's outputs: [O, S, I] with S
+    // as the reduced axis, one element per thread per row, the same tiling (rows: the block's
+    // outputs; cols: its lanes * NC columns, as lanes).
+    const int lanes = by_cols && vec ? l.lanes * Widths<Op>::NC : l.lanes;
+    const Layout p = {l.O, l.S, l.I, l.S * l.I, by_cols ? l.I : 1, by_cols ? 1 : 0, 1, l.S, lanes};
+    Acc2* slots = reinterpret_cast<Acc2*>(words);
+    if (by_cols) cols<1>(op2, part, p, slots, blockIdx.x, 0);
+    else rows<1>(op2, part, p, slots, blockIdx.x, 0);
+    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }
 
 }  // namespace hipk

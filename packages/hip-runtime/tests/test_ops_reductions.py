@@ -21,6 +21,7 @@ from hypothesis.extra import numpy as hnp
 
 from hip_core import Device
 from hip_runtime import HipBackend
+from hip_runtime.ops import reductions
 
 DTYPES = [
     np.dtype(t)
@@ -164,6 +165,32 @@ def test_long_axes_take_the_vector_and_split_paths(backend: HipBackend, data: An
     axis = data.draw(st.sampled_from([None, 0, 1, -1]))
     got = getattr(backend, op)(tensor, axis).to_numpy()
     check(op, got, x, axis)
+
+
+@pytest.mark.parametrize("finish", ["last block", "second launch"])
+def test_splits_finish_in_one_launch_or_two(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, finish: str
+) -> None:
+    """A split over the reduced axis is finished by its last block (one launch; the counters
+    are back at zero for the next) or, with no counters to use, by a second launch: the same
+    results either way, run after run. NaNs propagate through the partials."""
+    if finish == "second launch":
+        monkeypatch.setattr(reductions, "_COUNTERS", 0)
+    rng = np.random.default_rng(1)
+    for dtype in (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.int8)):
+        x = (rng.standard_normal((3, 4096)) * 40).astype(dtype)
+        if is_float(dtype):
+            x[1, 4000] = np.nan
+        tensor = backend.from_numpy(x)
+        for op in ("sum", "max", "min") + (("mean",) if is_float(dtype) else ()):
+            # one long row (a split even on a 2-core CPU), columns, everything
+            for view, host, axis in (
+                (tensor[1:2], x[1:2], 1),
+                (tensor.T, x.T, 0),
+                (tensor, x, None),
+            ):
+                for _ in range(2):
+                    check(op, getattr(backend, op)(view, axis).to_numpy(), host, axis)
 
 
 def test_semantics(backend: HipBackend) -> None:

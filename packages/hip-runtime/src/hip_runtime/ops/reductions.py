@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from hip_core import _capture  # whether a stream capture is in progress (hip-core's record)
 from hip_runtime.dtypes import float_type, suffix
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, kept_shape, moved_last
@@ -48,6 +49,7 @@ _KERNELS = {
     "argmax": ("reduce_arg.hip", "reduce_arg_"), "argmin": ("reduce_arg.hip", "reduce_arg_"),
 }  # fmt: skip
 _WIDE = frozenset(("sum", "mean", "max", "min"))  # 16-byte cols loads of 16-bit types too
+_COUNTERS = 16384  # blocks of a split finished by its last block: one uint32 counter each
 _resident: dict[tuple[int, int], int] = {}  # (id of a Kernel, block) -> blocks in one wave
 
 
@@ -155,26 +157,33 @@ class ReductionOps(OpsBase):
         if op in ("sum", "mean"):
             mean = int(op == "mean")
             if splits == 1:
-                self._launch(kernel, x, m, geometry, (y, None), (m.R, mean))
+                self._launch(kernel, x, m, geometry, (y, None, None), (m.R, mean))
                 return
             acc = _sum_acc(x.dtype)
             part = self._output(None, (m.O, splits, m.I), acc)
-            self._launch(kernel, x, m, geometry, (None, part), (m.R, 0))
+            counters = self._reduce_counters(geometry[0])
+            if counters is not None:  # one launch: the last block of each split finishes it
+                self._launch(kernel, x, m, geometry, (y, part, counters), (m.R, mean))
+                return
+            self._launch(kernel, x, m, geometry, (None, part, None), (m.R, 0))
             ptrs: tuple[Any, ...]
             if acc in (x.dtype, _INT64):
-                second, ptrs = self._kernel("reduce.hip", f"reduce_sum_{suffix(acc)}"), (y, None)
+                second = self._kernel("reduce.hip", f"reduce_sum_{suffix(acc)}")
+                ptrs = (y, None, None)
             else:  # 16-bit floats: f32 partials in, the 16-bit type out
                 second, ptrs = self._kernel("reduce.hip", f"reduce_sum2_{t}"), (y,)
             self._second(second, part, m, ptrs, (m.R, mean))
             return
         if op in ("max", "min"):  # values only: reduce_max.hip
-            lowest = int(op == "min")
+            smallest = (int(op == "min"),)
             if splits == 1:
-                self._launch(kernel, x, m, geometry, (y,), (lowest, 0))
+                self._launch(kernel, x, m, geometry, (y, None, None), smallest)
                 return
             part = self._output(None, (m.O, splits, m.I), x.dtype)
-            self._launch(kernel, x, m, geometry, (part,), (lowest, 1))
-            self._second(kernel, part, m, (y,), (lowest, 0))
+            counters = self._reduce_counters(geometry[0])
+            self._launch(kernel, x, m, geometry, (y, part, counters), smallest)
+            if counters is None:  # the first pass wrote the partials: merge them
+                self._second(kernel, part, m, (y, None, None), smallest)
             return
         # argmax, argmin: values and indices through the partials, the indices at the end.
         lowest = int(op == "argmin")
@@ -224,6 +233,19 @@ class ReductionOps(OpsBase):
             chunk = -(-chunk // width) * width
         splits = max(-(-m.R // chunk), 1) if m.R else 1
         return m, (blocks, splits, chunk, lanes, vec, by_cols)
+
+    def _reduce_counters(self, blocks: int) -> DeviceTensor | None:
+        """The counters of a split finished by its last block (reduce.h's reduce_split): zeroed
+        once, set back to zero by each launch, kept as long as the backend (a captured graph
+        replays with them). None where that cannot be used: more blocks than counters, or no
+        counters yet while a capture is in progress (their zeroing would be captured)."""
+        counters: DeviceTensor | None = getattr(self, "_reduce_counter_buffer", None)
+        if counters is None:
+            if _capture.captures:
+                return None
+            counters = self.zeros((_COUNTERS,), np.uint32)  # type: ignore[attr-defined]
+            self._reduce_counter_buffer = counters
+        return counters if blocks <= _COUNTERS else None
 
     def _reduce_wave(self, kernel: Any, block: int) -> int:
         """Blocks of `block` threads of `kernel` that the device runs at once (cached)."""
