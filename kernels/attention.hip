@@ -21,9 +21,10 @@
 //
 // This is the portable path every platform runs. The 16-bit entry points
 // attention_mma_d<D>_<f16|bf16> (D = 64, 128; same parameters; launch and layout conditions in
-// attention_mma.h) use the matrix cores where attention_mma.h compiles a path for them
-// (NVIDIA sm_80+) and run this kernel over 128 / (queries per tile) tiles per block elsewhere,
-// so the host launches them the same way on every platform.
+// attention_mma.h) use the matrix cores where a path for them is compiled (attention_mma.h:
+// NVIDIA sm_80+; attention_mfma.h: AMD gfx90a, gfx942) and run this kernel over
+// 128 / (queries per tile) tiles per block elsewhere, so the host launches them the same way
+// on every platform.
 #include "dtypes.h"
 
 #define HIPK_ATTENTION_THREADS 128
@@ -54,16 +55,12 @@ HIPK_DEVICE float mask_value(const void* mask, int kind, long long at, bool* att
     return 0.0f;
 }
 
-template <typename T, int D, int BQ, int BK>
-HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const void* mask,
-                           const AttentionArgs& a, AttentionTiles<D, BQ, BK>& t, int q0) {
-    const int THREADS = HIPK_ATTENTION_THREADS;
-    const int PER_ROW = THREADS / BQ;  // threads sharing one query's output row
-    const int OWN = D / PER_ROW;       // output elements per thread
-    const int tid = (int)threadIdx.x;
-    const int h = (int)blockIdx.y, b = (int)blockIdx.z;
+// Moves q and out to head h of batch b, k and v to the key/value head it reads, and the mask
+// (if any) to its (b, h) slice: where every kernel starts.
+template <typename T>
+HIPK_DEVICE void select_head(const T*& q, const T*& k, const T*& v, T*& out, const void*& mask,
+                             const AttentionArgs& a, int h, int b) {
     const int hk = h / (a.heads / a.kv_heads);
-    const int d = a.d, shift = a.skv - a.sq;
     q += b * a.qb + h * a.qh;
     k += b * a.kb + hk * a.kh;
     v += b * a.vb + hk * a.vh;
@@ -73,6 +70,17 @@ HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const voi
         mask = a.mask_kind == 1 ? (const void*)(static_cast<const T*>(mask) + at)
                                 : (const void*)(static_cast<const unsigned char*>(mask) + at);
     }
+}
+
+template <typename T, int D, int BQ, int BK>
+HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const void* mask,
+                           const AttentionArgs& a, AttentionTiles<D, BQ, BK>& t, int q0) {
+    const int THREADS = HIPK_ATTENTION_THREADS;
+    const int PER_ROW = THREADS / BQ;  // threads sharing one query's output row
+    const int OWN = D / PER_ROW;       // output elements per thread
+    const int tid = (int)threadIdx.x;
+    const int d = a.d, shift = a.skv - a.sq;
+    select_head(q, k, v, out, mask, a, (int)blockIdx.y, (int)blockIdx.z);
     for (int i = tid; i < BQ * d; i += THREADS) {
         const int r = i / d, c = i - r * d;
         t.q[r][c] = q0 + r < a.sq ? load_value(q[(long long)(q0 + r) * a.qs + c]) * a.scale : 0.0f;
@@ -150,6 +158,7 @@ HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const voi
 }  // namespace hipk
 
 #include "attention_mma.h"
+#include "attention_mfma.h"
 
 namespace hipk {
 
@@ -168,9 +177,9 @@ HIPK_DEVICE void attention_mma_rows(const T* q, const T* k, const T* v, T* out, 
 
 }  // namespace hipk
 
-#if HIPK_ATTENTION_MMA
+#if HIPK_ATTENTION_MMA || HIPK_ATTENTION_MFMA
 #define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK)                                                   \
-    __shared__ alignas(128) unsigned short tiles[HIPK_MMA_SHARED(D)];                         \
+    alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(D)];                         \
     const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
                                       qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
                                       mb, mh, mq, mk};                                          \

@@ -166,18 +166,9 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3, l7 = lane & 7, m = lane >> 3;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * HIPK_MMA_ROWS;
-    const int h = (int)blockIdx.y, b = (int)blockIdx.z;
-    const int hk = h / (a.heads / a.kv_heads);
     const int shift = a.skv - a.sq;
-    q += b * a.qb + h * a.qh + (long long)q0 * a.qs;
-    k += b * a.kb + hk * a.kh;
-    v += b * a.vb + hk * a.vh;
-    out += b * a.ob + h * a.oh;
-    if (mask != nullptr) {
-        const long long at = b * a.mb + h * a.mh;
-        mask = a.mask_kind == 1 ? (const void*)(static_cast<const T*>(mask) + at)
-                                : (const void*)(static_cast<const unsigned char*>(mask) + at);
-    }
+    select_head(q, k, v, out, mask, a, (int)blockIdx.y, (int)blockIdx.z);
+    q += (long long)q0 * a.qs;
     // Shared memory: STAGES stages of (key tile, value tile), BN rows of D each; at the start
     // the query tile (HIPK_MMA_ROWS rows) is staged there.
     const unsigned base = shared_address(smem);
