@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hip_core import Device, HipOutOfMemoryError, MemoryPool
+from hip_core import ClosedError, Device, HipOutOfMemoryError, MemoryPool
 
 BACKENDS = ["caching", "auto"]
 
@@ -181,3 +181,16 @@ def test_a_pool_closes_on_its_own_platform_never_loading_one(
     pool.close()  # synchronizes the device, then destroys the pool: the pool's own platform
     device.synchronize()
     assert pool.closed
+
+
+def test_allocate_checks_its_stream_argument(device: Device) -> None:
+    """The open-Stream fast path of `allocate` refuses what the full check refuses."""
+    pool = MemoryPool(device)
+    with pytest.raises(TypeError, match="stream"):
+        pool.allocate(64, stream=object())  # type: ignore[arg-type]
+    stream = device.create_stream()
+    pool.allocate(64, stream=stream).close()
+    stream.close()
+    with pytest.raises(ClosedError):
+        pool.allocate(64, stream=stream)
+    pool.close()

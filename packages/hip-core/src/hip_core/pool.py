@@ -152,8 +152,14 @@ class MemoryPool(Resource):
         ptr = None
         if limit is None or self._in_use + size <= limit:
             blocks = self._reuse.get(size)
-            if blocks:
-                ptr = self._reused(blocks, size, stream)
+            if blocks:  # (same-size reuse, inline: issue 15's outputs come this way)
+                try:
+                    ptr, released_on = blocks.pop()
+                except IndexError:  # another thread took the last one
+                    ptr = None
+                else:
+                    if released_on is not stream:
+                        ptr = self._reordered(ptr, size, released_on, stream)
         if ptr is None:
             ptr = self._allocate(size, stream)
         with self._lock:
@@ -163,21 +169,16 @@ class MemoryPool(Resource):
         owner = _Allocation(ptr, size, self._release, ptr, size, stream)
         return DeviceBuffer(owner, ptr, size, self.device)
 
-    def _reused(self, blocks: list[tuple[int, Stream]], size: int, stream: Stream) -> int | None:
-        """A block of exactly `size` bytes from `blocks` (the reuse cache's of that size),
-        ordered for `stream`."""
-        try:
-            ptr, released_on = blocks.pop()
-        except IndexError:  # another thread took the last one
+    def _reordered(self, ptr: int, size: int, released_on: Stream, stream: Stream) -> int | None:
+        """A reused block released on another stream, ordered for `stream` (an event), or
+        None when that stream is closed (the backend's own path then frees the block)."""
+        if released_on.closed:  # its handle is gone
+            self._backend.free(ptr, size, released_on)
             return None
-        if released_on is not stream:
-            if released_on.closed:  # its handle is gone: the backend's own path frees it
-                self._backend.free(ptr, size, released_on)
-                return None
-            event = self.device.create_event(timing=False)
-            event.record(released_on)
-            stream.wait(event)
-            event.close()
+        event = self.device.create_event(timing=False)
+        event.record(released_on)
+        stream.wait(event)
+        event.close()
         return ptr
 
     def _allocate(self, size: int, stream: Stream) -> int:

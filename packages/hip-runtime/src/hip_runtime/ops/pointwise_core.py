@@ -328,7 +328,10 @@ class PointwiseCore(OpsBase):
         """The launch of a call whose layouts (`key`: op, dtypes, shapes, strides, addresses
         mod 16, and out's, with which input it is) a validated call had, or None (no plan,
         or a check to make: `OpsBase._planned_output`)."""
-        plan = self._planned(key)
+        plans = self._plans  # (`_planned`, inline: the hottest path of the pointwise ops)
+        if plans is None or self._releaser is None:
+            return None
+        plan = plans.get(key)
         if plan is None:
             return None
         y = self._planned_output(plan, inputs, out)
