@@ -17,7 +17,11 @@ An anchor that is not installed or cannot run here (torch, CuPy, cuda.core need 
 platform) is a `skipped` row, with its reason printed. Prints JSON lines, then a table;
 writes bench_dispatch.jsonl and bench_dispatch.md under --out.
 
-    python bench/bench_dispatch.py [--quick] [--out DIR] [--size N] [--calls C]
+`--profile C`: where each HipBackend op's host time goes, for rows above 1.0x: C calls of each
+under cProfile after the timing, the functions of most own time as `profile` rows (µs per op
+call, inflated by the profiler itself: compare the functions, not the totals).
+
+    python bench/bench_dispatch.py [--quick] [--out DIR] [--size N] [--calls C] [--profile C]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from hip_runtime import HipBackend
 VOCAB = 1000
 COPY_BYTES = 4096
 OBJECT_CALLS = 2000
+PROFILED_FUNCTIONS = 8
 
 
 def host_arrays(n: int) -> dict[str, np.ndarray]:
@@ -70,7 +75,28 @@ def time_ops(impl: str, ops: dict[str, Callable[[], Any]], sync: Callable[[], An
             emit(bench="skipped", impl=f"{impl} {op}", reason=f"{type(error).__name__}: {error}")
 
 
-def bench_hip(arrays: dict[str, np.ndarray], calls: int) -> None:
+def profile_ops(ops: dict[str, Callable[[], Any]], sync: Callable[[], Any], calls: int) -> None:
+    """`profile` rows: each op's PROFILED_FUNCTIONS functions of most own time over `calls`
+    calls under cProfile (µs per op call)."""
+    import cProfile
+    import pstats
+
+    for op, fn in ops.items():
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(calls):
+            fn()
+        sync()
+        profiler.disable()
+        stats = pstats.Stats(profiler).stats  # function -> (calls, calls, own, total, callers)
+        rows = sorted(stats.items(), key=lambda item: -item[1][2])[:PROFILED_FUNCTIONS]
+        for (path, line, name), (_, count, own, total, _) in rows:
+            where = f"{path.rsplit('/', 1)[-1]}:{line}({name})"
+            emit(bench="profile", op=op, function=where, calls_per_op=count / calls,
+                 own_us=own / calls * 1e6, total_us=total / calls * 1e6)  # fmt: skip
+
+
+def bench_hip(arrays: dict[str, np.ndarray], calls: int, profile: int = 0) -> None:
     backend = HipBackend()
     t = {name: backend.from_numpy(a) for name, a in arrays.items()}
     x, y, w, b = t["x"], t["y"], t["w"], t["b"]
@@ -88,6 +114,8 @@ def bench_hip(arrays: dict[str, np.ndarray], calls: int) -> None:
         "cast f32->f16": lambda: backend.cast(x, np.float16),
     }
     time_ops("hip_runtime", ops, backend.synchronize, calls, platform=hip_api().platform)
+    if profile:
+        profile_ops(ops, backend.synchronize, profile)
 
 
 def _needs_nvidia(anchor: str) -> None:
@@ -212,6 +240,12 @@ def table() -> str:
             ours, anchor = impls.get("hip_core"), impls.get("cuda.core")
             core.append(f"| {op} | {us(ours)} | {us(anchor)} | {ratio(ours, anchor)} |")
     lines += core
+    profiled = [r for r in ROWS if r["bench"] == "profile"]
+    if profiled:
+        lines += ["", "| op | function (cProfile) | calls per op | own µs | total µs |",
+                  "| --- | --- | ---: | ---: | ---: |"]  # fmt: skip
+        lines += [f"| {r['op']} | {r['function']} | {r['calls_per_op']:g} | {r['own_us']:.2f} | "
+                  f"{r['total_us']:.2f} |" for r in profiled]  # fmt: skip
     lines += [f"skipped {r['impl']}: {r['reason']}" for r in ROWS if r["bench"] == "skipped"]
     return "\n".join(lines)
 
@@ -220,12 +254,14 @@ def main() -> None:
     flags = parser(__doc__)
     flags.add_argument("--size", type=int, default=64, help="N of the N x N operands (64)")
     flags.add_argument("--calls", type=int, default=None, help="calls per timed sample")
+    flags.add_argument("--profile", type=int, default=0, metavar="C",
+                       help="profile C calls of each HipBackend op (0: no profile)")  # fmt: skip
     args = flags.parse_args()
     calls = args.calls or (200 if args.quick else 5000)
     arrays = host_arrays(args.size)
     run(
         (
-            ("hip_runtime", lambda: bench_hip(arrays, calls)),
+            ("hip_runtime", lambda: bench_hip(arrays, calls, args.profile)),
             ("torch", lambda: bench_torch(arrays, calls)),
             ("cupy", lambda: bench_cupy(arrays, calls)),
             ("hip_core", bench_hip_core),
