@@ -204,3 +204,23 @@ def test_embedding_plan(backend: HipBackend) -> None:
     sliced = t[:, 1:9]
     for result in twice(lambda: backend.embedding(ids, sliced)):
         np.testing.assert_array_equal(result, table[[1, 2], 1:9])
+
+
+def test_linear_plan(backend: HipBackend) -> None:
+    xa, wa, ba = data(5, 8, seed=18), data(6, 8, seed=19), data(6, seed=20)
+    x, w, b = backend.from_numpy(xa), backend.from_numpy(wa), backend.from_numpy(ba)
+    for result in twice(lambda: backend.linear(x, w, b)):
+        np.testing.assert_allclose(result, xa @ wa.T + ba, rtol=1e-5, atol=1e-5)
+    for result in twice(lambda: backend.linear(x, w)):
+        np.testing.assert_allclose(result, xa @ wa.T, rtol=1e-5, atol=1e-5)
+    out = backend.empty((5, 6), F32)
+    for _ in range(2):
+        backend.linear(x, w, b, out=out)
+    np.testing.assert_allclose(out.to_numpy(), xa @ wa.T + ba, rtol=1e-5, atol=1e-5)
+    storage = backend.from_numpy(data(40, seed=21))  # x and out over one buffer, overlapping
+    x2, out2 = storage.reshape(5, 8), storage[10:].reshape(5, 6)
+    backend.linear(storage[:40].reshape(5, 8), w, b, out=backend.empty((5, 6), F32))
+    with pytest.raises(ValueError, match="overlap"):
+        backend.linear(x2, w, b, out=out2)
+    with pytest.raises(ValueError, match="bias"):
+        backend.linear(x, w, b[:5])

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_runtime.blas import DATA_TYPES
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import OpsBase, plan_key, spans
+from hip_runtime.ops.base import OpsBase, plan_head, plan_key
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
@@ -60,7 +60,7 @@ class LinalgOps(OpsBase):
             if planned is not None:
                 y = self._planned_output(planned, (a, b), out)
                 if y is not None:
-                    self._gemm(planned[3], a, b, y, planned[4], float(alpha))
+                    self._gemm(planned[4], a, b, y, planned[5], float(alpha))
                     return y
         a = self._operand(a, "a")
         b = self._operand(b, "b")
@@ -74,7 +74,7 @@ class LinalgOps(OpsBase):
             if y._strides is not None:
                 found = plan(*key, a.dtype.itemsize, y._strides)
         self._gemm(found, a, b, y, data_type, float(alpha))
-        self._keep_plan(call, (y.shape, y.dtype, spans((a, b), y), found, data_type))
+        self._keep_plan(call, (*plan_head((a, b), y), found, data_type))
         return y
 
     def _matmul_out(
@@ -137,7 +137,19 @@ class LinalgOps(OpsBase):
         """x @ weightᵀ + bias, as torch.nn.Linear: x [..., in], weight [out, in], bias [out]
         (f32/f16/bf16). x and weight may be strided views BLAS can read (a slice of columns,
         a transposed weight, leading axes of any strides); others are refused with a
-        ValueError pointing at `.contiguous()`. Queued on the backend's stream."""
+        ValueError pointing at `.contiguous()`. Queued on the backend's stream. A repeated
+        call of the same layouts is served by a plan (`OpsBase._planned`)."""
+        call = plan_key(x, weight, bias, out)
+        if call is not None:
+            call = ("linear", *call)
+            planned = self._planned(call)
+            if planned is not None:
+                y = self._planned_output(planned, (x, weight, bias), out)
+                if y is not None:
+                    self._gemm(planned[4], x, weight, y, planned[5])
+                    if bias is not None:
+                        self.add(y, bias, out=y)
+                    return y
         found, t = self._linear_plan(x, weight, "weight")
         if bias is not None:
             self._same(x, bias, "bias", (weight.shape[0],))
@@ -145,6 +157,7 @@ class LinalgOps(OpsBase):
         self._gemm(found, x, weight, y, t.hip_data_type)
         if bias is not None:
             self.add(y, bias, out=y)  # [..., out] + [out]: the broadcast row, in place
+        self._keep_plan(call, (*plan_head((x, weight, bias), y), found, t.hip_data_type))
         return y
 
     def _linear_plan(
