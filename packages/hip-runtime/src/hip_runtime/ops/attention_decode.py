@@ -1,9 +1,160 @@
-"""Decode attention over a batch of KV caches with per-sequence lengths (issue 16; being built)."""
+"""Decode attention over a batch of KV caches with per-sequence lengths (issue 16):
+kernels/attention_decode.hip, split over the keys (flash-decoding) so that one long sequence
+still fills the GPU.
+
+Queued on the backend's stream and never synchronizes: the lengths are read by the kernels on
+the device, so a decode step can be queued (or captured in a graph) while the previous one
+runs. k and v are read in place through their strides: the [B, Hkv, Smax, D] views of a cache
+stored [B, Smax, Hkv, D] need no copy.
+"""
 
 from __future__ import annotations
 
-from hip_runtime.ops.base import OpsBase
+import math
+
+from hip_runtime.dtypes import float32, float_type, int32
+from hip_runtime.ops.base import INT_MAX, OpsBase
+from hip_runtime.tensor import DeviceTensor
+
+_LOG2E = 1.4426950408889634  # the kernels' softmax runs in base 2
+_TILES = (64, 128, 256)  # the kernels' head tiles (largest head size each takes)
+_ROWS = 4  # query rows per block (HIPK_DECODE_ROWS)
+_MAX_QUERIES = 16
+_MAX_GRID_YZ = 65535  # kv heads and batches are grid axes y and z
+#: Chunk sizing: about this many blocks per multiprocessor in all, chunks of at least
+#: _MIN_CHUNK keys rounded to _CHUNK_STEP (whole steps of the kernels' key loop), at most
+#: _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS).
+_BLOCKS_PER_MULTIPROCESSOR = 8
+_MIN_CHUNK = 256
+_CHUNK_STEP = 128
+_MAX_CHUNKS = 1024
+_COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
 
 
 class AttentionDecodeOps(OpsBase):
-    pass
+    def attention_decode(
+        self,
+        q: DeviceTensor,
+        k: DeviceTensor,
+        v: DeviceTensor,
+        kv_lengths: DeviceTensor,
+        *,
+        scale: float | None = None,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """One decode step's attention over batched KV caches: per sequence b, the Sq new
+        queries softmax(scale · q kᵀ) v over keys 0..kv_lengths[b]-1, causal among themselves.
+
+        Args:
+            q: [B, Hq, Sq, D] queries, Sq in 1..16: query i of sequence b sits at position
+                kv_lengths[b] - Sq + i and sees keys 0..that position (none when negative).
+            k, v: [B, Hkv, Smax, D] keys and values, Hq a multiple of Hkv (query head h reads
+                head h // (Hq // Hkv)); any strides with the last axis contiguous. Positions
+                at or past a sequence's length are never read.
+            kv_lengths: int32 [B] on the device, read by the kernels (never by the host);
+                values are clamped to [0, Smax].
+            scale: the scores' factor, 1/sqrt(D) by default (rounded to f32).
+            out: [B, Hq, Sq, D] in q's dtype with a contiguous last axis; must not overlap
+                the inputs.
+
+        One float dtype for q, k, v (f32, f16, bf16), f32 accumulation; D at most 256. A query
+        that sees no key (a sequence of length 0) gives zeros, not NaN.
+        """
+        q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
+        lengths = self._operand(kv_lengths, "kv_lengths")
+        t = float_type(q.dtype, "q")
+        shapes = {"q": q.shape, "k": k.shape, "v": v.shape}
+        if any(len(shape) != 4 for shape in shapes.values()):
+            raise ValueError(
+                f"attention_decode takes q [B, Hq, Sq, D], k, v [B, Hkv, Smax, D]; got {shapes}"
+            )
+        batch, heads, sq, d = q.shape
+        kv_heads, smax = k.shape[1], k.shape[2]
+        if (k.dtype, v.dtype) != (q.dtype, q.dtype):
+            raise ValueError(
+                f"attention_decode: q, k, v have dtypes {q.dtype}, {k.dtype}, {v.dtype}; need one"
+            )
+        if v.shape != k.shape or (k.shape[0], k.shape[3]) != (batch, d):
+            raise ValueError(
+                f"attention_decode: k and v must be [B, Hkv, Smax, D] for q {q.shape}; got {shapes}"
+            )
+        if not 1 <= sq <= _MAX_QUERIES:
+            raise ValueError(
+                f"attention_decode takes 1 to {_MAX_QUERIES} queries per sequence, not {sq}"
+            )
+        if kv_heads == 0 or heads % kv_heads:
+            raise ValueError(
+                f"attention_decode: q's {heads} heads are not a multiple of k's {kv_heads}"
+            )
+        if lengths.dtype != int32 or lengths.shape != (batch,):
+            raise ValueError(
+                f"attention_decode: kv_lengths must be int32 [{batch}]; got {lengths.dtype} "
+                f"{list(lengths.shape)}"
+            )
+        tile = next((tile for tile in _TILES if d <= tile), None)
+        if tile is None:
+            raise ValueError(f"attention_decode takes head sizes up to {_TILES[-1]}, not {d}")
+        if smax > INT_MAX or batch > _MAX_GRID_YZ or kv_heads > _MAX_GRID_YZ:
+            raise ValueError(f"attention_decode: shapes {shapes} exceed the kernels' range")
+        y = self._output(out, q.shape, q.dtype, distinct_from=(q, k, v, lengths), strided=True)
+        for name, x in (("q", q), ("k", k), ("v", v), ("out", y)):
+            if x.strides[3] != 1 and d > 1:
+                raise ValueError(
+                    f"attention_decode: {name}'s last axis must be contiguous (strides {x.strides})"
+                )
+        if y.size == 0:
+            return y
+        row_groups = -(-(heads // kv_heads * sq) // _ROWS)
+        chunk, chunks = _decode_split(
+            smax, batch * kv_heads * row_groups, self.device.properties.multiprocessors
+        )
+        dp = -(-d // 4) * 4  # the partials' row stride (whole 16-byte vectors)
+        part = stats = None
+        if chunks > 1:
+            part = self._output(None, (y.size // d * chunks * dp,), float32)
+            stats = self._output(None, (y.size // d * chunks * 2,), float32)
+        factor = (1.0 / math.sqrt(d) if scale is None else float(scale)) * _LOG2E
+        vec = all(_vectorizable(x, d) for x in (q, k, v))
+        threads = min(256, 8 * self.device.properties.warp_size)
+        kernel = self._kernel("attention_decode.hip", f"attention_decode_d{tile}_{t.suffix}")
+        kernel.launch(
+            (row_groups * chunks, kv_heads, batch), threads,
+            q, k, v, lengths, y, part, stats, heads, kv_heads, sq, d, smax, chunk, chunks,
+            int(vec), factor, *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3],
+            stream=self.stream,
+        )  # fmt: skip
+        if chunks > 1:
+            combine = self._kernel("attention_decode.hip", f"attention_decode_combine_{t.suffix}")
+            combine.launch(
+                y.size // d, _COMBINE_THREADS,
+                part, stats, lengths, y, heads, sq, d, smax, chunk, chunks, *y.strides[:3],
+                stream=self.stream,
+            )  # fmt: skip
+        return y
+
+
+def _decode_split(smax: int, blocks_per_chunk: int, multiprocessors: int) -> tuple[int, int]:
+    """(keys per chunk, chunks) of a cache of `smax` positions: chosen from the shapes alone
+    (the lengths stay on the device), so that `blocks_per_chunk` (batch · kv heads · row groups)
+    times the chunks gives the device about _BLOCKS_PER_MULTIPROCESSOR blocks per
+    multiprocessor. Blocks past a sequence's length return at once."""
+    wanted = max(1, _ceil(multiprocessors * _BLOCKS_PER_MULTIPROCESSOR, blocks_per_chunk))
+    chunk = max(_MIN_CHUNK, _ceil(_ceil(smax, wanted), _CHUNK_STEP) * _CHUNK_STEP)
+    chunk = max(chunk, _ceil(smax, _MAX_CHUNKS))
+    return chunk, max(1, _ceil(smax, chunk))
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _vectorizable(x: DeviceTensor, d: int) -> bool:
+    """Whether every row of x (last axis d) starts 16-byte aligned and d fills whole 16-byte
+    vectors: the kernels' 16-byte loads."""
+    size = x.dtype.itemsize
+    return (
+        d % (16 // size) == 0 and x.ptr % 16 == 0 and all(s * size % 16 == 0 for s in x.strides[:3])
+    )
+
+
+__all__ = ["AttentionDecodeOps"]

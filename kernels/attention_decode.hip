@@ -1,0 +1,466 @@
+// Decode attention over a batch of KV caches, split over the keys (flash-decoding). Sequence b
+// holds keys 0..len-1, len = lengths[b] read on the device (clamped to [0, smax]); its sq new
+// queries are its last sq positions, so query i sees keys j <= len - sq + i (none when that is
+// negative: zeros). Query head h reads key/value head h / (heads / kv_heads).
+//
+//   attention_decode_d<DT>_<t>(q, k, v, lengths, out, part, stats, heads, kv_heads, sq, d, smax,
+//       chunk, chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os)
+//   attention_decode_combine_<t>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks,
+//       ob, oh, os)
+//
+// q [B, heads, sq, d], k and v [B, kv_heads, smax, d], out [B, heads, sq, d]: batch, head and
+// position strides in elements, the d axis contiguous (a cache stored [B, smax, kv_heads, d]
+// needs no copy). scale: the scores' factor times log2(e) (the softmax runs in base 2: each
+// exponential is one exp2). vec: every row start is 16-byte aligned and d a multiple of
+// 16 / sizeof(T) (16-byte loads); 0: element loads.
+//
+// Pass 1, grid (row_groups * chunks, kv_heads, B), block min(256, 8 * warpSize) threads. Block
+// (x = rg + row_groups * c, hk, b) takes keys [c * chunk, min((c + 1) * chunk, len)) of kv head
+// hk and the query rows rho = rg * 4 .. + 4 (HIPK_DECODE_ROWS) of the G * sq rows that read
+// it (G = heads / kv_heads; rho = g * sq + i is query i of head hk * G + g): every K/V byte is
+// read once for all of them. Blocks whose chunk starts at or past len return at once (chunk 0
+// always runs, so that a sequence of length 0 gets zeros). Inside a block, groups of LANES
+// lanes (DT / 8 on a GPU: 16-byte pieces of a row per lane; the whole row per thread on the cpu
+// platform) take HIPK_DECODE_KEYS keys per step, each group keeping its own online softmax (no
+// barrier in the key loop); the groups merge at the end. chunks == 1: the block writes out
+// (T). Otherwise it writes f32 partials, row = (b * heads + h) * sq + i, dp = d rounded up to 4:
+//   part[(row * chunks + c) * dp + col]  the unnormalized sum of p * v,
+//   stats[(row * chunks + c) * 2 + 0, 1] the running max (base 2) and the sum of p,
+// and the combine kernel (grid B * heads * sq, block 256) merges a row's chunks into out.
+// f32 arithmetic for every storage type; a row that sees no key gives zeros, not NaN.
+#include "dtypes.h"
+
+#define HIPK_DECODE_WARPS 8        // most warps per block: the host launches min(256, 8 * warp)
+#define HIPK_DECODE_ROWS 4         // query rows per block (more rows: more row groups)
+#define HIPK_DECODE_KEYS 4         // keys a lane group takes per step: 2 * 4 loads in flight
+#define HIPK_DECODE_MAX_CHUNKS 1024  // the host never splits a sequence in more chunks
+#define HIPK_DECODE_COMBINE 256    // threads of a combine block
+
+// The per-thread loops: unrolled on a GPU (so the small arrays stay in registers); on the cpu
+// platform a thread holds whole rows (up to 256 elements) and unrolling them would take g++
+// minutes for nothing (its arrays live in memory anyway).
+#if HIPK_GPU
+#define HIPK_DECODE_UNROLL HIPK_UNROLL
+#else
+#define HIPK_DECODE_UNROLL
+#endif
+
+namespace hipk {
+namespace decode {
+
+HIPK_DEVICE float shuffle_xor(float v, int mask) {
+#if defined(__CUDA_ARCH__)
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+#elif HIPK_GPU
+    return __shfl_xor(v, mask);
+#else
+    (void)mask;  // one-lane warps: never called with a partner
+    return v;
+#endif
+}
+
+// How a row of DT elements spreads over the LANES lanes that share a key: lane l holds vectors
+// v = 0..NV-1 of VEC elements at (v * LANES + l) * VEC (consecutive lanes, consecutive 16-byte
+// pieces: coalesced), E = NV * VEC elements in all (8 on a GPU).
+template <typename T, int DT> struct Layout {
+    enum { VEC = 16 / sizeof(T) };
+#if HIPK_GPU
+    enum { LANES = DT / 8 };
+#else
+    enum { LANES = 1 };
+#endif
+    enum { E = DT / LANES, NV = E / VEC };
+    HIPK_DEVICE static int col(int e, int lane) {
+        return ((e / VEC) * LANES + lane) * VEC + e % VEC;
+    }
+};
+
+// The lane's E elements of `row` as floats; elements at or past d are 0.
+template <typename T, int DT>
+HIPK_DEVICE void load_part(const T* row, int lane, int d, bool vec, float (&x)[Layout<T, DT>::E]) {
+    typedef Layout<T, DT> L;
+    HIPK_DECODE_UNROLL
+    for (int n = 0; n < L::NV; ++n) {
+        const int c = (n * L::LANES + lane) * L::VEC;
+        float piece[L::VEC];
+        if (vec && c < d) {
+            load_floats<T, L::VEC>(row + c, piece);
+        } else {
+            HIPK_DECODE_UNROLL
+            for (int i = 0; i < L::VEC; ++i) piece[i] = c + i < d ? to_float(row[c + i]) : 0.0f;
+        }
+        HIPK_DECODE_UNROLL
+        for (int i = 0; i < L::VEC; ++i) x[n * L::VEC + i] = piece[i];
+    }
+}
+
+// The raw bits of an element, and an element of 16-byte word w (half `hi` for 16-bit types).
+HIPK_DEVICE unsigned int raw_bits(float x) { return float_bits(x); }
+HIPK_DEVICE unsigned int raw_bits(f16 x) { return x.bits; }
+HIPK_DEVICE unsigned int raw_bits(bf16 x) { return x.bits; }
+HIPK_DEVICE float word_value(unsigned int w, int, const float*) { return bits_float(w); }
+HIPK_DEVICE float word_value(unsigned int w, int hi, const bf16*) {
+    return bits_float(hi ? (w & 0xffff0000u) : (w << 16));
+}
+HIPK_DEVICE float word_value(unsigned int w, int hi, const f16*) {
+    return half_bits_to_float((unsigned short)(hi ? w >> 16 : w & 0xffffu));
+}
+
+// A lane's E elements of a key or value row kept as the loaded 32-bit words (16-bit types
+// take half the registers of floats, so more rows can be in flight), converted at each use.
+template <typename T, int DT> struct Piece {
+    typedef Layout<T, DT> L;
+    enum { PER_WORD = 4 / sizeof(T), WORDS = L::E / PER_WORD };
+    unsigned int w[WORDS];
+
+    HIPK_DEVICE void load(const T* row, int lane, int d, bool vec) {
+        HIPK_DECODE_UNROLL
+        for (int n = 0; n < L::NV; ++n) {
+            const int c = (n * L::LANES + lane) * L::VEC;
+            unsigned int* words = w + n * 4;
+            if (vec && c < d) {
+                typedef Vec<unsigned int, 4> Words;
+                const Words packed = *reinterpret_cast<const Words*>(row + c);
+                HIPK_DECODE_UNROLL
+                for (int j = 0; j < 4; ++j) words[j] = packed.v[j];
+            } else {
+                HIPK_DECODE_UNROLL
+                for (int j = 0; j < 4; ++j) {
+                    unsigned int word = 0;
+                    HIPK_DECODE_UNROLL
+                    for (int p = 0; p < PER_WORD; ++p) {
+                        const int at = c + j * PER_WORD + p;
+                        if (at < d) word |= raw_bits(row[at]) << (16 * p);
+                    }
+                    words[j] = word;
+                }
+            }
+        }
+    }
+
+    HIPK_DEVICE void zero() {
+        HIPK_DECODE_UNROLL
+        for (int j = 0; j < WORDS; ++j) w[j] = 0u;  // +0.0 in every type
+    }
+
+    HIPK_DEVICE float at(int e) const {
+        return word_value(w[e / PER_WORD], e % PER_WORD, (const T*)0);
+    }
+};
+
+// v[0..N) summed over the lanes l ^ (O, O/2 .. 1) of a group, every lane ending with all N sums
+// (bit for bit the same in each). Recursive halving then doubling: at each level a lane keeps
+// one half of the values and adds its partner's copy of that half, so K values over L lanes
+// take 2 (K - 1) shuffles instead of K log2(L). N and O are compile-time: v stays in registers.
+template <int K, int N, int O> struct GroupSum {
+    HIPK_DEVICE static void run(float (&v)[K], int lane) {
+        enum { H = N > 1 ? N / 2 : 1 };
+        if (N > 1) {
+            const bool upper = (lane & O) != 0;
+            HIPK_DECODE_UNROLL
+            for (int i = 0; i < H; ++i) {
+                const float send = upper ? v[i] : v[i + H];
+                const float keep = upper ? v[i + H] : v[i];
+                v[i] = keep + shuffle_xor(send, O);
+            }
+            GroupSum<K, H, O / 2>::run(v, lane);
+            HIPK_DECODE_UNROLL
+            for (int i = 0; i < H; ++i) {
+                const float other = shuffle_xor(v[i], O);
+                v[i + H] = upper ? v[i] : other;
+                v[i] = upper ? other : v[i];
+            }
+        } else {
+            v[0] += shuffle_xor(v[0], O);
+            GroupSum<K, 1, O / 2>::run(v, lane);
+        }
+    }
+};
+template <int K, int N> struct GroupSum<K, N, 0> {
+    HIPK_DEVICE static void run(float (&)[K], int) {}
+};
+
+struct Args {
+    int heads, kv_heads, sq, d, smax, chunk, chunks, vec;
+    float scale;
+    long long qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os;
+};
+
+HIPK_DEVICE int clamped_length(const int* lengths, int b, int smax) {
+    const int len = lengths[b];
+    return len < 0 ? 0 : (len > smax ? smax : len);
+}
+
+HIPK_DEVICE float finite_or_zero(float top) { return top == neg_inf() ? 0.0f : top; }
+
+template <typename T, int DT, int ROWS>
+HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T* out,
+                       float* part, float* stats, const Args& a) {
+    typedef Layout<T, DT> L;
+    enum { E = L::E, LANES = L::LANES, U = HIPK_DECODE_KEYS, K = ROWS * HIPK_DECODE_KEYS };
+    __shared__ float red[HIPK_DECODE_WARPS][DT];
+    __shared__ float warp_top[HIPK_DECODE_WARPS][ROWS], warp_sum[HIPK_DECODE_WARPS][ROWS];
+    const int tid = (int)threadIdx.x, lane = tid % LANES, group = tid / LANES;
+    const int groups = (int)blockDim.x / LANES;
+    const int width = warp_lanes(), warp = tid / width, warps = (int)blockDim.x / width;
+    const int per_kv = a.heads / a.kv_heads, group_rows = per_kv * a.sq;
+    const int row_groups = (group_rows + ROWS - 1) / ROWS;
+    const int rg = (int)blockIdx.x % row_groups, c = (int)blockIdx.x / row_groups;
+    const int hk = (int)blockIdx.y, b = (int)blockIdx.z;
+    const int len = clamped_length(lengths, b, a.smax);
+    const int c0 = c * a.chunk;
+    if (c > 0 && c0 >= len) return;  // the whole block: past the sequence
+    const int end = imin(c0 + a.chunk, len);
+
+    // The block's query rows, pre-scaled; lim: the last key each may see in this chunk.
+    float qx[ROWS][E];
+    int lim[ROWS];
+    HIPK_DECODE_UNROLL
+    for (int r = 0; r < ROWS; ++r) {
+        const int rho = rg * ROWS + r, g = rho / a.sq, i = rho - g * a.sq;
+        if (rho < group_rows) {
+            const int h = hk * per_kv + g;
+            load_part<T, DT>(q + b * a.qb + h * a.qh + i * a.qs, lane, a.d, a.vec, qx[r]);
+            lim[r] = imin(len - a.sq + i, end - 1);
+        } else {
+            lim[r] = -1;
+        }
+        HIPK_DECODE_UNROLL
+        for (int e = 0; e < E; ++e) qx[r][e] = rho < group_rows ? qx[r][e] * a.scale : 0.0f;
+    }
+
+    // Each lane group's online softmax over its keys: running max m, sum l, output acc.
+    const T* keys = k + b * a.kb + hk * a.kh;
+    const T* values = v + b * a.vb + hk * a.vh;
+    float m[ROWS], l[ROWS], acc[ROWS][E];
+    HIPK_DECODE_UNROLL
+    for (int r = 0; r < ROWS; ++r) {
+        m[r] = neg_inf();
+        l[r] = 0.0f;
+        HIPK_DECODE_UNROLL
+        for (int e = 0; e < E; ++e) acc[r][e] = 0.0f;
+    }
+    // The trip count is the block's (uniform: every lane of a warp reaches the shuffles); a
+    // key past `end` is neither loaded nor counted.
+    for (int k0 = c0; k0 < end; k0 += groups * U) {
+        Piece<T, DT> kx[U], vx[U];
+        HIPK_DECODE_UNROLL
+        for (int u = 0; u < U; ++u) {
+            const int key = k0 + u * groups + group;
+            if (key < end) {
+                kx[u].load(keys + key * a.ks, lane, a.d, a.vec);
+                vx[u].load(values + key * a.vs, lane, a.d, a.vec);
+            } else {
+                kx[u].zero();
+                vx[u].zero();
+            }
+        }
+        float s[K];  // s[u * ROWS + r]: row r's score of key u, then its probability
+        HIPK_DECODE_UNROLL
+        for (int u = 0; u < U; ++u) {
+            HIPK_DECODE_UNROLL
+            for (int r = 0; r < ROWS; ++r) {
+                float dot = 0.0f;
+                HIPK_DECODE_UNROLL
+                for (int e = 0; e < E; ++e) dot += qx[r][e] * kx[u].at(e);
+                s[u * ROWS + r] = dot;
+            }
+        }
+        GroupSum<K, K, LANES / 2>::run(s, lane);
+        HIPK_DECODE_UNROLL
+        for (int r = 0; r < ROWS; ++r) {
+            float top = m[r];
+            HIPK_DECODE_UNROLL
+            for (int u = 0; u < U; ++u) {
+                if (k0 + u * groups + group > lim[r]) s[u * ROWS + r] = neg_inf();
+                top = fmaxf(top, s[u * ROWS + r]);
+            }
+            const float base = finite_or_zero(top);  // exp2(-inf - 0) = 0: no NaN
+            const float alpha = exp2f(m[r] - base);
+            m[r] = top;
+            float sum = 0.0f;
+            HIPK_DECODE_UNROLL
+            for (int u = 0; u < U; ++u) {
+                const float p = exp2f(s[u * ROWS + r] - base);
+                s[u * ROWS + r] = p;
+                sum += p;
+            }
+            l[r] = l[r] * alpha + sum;
+            HIPK_DECODE_UNROLL
+            for (int e = 0; e < E; ++e) acc[r][e] *= alpha;
+        }
+        HIPK_DECODE_UNROLL
+        for (int u = 0; u < U; ++u) {
+            HIPK_DECODE_UNROLL
+            for (int r = 0; r < ROWS; ++r) {
+                HIPK_DECODE_UNROLL
+                for (int e = 0; e < E; ++e) acc[r][e] += s[u * ROWS + r] * vx[u].at(e);
+            }
+        }
+    }
+
+    // Merge the groups: the block's max per row (within each warp by shuffles, then across
+    // warps), each group rescaled to it, then sums within warps and across them, row by row.
+    float top[ROWS];
+    HIPK_DECODE_UNROLL
+    for (int r = 0; r < ROWS; ++r) {
+        top[r] = m[r];
+        for (int o = LANES; o < width; o *= 2) top[r] = fmaxf(top[r], shuffle_xor(top[r], o));
+    }
+    if (tid % width == 0) {
+        HIPK_DECODE_UNROLL
+        for (int r = 0; r < ROWS; ++r) warp_top[warp][r] = top[r];
+    }
+    __syncthreads();
+    HIPK_DECODE_UNROLL
+    for (int r = 0; r < ROWS; ++r) {
+        top[r] = neg_inf();
+        for (int w = 0; w < warps; ++w) top[r] = fmaxf(top[r], warp_top[w][r]);
+        const float alpha = exp2f(m[r] - finite_or_zero(top[r]));
+        l[r] *= alpha;
+        HIPK_DECODE_UNROLL
+        for (int e = 0; e < E; ++e) acc[r][e] *= alpha;
+        for (int o = LANES; o < width; o *= 2) {
+            l[r] += shuffle_xor(l[r], o);
+            HIPK_DECODE_UNROLL
+            for (int e = 0; e < E; ++e) acc[r][e] += shuffle_xor(acc[r][e], o);
+        }
+    }
+    if (tid % width == 0) {
+        HIPK_DECODE_UNROLL
+        for (int r = 0; r < ROWS; ++r) warp_sum[warp][r] = l[r];
+    }
+    const int dp = (a.d + 3) & ~3;
+    HIPK_DECODE_UNROLL
+    for (int r = 0; r < ROWS; ++r) {
+        const int rho = rg * ROWS + r, g = rho / a.sq, i = rho - g * a.sq, h = hk * per_kv + g;
+        if (rho >= group_rows) break;  // the whole block
+        if (tid % width < LANES) {  // the warp's first group holds the warp's sums
+            HIPK_DECODE_UNROLL
+            for (int e = 0; e < E; ++e) red[warp][L::col(e, lane)] = acc[r][e];
+        }
+        __syncthreads();
+        float total = 0.0f;
+        for (int w = 0; w < warps; ++w) total += warp_sum[w][r];
+        const long long row = ((long long)b * a.heads + h) * a.sq + i;
+        for (int t = tid; t < a.d; t += (int)blockDim.x) {
+            float sum = 0.0f;
+            for (int w = 0; w < warps; ++w) sum += red[w][t];
+            if (a.chunks == 1)
+                out[b * a.ob + h * a.oh + i * a.os + t] =
+                    from_float<T>(total > 0.0f ? sum / total : 0.0f);
+            else
+                part[(row * a.chunks + c) * dp + t] = sum;
+        }
+        if (a.chunks > 1 && tid == 0) {
+            stats[(row * a.chunks + c) * 2] = top[r];
+            stats[(row * a.chunks + c) * 2 + 1] = total;
+        }
+        __syncthreads();  // red is rewritten for the next row
+    }
+}
+
+struct Max {
+    HIPK_DEVICE Floats<1> identity() const {
+        Floats<1> s = {{neg_inf()}};
+        return s;
+    }
+    HIPK_DEVICE Floats<1> operator()(Floats<1> x, Floats<1> y) const {
+        x.v[0] = fmaxf(x.v[0], y.v[0]);
+        return x;
+    }
+};
+
+// One row's chunks merged: weights w_c = exp2(m_c - max) in shared memory, then the block's
+// threads split as (chunk slice, 4-column vector) sum w_c * part_c over their chunks.
+template <typename T>
+HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengths, T* out,
+                         int heads, int sq, int d, int smax, int chunk, int chunks, long long ob,
+                         long long oh, long long os) {
+    __shared__ float weight[HIPK_DECODE_MAX_CHUNKS];
+    __shared__ float sums[HIPK_DECODE_COMBINE * 4];
+    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
+    const long long row = blockIdx.x;  // (b * heads + h) * sq + i
+    const int tid = (int)threadIdx.x, threads = (int)blockDim.x;
+    const int i = (int)(row % sq), h = (int)(row / sq % heads), b = (int)(row / sq / heads);
+    const int len = clamped_length(lengths, b, smax);
+    const int n = len > 0 ? imin(chunks, (len + chunk - 1) / chunk) : 1;  // the chunks written
+    const int dp = (d + 3) & ~3;
+    stats += row * chunks * 2;
+    part += row * chunks * dp;
+    BlockReducer reducer = {scratch, 0, tid, threads, 0};
+    float top = neg_inf();
+    for (int c = tid; c < n; c += threads) top = fmaxf(top, stats[2 * c]);
+    Floats<1> found = {{top}};
+    const float base = finite_or_zero(reducer.reduce(found, Max()).v[0]);
+    float total = 0.0f;
+    for (int c = tid; c < n; c += threads) {
+        weight[c] = exp2f(stats[2 * c] - base);
+        total += weight[c] * stats[2 * c + 1];
+    }
+    total = reducer.sum(total);  // its barrier also publishes weight[]
+    const int vectors = dp / 4, slices = threads / vectors;
+    const int vector = tid % vectors, slice = tid / vectors;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (slice < slices) {
+        for (int c = slice; c < n; c += slices) {
+            float x[4];
+            load_floats<float, 4>(part + (long long)c * dp + vector * 4, x);
+            HIPK_UNROLL
+            for (int e = 0; e < 4; ++e) acc[e] += weight[c] * x[e];
+        }
+        HIPK_UNROLL
+        for (int e = 0; e < 4; ++e) sums[slice * dp + vector * 4 + e] = acc[e];
+    }
+    __syncthreads();
+    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+    T* o = out + b * ob + h * oh + i * os;
+    for (int t = tid; t < d; t += threads) {
+        float sum = 0.0f;
+        for (int s = 0; s < slices; ++s) sum += sums[s * dp + t];
+        o[t] = from_float<T>(sum * inverse);
+    }
+}
+
+}  // namespace decode
+}  // namespace hipk
+
+// --- entry points: three head tiles and the combine per storage type (the
+// parameters written out in each: hip-core reads their types from the text) ------------
+#define HIPK_DECODE_BODY(T, DT)                                                           \
+    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale, \
+                                     qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};        \
+    hipk::decode::split<T, DT, HIPK_DECODE_ROWS>(q, k, v, lengths, out, part, stats, args)
+
+#define HIPK_ATTENTION_DECODE(S, T)                                                                \
+    extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d64_##S(                 \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 64);                                                                \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d128_##S(                \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 128);                                                               \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d256_##S(                \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 256);                                                               \
+    }                                                                                              \
+    extern "C" __global__ void attention_decode_combine_##S(const float* part,                     \
+        const float* stats, const int* lengths, T* out, int heads, int sq, int d, int smax,        \
+        int chunk, int chunks, long long ob, long long oh, long long os) {                         \
+        hipk::decode::combine<T>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks,     \
+                                 ob, oh, os);                                                      \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_ATTENTION_DECODE)

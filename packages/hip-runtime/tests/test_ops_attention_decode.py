@@ -1,0 +1,202 @@
+"""attention_decode against hip_runtime.testing's float64 attention, under hypothesis: random
+batch, heads and grouped-query ratios, 1..16 new queries, per-sequence lengths (0, 1, the whole
+cache, anything between) read on the device, head sizes across the three head tiles, each dtype,
+and caches read through strided views ([B, Smax, Hkv, D] storage, a longer cache narrowed, rows
+that are not 16-byte aligned). Positions past a sequence's length hold NaN: never read.
+
+On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hip_core import Device
+from hip_runtime import HipBackend, testing
+from hip_runtime.ops import attention_decode as decode_module
+
+SETTINGS = settings(
+    max_examples=40, deadline=None, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)  # fmt: skip
+HEAD_SIZES = [8, 64, 80, 128, 256]
+LAYOUTS = ["contiguous", "bshd", "longer", "unaligned"]
+
+
+@pytest.fixture(scope="module")
+def backend(device: Device) -> Iterator[HipBackend]:
+    with HipBackend(device) as backend:
+        yield backend
+
+
+def expected(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, lengths: np.ndarray, scale: float | None = None
+) -> testing.Reference:
+    """The float64 reference: query i of sequence b sees keys j < lengths[b] with
+    j <= lengths[b] - Sq + i. The cache's unused positions are zeroed first (they hold NaN)."""
+    sq, smax = q.shape[2], k.shape[2]
+    keys, queries = np.arange(smax), np.arange(sq)
+    length = lengths[:, None, None, None]
+    seen = (keys < length) & (keys <= length - sq + queries[:, None])  # [B, 1, Sq, Smax]
+    used = (keys < lengths[:, None])[:, None, :, None]
+    k, v = np.where(used, k, 0).astype(k.dtype), np.where(used, v, 0).astype(v.dtype)
+    return testing.attention(q, k, v, mask=seen, scale=scale)
+
+
+def cache(backend: HipBackend, x: np.ndarray, lengths: np.ndarray, how: str) -> Any:
+    """x [B, Hkv, Smax, D] on the device as `how` lays it out, NaN past each length."""
+    x = x.copy()
+    for b, length in enumerate(lengths):
+        x[b, :, length:] = np.nan
+    if how == "contiguous":
+        return backend.from_numpy(x)
+    stored = x.transpose(0, 2, 1, 3)  # [B, Smax, Hkv, D], as a KV cache keeps it
+    if how == "longer":  # a cache with room for 3 more positions, narrowed to Smax
+        room = np.full((x.shape[0], 3, *stored.shape[2:]), np.nan, x.dtype)
+        stored = np.concatenate([stored, room], axis=1)
+    if how == "unaligned":  # one element before each row: rows start off 16-byte boundaries
+        pad = np.zeros((*stored.shape[:3], 1), x.dtype)
+        stored = np.concatenate([pad, stored], axis=3)
+    view = backend.from_numpy(np.ascontiguousarray(stored)).permute(0, 2, 1, 3)
+    view = view.narrow(2, 0, x.shape[2])
+    return view.narrow(3, 1, x.shape[3]) if how == "unaligned" else view
+
+
+def run(
+    backend: HipBackend, q: np.ndarray, k: np.ndarray, v: np.ndarray, lengths: np.ndarray,
+    how: str = "contiguous", **kwargs: Any,
+) -> np.ndarray:  # fmt: skip
+    got = backend.attention_decode(
+        backend.from_numpy(q), cache(backend, k, lengths, how), cache(backend, v, lengths, how),
+        backend.from_numpy(lengths.astype(np.int32)), **kwargs,
+    )  # fmt: skip
+    result: np.ndarray = got.to_numpy()
+    return result
+
+
+@SETTINGS
+@given(data=st.data())
+def test_decode_matches_the_reference(backend: HipBackend, data: Any) -> None:
+    dtype = data.draw(st.sampled_from(["f32", "f16", "bf16"]))
+    batch, kv_heads = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2))
+    heads = kv_heads * data.draw(st.sampled_from([1, 2, 3, 4, 5, 8]))
+    sq = data.draw(st.one_of(st.integers(1, 4), st.integers(5, 16)))
+    smax = data.draw(st.integers(1, 90))
+    d = data.draw(st.sampled_from(HEAD_SIZES))
+    lengths = np.array(
+        data.draw(st.lists(st.sampled_from([0, 1, smax, -1]), min_size=batch, max_size=batch))
+    )
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    lengths = np.where(lengths < 0, rng.integers(0, smax + 1, batch), lengths)
+    q = testing.random(rng, (batch, heads, sq, d), dtype)
+    k = testing.random(rng, (batch, kv_heads, smax, d), dtype)
+    v = testing.random(rng, (batch, kv_heads, smax, d), dtype)
+    how = data.draw(st.sampled_from(LAYOUTS))
+    scale = data.draw(st.sampled_from([None, 0.3]))
+    got = run(backend, q, k, v, lengths, how, scale=scale)
+    testing.assert_close(got, expected(q, k, v, lengths, scale), dtype)
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["chunks-of-16", "chunks-of-256"])
+def test_lengths_around_chunk_boundaries(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, small: bool
+) -> None:
+    """Lengths just below, at and past multiples of the chunk: the last chunk partial, full,
+    or one key long, and chunks past the length skipped."""
+    # Enough blocks wanted that the chunks are the smallest allowed, whatever the device.
+    monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 1 << 20)
+    if small:  # many chunks of a short cache (the kernels take any chunk size)
+        monkeypatch.setattr(decode_module, "_MIN_CHUNK", 16)
+        monkeypatch.setattr(decode_module, "_CHUNK_STEP", 16)
+    smax = 100 if small else 600
+    chunk, chunks = decode_module._decode_split(smax, 1, 1)
+    assert chunks > 2 and chunk == (16 if small else 256)
+    lengths = np.array([chunk - 1, chunk, chunk + 1, 2 * chunk, 2 * chunk + 1, smax, 0, 1])
+    rng = np.random.default_rng(7)
+    q = testing.random(rng, (len(lengths), 4, 3, 64), "f32")
+    k = testing.random(rng, (len(lengths), 2, smax, 64), "f32", scale=2.0)
+    v = testing.random(rng, (len(lengths), 2, smax, 64), "f32")
+    got = run(backend, q, k, v, lengths, "bshd")
+    testing.assert_close(got, expected(q, k, v, lengths), "f32")
+
+
+def test_empty_sequences_give_zeros_and_out_is_written(backend: HipBackend) -> None:
+    rng = np.random.default_rng(3)
+    q = testing.random(rng, (2, 2, 4, 16), "bf16")
+    k = testing.random(rng, (2, 1, 8, 16), "bf16")
+    lengths = np.array([0, 2])  # and sequence 1 has fewer keys than queries
+    got = run(backend, q, k, k, lengths, "bshd")
+    assert np.all(got[0] == 0) and np.all(got[1, :, :2] == 0) and np.isfinite(got).all()
+    testing.assert_close(got, expected(q, k, k, lengths), "bf16")
+    out = backend.zeros((2, 2, 4, 16), "bfloat16")
+    same = backend.attention_decode(
+        backend.from_numpy(q), backend.from_numpy(k), backend.from_numpy(k),
+        backend.from_numpy(lengths.astype(np.int32)), out=out,
+    )  # fmt: skip
+    assert same is out
+    testing.assert_bits_equal(out.to_numpy(), got)
+
+
+def test_lengths_past_the_cache_are_clamped(backend: HipBackend) -> None:
+    rng = np.random.default_rng(5)
+    q, k, v = (testing.random(rng, shape, "f32") for shape in [(2, 1, 1, 8), *[(2, 1, 6, 8)] * 2])
+    lengths = backend.from_numpy(np.array([99, -4], np.int32))
+    got = backend.attention_decode(*map(backend.from_numpy, (q, k, v)), lengths).to_numpy()
+    testing.assert_close(got, expected(q, k, v, np.array([6, 0])), "f32")
+
+
+def test_chunking_fills_the_device_from_the_shapes() -> None:
+    split = decode_module._decode_split
+    for smax, blocks, sms in [(4096, 256, 132), (32768, 8, 132), (1 << 22, 1, 132), (1, 1, 132)]:
+        chunk, chunks = split(smax, blocks, sms)
+        assert chunks <= decode_module._MAX_CHUNKS and (chunks - 1) * chunk < smax <= chunk * chunks
+        assert chunk >= decode_module._MIN_CHUNK
+    assert split(32768, 8, 132)[1] * 8 >= 4 * 132  # one long sequence still fills an H200
+    assert split(4096, 256, 132)[1] == 5
+
+
+def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:
+    q, k = backend.zeros((2, 4, 3, 8)), backend.zeros((2, 2, 5, 8))
+    lengths = backend.from_numpy(np.array([5, 3], np.int32))
+    decode = backend.attention_decode
+    cases = [
+        (dict(q=backend.zeros((4, 3, 8))), r"q \[B, Hq, Sq, D\]"),
+        (dict(v=backend.zeros((2, 2, 5, 8), "float16")), "dtypes"),
+        (dict(k=backend.zeros((2, 2, 6, 8))), r"k and v must be \[B, Hkv, Smax, D\]"),
+        (dict(k=backend.zeros((3, 2, 5, 8)), v=backend.zeros((3, 2, 5, 8))), "k and v must"),
+        (dict(q=backend.zeros((2, 4, 17, 8))), "1 to 16 queries"),
+        (dict(k=backend.zeros((2, 3, 5, 8)), v=backend.zeros((2, 3, 5, 8))), "multiple"),
+        (dict(kv_lengths=backend.zeros((2,), "int64")), "kv_lengths must be int32"),
+        (dict(kv_lengths=backend.zeros((3,), "int32")), r"kv_lengths must be int32 \[2\]"),
+        (dict(kv_lengths=np.array([5, 3], np.int32)), "kv_lengths must be a DeviceTensor"),
+        (dict(q=backend.zeros((1, 1, 1, 300)), k=backend.zeros((1, 1, 2, 300)),
+              v=backend.zeros((1, 1, 2, 300)), kv_lengths=lengths.narrow(0, 0, 1)), "up to 256"),
+        (dict(k=backend.zeros((2, 2, 8, 5)).mT), "k's last axis must be contiguous"),
+        (dict(q=backend.zeros((2, 4, 3), "int32").unsqueeze(3)), "q"),
+        (dict(out=backend.zeros((2, 4, 3, 7))), "out is"),
+    ]  # fmt: skip
+    for change, message in cases:
+        args: dict[str, Any] = dict(q=q, k=k, v=k, kv_lengths=lengths) | change
+        with pytest.raises((ValueError, TypeError), match=message):
+            decode(args.pop("q"), args.pop("k"), args.pop("v"), args.pop("kv_lengths"), **args)
+
+
+@pytest.mark.gpu
+def test_large_decode_matches_the_reference(backend: HipBackend, platform: str) -> None:
+    """The benchmark's shape, smaller batch: bf16 Hq32/Hkv8 D128 over a 4096-position cache
+    stored [B, S, Hkv, D], with lengths across the cache."""
+    if platform == "cpu":
+        pytest.skip("a GPU-sized shape")
+    rng = np.random.default_rng(11)
+    lengths = np.array([4096, 1, 0, 2049, 777, 4000])
+    q = testing.random(rng, (6, 32, 1, 128), "bf16")
+    k, v = (testing.random(rng, (6, 8, 4096, 128), "bf16") for _ in range(2))
+    testing.assert_close(run(backend, q, k, v, lengths, "bshd"), expected(q, k, v, lengths), "bf16")
+    q = testing.random(rng, (6, 32, 4, 128), "bf16")  # four new tokens each (speculative)
+    testing.assert_close(run(backend, q, k, v, lengths, "bshd"), expected(q, k, v, lengths), "bf16")
