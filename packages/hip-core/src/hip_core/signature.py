@@ -294,13 +294,13 @@ _FLOATS = ("float", "double")
 def _vector_writer(
     param: Param, slot: Any, fail: Callable[[Exception], TypeError]
 ) -> Callable[[Any], None]:
-    """Writes a vector's components, each checked as its element type."""
+    """Writes a vector's components, each checked as its element type; an error names the
+    parameter and the component ("parameter 1 (float3 v), component z: ...")."""
     size, kind = param.size // param.count, "float" if param.storage in _FLOATS else "int"
+    element = Param(param.index, param.decl, param.storage, size, kind)
+    skip = len(element.describe()) + 2  # the element writer's "parameter i (decl): " prefix
     writers = [
-        value_writer(
-            Param(param.index, f"{param.decl}.{axis}", param.storage, size, kind), slot + i
-        )
-        for i, axis in enumerate("xyzw"[: param.count])
+        (axis, value_writer(element, slot + i)) for i, axis in enumerate("xyzw"[: param.count])
     ]
 
     def write_vector(value: Any) -> None:
@@ -308,7 +308,11 @@ def _vector_writer(
             components = vector_components(value, param.count)
         except TypeError as error:
             raise fail(error) from None
-        for write, component in zip(writers, components, strict=True):
-            write(component)
+        for (axis, write), component in zip(writers, components, strict=True):
+            try:
+                write(component)
+            except (TypeError, OverflowError) as error:
+                message = f"{param.describe()}, component {axis}: {str(error)[skip:]}"
+                raise type(error)(message) from None
 
     return write_vector

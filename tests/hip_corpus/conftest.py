@@ -1,0 +1,71 @@
+"""The HIP corpus: realistic kernels in the style of public HIP samples, run unmodified.
+
+`kernels/*.hip` are the sources; a `// name_expressions: a<1> b<2>` line in a source names the
+template instantiations to compile. Every source runs on the cpu platform (CI) and, marked
+`gpu`, on nvidia (the H200), with results checked against numpy; test_corpus_amd.py compiles
+them with the real ROCm hiprtc. Programs are compiled into a private cache once per platform.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hip_core import Device, Module, Program, use_platform
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+def corpus_program(name: str, **given: Any) -> Program:
+    """The Program of kernels/`name` with the name expressions its header lists."""
+    text = (KERNELS / name).read_text()
+    listed = re.search(r"^// name_expressions:(.*)$", text, re.M)
+    expressions = listed.group(1).split() if listed else []
+    return Program(text, name=name, name_expressions=expressions, **given)
+
+
+@pytest.fixture(scope="session")
+def corpus_programs() -> Callable[..., Program]:
+    """corpus_program, for test modules (which cannot import this file)."""
+    return corpus_program
+
+
+@pytest.fixture(scope="module")
+def corpus_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("corpus-programs")
+    saved = {name: os.environ.get(name) for name in ("HIP_CORE_CACHE_DIR", "HIP_CORE_CACHE")}
+    os.environ["HIP_CORE_CACHE_DIR"] = str(path)
+    os.environ.pop("HIP_CORE_CACHE", None)
+    yield path
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param("cpu"), pytest.param("nvidia", marks=pytest.mark.gpu)],
+)
+def device(request: pytest.FixtureRequest, corpus_cache: Path) -> Iterator[Device]:
+    with use_platform(request.param):
+        yield Device(0)
+
+
+@pytest.fixture(scope="module")
+def load(device: Device) -> Callable[..., Module]:
+    """load("saxpy.hip", options=..., types=...) -> the Module on the device, once each."""
+    loaded: dict[str, Module] = {}
+
+    def load_one(name: str, **given: Any) -> Module:
+        if name not in loaded:
+            loaded[name] = corpus_program(name, **given).load(device)
+        return loaded[name]
+
+    return load_one
