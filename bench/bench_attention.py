@@ -5,7 +5,8 @@
   with `torch.nn.attention.sdpa_kernel` (a backend this torch or GPU lacks is a skipped row);
 - decode, one query per sequence: B32 Hq32/Hkv8 KV4096 D128 and B1 Hq32/Hkv8 KV32768 D128, in
   GB/s of K and V read, beside the same torch backends (GQA through `enable_gqa` where torch
-  has it, else K/V repeated per query head outside the timing) and the same run's copy rate.
+  has it, else K/V repeated per query head outside the timing) and the same run's copy rate;
+  attention_decode (split-KV, lengths on the device) in rows beside them (`decode_split`).
 Device time per call with events (bench_ops' method). Writes bench_attention.jsonl and .md
 under --out.
 
@@ -14,6 +15,7 @@ under --out.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from _harness import ROWS, emit, parser, save
@@ -102,6 +104,32 @@ def decode(
     emit(**row)
 
 
+def decode_split(
+    backend: HipBackend, torch: Any, shape: tuple[int, ...], repeats: int, copy: float
+) -> None:
+    """attention_decode (the split-KV decode op, lengths on the device, all = KV here) on the
+    decode cases, beside the torch rows `decode` emitted: on torch's own [B, Hkv, KV, D] tensors,
+    and on a cache stored [B, KV, Hkv, D] read through its [B, Hkv, KV, D] view."""
+    b, hq, hkv, kv, d = shape
+    name = f"decode B{b} Hq{hq}/Hkv{hkv} KV{kv} D{d}"
+    nbytes = 2 * b * hkv * kv * d * 2  # K and V, bf16
+    lengths = backend.full((b,), kv, "int32")
+    torch_ms = [r["ms"] for r in ROWS if r["bench"] == name and r["impl"].startswith("torch")]
+    for impl, bshd in (("hip decode", False), ("hip decode BSHD cache", True)):
+        cache = (b, kv, hkv, d) if bshd else (b, hkv, kv, d)
+        (q, k, v), _ = tensors(backend, torch, [(b, hq, 1, d), cache, cache])
+        if bshd:
+            k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
+        timer = HipTimer(backend)
+        run = functools.partial(backend.attention_decode, q, k, v, lengths)
+        ms = time_ms(run, timer.start, timer.stop, repeats)
+        rate = nbytes / ms / 1e6
+        row: dict[str, Any] = dict(bench=name, impl=impl, ms=ms, rate=rate, of_copy=rate / copy)
+        if torch_ms:
+            row["vs_best_torch"] = min(torch_ms) / ms
+        emit(**row)
+
+
 def table(copy: float) -> str:
     lines = [f"D2D copy (read + write): {copy:.0f} GB/s", "",
              "| case | impl | ms | TFLOP/s or GB/s | hip / best torch |",
@@ -131,6 +159,7 @@ def main() -> None:
         prefill(backend, torch, shape, repeats)
     for shape in QUICK_DECODE if args.quick else DECODE:
         decode(backend, torch, shape, repeats, copy)
+        decode_split(backend, torch, shape, repeats, copy)
     backend.close()
     save(args.out, "bench_attention", table(copy))
 
