@@ -111,6 +111,15 @@ HIPK_DEVICE V group_reduce(V v, const Op& op, V* slots, int lanes) {
 
 // --- the operations: Acc init(), add(acc, value, index), merge(a, b), write(acc, at, part) ---
 
+// The float types: the big tensors whose reductions the unrolled loops (several loads in
+// flight, one accumulator per vector element) are for. Integers and bool take the plain
+// loops (still 16-byte loads): half the code to compile, for reductions of masks and ids.
+template <typename T> struct Unrolled { enum { value = 0 }; };
+template <> struct Unrolled<float> { enum { value = 1 }; };
+template <> struct Unrolled<double> { enum { value = 1 }; };
+template <> struct Unrolled<f16> { enum { value = 1 }; };
+template <> struct Unrolled<bf16> { enum { value = 1 }; };
+
 template <typename T> struct SumAcc { typedef long long type; };  // integers and bool
 template <> struct SumAcc<float> { typedef float type; };
 template <> struct SumAcc<double> { typedef double type; };
@@ -131,7 +140,8 @@ template <> HIPK_DEVICE bf16 store_sum<float, bf16>(float a) { return from_float
 template <typename In, typename Acc, typename Out> struct SumOp {
     typedef In in_type;
     typedef Acc acc_type;
-    enum { loads = HIPK_REDUCE_LOADS, wide_cols = 1, spread = 1 };
+    enum { loads = Unrolled<In>::value ? HIPK_REDUCE_LOADS : 1, wide_cols = 1,
+           spread = Unrolled<In>::value };
     Out* y;
     Acc* part;
     long long count;  // mean: divide by it at the end
@@ -161,7 +171,8 @@ template <typename T> struct ExtremeOp {
     typedef T in_type;
     typedef Best<typename Compute<T>::type> acc_type;
     // branchy, and 3 registers an accumulator: fewer loads in flight, one accumulator per row
-    enum { loads = (HIPK_REDUCE_LOADS + 1) / 2, wide_cols = 0, spread = 0 };
+    enum { loads = Unrolled<T>::value ? (HIPK_REDUCE_LOADS + 1) / 2 : 1, wide_cols = 0,
+           spread = 0 };
     typedef typename Compute<T>::type V;
     T* y;                 // the values (results or partials), or null
     long long* y_index;   // the indices (results or partials), or null
@@ -230,7 +241,8 @@ template <typename T> struct MaxOp {
     typedef T in_type;
     typedef typename Compute<T>::type acc_type;
     typedef Extreme<acc_type> E;
-    enum { loads = HIPK_REDUCE_LOADS, wide_cols = 1, spread = 1 };
+    enum { loads = Unrolled<T>::value ? HIPK_REDUCE_LOADS : 1, wide_cols = 1,
+           spread = Unrolled<T>::value };
     T* y;  // results, or partials (part_at) when `partial`
     int lowest;
     int partial;
@@ -399,7 +411,7 @@ HIPK_DEVICE void reduce_split(const Op& op, const Op2& op2, const typename Op::i
     __shared__ long long words[((B1 > B2 ? B1 : B2) + 7) / 8];  // both passes' slots, in turn
     __shared__ int last;
     reduce_block(op, x, l, by_cols, vec, reinterpret_cast<Acc*>(words), blockIdx.x, blockIdx.y);
-    if (!counters) return;
+    if (!counters || !Unrolled<typename Op::in_type>::value) return;  // (floats only: the host)
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(counters + blockIdx.x, 1u) + 1 == (unsigned int)l.S;

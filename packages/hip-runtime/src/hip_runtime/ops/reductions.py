@@ -161,7 +161,7 @@ class ReductionOps(OpsBase):
                 return
             acc = _sum_acc(x.dtype)
             part = self._output(None, (m.O, splits, m.I), acc)
-            counters = self._reduce_counters(geometry[0])
+            counters = self._reduce_counters(geometry[0], x.dtype)
             if counters is not None:  # one launch: the last block of each split finishes it
                 self._launch(kernel, x, m, geometry, (y, part, counters), (m.R, mean))
                 return
@@ -180,7 +180,7 @@ class ReductionOps(OpsBase):
                 self._launch(kernel, x, m, geometry, (y, None, None), smallest)
                 return
             part = self._output(None, (m.O, splits, m.I), x.dtype)
-            counters = self._reduce_counters(geometry[0])
+            counters = self._reduce_counters(geometry[0], x.dtype)
             self._launch(kernel, x, m, geometry, (y, part, counters), smallest)
             if counters is None:  # the first pass wrote the partials: merge them
                 self._second(kernel, part, m, (y, None, None), smallest)
@@ -234,18 +234,21 @@ class ReductionOps(OpsBase):
         splits = max(-(-m.R // chunk), 1) if m.R else 1
         return m, (blocks, splits, chunk, lanes, vec, by_cols)
 
-    def _reduce_counters(self, blocks: int) -> DeviceTensor | None:
+    def _reduce_counters(self, blocks: int, dtype: np.dtype[Any]) -> DeviceTensor | None:
         """The counters of a split finished by its last block (reduce.h's reduce_split): zeroed
         once, set back to zero by each launch, kept as long as the backend (a captured graph
-        replays with them). None where that cannot be used: more blocks than counters, or no
-        counters yet while a capture is in progress (their zeroing would be captured)."""
+        replays with them). None where that cannot be used: integer and bool inputs (the
+        kernels leave that code out for them), more blocks than counters, or no counters yet
+        while a capture is in progress (their zeroing would be captured)."""
+        if not _is_float(dtype) or blocks > _COUNTERS:
+            return None
         counters: DeviceTensor | None = getattr(self, "_reduce_counter_buffer", None)
         if counters is None:
             if _capture.captures:
                 return None
             counters = self.zeros((_COUNTERS,), np.uint32)  # type: ignore[attr-defined]
             self._reduce_counter_buffer = counters
-        return counters if blocks <= _COUNTERS else None
+        return counters
 
     def _reduce_wave(self, kernel: Any, block: int) -> int:
         """Blocks of `block` threads of `kernel` that the device runs at once (cached)."""
