@@ -8,7 +8,6 @@ them with the real ROCm hiprtc. Programs are compiled into a private cache once 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,16 +36,12 @@ def corpus_programs() -> Callable[..., Program]:
 
 @pytest.fixture(scope="module")
 def corpus_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private hip-core program cache: every module compiles the corpus as it is now."""
     path = tmp_path_factory.mktemp("corpus-programs")
-    saved = {name: os.environ.get(name) for name in ("HIP_CORE_CACHE_DIR", "HIP_CORE_CACHE")}
-    os.environ["HIP_CORE_CACHE_DIR"] = str(path)
-    os.environ.pop("HIP_CORE_CACHE", None)
-    yield path
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HIP_CORE_CACHE_DIR", str(path))
+        patch.delenv("HIP_CORE_CACHE", raising=False)
+        yield path
 
 
 @pytest.fixture(

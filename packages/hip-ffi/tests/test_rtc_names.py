@@ -3,14 +3,10 @@ and what each front end adds to a program (deprecated spellings, platform macro,
 
 from __future__ import annotations
 
-import os
 from typing import Any
-
-import pytest
 
 import hip_ffi
 from hip_ffi.constants import HIPRTC_RESULTS
-from hip_ffi.errors import LibraryNotFoundError
 from hip_ffi.platforms.amd.rtc import PROLOGUE
 from hip_ffi.platforms.cpu import source_scan
 from hip_ffi.platforms.nvidia.tables import PRE_INCLUDE, RTC_HEADERS
@@ -73,16 +69,6 @@ def test_every_front_end_adds_the_deprecated_spellings() -> None:
     assert DEPRECATED_SPELLINGS.encode() in PROLOGUE and PROLOGUE.endswith(b"#line 1\n")
     stand_in = RTC_HEADERS[PRE_INCLUDE]
     assert DEPRECATED_SPELLINGS in stand_in and "typedef unsigned int uint;" in stand_in
-
-
-@pytest.fixture(scope="module")
-def amd() -> Any:
-    try:
-        return hip_ffi.load("amd")
-    except LibraryNotFoundError as error:
-        if os.environ.get("HIP_FFI_REQUIRE_ROCM") == "1":
-            pytest.fail(f"ROCm is required here: {error}")
-        pytest.skip(f"ROCm runtime not installed: {error}")
 
 
 def test_amd_lowers_to_the_mangled_names(amd: Any) -> None:

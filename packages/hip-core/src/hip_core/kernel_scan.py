@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hip_ffi.rtc import closing_bracket
+
 _BLANKED = re.compile(
     r"//[^\n]*|/\*.*?\*/"  # comments
     r'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\''  # literals
@@ -73,24 +75,11 @@ def split_top_level(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _closing(text: str, at: int, opening: str, closing: str) -> int:
-    """Index of the bracket closing the one at `at` (len(text) if none)."""
-    depth = 0
-    for i in range(at, len(text)):
-        if text[i] == opening:
-            depth += 1
-        elif text[i] == closing:
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(text)
-
-
 def _template_params(prefix: str) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
     match = _TEMPLATE.search(prefix)
     if match is None:
         return (), ()
-    end = _closing(prefix, match.end() - 1, "<", ">")
+    end = closing_bracket(prefix, match.end() - 1, "<", ">")
     names, defaults = [], []
     for part in split_top_level(prefix[match.end() : end]):
         declared, _, default = part.partition("=")
@@ -123,7 +112,7 @@ def scan_kernels(source: str) -> dict[str, KernelDecl]:
             continue
         start = max(code.rfind(c, 0, match.start()) for c in ";{}") + 1
         prefix = code[start : match.start()]
-        close = _closing(code, head.end() - 1, "(", ")")
+        close = closing_bracket(code, head.end() - 1, "(", ")")
         params = tuple(p for p in split_top_level(code[head.end() : close]) if p != "void")
         template, defaults = _template_params(prefix)
         qualified = "".join(s for s in stack if s) + head.group(1)

@@ -131,3 +131,17 @@ DEPRECATED_SPELLINGS = "".join(
     "#define HIP_KERNEL_NAME(...) __VA_ARGS__\n"
     "#endif\n"
 )
+
+
+def closing_bracket(text: str, at: int, opening: str, closing: str) -> int:
+    """Index of the bracket that closes the `opening` one at `at` in C source `text`
+    (len(text) when unbalanced): for the source scans of hip-ffi's cpu platform and hip-core."""
+    depth = 0
+    for i in range(at, len(text)):
+        if text[i] == opening:
+            depth += 1
+        elif text[i] == closing:
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from hip_ffi.rtc import closing_bracket
+
 GLOBAL_MARKER = "__hipcpu_global__"
 SHARED_MARKER = "__hipcpu_shared__"
 
@@ -36,19 +38,6 @@ _ARRAY_NAME = re.compile(r"([A-Za-z_]\w*)\s*\[\s*\]\s*$")
 def _declaration_start(text: str, at: int) -> int:
     """Index just after the `;`, `{` or `}` that ends whatever precedes position `at`."""
     return max(text.rfind(c, 0, at) for c in ";{}") + 1
-
-
-def _skip_balanced(text: str, at: int, opening: str, closing: str) -> int:
-    """From an opening bracket at `at`, the index after its matching closing bracket."""
-    depth = 0
-    for i in range(at, len(text)):
-        if text[i] == opening:
-            depth += 1
-        elif text[i] == closing:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return len(text)
 
 
 def _kernel_name(text: str, at: int) -> str | None:
@@ -66,7 +55,7 @@ def _kernel_name(text: str, at: int) -> str | None:
             return None
         if token in _NOT_NAMES:
             paren = text.find("(", match.end())
-            i = _skip_balanced(text, paren, "(", ")") if paren >= 0 else len(text)
+            i = closing_bracket(text, paren, "(", ")") + 1 if paren >= 0 else len(text)
             continue
         if token == "[[":
             i = text.find("]]", match.end()) + 2 if "]]" in text[match.end() :] else len(text)
