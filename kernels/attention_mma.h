@@ -239,6 +239,10 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
         }
         async_commit();
         const unsigned kt = base + (unsigned)(n % STAGES) * 2 * TILE, vt = kt + TILE;
+        // Under the causal mask a tile past the diagonal of all this warp's rows adds nothing
+        // to them (every score -inf): the warp waits for the next tile (the other warps of a
+        // diagonal block still need this one; the next barrier is at the top of the loop).
+        if (a.causal && k0 > q0 + (warp + 1) * 16 * MT - 1 + shift) continue;
 
         // S = Q Kᵀ: each K fragment pair serves the warp's MT m16 tiles.
         float s[MT][NT][4];
