@@ -55,6 +55,12 @@ class AttentionOps(OpsBase):
 
         A query that sees no key at all (every key masked) gives zeros, not NaN. f32
         accumulation and an online softmax whatever the storage type.
+
+        f16 and bf16 with D = 64 or 128, whose q, k, v and out rows all start on 16-byte
+        boundaries (16-byte aligned tensors, batch/head/sequence strides multiples of 8
+        elements: what contiguous tensors and [B, S, H, D] views have), run on the matrix
+        cores where the GPU has them (NVIDIA sm_80+, AMD gfx90a/gfx942): the probabilities
+        are rounded to q's dtype before they weight v there, as in FlashAttention.
         """
         q = self._operand(q, "q")
         t = float_type(q.dtype, "q")
