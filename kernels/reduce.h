@@ -41,9 +41,11 @@
 #if HIPK_GPU
 #define HIPK_REDUCE_SLOTS 256
 #define HIPK_REDUCE_LOADS 4  // loads in flight per thread in the main loops (arg: half)
+#define HIPK_UNROLL4 _Pragma("unroll 4")
 #else
 #define HIPK_REDUCE_SLOTS 1024  // one slot per thread: no shuffles on the CPU platform
 #define HIPK_REDUCE_LOADS 1     // (the unrolled loops only slow the host compiler down)
+#define HIPK_UNROLL4
 // At -O3 g++ took 6 s over reduce.hip and 10 s over reduce_arg.hip, at -O1 2.5 and 3 s (the
 // tests use small shapes on the CPU platform).
 #pragma GCC optimize("O1")
@@ -343,7 +345,8 @@ HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout&
                 HIPK_UNROLL
                 for (int k = 0; k < N; ++k) op.add(a[k], p.v[k], base + r * l.sr + k, r);
             }
-        } else {
+        } else {  // (4 loads in flight: the last block's walk down the partials, too)
+            HIPK_UNROLL4
             for (long long r = r0 + down; r < r1; r += height) {
                 const long long at = base + r * l.sr;
                 op.add(a[0], x[at], at, r);

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hip_core import _capture  # whether a stream capture is in progress (hip-core's record)
+from hip_core import _capture, hip_api  # _capture: whether a stream capture is in progress
 from hip_runtime.dtypes import float_type, suffix
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, kept_shape, moved_last
@@ -50,7 +50,7 @@ _KERNELS = {
 }  # fmt: skip
 _WIDE = frozenset(("sum", "mean", "max", "min"))  # 16-byte cols loads of 16-bit types too
 _COUNTERS = 16384  # blocks of a split finished by its last block: one uint32 counter each
-_resident: dict[tuple[int, int], int] = {}  # (id of a Kernel, block) -> blocks in one wave
+_resident: dict[tuple[int, int, str, int], int] = {}  # (platform, device, kernel, block) -> wave
 
 
 def _sum_acc(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -237,7 +237,8 @@ class ReductionOps(OpsBase):
     def _reduce_counters(self, blocks: int, dtype: np.dtype[Any]) -> DeviceTensor | None:
         """The counters of a split finished by its last block (reduce.h's reduce_split): zeroed
         once, set back to zero by each launch, kept as long as the backend (a captured graph
-        replays with them). None where that cannot be used: integer and bool inputs (the
+        replays with them, so it must not run on another stream while this backend's stream
+        runs a reduction). None where they cannot be used: integer and bool inputs (the
         kernels leave that code out for them), more blocks than counters, or no counters yet
         while a capture is in progress (their zeroing would be captured)."""
         if not _is_float(dtype) or blocks > _COUNTERS:
@@ -252,7 +253,7 @@ class ReductionOps(OpsBase):
 
     def _reduce_wave(self, kernel: Any, block: int) -> int:
         """Blocks of `block` threads of `kernel` that the device runs at once (cached)."""
-        key = (id(kernel), block)
+        key = (id(hip_api()), self.device.ordinal, kernel.name, block)
         wave = _resident.get(key)
         if wave is None:
             per = max(kernel.max_active_blocks(block), 1)
