@@ -32,7 +32,7 @@
 
 #define HIPK_DECODE_WARPS 8        // most warps per block: the host launches min(256, 8 * warp)
 #define HIPK_DECODE_ROWS 4         // query rows per block (more rows: more row groups)
-#define HIPK_DECODE_KEYS 4         // keys a lane group takes per step: 2 * 4 loads in flight
+#define HIPK_DECODE_KEYS 4         // 16-bit keys per lane group and step: 2 * 4 loads in flight
 #define HIPK_DECODE_MAX_CHUNKS 1024  // the host never splits a sequence in more chunks
 #define HIPK_DECODE_COMBINE 256    // threads of a combine block
 
@@ -197,7 +197,9 @@ template <typename T, int DT, int ROWS>
 HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T* out,
                        float* part, float* stats, const Args& a) {
     typedef Layout<T, DT> L;
-    enum { E = L::E, LANES = L::LANES, U = HIPK_DECODE_KEYS, K = ROWS * HIPK_DECODE_KEYS };
+    // Keys per step: f32 rows take twice the registers of 16-bit ones, so half the keys (the
+    // same bytes in flight per thread).
+    enum { E = L::E, LANES = L::LANES, U = HIPK_DECODE_KEYS / (sizeof(T) / 2), K = ROWS * U };
     __shared__ float red[HIPK_DECODE_WARPS][DT];
     __shared__ float warp_top[HIPK_DECODE_WARPS][ROWS], warp_sum[HIPK_DECODE_WARPS][ROWS];
     const int tid = (int)threadIdx.x, lane = tid % LANES, group = tid / LANES;
@@ -403,11 +405,25 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     const int vector = tid % vectors, slice = tid / vectors;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (slice < slices) {
-        for (int c = slice; c < n; c += slices) {
-            float x[4];
-            load_floats<float, 4>(part + (long long)c * dp + vector * 4, x);
+        // Four chunks per pass, their loads issued together (one latency for four).
+        for (int c0 = slice; c0 < n; c0 += 4 * slices) {
+            float x[4][4], w[4];
             HIPK_UNROLL
-            for (int e = 0; e < 4; ++e) acc[e] += weight[c] * x[e];
+            for (int j = 0; j < 4; ++j) {
+                const int c = c0 + j * slices;
+                w[j] = c < n ? weight[c] : 0.0f;
+                if (c < n) {
+                    load_floats<float, 4>(part + (long long)c * dp + vector * 4, x[j]);
+                } else {
+                    HIPK_UNROLL
+                    for (int e = 0; e < 4; ++e) x[j][e] = 0.0f;
+                }
+            }
+            HIPK_UNROLL
+            for (int j = 0; j < 4; ++j) {
+                HIPK_UNROLL
+                for (int e = 0; e < 4; ++e) acc[e] += w[j] * x[j][e];
+            }
         }
         HIPK_UNROLL
         for (int e = 0; e < 4; ++e) sums[slice * dp + vector * 4 + e] = acc[e];

@@ -21,10 +21,11 @@ _TILES = (64, 128, 256)  # the kernels' head tiles (largest head size each takes
 _ROWS = 4  # query rows per block (HIPK_DECODE_ROWS)
 _MAX_QUERIES = 16
 _MAX_GRID_YZ = 65535  # kv heads and batches are grid axes y and z
-#: Chunk sizing: about this many blocks per multiprocessor in all, chunks of at least
-#: _MIN_CHUNK keys rounded to _CHUNK_STEP (whole steps of the kernels' key loop), at most
-#: _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS).
-_BLOCKS_PER_MULTIPROCESSOR = 8
+#: Chunk sizing: about this many blocks per multiprocessor in all (two fit at once: 128
+#: registers per thread), chunks of at least _MIN_CHUNK keys rounded to _CHUNK_STEP (whole
+#: steps of the kernels' key loop), at most _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS).
+#: Fewer, longer chunks cost less in the combine (one row's chunks are its serial work).
+_BLOCKS_PER_MULTIPROCESSOR = 4
 _MIN_CHUNK = 256
 _CHUNK_STEP = 128
 _MAX_CHUNKS = 1024
