@@ -108,21 +108,33 @@ def decode_split(
     backend: HipBackend, torch: Any, shape: tuple[int, ...], repeats: int, copy: float
 ) -> None:
     """attention_decode (the split-KV decode op, lengths on the device, all = KV here) on the
-    decode cases, beside the torch rows `decode` emitted: on torch's own [B, Hkv, KV, D] tensors,
+    decode cases, beside the torch rows `decode` emitted: on torch's own [B, Hkv, KV, D] tensors
+    with the op's chunking at several blocks-per-multiprocessor targets (the default marked),
     and on a cache stored [B, KV, Hkv, D] read through its [B, Hkv, KV, D] view."""
+    from hip_runtime.ops import attention_decode as op
+
     b, hq, hkv, kv, d = shape
     name = f"decode B{b} Hq{hq}/Hkv{hkv} KV{kv} D{d}"
     nbytes = 2 * b * hkv * kv * d * 2  # K and V, bf16
     lengths = backend.full((b,), kv, "int32")
     torch_ms = [r["ms"] for r in ROWS if r["bench"] == name and r["impl"].startswith("torch")]
-    for impl, bshd in (("hip decode", False), ("hip decode BSHD cache", True)):
-        cache = (b, kv, hkv, d) if bshd else (b, hkv, kv, d)
-        (q, k, v), _ = tensors(backend, torch, [(b, hq, 1, d), cache, cache])
-        if bshd:
-            k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
+    default = op._BLOCKS_PER_MULTIPROCESSOR
+    cases = [(f"hip decode, {n} blocks/SM" + (" (default)" if n == default else ""), n, False)
+             for n in sorted({1, 2, 4, 8, default})]  # fmt: skip
+    cases.append(("hip decode, BSHD cache", default, True))
+    for impl, per_sm, bshd in cases:
+        if bshd or impl == cases[0][0]:  # new inputs for the first case and the BSHD cache
+            cache = (b, kv, hkv, d) if bshd else (b, hkv, kv, d)
+            (q, k, v), _ = tensors(backend, torch, [(b, hq, 1, d), cache, cache])
+            if bshd:
+                k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
+        op._BLOCKS_PER_MULTIPROCESSOR = per_sm
         timer = HipTimer(backend)
         run = functools.partial(backend.attention_decode, q, k, v, lengths)
-        ms = time_ms(run, timer.start, timer.stop, repeats)
+        try:
+            ms = time_ms(run, timer.start, timer.stop, repeats)
+        finally:
+            op._BLOCKS_PER_MULTIPROCESSOR = default
         rate = nbytes / ms / 1e6
         row: dict[str, Any] = dict(bench=name, impl=impl, ms=ms, rate=rate, of_copy=rate / copy)
         if torch_ms:
