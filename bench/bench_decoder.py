@@ -9,7 +9,8 @@ tokens per sequence (no padding), at each batch of `--batches`.
 
 Per batch: the prefill (one forward of batch x prompt tokens, logits included) in ms, and
 `generate` of `--new` greedy tokens (prefill included, every step run: no stop token) as new
-tokens per second over the whole call; the median of 3 after a warm-up. torch runs
+tokens per second over the whole call; the median of 3 after a warm-up. "hip graph" replays
+each decode step as one captured graph (`generate(graph=True)`). torch runs
 `model.generate(do_sample=False, min_new_tokens=new)` (its default attention, no compile, no
 CUDA graphs) and `model(...)` for the prefill. The ratio printed is hip / torch tokens per
 second (higher is better) and torch / hip prefill time.
@@ -77,13 +78,16 @@ def bench_hip(folder: Path, settings: dict[str, Any], batches: list[int], length
                 decoder.forward(ids)
                 sync()
 
-            def generate(ids: np.ndarray = ids) -> None:
-                decoder.generate(ids, max_new_tokens=new, eos_token_id=())
-
             emit(bench="prefill", impl="hip", batch=batch, ms=seconds(prefill, REPEATS) * 1e3,
                  platform=hip_api().platform)  # fmt: skip
-            s = seconds(generate, REPEATS)
-            emit(bench="generate", impl="hip", batch=batch, tokens_per_s=batch * new / s)
+            for graph in (False, True):
+
+                def generate(ids: np.ndarray = ids, graph: bool = graph) -> None:
+                    decoder.generate(ids, max_new_tokens=new, eos_token_id=(), graph=graph)
+
+                s = seconds(generate, REPEATS)
+                emit(bench="generate", impl="hip graph" if graph else "hip", batch=batch,
+                     tokens_per_s=batch * new / s)  # fmt: skip
 
 
 def bench_torch(model: Any, settings: dict[str, Any], batches: list[int], length: int,

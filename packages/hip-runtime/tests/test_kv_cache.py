@@ -84,6 +84,27 @@ def test_batched_append_skips_masked_tokens(device: Device, program_cache: Path)
         cache.close()
 
 
+def test_write_at_device_rows_then_advance(device: Device, program_cache: Path) -> None:
+    """A decode step's write: rows on the device (b * max_tokens + slot), counted after."""
+    with ModelRuntime(device=device) as runtime:
+        backend = runtime.backend
+        cache = KVCache(device, backend.stream, layers=1, max_tokens=4, kv_heads=1, head_dim=2,
+                        dtype=np.float32, batch=2)  # fmt: skip
+        new = np.arange(4, dtype=np.float32).reshape(2, 1, 1, 2) + 1
+        rows = backend.from_numpy(np.array([2, 4 + 0], np.int32))  # sequence 0 slot 2, 1 slot 0
+        cache.write(0, backend.from_numpy(new), backend.from_numpy(-new), rows)
+        keys = cache.view(0)[0].to_numpy()
+        assert keys[0, 0, 2].tolist() == [1, 2] and keys[1, 0, 0].tolist() == [3, 4]
+        assert not cache.lengths.any()  # the host counts only with advance
+        cache.advance(3)
+        assert cache.lengths.tolist() == [[3, 3]]
+        with pytest.raises(ValueError, match="do not fit"):
+            cache.advance(2)
+        with pytest.raises(ValueError, match="rows must be"):
+            cache.write(0, backend.from_numpy(new), backend.from_numpy(new), rows[:1])
+        cache.close()
+
+
 def test_arguments(device: Device) -> None:
     with pytest.raises(ValueError, match="max_tokens must be a positive int"):
         KVCache(device, device.default_stream, layers=1, max_tokens=0, kv_heads=1, head_dim=1)

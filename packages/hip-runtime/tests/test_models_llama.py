@@ -64,6 +64,21 @@ def test_greedy_generation_matches_transformers(f32_decoder: Any) -> None:
     np.testing.assert_array_equal(tokens, ref["greedy"])
 
 
+def test_graph_replayed_decode_steps_match_eager_ones(f32_decoder: Any) -> None:
+    """generate(graph=True): one captured step replayed; the same tokens, greedy and seeded."""
+    decoder, ref = f32_decoder
+    ids, mask, greedy = ref["input_ids"], ref["attention_mask"], ref["greedy"]
+    new = greedy.shape[1] - ids.shape[1]
+    np.testing.assert_array_equal(
+        decoder.generate(ids, mask, max_new_tokens=new, graph=True), greedy
+    )
+    kept = decoder._graph_step
+    options = dict(max_new_tokens=5, temperature=1.0, top_k=30, seed=3, eos_token_id=())
+    sampled = decoder.generate(ids, mask, graph=True, **options)
+    assert decoder._graph_step is kept  # the same cache: the graph is reused
+    np.testing.assert_array_equal(sampled, decoder.generate(ids, mask, **options))
+
+
 def test_decode_steps_match_the_prefill_of_the_longer_prompt(f32_decoder: Any) -> None:
     """Logits of a decode step over the cache equal those of a prefill of the whole sequence."""
     decoder, ref = f32_decoder

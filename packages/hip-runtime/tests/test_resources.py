@@ -105,6 +105,8 @@ KV_CACHE: dict[str, Call] = {
     "append": lambda c, t: c.append(0, t["cache"], t["cache"]),
     "view": lambda c, t: c.view(0),
     "kv_lengths": lambda c, t: c.kv_lengths(0),
+    "write": lambda c, t: c.write(0, t["cache"], t["cache"], t["ids"]),
+    "advance": lambda c, t: c.advance(),
     "reset": lambda c, t: c.reset(),
 }
 SCRATCH: dict[str, Call] = {

@@ -143,15 +143,35 @@ class KVCache(Resource):
                 self._part(layer, which)[:, at : at + tokens].copy_(tensor)
             self._lengths[layer] = new
             return new.copy()  # type: ignore[no-any-return]
-        backend = backend_of(keys)  # the ops of the backend whose stream the cache has
-        slots = self._slot_ids(start, real)
-        flat = (self.batch * tokens, self.kv_heads, self.head_dim)
-        for which, tensor in ((0, keys), (1, values)):
-            table = self._part(layer, which).reshape(-1, self.kv_heads, self.head_dim)
-            source = tensor.reshape(flat) if _merges(tensor) else tensor.contiguous().reshape(flat)
-            backend.index_add(table, 0, slots, source, out=table)
+        self._scatter(layer, keys, values, self._slot_ids(start, real))
         self._lengths[layer] = new
         return new.copy()  # type: ignore[no-any-return]
+
+    def write(
+        self, layer: int, keys: DeviceTensor, values: DeviceTensor, rows: DeviceTensor
+    ) -> None:
+        """Write keys and values [batch, tokens, kv_heads, head_dim] at device row ids `rows`
+        (int32 [batch * tokens]: b * max_tokens + slot, -1 to skip a token), on the cache's
+        stream, without host bookkeeping: for decode steps whose slots live on the device (a
+        captured step replays with new rows); `advance` then counts the tokens. The slots
+        written must hold zeros (past every sequence's length they do)."""
+        self._check_layer(layer)
+        keys, values = self._checked(keys, "keys"), self._checked(values, "values")
+        if keys.shape != values.shape or keys.stream is not self.stream:
+            raise ValueError(f"keys {keys.shape} and values {values.shape} must match and carry "
+                             "the cache's stream")  # fmt: skip
+        if not isinstance(rows, DeviceTensor) or rows.shape != (keys.shape[0] * keys.shape[1],):
+            raise ValueError(f"rows must be a device int32 [{keys.shape[0] * keys.shape[1]}]")
+        self._scatter(layer, keys, values, rows)
+
+    def advance(self, tokens: int = 1) -> None:
+        """Count `tokens` more tokens in every sequence of every layer (host bookkeeping for
+        `write`; nothing is queued). ValueError when a sequence would exceed max_tokens."""
+        self._check_open()
+        if int(self._lengths.max()) + tokens > self.max_tokens:
+            raise ValueError(f"a sequence holds {int(self._lengths.max())} of {self.max_tokens} "
+                             f"tokens; {tokens} more do not fit")  # fmt: skip
+        self._lengths += tokens
 
     def view(self, layer: int) -> tuple[DeviceTensor, DeviceTensor]:
         """(keys, values) of the layer, each [batch, kv_heads, max_tokens, head_dim] (strided
@@ -192,6 +212,17 @@ class KVCache(Resource):
         if tensor.dtype != self.dtype:
             raise ValueError(f"{name} has dtype {tensor.dtype}; expected {self.dtype}")
         return tensor
+
+    def _scatter(
+        self, layer: int, keys: DeviceTensor, values: DeviceTensor, rows: DeviceTensor
+    ) -> None:
+        """index_add keys and values [B, T, ...] into the layer's rows `rows` (into zeros)."""
+        backend = backend_of(keys)  # the ops of the backend whose stream the cache has
+        flat = (keys.shape[0] * keys.shape[1], self.kv_heads, self.head_dim)
+        for which, tensor in ((0, keys), (1, values)):
+            table = self._part(layer, which).reshape(-1, self.kv_heads, self.head_dim)
+            source = tensor.reshape(flat) if _merges(tensor) else tensor.contiguous().reshape(flat)
+            backend.index_add(table, 0, rows, source, out=table)
 
     def _slot_ids(self, start: np.ndarray, real: np.ndarray) -> DeviceTensor:
         """Device int32 ids of the rows each new token goes to in the layer's table seen as

@@ -37,6 +37,7 @@ def generate(
     seed: int | None = None,
     eos_token_id: int | list[int] | tuple[int, ...] | None = None,
     pad_token_id: int | None = None,
+    graph: bool = False,
 ) -> np.ndarray:
     """Prompts followed by up to `max_new_tokens` new tokens, int64 numpy [B, S + new].
 
@@ -48,7 +49,9 @@ def generate(
     counter-based generator seeded by `seed` (the same seed, prompts and options give the same
     tokens; None: a random seed). eos_token_id: the stop token(s); None takes the config's,
     () never stops early. A sequence that produced one gets `pad_token_id` after it (None:
-    the config's pad token, else the first stop token). Waits for the device at the end.
+    the config's pad token, else the first stop token). `graph`: the decode steps replay one
+    captured graph (models.decode_step; made on first use for the batch size, kept by the
+    decoder) instead of queueing each op. Waits for the device at the end.
     """
     if (
         isinstance(max_new_tokens, bool)
@@ -73,6 +76,7 @@ def generate(
 
     hidden = decoder._prefill(ids, mask, last_only=True)
     logits = backend.linear(hidden, decoder.weights.head)
+    decode = decoder._decode_step(graph)
     batch = ids.shape[0]
     chosen = backend.empty((batch, max_new_tokens), np.int64)
     finished: DeviceTensor | None = backend.zeros((batch,), np.bool_) if stops else None
@@ -89,7 +93,7 @@ def generate(
         if finished is not None and (step + 1) % CHECK_EVERY == 0 and finished.to_numpy().all():
             steps = step + 1
             break
-        logits = decoder.decode(token)
+        logits = decode(token)
     new = chosen.to_numpy()[:, :steps]
     if stops:  # transformers stops at the step where the last sequence finished
         done = np.isin(new, stops)

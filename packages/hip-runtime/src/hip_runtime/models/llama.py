@@ -34,6 +34,7 @@ from hip_runtime.kv_cache import KVCache
 from hip_runtime.loading.formats import open_checkpoint
 from hip_runtime.model_runtime import ModelRuntime
 from hip_runtime.models.config import read_config
+from hip_runtime.models.decode_step import DecodeStep
 from hip_runtime.models.generation import generate
 from hip_runtime.models.llama_config import LlamaConfig
 from hip_runtime.models.llama_weights import LlamaLayer, LlamaWeights, prepare
@@ -61,6 +62,7 @@ class LlamaDecoder(Resource):
         self.weights = weights
         self.dtype = weights.embed.dtype
         self.max_tokens = max_tokens
+        self._graph_step: DecodeStep | None = None
         self._own(_close_runtime, runtime)
         cos, sin = config.rope_tables(max_tokens)
         self._cos, self._sin = self.backend.from_numpy(cos), self.backend.from_numpy(sin)
@@ -140,6 +142,13 @@ class LlamaDecoder(Resource):
             runtime.close()
             raise
 
+    def close(self) -> None:
+        """Wait for the backend's stream, then free the decode graph, the weights, the KV cache
+        and the backend. Closing twice is harmless."""
+        if not self.closed:
+            self._drop_graph()
+        super().close()
+
     @property
     def backend(self) -> HipBackend:
         """The HipBackend the decoder runs on (its stream orders every op)."""
@@ -189,16 +198,7 @@ class LlamaDecoder(Resource):
             if host.shape != (batch,):
                 raise ValueError(f"token_ids has {host.size} tokens; the batch has {batch}")
             ids = self.backend.from_numpy(host.reshape(batch, 1))
-        lengths = cache.lengths[0]
-        if lengths.max() >= cache.max_tokens:
-            raise ValueError(f"a sequence holds {lengths.max()} tokens: the KV cache "
-                             f"(max_tokens={cache.max_tokens}) is full")  # fmt: skip
-        positions = self.backend.from_numpy(lengths.astype(np.int32))
-        x = self.backend.embedding(ids, self.weights.embed)
-        for n, layer in enumerate(self.weights.layers):
-            self._layer(x, n, layer, positions, None)
-        final = self.backend.rmsnorm(x[:, 0], self.weights.norm, eps=self.config.rms_norm_eps)
-        return self.backend.linear(final, self.weights.head)
+        return self._decode_step()(ids.reshape(batch))
 
     def generate(self, input_ids: Any, attention_mask: Any = None, **options: Any) -> np.ndarray:
         """Prompts and new tokens, int64 numpy [B, S + new]: see models.generation.generate
@@ -209,6 +209,33 @@ class LlamaDecoder(Resource):
         return generate(self, input_ids, attention_mask, **options)
 
     # --- private ------------------------------------------------------------------------------
+
+    def _decode_step(self, graph: bool = False) -> DecodeStep:
+        """A decode step over the current cache: eager, or the cache's captured graph (made on
+        first use, kept until the cache is replaced)."""
+        cache = self.cache
+        assert cache is not None
+        if not graph:
+            return DecodeStep(self, cache)
+        if self._graph_step is None or self._graph_step.cache is not cache:
+            self._drop_graph()
+            self._graph_step = DecodeStep(self, cache, graph=True)
+        return self._graph_step
+
+    def _drop_graph(self) -> None:
+        if self._graph_step is not None:
+            self._graph_step.close()
+            self._graph_step = None
+
+    def _step(self, ids: DeviceTensor, state: DeviceTensor) -> DeviceTensor:
+        """Logits [B, vocab] of one decode step (models.decode_step: ids int [B], state int32
+        [3, B] of positions, cache rows and lengths after the step); only ops on the device."""
+        batch = ids.shape[0]
+        x = self.backend.embedding(ids.reshape(batch, 1), self.weights.embed)
+        for n, layer in enumerate(self.weights.layers):
+            self._layer(x, n, layer, state[0], None, (state[1], state[2]))
+        final = self.backend.rmsnorm(x[:, 0], self.weights.norm, eps=self.config.rms_norm_eps)
+        return self.backend.linear(final, self.weights.head)
 
     def _prefill(self, ids: np.ndarray, mask: np.ndarray, last_only: bool = False) -> DeviceTensor:
         """The final-normed hidden states [B, S, H] (or [B, H] of the last position), after
@@ -232,10 +259,11 @@ class LlamaDecoder(Resource):
         layer: LlamaLayer,
         positions: DeviceTensor,
         prompt: tuple[np.ndarray, DeviceTensor] | None,
+        step: tuple[DeviceTensor, DeviceTensor] | None = None,
     ) -> None:
         """One decoder layer on x [B, S, H] in place: x += attention(norm(x)); x += mlp(norm(x)).
-        `prompt`: (host mask, device keep mask [B, 1, 1, S]) for a prefill, None for a decode
-        step (S = 1, attention over the cache)."""
+        `prompt`: (host mask, device keep mask [B, 1, 1, S]) for a prefill; else `step`: (cache
+        rows, lengths after the step) of a decode step (S = 1, attention over the cache)."""
         c, backend = self.config, self.backend
         batch, seq, _ = x.shape
         d = c.head_dim
@@ -248,7 +276,11 @@ class LlamaDecoder(Resource):
         k = k.reshape(batch, seq, c.kv_heads, d)
         cache = self.cache
         assert cache is not None
-        cache.append(n, k, v, None if prompt is None else prompt[0])
+        if prompt is not None:
+            cache.append(n, k, v, prompt[0])
+        else:
+            assert step is not None
+            cache.write(n, k, v, step[0])
         heads_first = (0, 2, 1, 3)  # [B, S, heads, D] -> [B, heads, S, D], a view
         q4 = q.reshape(batch, seq, c.heads, d).permute(*heads_first)
         context = backend.empty((batch, seq, c.heads, d), x.dtype)
@@ -259,30 +291,29 @@ class LlamaDecoder(Resource):
                 mask=prompt[1], out=out,
             )  # fmt: skip
         else:
-            self._decode_attention(n, q4, out)
+            assert step is not None
+            self._decode_attention(n, q4, out, step[1])
         attended = backend.linear(context.reshape(batch, seq, c.heads * d), layer.o)
         backend.add(x, attended, out=x)
         h = backend.rmsnorm(x, layer.mlp_norm, eps=c.rms_norm_eps)
         backend.add(x, backend.mlp_swiglu(h, layer.gate, layer.up, layer.down), out=x)
 
-    def _decode_attention(self, n: int, q: DeviceTensor, out: DeviceTensor) -> None:
-        """Attention of one new query per sequence over the layer's cache (keys 0..length-1 of
-        each sequence, the new token's included)."""
+    def _decode_attention(
+        self, n: int, q: DeviceTensor, out: DeviceTensor, lengths: DeviceTensor
+    ) -> None:
+        """Attention of one new query per sequence over the layer's cache: keys 0..length-1 of
+        each sequence (`lengths` on the device: the new token's included)."""
         cache, backend = self.cache, self.backend
         assert cache is not None
         keys, values = cache.view(n)
-        lengths = cache.kv_lengths(n)
         if hasattr(backend, "attention_decode"):
             backend.attention_decode(q, keys, values, lengths, out=out)
             return
-        # Without the decode op: the fused attention over the longest sequence's slots, the
-        # slots past each sequence's length masked by a comparison on the device.
-        longest = int(cache.lengths[n].max())
-        slots = backend.arange(longest, dtype=int32)
+        # Without the decode op: the fused attention over every slot, those past each
+        # sequence's length masked by a comparison on the device (nothing read by the host).
+        slots = backend.arange(cache.max_tokens, dtype=int32)
         keep = backend.lt(slots, lengths.reshape(cache.batch, 1, 1, 1))
-        backend.scaled_dot_product_attention(
-            q, keys[:, :, :longest], values[:, :, :longest], mask=keep, out=out
-        )
+        backend.scaled_dot_product_attention(q, keys, values, mask=keep, out=out)
 
     def _cache_for(self, batch: int) -> KVCache:
         """The KV cache for `batch` sequences, cleared: kept when the batch size is the same,
@@ -293,6 +324,7 @@ class LlamaDecoder(Resource):
             return cache
         c = self.config
         if cache is not None:
+            self._drop_graph()
             self.backend.synchronize()
             cache.close()
         self.runtime.kv_cache = KVCache(

@@ -1,0 +1,68 @@
+"""A LlamaDecoder's decode step on device state, run eagerly or replayed as one graph.
+
+A step takes each sequence's newest token (a device int tensor [B], e.g. a sampler's output)
+and a small int32 state [3, B] — each sequence's position (its tokens so far), the KV-cache row
+its new key and value go to (b · max_tokens + position) and its length after the step — and
+returns the next logits [B, vocab]. Everything a step reads that changes from step to step is in
+those two tensors, so the same ops replay as a captured ForwardGraph: one launch per step
+instead of a few hundred (the host cost of a small batch's step). The host keeps the lengths
+(every sequence gains one token per step), uploads the state with each step and counts the
+tokens in the cache after it (`KVCache.advance`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hip_runtime.forward_graph import ForwardGraph
+from hip_runtime.kv_cache import KVCache
+from hip_runtime.tensor import DeviceTensor
+
+if TYPE_CHECKING:
+    from hip_runtime.models.llama import LlamaDecoder
+
+
+class DecodeStep:
+    """Decode steps of `decoder` over its current KV cache; `graph`: captured once (a warm-up
+    step that writes nothing, then the capture) and replayed. Close it (or let the decoder)
+    before the cache goes."""
+
+    def __init__(self, decoder: LlamaDecoder, cache: KVCache, *, graph: bool = False) -> None:
+        self.decoder, self.cache = decoder, cache
+        self._graph: ForwardGraph | None = None
+        if graph:
+            batch = cache.batch
+            ids = decoder.backend.zeros((batch,), np.int64)
+            idle = np.stack([np.zeros(batch), -np.ones(batch), np.ones(batch)]).astype(np.int32)
+            self._graph = ForwardGraph(decoder.backend, decoder._step, ids, idle)
+
+    def state(self) -> np.ndarray:
+        """The next step's int32 [3, B]: positions, cache rows, lengths after the step."""
+        cache = self.cache
+        held = cache.lengths[0]
+        if held.max() >= cache.max_tokens:
+            raise ValueError(f"a sequence holds {held.max()} tokens: the KV cache "
+                             f"(max_tokens={cache.max_tokens}) is full")  # fmt: skip
+        rows = np.arange(cache.batch) * cache.max_tokens + held
+        return np.stack([held, rows, held + 1]).astype(np.int32)
+
+    def __call__(self, ids: DeviceTensor) -> DeviceTensor:
+        """Logits [B, vocab] after the tokens `ids` (device int [B]); queued, returns at once.
+        A graph's logits are its own output tensor, overwritten by the next step."""
+        state = self.state()
+        if self._graph is not None:
+            logits: DeviceTensor = self._graph(ids, state)
+        else:
+            logits = self.decoder._step(ids, self.decoder.backend.from_numpy(state))
+        self.cache.advance(1)
+        return logits
+
+    def close(self) -> None:
+        if self._graph is not None:
+            self._graph.close()
+            self._graph = None
+
+
+__all__ = ["DecodeStep"]
