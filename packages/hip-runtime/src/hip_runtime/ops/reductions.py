@@ -49,6 +49,8 @@ _KERNELS = {
     "argmax": ("reduce_arg.hip", "reduce_arg_"), "argmin": ("reduce_arg.hip", "reduce_arg_"),
 }  # fmt: skip
 _WIDE = frozenset(("sum", "mean", "max", "min"))  # 16-byte cols loads of 16-bit types too
+_PLANS = 1024  # layouts whose plans (_reduce) are kept; the cache is emptied when full
+_plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _COUNTERS = 16384  # blocks of a split finished by its last block: one uint32 counter each
 _resident: dict[tuple[int, int, str, int], int] = {}  # (platform, device, kernel, block) -> wave
 
@@ -127,6 +129,23 @@ class ReductionOps(OpsBase):
         self, op: str, x: Any, axis: Any, keepdim: bool, out: DeviceTensor | None
     ) -> DeviceTensor:
         x = self._operand(x, "x")
+        # A layout seen before: its result's shape and dtype, view and geometry (plain int
+        # axes only: 1.0 or True hash as 1 but are refused, or taken, by axes_argument).
+        key: tuple[Any, ...] | None = None
+        plan = None
+        if (
+            axis is None
+            or type(axis) is int
+            or (type(axis) is tuple and all(type(a) is int for a in axis))
+        ):
+            key = (op, x.shape, x.strides, x.dtype, axis, bool(keepdim), x.ptr % 16 == 0,
+                   id(hip_api()), self.device.ordinal)  # fmt: skip
+            plan = _plans.get(key)
+        if plan is not None:
+            shape, dtype, m, geometry = plan
+            y = self._output(out, shape, dtype, distinct_from=(x,))
+            self._run(op, x, y, m, geometry)
+            return y
         axes = axes_argument(axis, x.ndim, op)
         if op == "mean" and not _is_float(x.dtype):
             raise ValueError(f"mean takes float tensors, not {x.dtype}")
@@ -137,22 +156,33 @@ class ReductionOps(OpsBase):
             dtype = x.dtype if _is_float(x.dtype) else _INT64
         else:
             dtype = _INT64 if op.startswith("arg") else x.dtype
-        y = self._output(out, kept_shape(x.shape, axes, keepdim), dtype, distinct_from=(x,))
+        shape = kept_shape(x.shape, axes, keepdim)
+        y = self._output(out, shape, dtype, distinct_from=(x,))
         if y.size == 0:
             return y
         merged = along(x.shape, x.strides, axes)
         if merged is None:  # reduced axes apart: one strided copy with them moved last
             x = x.permute(*moved_last(x.ndim, axes)).contiguous()
-            merged = Merged(y.size, reduced, 1, reduced, 1, 0)
-        self._run(op, x, y, merged)
+            merged, key = Merged(y.size, reduced, 1, reduced, 1, 0), None
+        geometry = self._geometry(self._reduce_kernel(op, x), x, merged, wide=op in _WIDE)
+        if key is not None:
+            if len(_plans) >= _PLANS:
+                _plans.clear()
+            _plans[key] = (shape, dtype, *geometry)
+        self._run(op, x, y, *geometry)
         return y
 
-    def _run(self, op: str, x: DeviceTensor, y: DeviceTensor, m: Merged) -> None:
-        """Queue the launch(es) of `op` over x's [O, R, I] view `m` into y."""
-        t = suffix(x.dtype)
+    def _reduce_kernel(self, op: str, x: DeviceTensor) -> Any:
+        """The first pass's kernel of `op` over x's dtype."""
         source, name = _KERNELS[op]
-        kernel = self._kernel(source, name + t)
-        m, geometry = self._geometry(kernel, x, m, wide=op in _WIDE)
+        return self._kernel(source, name + suffix(x.dtype))
+
+    def _run(
+        self, op: str, x: DeviceTensor, y: DeviceTensor, m: Merged, geometry: Geometry
+    ) -> None:
+        """Queue the launch(es) of `op` over x's [O, R, I] view `m` into y (`_geometry`'s)."""
+        t = suffix(x.dtype)
+        kernel = self._reduce_kernel(op, x)
         splits = geometry[1]
         if op in ("sum", "mean"):
             mean = int(op == "mean")
