@@ -1,19 +1,22 @@
 // Matrix-core attention for 16-bit q, k, v (attention.hip's `attention_mma_d<D>_<t>` entry
-// points): FlashAttention-2's structure on NVIDIA tensor cores from sm_80, with the portable
-// kernel of attention.hip as the fallback wherever this path is not compiled (the cpu
-// platform, AMD, NVIDIA before sm_80). Both paths take the same launch, so the host picks the
-// entry point without knowing which one the compiler kept:
+// points): FlashAttention-2's structure on NVIDIA tensor cores from sm_80 (attention_mfma.h
+// holds the AMD one), with the portable kernel of attention.hip as the fallback wherever no
+// matrix-core path is compiled (the cpu platform, other AMD GPUs, NVIDIA before sm_80). All
+// take the same launch, so the host picks the entry point without knowing which one the
+// compiler kept:
 //
-//   grid (ceil(sq / 64), heads, B), block of HIPK_ATTENTION_THREADS (128) threads; d == D
-//   (64 or 128); q, k, v, out 16-byte aligned with batch, head and sequence strides that are
-//   multiples of 8 elements (16 bytes), so that every row of a tile moves as 16-byte chunks.
+//   grid (ceil(sq / HIPK_MMA_ROWS), heads, B), HIPK_MMA_ROWS = 128 queries per block, block
+//   of HIPK_ATTENTION_THREADS (128) threads; d == D (64 or 128); q, k, v, out 16-byte aligned
+//   with batch, head and sequence strides that are multiples of 8 elements (16 bytes), so that
+//   every row of a tile moves as 16-byte chunks.
 //
-// NVIDIA path (one block = 64 query rows of one (batch, head); 4 warps of 16 rows each):
+// NVIDIA path (one block = 128 query rows of one (batch, head); 4 warps of 32 rows each, two
+// m16 tiles, so that every K and V fragment read from shared memory feeds two mma):
 // - The query tile goes global -> shared (cp.async) -> registers (ldmatrix) once, as the
-//   A operands of S = Q Kᵀ; its shared buffer is then the key buffer.
-// - Keys and values stream through shared memory in tiles of 64 rows, loaded with cp.async
-//   as in FlashAttention-2: V_n's load overlaps S = Q K_nᵀ and K_{n+1}'s load overlaps the
-//   softmax and O += P V_n (one buffer each: 2 x 64 x D x 2 bytes = 32 KiB at D = 128).
+//   A operands of S = Q Kᵀ; its shared memory then holds the key/value stages.
+// - Keys and values stream through shared memory in tiles of BN keys (MmaShape), STAGES tiles
+//   in flight with cp.async: the loads of tile n + STAGES - 1 are issued at step n, right
+//   after the one barrier of the step, into the stage tile n - 1 used.
 // - Shared tiles are rows of D / 8 16-byte chunks, chunk c of row r stored at c ^ (r % 8)
 //   (XOR swizzle): ldmatrix's 8 row addresses of one 8 x 8 matrix (8 consecutive rows, one
 //   logical chunk) then fall in 8 distinct 16-byte bank groups, and so do the cp.async stores.
@@ -22,9 +25,10 @@
 //   multiply, exp2 by ex2.approx), the running max and sum per row, O rescaled when the max
 //   grows. P is rounded to the storage type and used as the A operand of P V straight from the
 //   S registers (the accumulator layout of two n8 tiles is the A layout of one k16 step).
-// - Causal: key tiles entirely above the diagonal are never loaded; tiles that cross it, the
-//   last partial tile and every tile under a mask are masked per element; rows that see no
-//   key end with sum 0 and write zeros.
+// - Causal: key tiles entirely above the diagonal are never loaded, and a warp skips the
+//   tiles past the diagonal of its own rows; tiles that cross it, the last partial tile and
+//   every tile under a mask are masked per element; rows that see no key end with sum 0 and
+//   write zeros.
 // - Blocks are taken from the last query tile down (most keys first under causal masking) so
 //   the longest blocks do not start last.
 //
