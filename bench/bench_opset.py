@@ -12,12 +12,20 @@ same op on the same memory (zero-copy through DLPack); each row prints hip / tor
 ratio, > 1 is faster). An op that does not exist or fails here is a `skipped` row, not a
 stop. Writes bench_opset.jsonl, .md and .png (when matplotlib imports) under --out.
 
+--sweep adds `sweep` rows (JSON lines only, after the table's rows): the reduction kernels at
+other geometries than the ops pick (threads per row, loads in flight per thread through a
+-DHIPK_REDUCE_LOADS compile, splits of the first axis in waves, finished by the last block or
+not: one_launch false times the first pass alone) and the transposing copy's 16-byte and
+element tile paths at three grid sizes, to tune them on the device.
+
     PYTHONPATH=... python3 bench/bench_opset.py [--quick] [--out DIR] [--size N] [--repeats R]
+        [--sweep]
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -142,6 +150,69 @@ def bench_batched_matmul(backend: HipBackend, torch: Any, quick: bool, repeats: 
     emit(**row)
 
 
+def sweep(backend: HipBackend, n: int, repeats: int, copy_gb_s: float) -> None:
+    """The `sweep` rows (see the module's doc): device time of single kernels, launched with
+    the geometries named in each row, on N x N inputs (zeros: the time does not depend on the
+    values)."""
+    timer = HipTimer(backend)
+
+    def row(case: str, run: Callable[[], Any], nbytes: int, **what: Any) -> None:
+        try:
+            ms = time_ms(run, timer.start, timer.stop, repeats)
+        except Exception as error:  # a variant that fails to build or launch is a row
+            emit(bench="sweep", case=case, **what, reason=f"{type(error).__name__}: {error}"[:200])
+            return
+        emit(bench="sweep", case=case, **what, ms=ms, gb_s=nbytes / ms / 1e6,
+             of_copy=nbytes / ms / 1e6 / copy_gb_s)  # fmt: skip
+
+    for dtype in ("f32", "bf16"):
+        sweep_dtype(backend, n, dtype, row)
+
+
+def sweep_dtype(backend: Any, n: int, dtype: str, row: Callable[..., None]) -> None:
+    """One dtype's sweep rows (`row(case, run, bytes, **what)` times and records one)."""
+    from hip_runtime import kernel_sources
+    from hip_runtime.ops.reduce_layout import Merged
+
+    x, y, v = backend.zeros((n, n), dtype), backend.empty((n, n), dtype), backend.empty(n, dtype)
+    nbytes = n * n * as_dtype(dtype).itemsize
+    rows, cols = Merged(n, n, 1, n, 1, 0), Merged(1, n, n, 0, n, 1)
+    for loads in (2, 4, 8):
+        options = (f"-DHIPK_REDUCE_LOADS={loads}",)
+        for op, source, name in (("sum", "reduce.hip", "reduce_sum_"),
+                                 ("max", "reduce_max.hip", "reduce_max_")):  # fmt: skip
+            kernel = kernel_sources.program(source, options=options).load(backend.device)
+            kernel = kernel.get_kernel(name + dtype)
+            extra = (n, 0) if op == "sum" else (0,)
+            what = dict(op=op, dtype=dtype, loads=loads)
+            for lanes in (32, 64, 128, 256):
+                blocks = -(-n // (256 // lanes if lanes < 64 else 1))
+                run = partial(backend._launch, kernel, x, rows, (blocks, 1, n, lanes, 1, 0),
+                              (v, None, None), extra)  # fmt: skip
+                row("last axis", run, nbytes, **what, lanes=lanes)
+            _, (blocks, _, _, lanes, vec, _) = backend._geometry(kernel, x, cols, wide=True)
+            wave = backend._reduce_wave(kernel, 256)
+            for waves in (0.5, 1, 2, 4):
+                chunk = -(-n // max(int(wave * waves) // blocks, 2))
+                splits = -(-n // chunk)
+                part = backend.empty((1, splits, n), "float32" if op == "sum" else dtype)
+                counters = backend._reduce_counters(blocks, x.dtype)
+                geometry = (blocks, splits, chunk, lanes, vec, 1)
+                for ptrs in ((v, part, counters), (None if op == "sum" else v, part, None)):
+                    run = partial(backend._launch, kernel, x, cols, geometry, ptrs, extra)
+                    row("first axis", run, nbytes, **what, waves=waves, splits=splits,
+                        one_launch=ptrs[2] is not None)  # fmt: skip
+    unit = {"f32": "u32", "bf16": "u16"}[dtype]
+    tiles = backend.kernels.get("copy.hip", f"copy_tiles_{unit}")
+    for vec in (1, 0):
+        edge = 64 if vec else 32
+        for cap in (4, 16, 64):  # blocks per multiprocessor; blocks stride over the tiles
+            grid = min((n // edge) ** 2, backend.device.properties.multiprocessors * cap)
+            run = partial(tiles.launch, grid, 256, x, y, n, n, 1, n, n, 1, 1, 1, 0, 0, 0, 0, vec,
+                          stream=backend.stream)  # fmt: skip
+            row("transpose copy", run, 2 * nbytes, dtype=dtype, vec=vec, grid=grid)
+
+
 def table(copy_gb_s: float) -> str:
     lines = [
         f"D2D copy (read + write, best of hip/torch): {copy_gb_s:.0f} GB/s",
@@ -172,6 +243,7 @@ def main() -> None:
     flags = parser(__doc__)
     flags.add_argument("--size", type=int, help="N of the N x N inputs (8192; --quick: 256)")
     flags.add_argument("--repeats", type=int, help="timed batches per figure (15; --quick: 3)")
+    flags.add_argument("--sweep", action="store_true", help="add the kernels' tuning rows")
     args = flags.parse_args()
     n = args.size or (256 if args.quick else 8192)
     repeats = args.repeats or (3 if args.quick else 15)
@@ -183,6 +255,8 @@ def main() -> None:
     copy_gb_s = bench_copy(backend, torch, n * n * 4, repeats)
     bench_cases(backend, torch, n, repeats, copy_gb_s)
     bench_batched_matmul(backend, torch, args.quick, repeats)
+    if args.sweep:
+        sweep(backend, n, min(repeats, 5), copy_gb_s)
     backend.close()
     save(args.out, "bench_opset", table(copy_gb_s))
     title = f"issue 14's ops at {n} x {n}: minimum bytes moved / time"

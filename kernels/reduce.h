@@ -40,7 +40,9 @@
 
 #if HIPK_GPU
 #define HIPK_REDUCE_SLOTS 256
+#ifndef HIPK_REDUCE_LOADS    // (bench_opset.py --sweep compiles other values)
 #define HIPK_REDUCE_LOADS 4  // loads in flight per thread in the main loops (arg: half)
+#endif
 #define HIPK_UNROLL4 _Pragma("unroll 4")
 #else
 #define HIPK_REDUCE_SLOTS 1024  // one slot per thread: no shuffles on the CPU platform
