@@ -33,9 +33,10 @@ import numpy as np
 
 from hip_core import Device, Resource
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import DTypeLike, as_dtype, float32
+from hip_runtime.dtypes import DTypeLike, bool_, float32
 from hip_runtime.model_runtime import ModelRuntime
 from hip_runtime.models.bert_weights import BertWeights, prepare
+from hip_runtime.models.common import close_runtime, load_model, model_dtype
 from hip_runtime.models.config import read_config, require
 from hip_runtime.models.pooling import cls_pool, mean_pool
 from hip_runtime.models.pooling import normalize as unit_length
@@ -129,7 +130,7 @@ class BertEncoder(Resource):
         name, options = ACTIVATIONS[config.hidden_act]
         self._activation = getattr(runtime.backend, name)
         self._activation_options = options
-        self._own(_close_runtime, runtime)
+        self._own(close_runtime, runtime)
 
     @classmethod
     def from_folder(
@@ -149,25 +150,12 @@ class BertEncoder(Resource):
         so the device holds one copy of the model in `dtype`. Returns with the weights
         resident. On failure nothing stays allocated.
         """
-        target = as_dtype(dtype)
-        if target.name not in ("float32", "float16", "bfloat16"):
-            raise ValueError(
-                f"BertEncoder: dtype must be float32, float16 or bfloat16, not {target}"
-            )
+        target = model_dtype(dtype, "BertEncoder")
         config = BertConfig.from_dict(read_config(path), f"{os.fspath(path)}/config.json")
-        runtime = ModelRuntime(device=device)
-        try:
-            loaded = ModelRuntime(runtime.backend)  # shares the backend; freed below
-            try:
-                loaded.load_weights(path)
-                weights = prepare(runtime.backend, loaded.weights, config, target)
-            finally:
-                loaded.close()  # waits for the casts, then frees the checkpoint as stored
-            runtime.weights.update(weights.named())
-        except BaseException:
-            runtime.close()
-            raise
-        return cls(runtime, config, weights)
+        return load_model(
+            path, device, lambda backend, tensors: prepare(backend, tensors, config, target),
+            lambda runtime, weights: cls(runtime, config, weights),
+        )  # fmt: skip
 
     @property
     def backend(self) -> HipBackend:
@@ -243,7 +231,9 @@ class BertEncoder(Resource):
         backend.add(x, token_types, out=x)
         x = backend.layernorm(x, *w.embedding_norm, eps=c.layer_norm_eps)
         # The key-padding mask [B, 1, 1, S] (True attends): a comparison on the device, a view.
-        keep = None if mask is None else backend.ne(mask, 0)[:, None, None, :]
+        keep = None
+        if mask is not None:
+            keep = (mask if mask.dtype == bool_ else backend.ne(mask, 0))[:, None, None, :]
         heads, d = c.num_attention_heads, c.head_dim
         for layer in w.layers:
             qkv = backend.linear(x, *layer.qkv)  # [B, S, 3H]
@@ -330,10 +320,6 @@ def _checked(
                 f"[0, {bound_name} = {bound})"
             )
     return value
-
-
-def _close_runtime(runtime: ModelRuntime) -> None:
-    runtime.close()
 
 
 __all__ = ["ACTIVATIONS", "POOLINGS", "BertConfig", "BertEncoder"]
