@@ -20,3 +20,33 @@ def test_event_close_twice_and_while_held(device: Device) -> None:
     with pytest.raises(ClosedError):
         held.sync()
     held._let_go()  # destroys it now (no error)
+
+
+def test_a_failing_fast_entry_falls_back_to_the_surface_call(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Event create/destroy through `HipApi.fast`: a non-zero status there (no effect) makes
+    the surface call again, whose status is HIP's; an event still works either way."""
+    from hip_core import event as event_module
+    from hip_core._hip import hip
+
+    api = hip()
+    calls: list[str] = []
+
+    def failing(name: str) -> object:
+        def call(*_: object) -> int:
+            calls.append(name)
+            return 999  # a platform's own failure code, with no effect
+
+        return call
+
+    entries = (api, api.ffi.typeof("hipEvent_t*"), failing("create"), failing("destroy"))
+    monkeypatch.setitem(event_module._cells, id(api), entries)
+    event = device.create_event(timing=False)
+    event.record(device.default_stream)
+    event.sync()
+    assert event.done
+    event.close()
+    assert calls == ["create", "destroy"]
+    with pytest.raises(ClosedError):
+        event.sync()

@@ -265,3 +265,20 @@ def test_kept_host_memory_holds_no_memoryview(device: Device) -> None:
     cycle.append(cycle)
     del cycle, stream, buffer, host, kept
     gc.collect()  # no "Exception ignored in tp_clear of memoryview", no crash
+
+
+def test_a_failing_fast_memcpy_falls_back_to_the_surface_call(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A synchronous copy through `HipApi.fast("hipMemcpy")`: a non-zero status there (no
+    effect) makes the surface call again, which copies and gives HIP's status."""
+    from hip_core import memory
+    from hip_core._hip import hip
+
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "_fast_memcpy", (hip(), lambda *a: calls.append(1) or 999))
+    with device.allocate(16) as buffer:
+        buffer.copy_from(bytes(range(16)))
+        got = bytearray(16)
+        buffer.copy_to(got)
+    assert got == bytes(range(16)) and len(calls) == 2

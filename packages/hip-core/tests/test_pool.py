@@ -194,3 +194,40 @@ def test_allocate_checks_its_stream_argument(device: Device) -> None:
     with pytest.raises(ClosedError):
         pool.allocate(64, stream=stream)
     pool.close()
+
+
+def test_a_pool_buffer_owns_its_memory_and_its_views_keep_it(device: Device) -> None:
+    """A pool's buffer is its own allocation's owner (one object): a view keeps the memory
+    after the buffer is dropped; closing the buffer closes its views and frees it once;
+    collection frees it too."""
+    import gc
+
+    stream = device.create_stream()
+    with MemoryPool(device) as pool:
+        buffer = pool.allocate(64, stream=stream)
+        buffer.copy_from(bytes(range(64)))
+        view = buffer.view(8, 8)
+        del buffer
+        gc.collect()
+        assert pool.stats().in_use == 64 and not view.closed
+        got = bytearray(8)
+        view.copy_to(got)
+        assert got == bytes(range(8, 16))
+        assert view._hold_target() is view._owner  # a graph holds the buffer itself
+        del view
+        gc.collect()
+        assert pool.stats().in_use == 0
+        buffer = pool.allocate(64, stream=stream)
+        view = buffer.view(0, 8)
+        buffer.close()
+        assert buffer.closed and view.closed and pool.stats().in_use == 0
+        buffer.close()  # twice: nothing more
+        with pytest.raises(ClosedError):
+            view.copy_to(bytearray(8))
+        held = pool.allocate(64, stream=stream)
+        held._hold_target()._hold()
+        held.close()
+        assert held.closed and pool.stats().in_use == 64  # deferred while held
+        held._hold_target()._let_go()
+        assert pool.stats().in_use == 0
+    stream.close()

@@ -224,3 +224,45 @@ def test_linear_plan(backend: HipBackend) -> None:
         backend.linear(x2, w, b, out=out2)
     with pytest.raises(ValueError, match="bias"):
         backend.linear(x, w, b[:5])
+
+
+def test_scalar_and_where_plans(backend: HipBackend) -> None:
+    """Calls with Python scalars (mul, scale, add, where) are planned with the scalar's value
+    in the key: another value, 0.0 against -0.0, an int against a float, a scalar on the other
+    side, out= and in place all give numpy's results; a bad dtype is still refused."""
+    a, b = data(8, 16, seed=11), data(8, 16, seed=12)
+    x, y = backend.from_numpy(a), backend.from_numpy(b)
+    mask = a > 0
+    cond = backend.from_numpy(mask)
+    for value in (0.5, 0.5, 2.0, 0.0, -0.0, -0.0, 3, True):
+        for result in twice(lambda v=value: backend.mul(x, v)):  # type: ignore[misc]
+            np.testing.assert_array_equal(result, a * F32(value))
+        for result in twice(lambda v=value: backend.add(v, x)):  # type: ignore[misc]
+            np.testing.assert_array_equal(result, F32(value) + a)
+    for result in twice(lambda: backend.scale(x, 0.25)):
+        np.testing.assert_array_equal(result, a * F32(0.25))
+    for other in (-np.inf, 7.0, 7.0, 0.0, -0.0):
+        for result in twice(lambda o=other: backend.where(cond, x, o)):  # type: ignore[misc]
+            np.testing.assert_array_equal(result, np.where(mask, a, F32(other)))
+        for result in twice(lambda o=other: backend.where(cond, o, y)):  # type: ignore[misc]
+            np.testing.assert_array_equal(result, np.where(mask, F32(other), b))
+    for result in twice(lambda: backend.where(cond, x, y)):
+        np.testing.assert_array_equal(result, np.where(mask, a, b))
+    out = backend.empty((8, 16), F32)
+    for _ in range(2):
+        backend.mul(x, 0.5, out=out)
+        np.testing.assert_array_equal(out.to_numpy(), a * F32(0.5))
+        backend.where(cond, y, 1.0, out=out)
+        np.testing.assert_array_equal(out.to_numpy(), np.where(mask, b, F32(1.0)))
+    inplace = backend.from_numpy(a)
+    for k in range(2):
+        backend.mul(inplace, 2.0, out=inplace)
+        np.testing.assert_array_equal(inplace.to_numpy(), a * F32(2.0 ** (k + 1)))
+    ints = backend.from_numpy(np.arange(8, dtype=np.int32))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="mul"):
+            backend.mul(ints, 0.5)
+        with pytest.raises(ValueError, match="bool"):
+            backend.where(x, x, 1.0)
+    backend.mul(ints, 3)
+    np.testing.assert_array_equal(backend.mul(ints, 3).to_numpy(), np.arange(8) * 3)

@@ -26,11 +26,19 @@ class Event(Resource):
         # The hot path of issue 15 (cuda.core's cost or below): one cell, one call, and the
         # device switch only when this thread is not on the device already (what `with
         # device:` would decide too, at 1.3 µs).
+        # The create and destroy are the platform's native entries where it has them
+        # (`HipApi.fast`: nvidia's cudart calls, without the Python translating wrapper); a
+        # failure there has no effect, so the surface call is made again for HIP's status.
         api = hip()
-        out = api.ffi.new(_cell(api))
+        found = _cells.get(id(api))
+        if found is None or found[0] is not api:
+            found = _entries(api)
+        out = api.ffi.new(found[1])
         flags = EVENT_DEFAULT if timing else EVENT_DISABLE_TIMING
         if current_ordinal() == device.ordinal:
-            status = api.hipEventCreateWithFlags(out, flags)
+            status = found[2](out, flags)
+            if status:
+                status = api.hipEventCreateWithFlags(out, flags)
         else:
             with device:
                 status = api.hipEventCreateWithFlags(out, flags)
@@ -39,7 +47,11 @@ class Event(Resource):
         self.handle = handle = out[0]
         self.device = device
         self.timing = timing
-        self._own(_destroy_event, api, handle)
+        # (Resource._own's four slots, set inline: one call fewer per event)
+        self._releaser_args = (api, found[3], handle)
+        self._releaser = _destroy_event
+        self._holders = 0
+        self._deferred = None
 
     def close(self) -> None:
         """Destroy the event now (or, while a graph holds it, once the last one lets go).
@@ -88,19 +100,25 @@ class Event(Resource):
         return start.elapsed_ms(self)
 
 
-def _destroy_event(api: Any, handle: Any) -> None:
-    status = api.hipEventDestroy(handle)
-    if status:
-        check(status, "hipEventDestroy")
+def _destroy_event(api: Any, destroy: Any, handle: Any) -> None:
+    """`destroy`: `api.fast("hipEventDestroy")`; on a failure, the surface call's status."""
+    if destroy(handle):
+        status = api.hipEventDestroy(handle)
+        if status:
+            check(status, "hipEventDestroy")
 
 
-_cells: dict[int, tuple[Any, Any]] = {}  # id(api) -> (api, its `hipEvent_t*` type)
+#: id(api) -> (api, its `hipEvent_t*` type, fast create, fast destroy)
+_cells: dict[int, tuple[Any, Any, Any, Any]] = {}
 
 
-def _cell(api: Any) -> Any:
-    """The cffi type `hipEvent_t*` of `api`'s ffi, looked up once (ffi.new parses a type
-    string through a cache of its own at each call)."""
-    found = _cells.get(id(api))
-    if found is None or found[0] is not api:
-        found = _cells[id(api)] = (api, api.ffi.typeof("hipEvent_t*"))
-    return found[1]
+def _entries(api: Any) -> tuple[Any, Any, Any, Any]:
+    """What an event of `api` needs, looked up once: the cffi type `hipEvent_t*` (ffi.new
+    parses a type string through a cache of its own at each call) and the fast entries."""
+    found = _cells[id(api)] = (
+        api,
+        api.ffi.typeof("hipEvent_t*"),
+        api.fast("hipEventCreateWithFlags"),
+        api.fast("hipEventDestroy"),
+    )
+    return found

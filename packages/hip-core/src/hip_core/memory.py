@@ -48,6 +48,21 @@ def _free(free: Any, *args: Any) -> None:
     free(*args)
 
 
+class _Itself:
+    """The `_owner` of a buffer that owns its allocation (`owning_buffer`): never closed, so
+    the buffer's own state says whether the memory is open (`_BufferBase.closed`'s second
+    read finds this always open) without a reference cycle to itself."""
+
+    __slots__ = ()
+    _releaser = True
+
+    def close(self) -> None:
+        """Nothing: the buffer's own `close()` frees the memory."""
+
+
+_ITSELF: Any = _Itself()
+
+
 def _checked_range(offset: int, size: int, limit: int, what: str) -> None:
     if offset < 0 or size < 0 or offset + size > limit:
         raise ValueError(
@@ -71,7 +86,7 @@ class _BufferBase(Resource):
 
     __slots__ = ("_address", "_owner", "is_view", "ptr", "size")
 
-    def __init__(self, owner: _Allocation, ptr: int, size: int, *, is_view: bool) -> None:
+    def __init__(self, owner: Resource, ptr: int, size: int, *, is_view: bool) -> None:
         self._owner = owner  # a view holds its parent's allocation: never freed before the view
         self.ptr = ptr  # address (int)
         self.size = size  # bytes
@@ -95,10 +110,12 @@ class _BufferBase(Resource):
         """Free the memory now (a view only stops being usable: it never frees its parent)."""
         super().close()
         if not self.is_view:
-            self._owner.close()
+            self._owner.close()  # (nothing for a buffer that owns its allocation itself)
 
     def _hold_target(self) -> Resource:
-        return self._owner  # a graph holds the memory, whichever view of it it was given
+        # A graph holds the memory, whichever view of it it was given.
+        owner = self._owner
+        return self if owner is _ITSELF else owner
 
     def __len__(self) -> int:
         return self.size
@@ -117,7 +134,7 @@ class DeviceBuffer(_BufferBase):
     __slots__ = ("device",)
 
     def __init__(
-        self, owner: _Allocation, ptr: int, size: int, device: Device, *, is_view: bool = False
+        self, owner: Resource, ptr: int, size: int, device: Device, *, is_view: bool = False
     ) -> None:
         super().__init__(owner, ptr, size, is_view=is_view)
         self.device = device
@@ -160,10 +177,34 @@ class DeviceBuffer(_BufferBase):
         """Wrap an allocation made elsewhere (e.g. a pool) whose owner frees it."""
         return cls(owner, owner.ptr, owner.size, device)
 
+    @classmethod
+    def _owning(
+        cls, ptr: int, size: int, device: Device, release: Callable[..., Any], *args: Any
+    ) -> DeviceBuffer:
+        """A whole buffer that owns its allocation itself: `release(*args)` frees it, exactly
+        once, at `close()`, `with` exit or collection (a graph holding it defers that as for
+        any Resource); its views hold it as they would an `_Allocation`.
+
+        One object instead of a buffer and an `_Allocation`, made without the general
+        constructor's calls (issue 15: a pool's op outputs are made and dropped at every
+        call). Every slot is set here as `__init__` and `_own` set them."""
+        buffer = object.__new__(cls)
+        buffer._owner = _ITSELF
+        buffer.ptr = ptr
+        buffer.size = size
+        buffer.is_view = False
+        buffer._address = None
+        buffer.device = device
+        buffer._releaser_args = args
+        buffer._releaser = release
+        buffer._holders = 0
+        buffer._deferred = None
+        return buffer
+
     def view(self, offset: int, size: int | None = None) -> DeviceBuffer:
         """Bytes [offset, offset+size) of this buffer, sharing its memory and keeping it alive."""
         ptr, size = self._view_range(offset, size)
-        return DeviceBuffer(self._owner, ptr, size, self.device, is_view=True)
+        return DeviceBuffer(self._hold_target(), ptr, size, self.device, is_view=True)
 
     def copy_from(self, source: Any, *, stream: Stream | None = None) -> None:
         """Copy all of `source` into the start of this buffer.
@@ -202,9 +243,15 @@ class DeviceBuffer(_BufferBase):
         mine = self._void()
         dst, src = (mine, pointer) if to_device else (pointer, mine)
         if stream is None:
-            status = api.hipMemcpy(dst, src, nbytes, kind)
-            if status:
-                check(status, "hipMemcpy")
+            fast = _fast_memcpy
+            if fast[0] is not api:
+                fast = _fast_memcpy_of(api)
+            # The native entry where the platform has one (`HipApi.fast`); a failure there has
+            # no effect, so the surface call is made again for HIP's status.
+            if fast[1](dst, src, nbytes, kind):
+                status = api.hipMemcpy(dst, src, nbytes, kind)
+                if status:
+                    check(status, "hipMemcpy")
         else:
             check(api.hipMemcpyAsync(dst, src, nbytes, kind, handle), "hipMemcpyAsync")
             stream.keep_until_sync((self, other, pointer))
@@ -251,7 +298,7 @@ class PinnedBuffer(_BufferBase):
 
     def view(self, offset: int, size: int | None = None) -> PinnedBuffer:
         ptr, size = self._view_range(offset, size)
-        return PinnedBuffer(self._owner, ptr, size, is_view=True)
+        return PinnedBuffer(self._hold_target(), ptr, size, is_view=True)
 
     def memoryview(self) -> memoryview:
         """The bytes as a writable memoryview (no copy)."""
@@ -308,6 +355,15 @@ def host_pointer(obj: Any, *, writable: bool) -> tuple[Any, int]:
 
 #: The `:name:` parts of a struct format (a structured numpy dtype's field names).
 _FIELD_NAMES = re.compile(r":[^:]*:")
+
+
+_fast_memcpy: tuple[Any, Any] = (None, None)  # (api, api.fast("hipMemcpy"))
+
+
+def _fast_memcpy_of(api: Any) -> tuple[Any, Any]:
+    global _fast_memcpy
+    _fast_memcpy = (api, api.fast("hipMemcpy"))
+    return _fast_memcpy
 
 
 def _hip_free(api: Any, pointer: Any) -> None:

@@ -27,7 +27,7 @@ from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import Resource
 from hip_core.errors import HipOutOfMemoryError, check, error_for
-from hip_core.memory import DeviceBuffer, _Allocation
+from hip_core.memory import DeviceBuffer
 from hip_core.stream import Stream, checked_handle
 from hip_ffi.constants import (
     ERROR_CODES,
@@ -166,8 +166,8 @@ class MemoryPool(Resource):
             self._in_use += size
             if self._in_use > self._peak:
                 self._peak = self._in_use
-        owner = _Allocation(ptr, size, self._release, ptr, size, stream)
-        return DeviceBuffer(owner, ptr, size, self.device)
+        # One object that frees itself (not a buffer and an _Allocation: issue 15).
+        return DeviceBuffer._owning(ptr, size, self.device, self._release, ptr, size, stream)
 
     def _reordered(self, ptr: int, size: int, released_on: Stream, stream: Stream) -> int | None:
         """A reused block released on another stream, ordered for `stream` (an event), or
@@ -205,7 +205,9 @@ class MemoryPool(Resource):
         with self._lock:
             self._in_use -= size
         if self._releaser is not None and stream._releaser is not None:  # (both open)
-            blocks = self._reuse.setdefault(size, [])
+            blocks = self._reuse.get(size)
+            if blocks is None:
+                blocks = self._reuse[size] = []
             if len(blocks) < _REUSE_DEPTH or _capture.kept_for(stream) is not None:
                 blocks.append((ptr, stream))
                 return

@@ -148,6 +148,12 @@ class PointwiseCore(OpsBase):
             y = self._pw_cached(key, (a, b), out, (0, 0.0, 0))
             if y is not None:
                 return y
+        else:  # a tensor and a Python scalar (`x * 0.5`, scale): the value is in the key
+            key = scalar_plan_key((family, code, types, result, exact), (a, b), out)
+            if key is not None:
+                y = self._pw_cached(key, tuple(scalar_slots((a, b))), out, None)
+                if y is not None:
+                    return y
         tensors, dtype = self._pw_operands((a, b), ("a", "b"))
         suffix = SUFFIXES.get(dtype, "")
         if suffix not in types:
@@ -233,7 +239,7 @@ class PointwiseCore(OpsBase):
         grid = min(grid, self._grid_cap)
         pointers = [y if t is None else t for t in tensors]
         if key is not None:
-            self._pw_keep(key, kernel, grid, head, path, pointers, y)
+            self._pw_keep(key, kernel, grid, head, path, pointers, y, tail)
         kernel.launch(grid, _BLOCK, *head, *pointers, y, *path, *tail, stream=self.stream)
         return y
 
@@ -313,21 +319,25 @@ class PointwiseCore(OpsBase):
         path: tuple[Any, ...],
         inputs: Sequence[DeviceTensor],
         y: DeviceTensor,
+        tail: tuple[Any, ...],
     ) -> None:
-        """Keep what a validated call of `key` worked out, for `_pw_cached`."""
-        plan = (*plan_head(inputs, y), kernel, grid, head, path, y.ptr & 15)
+        """Keep what a validated call of `key` worked out, for `_pw_cached` (`tail`: the
+        scalar arguments, for keys that hold the scalars' values)."""
+        plan = (*plan_head(inputs, y), kernel, grid, head, path, y.ptr & 15, tail)
         self._keep_plan(key, plan)
 
     def _pw_cached(
         self,
         key: tuple[Any, ...],
-        inputs: tuple[DeviceTensor, ...],
+        inputs: tuple[DeviceTensor | None, ...],
         out: DeviceTensor | None,
-        tail: tuple[Any, ...],
+        tail: tuple[Any, ...] | None,
     ) -> DeviceTensor | None:
         """The launch of a call whose layouts (`key`: op, dtypes, shapes, strides, addresses
         mod 16, and out's, with which input it is) a validated call had, or None (no plan,
-        or a check to make: `OpsBase._planned_output`)."""
+        or a check to make: `OpsBase._planned_output`). A None input is a scalar (y's
+        address is passed for it, as `_pw_launch` does); tail None: the plan's own (keys
+        that hold the scalars' values)."""
         plans = self._plans  # (`_planned`, inline: the hottest path of the pointwise ops)
         if plans is None or self._releaser is None:
             return None
@@ -337,12 +347,45 @@ class PointwiseCore(OpsBase):
         y = self._planned_output(plan, inputs, out)
         if y is None:
             return None
-        kernel, grid, head, path, residue = plan[4:]
+        kernel, grid, head, path, residue, kept = plan[4:]
         if out is None and y.ptr & 15 != residue:
             return None  # (never for a pool's blocks) y goes back; the path is redone
         pointers = launch_pointers((*inputs, y))
+        if tail is None:
+            tail = kept
+            pointers = [pointers[-1] if p is None else p for p in pointers]
         kernel.launch(grid, _BLOCK, *head, *pointers, *path, *tail, stream=self.stream)
         return y
+
+
+def scalar_plan_key(
+    op: tuple[Any, ...], operands: Sequence[Any], out: DeviceTensor | None
+) -> tuple[Any, ...] | None:
+    """The plan key of a call with Python scalars among tensors (`op`: what the op adds): each
+    tensor's layout, each scalar's type and value; None when one is neither a DeviceTensor
+    nor a plain float/int/bool, or is a float zero (0.0 and -0.0 are one key but not one
+    value), or all are scalars: the checked path then decides."""
+    key: list[Any] = ["scalar", *op]
+    tensor = False
+    for v in operands:
+        kind = type(v)
+        if kind is DeviceTensor:
+            key.append((v.dtype, v.shape, v._strides, v.ptr & 15))
+            tensor = True
+        elif (kind is float and v) or kind is int or kind is bool:
+            key.append((kind, v))
+        else:
+            return None
+    if not tensor or (out is not None and type(out) is not DeviceTensor):
+        return None
+    if out is not None:
+        key.append((*_pw_layout(out), *(out is v for v in operands)))
+    return tuple(key)
+
+
+def scalar_slots(operands: Sequence[Any]) -> list[DeviceTensor | None]:
+    """The operands of a scalar key's call as `_pw_cached` takes them (None: a scalar)."""
+    return [v if type(v) is DeviceTensor else None for v in operands]
 
 
 def _pw_layout(t: DeviceTensor) -> tuple[Any, ...]:
@@ -438,4 +481,6 @@ __all__ = [
     "Operand",
     "PointwiseCore",
     "scalar_args",
+    "scalar_plan_key",
+    "scalar_slots",
 ]

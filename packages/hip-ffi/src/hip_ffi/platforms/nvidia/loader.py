@@ -197,7 +197,14 @@ def load() -> HipApi:
         libraries=libraries,
         device_prop_type=prop_type,
         keep_alive=(*opened, state),
-        natives={"hipDrvLaunchKernelEx": cuda.cuLaunchKernelEx},
+        natives={
+            "hipDrvLaunchKernelEx": cuda.cuLaunchKernelEx,
+            # (hip-core's events and synchronous copies; flags and kinds as HIP's, which
+            # CUDA shares for what hip-core passes: a failure re-runs the surface call)
+            "hipEventCreateWithFlags": cudart.cudaEventCreateWithFlags,
+            "hipEventDestroy": cudart.cudaEventDestroy,
+            "hipMemcpy": cudart.cudaMemcpy,
+        },
     )
 
 
