@@ -9,8 +9,10 @@ buffer, None or an equal DevicePointer (other pointer-like objects are read agai
 their address may change and their `==` may not mean "the same memory"), and the geometry is
 the same tuple object or an equal plain int (a list may have been changed in place). Any
 closed resource (a buffer, view, stream or module) invalidates the reuse, and a refused launch
-leaves nothing to reuse. The runtime copies the arguments at launch, so the buffer may be
-rewritten by the next launch at once.
+leaves nothing to reuse. A kernel with a vector or struct parameter packs at every launch (a
+tuple's `==` cannot tell 1 from 1.0); kernels of scalars and pointers keep the fast path.
+The runtime copies the arguments at launch, so the buffer may be rewritten by the next launch
+at once.
 
 The price of that comparison: a kernel holds a reference to the arguments of its last launch
 (not to their data's contents), so a buffer passed to it is freed only once the kernel is

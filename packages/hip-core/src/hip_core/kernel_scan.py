@@ -14,20 +14,19 @@ between two words, so `k< 64 >` and `k<64>` are one name.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
-from hip_ffi.rtc import closing_bracket
+from hip_ffi.rtc import closing_bracket, scopes
 
 _BLANKED = re.compile(
     r"//[^\n]*|/\*.*?\*/"  # comments
     r'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\''  # literals
     r"|^[ \t]*#(?:[^\n]*\\\n)*[^\n]*",  # preprocessor lines with their continuations
     re.S | re.M,
-)
-_SCOPE = re.compile(
-    r"(?:\binline\s+)?\bnamespace\s*((?:[A-Za-z_]\w*\s*(?:::\s*)?)*)\{"
-    r'|\bextern\s*"C"\s*\{|[{}]|\b__global__\b'
 )
 _HEAD = re.compile(
     r"__global__\s+(?:(?:static|inline|__launch_bounds__\s*\([^)]*\))\s*)*void\s+"
@@ -62,6 +61,8 @@ def _blank(match: re.Match[str]) -> str:
 
 def split_top_level(text: str) -> list[str]:
     """`text` split at the commas outside (), <>, [] and {}; parts stripped, empties dropped."""
+    if not any(c in text for c in "(<[{"):  # the common case: no brackets to respect
+        return [p.strip() for p in text.split(",") if p.strip()]
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
         if char in "(<[{":
@@ -89,36 +90,27 @@ def _template_params(prefix: str) -> tuple[tuple[str, ...], tuple[str | None, ..
     return tuple(names), tuple(defaults)
 
 
-def scan_kernels(source: str) -> dict[str, KernelDecl]:
-    """Every `__global__` function at namespace scope, by qualified name (first one wins)."""
+@functools.lru_cache(maxsize=128)
+def scan_kernels(source: str) -> Mapping[str, KernelDecl]:
+    """Every `__global__` function at namespace scope, by qualified name (first one wins).
+
+    Cached per source text (a Program and the Module it loads read the same source; a large
+    per-dtype source takes tens of milliseconds): the mapping is read-only."""
     code = _BLANKED.sub(_blank, source)
     found: dict[str, KernelDecl] = {}
-    stack: list[str | None] = []  # per open brace: its qualifier part ("" adds none), None opaque
-    extern_c: list[bool] = []
-    for match in _SCOPE.finditer(code):
-        token = match.group(0)
-        if token == "}":
-            if stack:
-                stack.pop()
-                extern_c.pop()
-            continue
-        if token != "__global__":
-            name = "".join((match.group(1) or "").split())
-            stack.append(None if token == "{" else f"{name}::" if name else "")
-            extern_c.append(token.startswith("extern"))
-            continue
-        head = _HEAD.match(code, match.start())
+    for at, _, stack, extern_c in scopes(code, ("__global__",)):
+        head = _HEAD.match(code, at)
         if head is None or None in stack:
             continue
-        start = max(code.rfind(c, 0, match.start()) for c in ";{}") + 1
-        prefix = code[start : match.start()]
+        start = max(code.rfind(c, 0, at) for c in ";{}") + 1
+        prefix = code[start:at]
         close = closing_bracket(code, head.end() - 1, "(", ")")
         params = tuple(p for p in split_top_level(code[head.end() : close]) if p != "void")
         template, defaults = _template_params(prefix)
         qualified = "".join(s for s in stack if s) + head.group(1)
-        linkage = any(extern_c) or bool(_EXTERN_C.search(prefix))
+        linkage = extern_c or bool(_EXTERN_C.search(prefix))
         found.setdefault(qualified, KernelDecl(qualified, params, template, defaults, linkage))
-    return found
+    return MappingProxyType(found)
 
 
 def canonical(name: str) -> str:

@@ -42,7 +42,7 @@ class Module(Resource):
         self.handle = handle
         self.device = device
         self._code = code  # the image stays referenced while the module is loaded
-        self._decls: dict[str, KernelDecl] = scan_kernels(source) if source else {}
+        self._decls: Mapping[str, KernelDecl] = scan_kernels(source) if source else {}
         self._names = {canonical(name): lowered for name, lowered in (names or {}).items()}
         self._types = dict(types or {})
         self._kernels: dict[str, Kernel] = {}

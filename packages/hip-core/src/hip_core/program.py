@@ -103,18 +103,17 @@ class Program:
             )
         self.name_expressions = tuple(name_expressions)
         self.types = dict(types or {})
-        linked = [
-            decl.name
-            for decl in scan_kernels(source).values()
-            if not decl.template and (not decl.c_linkage or "::" in decl.name)
-        ]
-        self._registered = tuple(dict.fromkeys((*self.name_expressions, *linked)))
 
     @property
     def lookup_names(self) -> tuple[str, ...]:
         """The name expressions every compile registers: `name_expressions`, then the qualified
         name of each non-template kernel with C++ linkage or in a namespace."""
-        return self._registered
+        linked = [
+            decl.name
+            for decl in scan_kernels(self.source).values()
+            if not decl.template and (not decl.c_linkage or "::" in decl.name)
+        ]
+        return tuple(dict.fromkeys((*self.name_expressions, *linked)))
 
     def cache_key(self, arch: str) -> str:
         import hashlib
@@ -182,7 +181,7 @@ class Program:
         if entry is not None:
             payload = _read_entry(entry)
             found = _split_names(payload) if payload is not None else None
-            if found is not None and set(found[1]) == set(self._registered):
+            if found is not None and set(found[1]) == set(self.lookup_names):
                 return *found, entry, True
         return *self._compile(arch), entry, False
 
@@ -193,7 +192,7 @@ class Program:
             name=self.name,
             options=(*self.options, f"--offload-arch={arch}"),
             headers=self.headers,
-            name_expressions=self._registered,
+            name_expressions=self.lookup_names,
         )
         check_hiprtc(result.status, result.step, result.log)
         code: bytes = result.code

@@ -12,7 +12,9 @@ no error), so that sample code written for hipcc compiles unchanged with run-tim
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +138,9 @@ DEPRECATED_SPELLINGS = "".join(
 def closing_bracket(text: str, at: int, opening: str, closing: str) -> int:
     """Index of the bracket that closes the `opening` one at `at` in C source `text`
     (len(text) when unbalanced): for the source scans of hip-ffi's cpu platform and hip-core."""
+    end = text.find(closing, at + 1)
+    if end >= 0 and text.find(opening, at + 1, end) < 0:
+        return end  # the common case, nothing nested: found without a Python loop
     depth = 0
     for i in range(at, len(text)):
         if text[i] == opening:
@@ -145,3 +150,55 @@ def closing_bracket(text: str, at: int, opening: str, closing: str) -> int:
             if depth == 0:
                 return i
     return len(text)
+
+
+# ---- C++ scopes, for the kernel scans --------------------------------------------------------
+
+_NAMESPACE = re.compile(r"namespace\b\s*((?:[A-Za-z_]\w*\s*(?:::\s*)?)*)\{")
+_EXTERN_BLOCK = re.compile(r'extern\b\s*"C(?:\+\+)?"\s*\{')
+
+
+@functools.cache
+def _scope_tokens(markers: tuple[str, ...]) -> re.Pattern[str]:
+    # Literal alternatives only (each position costs one dispatch on its first character): a
+    # namespace or extern block is read by an anchored match where the keyword stands.
+    literals = "|".join(re.escape(m) for m in markers)
+    return re.compile(
+        r'[{}]|namespace|extern|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|' + literals
+    )
+
+
+def scopes(
+    text: str, markers: Sequence[str]
+) -> Iterator[tuple[int, str, tuple[str | None, ...], bool]]:
+    """(position, marker, scope stack, inside `extern "C"`) for every marker in C++ `text`.
+
+    The stack has one entry per open brace: "ns::" for a namespace (nested ones as written:
+    "a::b::"), "" for an anonymous namespace or an `extern "C" {}` block, None for anything
+    else (a class, a function body, an initializer). String and character literals are skipped.
+    """
+    stack: list[str | None] = []
+    externs: list[bool] = []
+    skip = -1  # a namespace's or extern block's own `{` is consumed with it
+    for match in _scope_tokens(tuple(markers)).finditer(text):
+        token, at = match.group(0), match.start()
+        if at < skip or token[0] in "\"'":
+            continue
+        if token == "{":
+            stack.append(None)
+            externs.append(False)
+        elif token == "}":
+            if stack:
+                stack.pop()
+                externs.pop()
+        elif token in ("namespace", "extern"):
+            if at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_"):
+                continue
+            block = (_NAMESPACE if token == "namespace" else _EXTERN_BLOCK).match(text, at)
+            if block is not None:
+                name = "".join((block.group(1) or "").split()) if token == "namespace" else ""
+                stack.append(f"{name}::" if name else "")
+                externs.append(token == "extern")
+                skip = block.end()
+        else:
+            yield at, token, tuple(stack), any(externs)

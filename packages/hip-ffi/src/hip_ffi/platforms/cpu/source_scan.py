@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hip_ffi.rtc import closing_bracket
+from hip_ffi.rtc import closing_bracket, scopes
 
 GLOBAL_MARKER = "__hipcpu_global__"
 SHARED_MARKER = "__hipcpu_shared__"
@@ -66,38 +66,14 @@ def _kernel_name(text: str, at: int) -> str | None:
     return None
 
 
-_SCOPE = re.compile(
-    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|'
-    r"(?:\binline\s+)?\bnamespace\s*((?:[A-Za-z_]\w*\s*(?:::\s*)?)*)\{|"
-    r'\bextern\s*"C(?:\+\+)?"\s*\{|[{}]|' + f"{GLOBAL_MARKER}|{SHARED_MARKER}"
-)
-
-
 def _namespaces(text: str, marker: str) -> Iterator[tuple[int, str | None, list[str]]]:
     """(position, qualifier, namespaces) of every `marker`: the qualifier is "ns::inner::"
     inside namespaces ("" at global scope; anonymous namespaces and `extern "C" {}` blocks add
     nothing), None inside anything else (a class, a function); the namespaces enclosing the
     marker, whatever lies between."""
-    stack: list[str | None] = []  # one entry per open brace: its qualifier part, None if opaque
-    for match in _SCOPE.finditer(text):
-        token = match.group(0)
-        if token[0] in "\"'":
-            continue
-        if token == "}":
-            if stack:
-                stack.pop()
-        elif token == marker:
-            named = [s for s in stack if s is not None]
-            yield match.start(), None if None in stack else "".join(named), named
-        elif token in (GLOBAL_MARKER, SHARED_MARKER):
-            continue
-        elif token.startswith(("namespace", "inline")):
-            name = "".join((match.group(1) or "").split())
-            stack.append(f"{name}::" if name else "")
-        elif token.startswith("extern"):
-            stack.append("")
-        else:
-            stack.append(None)
+    for at, _, stack, _ in scopes(text, (marker,)):
+        named = [s for s in stack if s is not None]
+        yield at, None if None in stack else "".join(named), named
 
 
 def find_kernels(preprocessed: str) -> list[str]:
