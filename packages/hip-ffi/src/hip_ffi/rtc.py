@@ -154,7 +154,9 @@ def closing_bracket(text: str, at: int, opening: str, closing: str) -> int:
 
 # ---- C++ scopes, for the kernel scans --------------------------------------------------------
 
-_NAMESPACE = re.compile(r"namespace\b\s*((?:[A-Za-z_]\w*\s*(?:::\s*)?)*)\{")
+# `\b` after each name: without it a name can be split anywhere and a failed match (a namespace
+# with an attribute before its brace) backtracks exponentially.
+_NAMESPACE = re.compile(r"namespace\b\s*((?:[A-Za-z_]\w*\b\s*(?:::\s*)?)*)\{")
 _EXTERN_BLOCK = re.compile(r'extern\b\s*"C(?:\+\+)?"\s*\{')
 
 
