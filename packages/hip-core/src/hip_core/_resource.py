@@ -95,7 +95,10 @@ class Resource:
     def __del__(self) -> None:
         # Collected while open, or closed while held and never let go (its holders are
         # garbage too): release either way.
-        release = getattr(self, "_releaser", None) or getattr(self, "_deferred", None)
+        try:  # (plain reads: `_own` sets both; a getattr with a default costs twice as much)
+            release = self._releaser or self._deferred
+        except AttributeError:  # never owned anything (its constructor raised first)
+            return
         if release is None or release is nothing or sys.is_finalizing():
             return
         self._releaser = self._deferred = None
