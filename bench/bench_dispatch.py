@@ -3,11 +3,12 @@ creation and small copies beside cuda.core, in one run.
 
 Ops on small tensors (`--size`, 64: 64 x 64 f32), where the kernels take a few µs and the
 time per call is the host's cost of issuing it: add (a new output, and `out=`), mul by a
-broadcast row (a new output), layernorm (new output and `out=`), softmax, matmul 64^3 (new
-output and `out=`), embedding (64 int32 ids into a 1000 x 64 table) and cast (f32 -> f16,
-which CuPy has too). Per call = host wall time of back-to-back calls then one synchronize,
-divided by the calls (hip_backend.bench.per_call through _harness: median of 7 repeats after a
-warm-up). CuPy has no layernorm: that row is left empty, never composed.
+broadcast row (a new output), mul by a Python scalar, where(mask, x, scalar), layernorm (new
+output and `out=`), softmax, matmul 64^3 (new output and `out=`), embedding (64 int32 ids
+into a 1000 x 64 table) and cast (f32 -> f16, which CuPy has too). Per call = host wall time
+of back-to-back calls then one synchronize, divided by the calls (hip_backend.bench.per_call
+through _harness: median of 7 repeats after a warm-up). CuPy has no layernorm: that row is
+left empty, never composed.
 
 hip-core vs cuda.core: event creation + destruction (timing off, as cuda.core's default), and
 synchronous 4 KiB host<->device copies from pinned memory (cuda.core: copy_to on a stream
@@ -51,6 +52,7 @@ def host_arrays(n: int) -> dict[str, np.ndarray]:
         "b": rng.standard_normal(n).astype(np.float32),
         "table": rng.standard_normal((VOCAB, n)).astype(np.float32),
         "ids": rng.integers(0, VOCAB, n).astype(np.int32),
+        "mask": rng.standard_normal((n, n)) > 0,
     }
 
 
@@ -105,6 +107,8 @@ def bench_hip(arrays: dict[str, np.ndarray], calls: int, profile: int = 0) -> No
         "add": lambda: backend.add(x, y),
         "add out=": lambda: backend.add(x, y, out=out),
         "mul broadcast row": lambda: backend.mul(x, t["row"]),
+        "mul by scalar": lambda: backend.mul(x, 0.5),
+        "where scalar": lambda: backend.where(t["mask"], x, -1e9),
         "layernorm": lambda: backend.layernorm(x, w, b),
         "layernorm out=": lambda: backend.layernorm(x, w, b, out=out),
         "softmax": lambda: backend.softmax(x),
@@ -140,6 +144,8 @@ def bench_torch(arrays: dict[str, np.ndarray], calls: int) -> None:
         "add": lambda: torch.add(x, y),
         "add out=": lambda: torch.add(x, y, out=out),
         "mul broadcast row": lambda: torch.mul(x, t["row"]),
+        "mul by scalar": lambda: torch.mul(x, 0.5),
+        "where scalar": lambda: torch.where(t["mask"], x, -1e9),
         "layernorm": lambda: functional.layer_norm(x, shape, w, b),
         # torch's layer_norm has no out=: it allocates in both rows (as in issue 15's table)
         "layernorm out=": lambda: functional.layer_norm(x, shape, w, b),
@@ -167,6 +173,8 @@ def bench_cupy(arrays: dict[str, np.ndarray], calls: int) -> None:
         "add": lambda: cp.add(x, y),
         "add out=": lambda: cp.add(x, y, out=out),
         "mul broadcast row": lambda: cp.multiply(x, t["row"]),
+        "mul by scalar": lambda: cp.multiply(x, 0.5),
+        "where scalar": lambda: cp.where(t["mask"], x, -1e9),
         "softmax": lambda: softmax(x, axis=-1),
         "matmul": lambda: cp.matmul(x, y),
         "matmul out=": lambda: cp.matmul(x, y, out=out),
