@@ -152,14 +152,22 @@ HIPK_DEVICE void load_rows(unsigned tile, const T* rows, long long stride, int v
 // MT BN / 2: at D = 128, BN = 32 would need more than sm_90's 255 registers with the
 // addresses (ptxas spilled), so 16 keys per tile and 4 stages; at D = 64, 64 keys and 2.
 // Shared memory: max(query tile, STAGES x (key tile, value tile)) = 32 KiB either way.
-template <int D> struct MmaShape;
-template <> struct MmaShape<64> { enum { MT = 2, BN = 64, STAGES = 2 }; };
-template <> struct MmaShape<128> { enum { MT = 2, BN = 16, STAGES = 4 }; };
+// V picks a variant of the shape (the entry points attention_mma<V>_d<D>, V > 1, kept beside
+// the default V = 1 so that one GPU run times both): at D = 128, V = 2 takes 32 keys per tile
+// in 3 stages (48 KiB, the static limit) and V = 3 32 keys in 2 stages: half the barriers and
+// softmax reductions per key, and twice the independent accumulators in S = Q Kᵀ's chains, at
+// the price of a few registers spilled outside the mma loops (ptxas: ~80 bytes).
+template <int D, int V> struct MmaShape;
+template <> struct MmaShape<64, 1> { enum { MT = 2, BN = 64, STAGES = 2 }; };
+template <> struct MmaShape<128, 1> { enum { MT = 2, BN = 16, STAGES = 4 }; };
+template <> struct MmaShape<128, 2> { enum { MT = 2, BN = 32, STAGES = 3 }; };
+template <> struct MmaShape<128, 3> { enum { MT = 2, BN = 32, STAGES = 2 }; };
 
-template <typename T, int D>
+template <typename T, int D, int V = 1>
 HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const void* mask,
                                const AttentionArgs& a, unsigned short* smem) {
-    const int MT = MmaShape<D>::MT, BN = MmaShape<D>::BN, STAGES = MmaShape<D>::STAGES;
+    typedef MmaShape<D, V> Shape;
+    const int MT = Shape::MT, BN = Shape::BN, STAGES = Shape::STAGES;
     static_assert(MT * 64 == HIPK_MMA_ROWS, "a block takes HIPK_MMA_ROWS queries");
     const int DT = D / 8;    // n8 tiles of an output row
     const int DK = D / 16;   // k16 steps of Q Kᵀ
@@ -386,13 +394,13 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
 }
 
 // Shared memory of one block in 16-bit elements (see MmaShape).
-template <int D> struct MmaShared {
+template <int D, int V> struct MmaShared {
     enum {
-        STAGED = 2 * MmaShape<D>::STAGES * MmaShape<D>::BN * D,
+        STAGED = 2 * MmaShape<D, V>::STAGES * MmaShape<D, V>::BN * D,
         elements = STAGED > HIPK_MMA_ROWS * D ? STAGED : HIPK_MMA_ROWS * D
     };
 };
-#define HIPK_MMA_SHARED(D) (hipk::mma::MmaShared<D>::elements)
+#define HIPK_MMA_SHARED(D, V) (hipk::mma::MmaShared<D, V>::elements)
 
 }  // namespace mma
 
