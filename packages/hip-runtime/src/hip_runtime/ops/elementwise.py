@@ -35,9 +35,15 @@ class ElementwiseOps(PointwiseCore):
     ) -> DeviceTensor:
         """alpha · x of a float tensor (alpha is rounded to the compute type: f32 for the
         16-bit types, f64 for f64)."""
+        mul = BINARY_CODE["mul"]
+        if type(alpha) is float or type(alpha) is int:  # (a repeated call: _pw_binary's plan)
+            _, y = self._pw_scalar_planned(
+                ("binary", mul, FLOATS, None, False), (x, float(alpha)), out
+            )
+            if y is not None:
+                return y
         x = self._operand(x, "x")
         dtype_suffix(x.dtype, FLOATS, "x")
-        mul = BINARY_CODE["mul"]
         return self._pw_binary(
             "binary.hip", "binary", mul, x, float(alpha), out, FLOATS, exact=False
         )

@@ -31,8 +31,6 @@ from hip_runtime.ops.pointwise_core import (
     PointwiseCore,
     dtype_suffix,
     scalar_args,
-    scalar_plan_key,
-    scalar_slots,
 )
 from hip_runtime.tensor import DeviceTensor
 
@@ -108,11 +106,9 @@ class PointwiseOps(PointwiseCore):
         """cond ? a : b elementwise, the three broadcast together (numpy's where). cond is a
         bool tensor; a and b share a dtype (either may be a Python scalar, not both). Values
         are copied unchanged."""
-        key = scalar_plan_key(("where",), (cond, a, b), out)  # (a repeated call: its plan)
-        if key is not None:
-            y = self._pw_cached(key, tuple(scalar_slots((cond, a, b))), out, None)
-            if y is not None:
-                return y
+        key, y = self._pw_scalar_planned(("where",), (cond, a, b), out)  # (a repeated call)
+        if y is not None:
+            return y
         condition = self._operand(cond, "cond")
         if condition.dtype != bool_:
             raise ValueError(f"where: cond has dtype {condition.dtype}; it must be bool")

@@ -149,11 +149,9 @@ class PointwiseCore(OpsBase):
             if y is not None:
                 return y
         else:  # a tensor and a Python scalar (`x * 0.5`, scale): the value is in the key
-            key = scalar_plan_key((family, code, types, result, exact), (a, b), out)
-            if key is not None:
-                y = self._pw_cached(key, tuple(scalar_slots((a, b))), out, None)
-                if y is not None:
-                    return y
+            key, y = self._pw_scalar_planned((family, code, types, result, exact), (a, b), out)
+            if y is not None:
+                return y
         tensors, dtype = self._pw_operands((a, b), ("a", "b"))
         suffix = SUFFIXES.get(dtype, "")
         if suffix not in types:
@@ -325,6 +323,16 @@ class PointwiseCore(OpsBase):
         scalar arguments, for keys that hold the scalars' values)."""
         plan = (*plan_head(inputs, y), kernel, grid, head, path, y.ptr & 15, tail)
         self._keep_plan(key, plan)
+
+    def _pw_scalar_planned(
+        self, op: tuple[Any, ...], operands: tuple[Any, ...], out: DeviceTensor | None
+    ) -> tuple[tuple[Any, ...] | None, DeviceTensor | None]:
+        """(key, y) of a call with Python scalars among its tensors (`scalar_plan_key`): y
+        when its plan served it, else None (the checked path then keeps the plan under key)."""
+        key = scalar_plan_key(op, operands, out)
+        if key is None:
+            return None, None
+        return key, self._pw_cached(key, tuple(scalar_slots(operands)), out, None)
 
     def _pw_cached(
         self,
