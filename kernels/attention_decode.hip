@@ -193,13 +193,34 @@ HIPK_DEVICE int clamped_length(const int* lengths, int b, int smax) {
 
 HIPK_DEVICE float finite_or_zero(float top) { return top == neg_inf() ? 0.0f : top; }
 
-template <typename T, int DT, int ROWS>
+// One step's keys and values of a lane group: key k0 + u * groups + group for u < U; keys at or
+// past `end` are zeros (neither read nor counted: their scores are masked).
+template <typename T, int DT, int U>
+HIPK_DEVICE void load_step(Piece<T, DT> (&kx)[U], Piece<T, DT> (&vx)[U], const T* keys,
+                           const T* values, int k0, int groups, int group, int lane, int end,
+                           const Args& a) {
+    HIPK_DECODE_UNROLL
+    for (int u = 0; u < U; ++u) {
+        const int key = k0 + u * groups + group;
+        if (key < end) {
+            kx[u].load(keys + key * a.ks, lane, a.d, a.vec);
+            vx[u].load(values + key * a.vs, lane, a.d, a.vec);
+        } else {
+            kx[u].zero();
+            vx[u].zero();
+        }
+    }
+}
+
+// KEYS: 16-bit keys per lane group and step (f32 rows take twice the registers, so half as
+// many: the same bytes in flight per thread). PREFETCH: the next step's keys and values are
+// loaded before the current step's arithmetic (two steps' registers: the loads stay in flight
+// while the lanes compute, instead of every lane waiting on them at the top of each step).
+template <typename T, int DT, int ROWS, int KEYS, bool PREFETCH>
 HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T* out,
                        float* part, float* stats, const Args& a) {
     typedef Layout<T, DT> L;
-    // Keys per step: f32 rows take twice the registers of 16-bit ones, so half the keys (the
-    // same bytes in flight per thread).
-    enum { E = L::E, LANES = L::LANES, U = HIPK_DECODE_KEYS / (sizeof(T) / 2), K = ROWS * U };
+    enum { E = L::E, LANES = L::LANES, U = KEYS / (sizeof(T) / 2), K = ROWS * U };
     __shared__ float red[HIPK_DECODE_WARPS][DT];
     __shared__ float warp_top[HIPK_DECODE_WARPS][ROWS], warp_sum[HIPK_DECODE_WARPS][ROWS];
     const int tid = (int)threadIdx.x, lane = tid % LANES, group = tid / LANES;
@@ -244,18 +265,16 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     }
     // The trip count is the block's (uniform: every lane of a warp reaches the shuffles); a
     // key past `end` is neither loaded nor counted.
+    Piece<T, DT> kx[U], vx[U];
+    if (PREFETCH) load_step<T, DT, U>(kx, vx, keys, values, c0, groups, group, lane, end, a);
     for (int k0 = c0; k0 < end; k0 += groups * U) {
-        Piece<T, DT> kx[U], vx[U];
-        HIPK_DECODE_UNROLL
-        for (int u = 0; u < U; ++u) {
-            const int key = k0 + u * groups + group;
-            if (key < end) {
-                kx[u].load(keys + key * a.ks, lane, a.d, a.vec);
-                vx[u].load(values + key * a.vs, lane, a.d, a.vec);
-            } else {
-                kx[u].zero();
-                vx[u].zero();
-            }
+        Piece<T, DT> kn[U], vn[U];  // the next step's (PREFETCH only)
+        if (PREFETCH) {
+            if (k0 + groups * U < end)  // uniform: the block's next step
+                load_step<T, DT, U>(kn, vn, keys, values, k0 + groups * U, groups, group, lane,
+                                    end, a);
+        } else {
+            load_step<T, DT, U>(kx, vx, keys, values, k0, groups, group, lane, end, a);
         }
         float s[K];  // s[u * ROWS + r]: row r's score of key u, then its probability
         HIPK_DECODE_UNROLL
@@ -297,6 +316,13 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
             for (int r = 0; r < ROWS; ++r) {
                 HIPK_DECODE_UNROLL
                 for (int e = 0; e < E; ++e) acc[r][e] += s[u * ROWS + r] * vx[u].at(e);
+            }
+        }
+        if (PREFETCH) {
+            HIPK_DECODE_UNROLL
+            for (int u = 0; u < U; ++u) {
+                kx[u] = kn[u];
+                vx[u] = vn[u];
             }
         }
     }
@@ -442,11 +468,16 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
 }  // namespace hipk
 
 // --- entry points: three head tiles and the combine per storage type (the
-// parameters written out in each: hip-core reads their types from the text) ------------
-#define HIPK_DECODE_BODY(T, DT)                                                           \
-    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale, \
-                                     qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};        \
-    hipk::decode::split<T, DT, HIPK_DECODE_ROWS>(q, k, v, lengths, out, part, stats, args)
+// parameters written out in each: hip-core reads their types from the text). Variants (the
+// op's internal _variant, timed side by side by bench/bench_attention.py): v1 (round 1, the
+// default) 4 keys per step, 2 blocks per multiprocessor (128 registers); v2 the same with the
+// next step prefetched (1 block: ~200 registers); v3 8 keys per step (16 loads in flight per
+// lane, 1 block).
+#define HIPK_DECODE_BODY(T, DT, KEYS, PREFETCH)                                                \
+    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,     \
+                                     qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};            \
+    hipk::decode::split<T, DT, HIPK_DECODE_ROWS, KEYS, PREFETCH>(q, k, v, lengths, out, part,     \
+                                                                  stats, args)
 
 #define HIPK_ATTENTION_DECODE(S, T)                                                                \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d64_##S(                 \
@@ -455,7 +486,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 64);                                                                \
+        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, false);                                          \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d128_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -463,7 +494,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 128);                                                               \
+        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, false);                                         \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d256_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -471,12 +502,60 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 256);                                                               \
+        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, false);                                         \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d64_##S(              \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, true);                                           \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d128_##S(             \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, true);                                          \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d256_##S(             \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, true);                                          \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d64_##S(              \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 64, 2 * HIPK_DECODE_KEYS, false);                                      \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d128_##S(             \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 128, 2 * HIPK_DECODE_KEYS, false);                                     \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d256_##S(             \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 256, 2 * HIPK_DECODE_KEYS, false);                                     \
     }                                                                                              \
     extern "C" __global__ void attention_decode_combine_##S(const float* part,                     \
         const float* stats, const int* lengths, T* out, int heads, int sq, int d, int smax,        \
         int chunk, int chunks, long long ob, long long oh, long long os) {                         \
-        hipk::decode::combine<T>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks,     \
-                                 ob, oh, os);                                                      \
+        hipk::decode::combine<T>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks, ob, \
+                                 oh, os);                                                          \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_ATTENTION_DECODE)

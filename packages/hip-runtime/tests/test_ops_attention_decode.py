@@ -22,11 +22,12 @@ from hip_runtime import HipBackend, testing
 from hip_runtime.ops import attention_decode as decode_module
 
 SETTINGS = settings(
-    max_examples=40, deadline=None, database=None,
+    max_examples=20, deadline=None, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )  # fmt: skip
 HEAD_SIZES = [8, 64, 80, 128, 256]
 LAYOUTS = ["contiguous", "bshd", "longer", "unaligned"]
+VARIANTS = decode_module._VARIANTS  # every kernel variant (the op's internal _variant)
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +81,10 @@ def run(
     return result
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @SETTINGS
 @given(data=st.data())
-def test_decode_matches_the_reference(backend: HipBackend, data: Any) -> None:
+def test_decode_matches_the_reference(backend: HipBackend, variant: int, data: Any) -> None:
     dtype = data.draw(st.sampled_from(["f32", "f16", "bf16"]))
     batch, kv_heads = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2))
     heads = kv_heads * data.draw(st.sampled_from([1, 2, 3, 4, 5, 8]))
@@ -99,15 +101,16 @@ def test_decode_matches_the_reference(backend: HipBackend, data: Any) -> None:
     v = testing.random(rng, (batch, kv_heads, smax, d), dtype)
     how = data.draw(st.sampled_from(LAYOUTS))
     scale = data.draw(st.sampled_from([None, 0.3]))
-    got = run(backend, q, k, v, lengths, how, scale=scale)
+    got = run(backend, q, k, v, lengths, how, scale=scale, _variant=variant)
     testing.assert_close(got, expected(q, k, v, lengths, scale), dtype)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
     ("chunk", "d"), [(4, 256), (16, 64), (256, 64)], ids=["chunks-of-4", "of-16", "of-256"]
 )
 def test_lengths_around_chunk_boundaries(
-    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, chunk: int, d: int
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, chunk: int, d: int, variant: int
 ) -> None:
     """Lengths just below, at and past multiples of the chunk: the last chunk partial, full,
     or one key long, chunks past the length skipped, and (chunks of 4) more chunks than one
@@ -123,7 +126,7 @@ def test_lengths_around_chunk_boundaries(
     q = testing.random(rng, (len(lengths), 4, 3, d), "f32")
     k = testing.random(rng, (len(lengths), 2, smax, d), "f32", scale=2.0)
     v = testing.random(rng, (len(lengths), 2, smax, d), "f32")
-    got = run(backend, q, k, v, lengths, "bshd")
+    got = run(backend, q, k, v, lengths, "bshd", _variant=variant)
     testing.assert_close(got, expected(q, k, v, lengths), "f32")
 
 
@@ -181,6 +184,7 @@ def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:
         (dict(k=backend.zeros((2, 2, 8, 5)).mT), "k's last axis must be contiguous"),
         (dict(q=backend.zeros((2, 4, 3), "int32").unsqueeze(3)), "q"),
         (dict(out=backend.zeros((2, 4, 3, 7))), "out is"),
+        (dict(_variant=9), "no kernel variant 9"),
     ]  # fmt: skip
     for change, message in cases:
         args: dict[str, Any] = dict(q=q, k=k, v=k, kv_lengths=lengths) | change
@@ -189,7 +193,10 @@ def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:
 
 
 @pytest.mark.gpu
-def test_large_decode_matches_the_reference(backend: HipBackend, platform: str) -> None:
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_large_decode_matches_the_reference(
+    backend: HipBackend, platform: str, variant: int
+) -> None:
     """The benchmark's shape, smaller batch: bf16 Hq32/Hkv8 D128 over a 4096-position cache
     stored [B, S, Hkv, D], with lengths across the cache."""
     if platform == "cpu":
@@ -198,6 +205,8 @@ def test_large_decode_matches_the_reference(backend: HipBackend, platform: str) 
     lengths = np.array([4096, 1, 0, 2049, 777, 4000])
     q = testing.random(rng, (6, 32, 1, 128), "bf16")
     k, v = (testing.random(rng, (6, 8, 4096, 128), "bf16") for _ in range(2))
-    testing.assert_close(run(backend, q, k, v, lengths, "bshd"), expected(q, k, v, lengths), "bf16")
+    got = run(backend, q, k, v, lengths, "bshd", _variant=variant)
+    testing.assert_close(got, expected(q, k, v, lengths), "bf16")
     q = testing.random(rng, (6, 32, 4, 128), "bf16")  # four new tokens each (speculative)
-    testing.assert_close(run(backend, q, k, v, lengths, "bshd"), expected(q, k, v, lengths), "bf16")
+    got = run(backend, q, k, v, lengths, "bshd", _variant=variant)
+    testing.assert_close(got, expected(q, k, v, lengths), "bf16")

@@ -30,6 +30,10 @@ _MIN_CHUNK = 256
 _CHUNK_STEP = 128
 _MAX_CHUNKS = 1024
 _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
+#: Kernel variants beside the default (1), picked by attention_decode's internal `_variant=`
+#: (for bench/bench_attention.py's side-by-side timing; see kernels/attention_decode.hip):
+#: 2 prefetches the next step's keys and values, 3 takes twice the keys per step.
+_VARIANTS = (1, 2, 3)
 
 
 class AttentionDecodeOps(OpsBase):
@@ -42,6 +46,7 @@ class AttentionDecodeOps(OpsBase):
         *,
         scale: float | None = None,
         out: DeviceTensor | None = None,
+        _variant: int = 1,
     ) -> DeviceTensor:
         """One decode step's attention over batched KV caches: per sequence b, the Sq new
         queries softmax(scale · q kᵀ) v over keys 0..kv_lengths[b]-1, causal among themselves.
@@ -60,6 +65,9 @@ class AttentionDecodeOps(OpsBase):
 
         One float dtype for q, k, v (f32, f16, bf16), f32 accumulation; D at most 256. A query
         that sees no key (a sequence of length 0) gives zeros, not NaN.
+
+        `_variant` (internal, for benchmarks; one of _VARIANTS) picks another kernel variant
+        with the same results.
         """
         q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
         lengths = self._operand(kv_lengths, "kv_lengths")
@@ -103,6 +111,8 @@ class AttentionDecodeOps(OpsBase):
                 raise ValueError(
                     f"attention_decode: {name}'s last axis must be contiguous (strides {x.strides})"
                 )
+        if _variant not in _VARIANTS:
+            raise ValueError(f"attention_decode: no kernel variant {_variant}")
         if y.size == 0:
             return y
         row_groups = -(-(heads // kv_heads * sq) // _ROWS)
@@ -117,7 +127,10 @@ class AttentionDecodeOps(OpsBase):
         factor = (1.0 / math.sqrt(d) if scale is None else float(scale)) * _LOG2E
         vec = all(_vectorizable(x, d) for x in (q, k, v))
         threads = min(256, 8 * self.device.properties.warp_size)
-        kernel = self._kernel("attention_decode.hip", f"attention_decode_d{tile}_{t.suffix}")
+        variant = "" if _variant == 1 else f"v{_variant}_"
+        kernel = self._kernel(
+            "attention_decode.hip", f"attention_decode_{variant}d{tile}_{t.suffix}"
+        )
         kernel.launch(
             (row_groups * chunks, kv_heads, batch), threads,
             q, k, v, lengths, y, part, stats, heads, kv_heads, sq, d, smax, chunk, chunks,
