@@ -261,9 +261,9 @@ extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_m
     HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32, 1);
 }
 
-// The shape variants of attention_mma.h's MmaShape at D = 128, beside the default (V = 1)
-// for timing: attention_mma<V>_d128_<t>, the same launch and results (V = 2: 32 keys x 3
-// stages, V = 3: 32 keys x 2 stages).
+// The variants of attention_mma.h's MmaShape at D = 128, beside the default (V = 1) for
+// timing: attention_mma<V>_d128_<t>, the same launch and results (V = 2: 32 keys x 3 stages
+// and the longest blocks first over the grid, V = 3: the tiles alone, V = 4: the order alone).
 extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma2_d128_f16(
     const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
     const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
@@ -295,4 +295,20 @@ extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_m
     long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
     long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
     HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32, 3);
+}
+extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma4_d128_f16(
+    const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
+    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
+    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
+    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
+    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
+    HIPK_ATTENTION_MMA_BODY(hipk::f16, 128, 16, 32, 4);
+}
+extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma4_d128_bf16(
+    const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
+    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
+    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
+    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
+    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
+    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32, 4);
 }

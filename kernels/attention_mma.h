@@ -30,7 +30,7 @@
 //   every tile under a mask are masked per element; rows that see no key end with sum 0 and
 //   write zeros.
 // - Blocks are taken from the last query tile down (most keys first under causal masking) so
-//   the longest blocks do not start last.
+//   the longest blocks do not start last (within one head, or over the grid: MmaShape).
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16" with .bf16/.f16; lane =
 // threadIdx % 32, g = lane / 4 ("groupID"), t = lane % 4 ("threadID_in_group")):
@@ -152,16 +152,19 @@ HIPK_DEVICE void load_rows(unsigned tile, const T* rows, long long stride, int v
 // MT BN / 2: at D = 128, BN = 32 would need more than sm_90's 255 registers with the
 // addresses (ptxas spilled), so 16 keys per tile and 4 stages; at D = 64, 64 keys and 2.
 // Shared memory: max(query tile, STAGES x (key tile, value tile)) = 32 KiB either way.
-// V picks a variant of the shape (the entry points attention_mma<V>_d<D>, V > 1, kept beside
-// the default V = 1 so that one GPU run times both): at D = 128, V = 2 takes 32 keys per tile
-// in 3 stages (48 KiB, the static limit) and V = 3 32 keys in 2 stages: half the barriers and
-// softmax reductions per key, and twice the independent accumulators in S = Q Kᵀ's chains, at
-// the price of a few registers spilled outside the mma loops (ptxas: ~80 bytes).
+// V picks a variant (the entry points attention_mma<V>_d<D>, V > 1, kept beside the default
+// V = 1 so that one GPU run times them all), at D = 128, of two changes and both: 32 keys per
+// tile in 3 stages (48 KiB, the static limit: half the barriers and softmax reductions per
+// key, twice the independent accumulators in S = Q Kᵀ's chains, at the price of ptxas spills,
+// sm_90: V = 3 ~100 bytes loaded, V = 2 ~380 as the remapped q0 cannot be recomputed from
+// blockIdx) and the longest blocks of the whole grid first (LONGEST_FIRST). V = 2 has both,
+// V = 3 the tile alone, V = 4 the order alone.
 template <int D, int V> struct MmaShape;
-template <> struct MmaShape<64, 1> { enum { MT = 2, BN = 64, STAGES = 2 }; };
-template <> struct MmaShape<128, 1> { enum { MT = 2, BN = 16, STAGES = 4 }; };
-template <> struct MmaShape<128, 2> { enum { MT = 2, BN = 32, STAGES = 3 }; };
-template <> struct MmaShape<128, 3> { enum { MT = 2, BN = 32, STAGES = 2 }; };
+template <> struct MmaShape<64, 1> { enum { MT = 2, BN = 64, STAGES = 2, LONGEST_FIRST = 0 }; };
+template <> struct MmaShape<128, 1> { enum { MT = 2, BN = 16, STAGES = 4, LONGEST_FIRST = 0 }; };
+template <> struct MmaShape<128, 2> { enum { MT = 2, BN = 32, STAGES = 3, LONGEST_FIRST = 1 }; };
+template <> struct MmaShape<128, 3> { enum { MT = 2, BN = 32, STAGES = 3, LONGEST_FIRST = 0 }; };
+template <> struct MmaShape<128, 4> { enum { MT = 2, BN = 16, STAGES = 4, LONGEST_FIRST = 1 }; };
 
 template <typename T, int D, int V = 1>
 HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const void* mask,
@@ -177,9 +180,21 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
     const unsigned FULL = 0xffffffffu;
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3, l7 = lane & 7, m = lane >> 3;
-    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * HIPK_MMA_ROWS;
+    // Blocks start in the order of their linear index (x fastest). V = 1 takes the query tiles
+    // of one (head, batch) from the last down; V > 1 the last query tile of every (head,
+    // batch) first, then the one before...: the longest blocks (most keys under causal
+    // masking) start first over the whole grid, so the short ones fill the end of the run.
+    int tile = (int)(gridDim.x - 1 - blockIdx.x), h = (int)blockIdx.y, b = (int)blockIdx.z;
+    if (Shape::LONGEST_FIRST) {
+        const unsigned slices = gridDim.y * gridDim.z;  // (head, batch) pairs
+        const unsigned at = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        tile = (int)(gridDim.x - 1 - at / slices);
+        h = (int)(at % slices % gridDim.y);
+        b = (int)(at % slices / gridDim.y);
+    }
+    const int q0 = tile * HIPK_MMA_ROWS;
     const int shift = a.skv - a.sq;
-    select_head(q, k, v, out, mask, a, (int)blockIdx.y, (int)blockIdx.z);
+    select_head(q, k, v, out, mask, a, h, b);
     q += (long long)q0 * a.qs;
     // Shared memory: STAGES stages of (key tile, value tile), BN rows of D each; at the start
     // the query tile (HIPK_MMA_ROWS rows) is staged there.

@@ -199,7 +199,7 @@ LARGE = {
 
 @pytest.mark.parametrize("platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True)
 @pytest.mark.parametrize("case", sorted(LARGE))
-@pytest.mark.parametrize(("d", "variant"), [(64, 1), (128, 1), (128, 2), (128, 3)])
+@pytest.mark.parametrize(("d", "variant"), [(64, 1), (128, 1), (128, 2), (128, 3), (128, 4)])
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_large_16bit_attention_on_the_matrix_cores(
     backend: HipBackend, monkeypatch: pytest.MonkeyPatch, dtype: str, d: int, variant: int,
@@ -396,6 +396,8 @@ extern "C" void run(int which, int gx, int gy, int gz, const void* q, const void
             if (which == 5) attention_mma2_d128_f16(ARGS(hipk::f16));
             if (which == 6) attention_mma3_d128_bf16(ARGS(hipk::bf16));
             if (which == 7) attention_mma3_d128_f16(ARGS(hipk::f16));
+            if (which == 8) attention_mma4_d128_bf16(ARGS(hipk::bf16));
+            if (which == 9) attention_mma4_d128_f16(ARGS(hipk::f16));
         });
         for (auto& t : threads) t.join();
     }
@@ -460,7 +462,7 @@ def emulate(lib: Any, q: np.ndarray, k: np.ndarray, v: np.ndarray, **how: Any) -
         strides += [s // mask.itemsize for s in full.strides]
     else:
         strides += [0, 0, 0, 0]
-    which = {(64, 1): 0, (128, 1): 2, (128, 2): 4, (128, 3): 6}[d, how["variant"]]
+    which = {(64, 1): 0, (128, 1): 2, (128, 2): 4, (128, 3): 6, (128, 4): 8}[d, how["variant"]]
     which += q.dtype != testing.DTYPES["bf16"]
     pointer = lambda a: None if a is None else a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     lib.run(
@@ -479,7 +481,8 @@ EMULATED = [
     ("f16", 64, 1, 2, 2, 1, 70, 90, True, "additive", False),
     ("bf16", 64, 1, 1, 1, 1, 40, 130, False, "bool", True),
     ("bf16", 128, 2, 1, 2, 1, 150, 140, True, "none", True),
-    ("f16", 128, 3, 1, 1, 1, 60, 110, False, "additive", False),
+    ("f16", 128, 3, 2, 2, 1, 60, 110, False, "additive", False),
+    ("bf16", 128, 4, 2, 1, 1, 140, 90, True, "bool", True),
 ]
 
 

@@ -27,7 +27,7 @@ _MMA_TYPES = ("f16", "bf16")
 #: Shape variants of the D 128 entry point kept beside the default for timing (internal:
 #: `_variant=` of scaled_dot_product_attention, used by bench/bench_attention.py):
 #: attention_mma<V>_d128_<t>, kernels/attention_mma.h's MmaShape<128, V>.
-_MMA_VARIANTS = {128: (2, 3)}
+_MMA_VARIANTS = {128: (2, 3, 4)}
 
 
 class AttentionOps(OpsBase):
@@ -67,7 +67,7 @@ class AttentionOps(OpsBase):
         cores where the GPU has them (NVIDIA sm_80+, AMD gfx90a/gfx942): the probabilities
         are rounded to q's dtype before they weight v there, as in FlashAttention.
         `_variant` (internal, for benchmarks) picks another tile shape of that path where one
-        exists (D 128: 2 or 3), with the same results.
+        exists (D 128: 2, 3 or 4), with the same results.
         """
         q = self._operand(q, "q")
         t = float_type(q.dtype, "q")
