@@ -3,8 +3,10 @@
 - prefill, causal: B4 H32 S2048 D128 and B1 H32 S8192 D128, in TFLOP/s (4·B·H·Sq·Skv·D / 2
   for causal), beside torch's flash, cuDNN and memory-efficient SDPA backends, each forced
   with `torch.nn.attention.sdpa_kernel` (a backend this torch or GPU lacks is a skipped row);
-  rows "hip mma v<V>" for each tile-shape variant of the matrix-core path at that head size
-  (the op's internal `_variant`, kernels/attention_mma.h's MmaShape; v1 is the default);
+  rows "hip mma v<V>" for each variant of the matrix-core path at that head size (the op's
+  internal `_variant`, kernels/attention_mma.h's MmaShape; v1 is the default; at D 128 v2 =
+  32-key tiles x 3 stages + the longest blocks of the grid first, v3 = those tiles alone,
+  v4 = that block order alone);
 - decode, one query per sequence: B32 Hq32/Hkv8 KV4096 D128 and B1 Hq32/Hkv8 KV32768 D128, in
   GB/s of K and V read, beside the same torch backends (GQA through `enable_gqa` where torch
   has it, else K/V repeated per query head outside the timing) and the same run's copy rate;
