@@ -15,13 +15,15 @@
 //   along i), the others across r; grid.x = O * ceil(I / (lanes * N)) tiles.
 //
 // Split: grid.y = S > 1 blocks share each output, block y taking r in [y * chunk, (y + 1) *
-// chunk) (chunk a multiple of N), and write partial results to `part` laid out [O, S, I]
-// instead of y; the host then reduces `part` over S with a second launch (cols layout, or
-// rows when I = 1), which writes y. The host sends rows that cannot take 16-byte loads to the
-// cols layout too (I = 1 with one block per output, or outputs as i when rows are short).
-// The partials are in the accumulator type (sum: f32 for
-// 16-bit floats, f64, i64 for integers and bool; max/min: the value; arg: value and index), so
-// the second pass of a 16-bit sum is reduce_sum2_<t> (reads f32, writes <t>).
+// chunk) (rows: chunk a multiple of N), and write partial results to `part` laid out
+// [O, S, I] instead of y; then either the last of the S blocks merges them in the same
+// launch (sum and max/min of float types, with `counters`: reduce_split below) or the host
+// reduces `part` over S with a second launch (cols layout, or rows when I = 1), which writes
+// y. The host sends rows that cannot take 16-byte loads to the cols layout too (I = 1 with
+// one block per output, or outputs as i when rows are short). The partials are in the
+// accumulator type (sum: f32 for 16-bit floats, f64, i64 for integers and bool; max/min: the
+// value; arg: value and index), so the second pass of a 16-bit sum is reduce_sum2_<t> (reads
+// f32, writes <t>).
 //
 // Semantics (numpy's): sum of integers and bool accumulates and returns i64; mean (mean = 1)
 // divides by `count` at the end (0 / 0 = NaN for an empty axis); max/min (reduce_max.hip,
