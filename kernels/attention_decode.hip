@@ -61,11 +61,12 @@ HIPK_DEVICE float shuffle_xor(float v, int mask) {
 
 // How a row of DT elements spreads over the LANES lanes that share a key: lane l holds vectors
 // v = 0..NV-1 of VEC elements at (v * LANES + l) * VEC (consecutive lanes, consecutive 16-byte
-// pieces: coalesced), E = NV * VEC elements in all (8 on a GPU).
-template <typename T, int DT> struct Layout {
+// pieces: coalesced), E = NV * VEC elements in all (SPAN on a GPU: fewer lanes per key with a
+// larger span, so fewer shuffles and less per-key arithmetic repeated in each lane of a group).
+template <typename T, int DT, int SPAN = 8> struct Layout {
     enum { VEC = 16 / sizeof(T) };
 #if HIPK_GPU
-    enum { LANES = DT / 8 };
+    enum { LANES = DT / SPAN };
 #else
     enum { LANES = 1 };
 #endif
@@ -76,9 +77,10 @@ template <typename T, int DT> struct Layout {
 };
 
 // The lane's E elements of `row` as floats; elements at or past d are 0.
-template <typename T, int DT>
-HIPK_DEVICE void load_part(const T* row, int lane, int d, bool vec, float (&x)[Layout<T, DT>::E]) {
-    typedef Layout<T, DT> L;
+template <typename T, int DT, int SPAN>
+HIPK_DEVICE void load_part(const T* row, int lane, int d, bool vec,
+                           float (&x)[Layout<T, DT, SPAN>::E]) {
+    typedef Layout<T, DT, SPAN> L;
     HIPK_DECODE_UNROLL
     for (int n = 0; n < L::NV; ++n) {
         const int c = (n * L::LANES + lane) * L::VEC;
@@ -108,8 +110,8 @@ HIPK_DEVICE float word_value(unsigned int w, int hi, const f16*) {
 
 // A lane's E elements of a key or value row kept as the loaded 32-bit words (16-bit types
 // take half the registers of floats, so more rows can be in flight), converted at each use.
-template <typename T, int DT> struct Piece {
-    typedef Layout<T, DT> L;
+template <typename T, int DT, int SPAN> struct Piece {
+    typedef Layout<T, DT, SPAN> L;
     enum { PER_WORD = 4 / sizeof(T), WORDS = L::E / PER_WORD };
     unsigned int w[WORDS];
 
@@ -195,8 +197,9 @@ HIPK_DEVICE float finite_or_zero(float top) { return top == neg_inf() ? 0.0f : t
 
 // One step's keys and values of a lane group: key k0 + u * groups + group for u < U; keys at or
 // past `end` are zeros (neither read nor counted: their scores are masked).
-template <typename T, int DT, int U>
-HIPK_DEVICE void load_step(Piece<T, DT> (&kx)[U], Piece<T, DT> (&vx)[U], const T* keys,
+template <typename T, int DT, int SPAN, int U>
+HIPK_DEVICE void load_step(Piece<T, DT, SPAN> (&kx)[U], Piece<T, DT, SPAN> (&vx)[U],
+                           const T* keys,
                            const T* values, int k0, int groups, int group, int lane, int end,
                            const Args& a) {
     HIPK_DECODE_UNROLL
@@ -216,10 +219,12 @@ HIPK_DEVICE void load_step(Piece<T, DT> (&kx)[U], Piece<T, DT> (&vx)[U], const T
 // many: the same bytes in flight per thread). PREFETCH: the next step's keys and values are
 // loaded before the current step's arithmetic (two steps' registers: the loads stay in flight
 // while the lanes compute, instead of every lane waiting on them at the top of each step).
-template <typename T, int DT, int ROWS, int KEYS, bool PREFETCH>
+// SPAN: elements of a row per lane (Layout). LEAN: steps wholly at or below every row's last
+// visible key skip the mask (lim is the block's: the test is uniform).
+template <typename T, int DT, int ROWS, int KEYS, bool PREFETCH, int SPAN, bool LEAN>
 HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T* out,
                        float* part, float* stats, const Args& a) {
-    typedef Layout<T, DT> L;
+    typedef Layout<T, DT, SPAN> L;
     enum { E = L::E, LANES = L::LANES, U = KEYS / (sizeof(T) / 2), K = ROWS * U };
     __shared__ float red[HIPK_DECODE_WARPS][DT];
     __shared__ float warp_top[HIPK_DECODE_WARPS][ROWS], warp_sum[HIPK_DECODE_WARPS][ROWS];
@@ -236,15 +241,17 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     const int end = imin(c0 + a.chunk, len);
 
     // The block's query rows, pre-scaled; lim: the last key each may see in this chunk.
+    // lim_lo: the least lim of the rows written (rows past group_rows are never written).
     float qx[ROWS][E];
-    int lim[ROWS];
+    int lim[ROWS], lim_lo = 0x7fffffff;
     HIPK_DECODE_UNROLL
     for (int r = 0; r < ROWS; ++r) {
         const int rho = rg * ROWS + r, g = rho / a.sq, i = rho - g * a.sq;
         if (rho < group_rows) {
             const int h = hk * per_kv + g;
-            load_part<T, DT>(q + b * a.qb + h * a.qh + i * a.qs, lane, a.d, a.vec, qx[r]);
+            load_part<T, DT, SPAN>(q + b * a.qb + h * a.qh + i * a.qs, lane, a.d, a.vec, qx[r]);
             lim[r] = imin(len - a.sq + i, end - 1);
+            lim_lo = imin(lim_lo, lim[r]);
         } else {
             lim[r] = -1;
         }
@@ -265,17 +272,19 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     }
     // The trip count is the block's (uniform: every lane of a warp reaches the shuffles); a
     // key past `end` is neither loaded nor counted.
-    Piece<T, DT> kx[U], vx[U];
-    if (PREFETCH) load_step<T, DT, U>(kx, vx, keys, values, c0, groups, group, lane, end, a);
+    Piece<T, DT, SPAN> kx[U], vx[U];
+    if (PREFETCH)
+        load_step<T, DT, SPAN, U>(kx, vx, keys, values, c0, groups, group, lane, end, a);
     for (int k0 = c0; k0 < end; k0 += groups * U) {
-        Piece<T, DT> kn[U], vn[U];  // the next step's (PREFETCH only)
+        Piece<T, DT, SPAN> kn[U], vn[U];  // the next step's (PREFETCH only)
         if (PREFETCH) {
             if (k0 + groups * U < end)  // uniform: the block's next step
-                load_step<T, DT, U>(kn, vn, keys, values, k0 + groups * U, groups, group, lane,
-                                    end, a);
+                load_step<T, DT, SPAN, U>(kn, vn, keys, values, k0 + groups * U, groups, group,
+                                          lane, end, a);
         } else {
-            load_step<T, DT, U>(kx, vx, keys, values, k0, groups, group, lane, end, a);
+            load_step<T, DT, SPAN, U>(kx, vx, keys, values, k0, groups, group, lane, end, a);
         }
+        const bool masked = k0 + groups * U - 1 > lim_lo;  // some key of the step is hidden
         float s[K];  // s[u * ROWS + r]: row r's score of key u, then its probability
         HIPK_DECODE_UNROLL
         for (int u = 0; u < U; ++u) {
@@ -293,7 +302,8 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
             float top = m[r];
             HIPK_DECODE_UNROLL
             for (int u = 0; u < U; ++u) {
-                if (k0 + u * groups + group > lim[r]) s[u * ROWS + r] = neg_inf();
+                if ((!LEAN || masked) && k0 + u * groups + group > lim[r])
+                    s[u * ROWS + r] = neg_inf();
                 top = fmaxf(top, s[u * ROWS + r]);
             }
             const float base = finite_or_zero(top);  // exp2(-inf - 0) = 0: no NaN
@@ -467,17 +477,19 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
 }  // namespace decode
 }  // namespace hipk
 
-// --- entry points: three head tiles and the combine per storage type (the
-// parameters written out in each: hip-core reads their types from the text). Variants (the
-// op's internal _variant, timed side by side by bench/bench_attention.py): v1 (round 1, the
-// default) 4 keys per step, 2 blocks per multiprocessor (128 registers); v2 the same with the
-// next step prefetched (1 block: ~200 registers); v3 8 keys per step (16 loads in flight per
-// lane, 1 block).
-#define HIPK_DECODE_BODY(T, DT, KEYS, PREFETCH)                                                \
+// --- entry points: three head tiles and the combine per storage type (the parameters written
+// out in each: hip-core reads their types from the text). Variants (the op's internal
+// _variant, timed side by side by bench/bench_attention.py; one H200 run picks the default):
+//   (none) v1, round 1's and the default: 4 keys per step, 8-element spans, 2 blocks per SM
+//   v2: v1 with the next step prefetched (~200 registers on sm_90: 1 block per SM)
+//   v3: 8 keys per step (16 loads in flight per lane; ~230 registers)
+//   v4: 16-element spans (half the lanes per key: half the shuffles and per-key exp2/max
+//       work per byte, two 16-byte loads per row per lane) and the mask only where needed
+#define HIPK_DECODE_BODY(T, DT, KEYS, PREFETCH, SPAN, LEAN)                                      \
     const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,     \
                                      qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};            \
-    hipk::decode::split<T, DT, HIPK_DECODE_ROWS, KEYS, PREFETCH>(q, k, v, lengths, out, part,     \
-                                                                  stats, args)
+    hipk::decode::split<T, DT, HIPK_DECODE_ROWS, KEYS, PREFETCH, SPAN, LEAN>(                     \
+        q, k, v, lengths, out, part, stats, args)
 
 #define HIPK_ATTENTION_DECODE(S, T)                                                                \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d64_##S(                 \
@@ -486,7 +498,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, false);                                          \
+        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, false, 8, false);                                \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d128_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -494,7 +506,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, false);                                         \
+        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, false, 8, false);                               \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d256_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -502,7 +514,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, false);                                         \
+        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, false, 8, false);                               \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d64_##S(              \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -510,7 +522,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, true);                                           \
+        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, true, 8, false);                                 \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d128_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -518,7 +530,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, true);                                          \
+        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, true, 8, false);                                \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d256_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -526,7 +538,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, true);                                          \
+        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, true, 8, false);                                \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d64_##S(              \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -534,7 +546,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 64, 2 * HIPK_DECODE_KEYS, false);                                      \
+        HIPK_DECODE_BODY(T, 64, 2 * HIPK_DECODE_KEYS, false, 8, false);                            \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d128_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -542,7 +554,7 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 128, 2 * HIPK_DECODE_KEYS, false);                                     \
+        HIPK_DECODE_BODY(T, 128, 2 * HIPK_DECODE_KEYS, false, 8, false);                           \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d256_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
@@ -550,7 +562,31 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 256, 2 * HIPK_DECODE_KEYS, false);                                     \
+        HIPK_DECODE_BODY(T, 256, 2 * HIPK_DECODE_KEYS, false, 8, false);                           \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d64_##S(              \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, false, 16, true);                                \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d128_##S(             \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, false, 16, true);                               \
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d256_##S(             \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os) {                                                              \
+        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, false, 16, true);                               \
     }                                                                                              \
     extern "C" __global__ void attention_decode_combine_##S(const float* part,                     \
         const float* stats, const int* lengths, T* out, int heads, int sq, int d, int smax,        \

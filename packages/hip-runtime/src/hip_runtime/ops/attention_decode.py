@@ -32,8 +32,9 @@ _MAX_CHUNKS = 1024
 _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
 #: Kernel variants beside the default (1), picked by attention_decode's internal `_variant=`
 #: (for bench/bench_attention.py's side-by-side timing; see kernels/attention_decode.hip):
-#: 2 prefetches the next step's keys and values, 3 takes twice the keys per step.
-_VARIANTS = (1, 2, 3)
+#: 2 prefetches the next step's keys and values, 3 takes twice the keys per step, 4 spreads a
+#: row over half the lanes (16 elements each) and masks only the steps that need it.
+_VARIANTS = (1, 2, 3, 4)
 
 
 class AttentionDecodeOps(OpsBase):
