@@ -180,17 +180,20 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
     const unsigned FULL = 0xffffffffu;
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3, l7 = lane & 7, m = lane >> 3;
-    // Blocks start in the order of their linear index (x fastest). V = 1 takes the query tiles
-    // of one (head, batch) from the last down; V > 1 the last query tile of every (head,
-    // batch) first, then the one before...: the longest blocks (most keys under causal
-    // masking) start first over the whole grid, so the short ones fill the end of the run.
+    // Blocks start in the order of their linear index (x fastest). Without LONGEST_FIRST a
+    // block takes the query tiles of one (head, batch) from the last down; with it the last
+    // query tile of every (head, batch) comes first, then the one before...: the longest
+    // blocks (most keys under causal masking) start first over the whole grid, so the short
+    // ones fill the end of the run. (64 bits: x y z may exceed 2^32 blocks.)
     int tile = (int)(gridDim.x - 1 - blockIdx.x), h = (int)blockIdx.y, b = (int)blockIdx.z;
     if (Shape::LONGEST_FIRST) {
-        const unsigned slices = gridDim.y * gridDim.z;  // (head, batch) pairs
-        const unsigned at = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-        tile = (int)(gridDim.x - 1 - at / slices);
-        h = (int)(at % slices % gridDim.y);
-        b = (int)(at % slices / gridDim.y);
+        const unsigned slices = gridDim.y * gridDim.z;  // (head, batch) pairs, < 2^32
+        const unsigned long long at =
+            blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        tile = (int)(gridDim.x - 1 - (unsigned)(at / slices));
+        const unsigned slice = (unsigned)(at % slices);
+        h = (int)(slice % gridDim.y);
+        b = (int)(slice / gridDim.y);
     }
     const int q0 = tile * HIPK_MMA_ROWS;
     const int shift = a.skv - a.sq;
