@@ -120,8 +120,9 @@ def decode_split(
     """attention_decode (the split-KV decode op, lengths on the device, all = KV here) on the
     decode cases, beside the torch rows `decode` emitted: on torch's own [B, Hkv, KV, D] tensors
     with the op's chunking at several blocks-per-multiprocessor targets for each kernel variant
-    (the op's internal `_variant`, kernels/attention_decode.hip; v1 at 4 blocks is the default),
-    and on a cache stored [B, KV, Hkv, D] read through its [B, Hkv, KV, D] view."""
+    (the op's internal `_variant`, kernels/attention_decode.hip; v1 at 4 blocks is the default)
+    with the combine kernel or fused (`_fused`: the last block of each row group merges), and
+    on a cache stored [B, KV, Hkv, D] read through its [B, Hkv, KV, D] view."""
     from hip_runtime.ops import attention_decode as op
 
     b, hq, hkv, kv, d = shape
@@ -130,13 +131,15 @@ def decode_split(
     lengths = backend.full((b,), kv, "int32")
     torch_ms = [r["ms"] for r in ROWS if r["bench"] == name and r["impl"].startswith("torch")]
     default = op._BLOCKS_PER_MULTIPROCESSOR
-    cases: list[tuple[str, int, int, bool]] = []
+    cases: list[tuple[str, int, int, bool, bool]] = []  # (impl, variant, per SM, fused, bshd)
     for var in op._VARIANTS:  # v1 is round 1's kernel, also timed at 8 blocks
         for n in sorted({1, 2, 4, default} | ({8} if var == 1 else set())):
             mark = " (default)" if (var, n) == (1, default) else ""
-            cases.append((f"hip decode v{var}, {n} blocks/SM{mark}", var, n, False))
-    cases += [(f"hip decode v{var}, BSHD cache", var, default, True) for var in op._VARIANTS]
-    for impl, variant, per_sm, bshd in cases:
+            cases.append((f"hip decode v{var}, {n} blocks/SM{mark}", var, n, False, False))
+        for n in (4, 8):  # the combine in the last block of each row group (no second launch)
+            cases.append((f"hip decode v{var} fused, {n} blocks/SM", var, n, True, False))
+    cases += [(f"hip decode v{v}, BSHD cache", v, default, False, True) for v in op._VARIANTS]
+    for impl, variant, per_sm, fused, bshd in cases:
         if bshd or impl == cases[0][0]:  # new inputs for the first case and the BSHD cache
             cache = (b, kv, hkv, d) if bshd else (b, hkv, kv, d)
             (q, k, v), _ = tensors(backend, torch, [(b, hq, 1, d), cache, cache])
@@ -144,7 +147,9 @@ def decode_split(
                 k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
         op._BLOCKS_PER_MULTIPROCESSOR = per_sm
         timer = HipTimer(backend)
-        run = functools.partial(backend.attention_decode, q, k, v, lengths, _variant=variant)
+        run = functools.partial(
+            backend.attention_decode, q, k, v, lengths, _variant=variant, _fused=fused
+        )
         try:
             ms = time_ms(run, timer.start, timer.stop, repeats)
         finally:

@@ -3,8 +3,9 @@
 // queries are its last sq positions, so query i sees keys j <= len - sq + i (none when that is
 // negative: zeros). Query head h reads key/value head h / (heads / kv_heads).
 //
-//   attention_decode_d<DT>_<t>(q, k, v, lengths, out, part, stats, heads, kv_heads, sq, d, smax,
-//       chunk, chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os)
+//   attention_decode_[v<V>_]d<DT>_<t>(q, k, v, lengths, out, part, stats, counters, heads,
+//       kv_heads, sq, d, smax, chunk, chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs,
+//       ob, oh, os)   (variants V: see the entry points)
 //   attention_decode_combine_<t>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks,
 //       ob, oh, os)
 //
@@ -26,7 +27,9 @@
 // (T). Otherwise it writes f32 partials, row = (b * heads + h) * sq + i, dp = d rounded up to 4:
 //   part[(row * chunks + c) * dp + col]  the unnormalized sum of p * v,
 //   stats[(row * chunks + c) * 2 + 0, 1] the running max (base 2) and the sum of p,
-// and the combine kernel (grid B * heads * sq, block 256) merges a row's chunks into out.
+// and the combine kernel (grid B * heads * sq, block 256) merges a row's chunks into out, or
+// (counters not null: zeros, one per row group, kv head and batch) the last block of a row group
+// to finish merges its rows in the same launch.
 // f32 arithmetic for every storage type; a row that sees no key gives zeros, not NaN.
 #include "dtypes.h"
 
@@ -195,6 +198,96 @@ HIPK_DEVICE int clamped_length(const int* lengths, int b, int smax) {
 
 HIPK_DEVICE float finite_or_zero(float top) { return top == neg_inf() ? 0.0f : top; }
 
+struct Max {
+    HIPK_DEVICE Floats<1> identity() const {
+        Floats<1> s = {{neg_inf()}};
+        return s;
+    }
+    HIPK_DEVICE Floats<1> operator()(Floats<1> x, Floats<1> y) const {
+        x.v[0] = fmaxf(x.v[0], y.v[0]);
+        return x;
+    }
+};
+
+// One row's n chunks merged into o: weights w_c = exp2(m_c - max) in shared memory, then the
+// block's threads split as (chunk slice, 4-column vector) sum w_c * part_c over their chunks.
+// Ends with a barrier (a block may merge several rows in turn).
+template <typename T>
+HIPK_DEVICE void combine_row(const float* part, const float* stats, long long row, int n, int d,
+                             int chunks, T* o) {
+    __shared__ float weight[HIPK_DECODE_MAX_CHUNKS];
+    __shared__ float sums[HIPK_DECODE_COMBINE * 4];
+    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
+    const int tid = (int)threadIdx.x, threads = (int)blockDim.x;
+    const int dp = (d + 3) & ~3;
+    stats += row * chunks * 2;
+    part += row * chunks * dp;
+    BlockReducer reducer = {scratch, 0, tid, threads, 0};
+    float top = neg_inf();
+    for (int c = tid; c < n; c += threads) top = fmaxf(top, stats[2 * c]);
+    Floats<1> found = {{top}};
+    const float base = finite_or_zero(reducer.reduce(found, Max()).v[0]);
+    float total = 0.0f;
+    for (int c = tid; c < n; c += threads) {
+        weight[c] = exp2f(stats[2 * c] - base);
+        total += weight[c] * stats[2 * c + 1];
+    }
+    total = reducer.sum(total);  // its barrier also publishes weight[]
+    // (slice, vector) jobs: one per thread, or (blocks narrower than a row's vectors: the
+    // fused combine on the cpu platform) one slice with several vectors per thread.
+    const int vectors = dp / 4, slices = threads >= vectors ? threads / vectors : 1;
+    for (int job = tid; job < slices * vectors; job += threads) {
+        const int vector = job % vectors, slice = job / vectors;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        // Four chunks per pass, their loads issued together (one latency for four).
+        for (int c0 = slice; c0 < n; c0 += 4 * slices) {
+            float x[4][4], w[4];
+            HIPK_UNROLL
+            for (int j = 0; j < 4; ++j) {
+                const int c = c0 + j * slices;
+                w[j] = c < n ? weight[c] : 0.0f;
+                if (c < n) {
+                    load_floats<float, 4>(part + (long long)c * dp + vector * 4, x[j]);
+                } else {
+                    HIPK_UNROLL
+                    for (int e = 0; e < 4; ++e) x[j][e] = 0.0f;
+                }
+            }
+            HIPK_UNROLL
+            for (int j = 0; j < 4; ++j) {
+                HIPK_UNROLL
+                for (int e = 0; e < 4; ++e) acc[e] += w[j] * x[j][e];
+            }
+        }
+        HIPK_UNROLL
+        for (int e = 0; e < 4; ++e) sums[slice * dp + vector * 4 + e] = acc[e];
+    }
+    __syncthreads();
+    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+    for (int t = tid; t < d; t += threads) {
+        float sum = 0.0f;
+        for (int s = 0; s < slices; ++s) sum += sums[s * dp + t];
+        o[t] = from_float<T>(sum * inverse);
+    }
+    __syncthreads();
+}
+
+// The chunks a sequence of length len wrote (blocks past it return at once; chunk 0 always runs).
+HIPK_DEVICE int chunks_written(int len, int chunk, int chunks) {
+    return len > 0 ? imin(chunks, (len + chunk - 1) / chunk) : 1;
+}
+
+// The combine kernel's block: row blockIdx.x = (b * heads + h) * sq + i.
+template <typename T>
+HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengths, T* out,
+                         int heads, int sq, int d, int smax, int chunk, int chunks, long long ob,
+                         long long oh, long long os) {
+    const long long row = blockIdx.x;
+    const int i = (int)(row % sq), h = (int)(row / sq % heads), b = (int)(row / sq / heads);
+    const int n = chunks_written(clamped_length(lengths, b, smax), chunk, chunks);
+    combine_row<T>(part, stats, row, n, d, chunks, out + b * ob + h * oh + i * os);
+}
+
 // One step's keys and values of a lane group: key k0 + u * groups + group for u < U; keys at or
 // past `end` are zeros (neither read nor counted: their scores are masked).
 template <typename T, int DT, int SPAN, int U>
@@ -223,7 +316,7 @@ HIPK_DEVICE void load_step(Piece<T, DT, SPAN> (&kx)[U], Piece<T, DT, SPAN> (&vx)
 // visible key skip the mask (lim is the block's: the test is uniform).
 template <typename T, int DT, int ROWS, int KEYS, bool PREFETCH, int SPAN, bool LEAN>
 HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T* out,
-                       float* part, float* stats, const Args& a) {
+                       float* part, float* stats, unsigned int* counters, const Args& a) {
     typedef Layout<T, DT, SPAN> L;
     enum { E = L::E, LANES = L::LANES, U = KEYS / (sizeof(T) / 2), K = ROWS * U };
     __shared__ float red[HIPK_DECODE_WARPS][DT];
@@ -396,81 +489,29 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
         }
         __syncthreads();  // red is rewritten for the next row
     }
-}
 
-struct Max {
-    HIPK_DEVICE Floats<1> identity() const {
-        Floats<1> s = {{neg_inf()}};
-        return s;
-    }
-    HIPK_DEVICE Floats<1> operator()(Floats<1> x, Floats<1> y) const {
-        x.v[0] = fmaxf(x.v[0], y.v[0]);
-        return x;
-    }
-};
-
-// One row's chunks merged: weights w_c = exp2(m_c - max) in shared memory, then the block's
-// threads split as (chunk slice, 4-column vector) sum w_c * part_c over their chunks.
-template <typename T>
-HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengths, T* out,
-                         int heads, int sq, int d, int smax, int chunk, int chunks, long long ob,
-                         long long oh, long long os) {
-    __shared__ float weight[HIPK_DECODE_MAX_CHUNKS];
-    __shared__ float sums[HIPK_DECODE_COMBINE * 4];
-    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
-    const long long row = blockIdx.x;  // (b * heads + h) * sq + i
-    const int tid = (int)threadIdx.x, threads = (int)blockDim.x;
-    const int i = (int)(row % sq), h = (int)(row / sq % heads), b = (int)(row / sq / heads);
-    const int len = clamped_length(lengths, b, smax);
-    const int n = len > 0 ? imin(chunks, (len + chunk - 1) / chunk) : 1;  // the chunks written
-    const int dp = (d + 3) & ~3;
-    stats += row * chunks * 2;
-    part += row * chunks * dp;
-    BlockReducer reducer = {scratch, 0, tid, threads, 0};
-    float top = neg_inf();
-    for (int c = tid; c < n; c += threads) top = fmaxf(top, stats[2 * c]);
-    Floats<1> found = {{top}};
-    const float base = finite_or_zero(reducer.reduce(found, Max()).v[0]);
-    float total = 0.0f;
-    for (int c = tid; c < n; c += threads) {
-        weight[c] = exp2f(stats[2 * c] - base);
-        total += weight[c] * stats[2 * c + 1];
-    }
-    total = reducer.sum(total);  // its barrier also publishes weight[]
-    const int vectors = dp / 4, slices = threads / vectors;
-    const int vector = tid % vectors, slice = tid / vectors;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (slice < slices) {
-        // Four chunks per pass, their loads issued together (one latency for four).
-        for (int c0 = slice; c0 < n; c0 += 4 * slices) {
-            float x[4][4], w[4];
-            HIPK_UNROLL
-            for (int j = 0; j < 4; ++j) {
-                const int c = c0 + j * slices;
-                w[j] = c < n ? weight[c] : 0.0f;
-                if (c < n) {
-                    load_floats<float, 4>(part + (long long)c * dp + vector * 4, x[j]);
-                } else {
-                    HIPK_UNROLL
-                    for (int e = 0; e < 4; ++e) x[j][e] = 0.0f;
-                }
-            }
-            HIPK_UNROLL
-            for (int j = 0; j < 4; ++j) {
-                HIPK_UNROLL
-                for (int e = 0; e < 4; ++e) acc[e] += w[j] * x[j][e];
-            }
-        }
-        HIPK_UNROLL
-        for (int e = 0; e < 4; ++e) sums[slice * dp + vector * 4 + e] = acc[e];
+    // The combine fused (counters given, one per row group, kv head and batch): the last of the
+    // sequence's chunks to finish merges the row group's rows (reduce.h's last-block finish:
+    // each block's partial stores fenced before its count, the merge's loads after; the count
+    // goes back to 0 for the next launch).
+    if (a.chunks == 1 || !counters) return;
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    const int n = chunks_written(len, a.chunk, a.chunks);
+    if (tid == 0) {
+        unsigned int* count = counters + ((long long)b * a.kv_heads + hk) * row_groups + rg;
+        last = atomicAdd(count, 1u) + 1 == (unsigned int)n;
+        if (last) *count = 0;  // all n have counted
     }
     __syncthreads();
-    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
-    T* o = out + b * ob + h * oh + i * os;
-    for (int t = tid; t < d; t += threads) {
-        float sum = 0.0f;
-        for (int s = 0; s < slices; ++s) sum += sums[s * dp + t];
-        o[t] = from_float<T>(sum * inverse);
+    if (!last) return;
+    __threadfence();
+    for (int r = 0; r < ROWS; ++r) {
+        const int rho = rg * ROWS + r, g = rho / a.sq, i = rho - g * a.sq, h = hk * per_kv + g;
+        if (rho >= group_rows) break;  // the whole block
+        const long long row = ((long long)b * a.heads + h) * a.sq + i;
+        combine_row<T>(part, stats, row, n, a.d, a.chunks, out + b * a.ob + h * a.oh + i * a.os);
     }
 }
 
@@ -489,12 +530,13 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,     \
                                      qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};            \
     hipk::decode::split<T, DT, HIPK_DECODE_ROWS, KEYS, PREFETCH, SPAN, LEAN>(                     \
-        q, k, v, lengths, out, part, stats, args)
+        q, k, v, lengths, out, part, stats, counters, args)
 
 #define HIPK_ATTENTION_DECODE(S, T)                                                                \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d64_##S(                 \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -502,7 +544,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d128_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -510,7 +553,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d256_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -518,7 +562,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d64_##S(              \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -526,7 +571,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d128_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -534,7 +580,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d256_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -542,7 +589,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d64_##S(              \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -550,7 +598,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d128_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -558,7 +607,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d256_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -566,7 +616,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d64_##S(              \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -574,7 +625,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d128_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \
@@ -582,7 +634,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d256_##S(             \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, int heads, int kv_heads, int sq, int d, int smax, int chunk, int chunks,     \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
+        int smax, int chunk, int chunks,                                                           \
         int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os) {                                                              \

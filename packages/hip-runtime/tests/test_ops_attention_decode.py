@@ -101,17 +101,20 @@ def test_decode_matches_the_reference(backend: HipBackend, variant: int, data: A
     v = testing.random(rng, (batch, kv_heads, smax, d), dtype)
     how = data.draw(st.sampled_from(LAYOUTS))
     scale = data.draw(st.sampled_from([None, 0.3]))
-    got = run(backend, q, k, v, lengths, how, scale=scale, _variant=variant)
+    fused = data.draw(st.booleans())  # the combine in the last block, or a second launch
+    got = run(backend, q, k, v, lengths, how, scale=scale, _variant=variant, _fused=fused)
     testing.assert_close(got, expected(q, k, v, lengths, scale), dtype)
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["combine", "fused"])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
     ("chunk", "d"), [(4, 256), (16, 64), (256, 64)], ids=["chunks-of-4", "of-16", "of-256"]
 )
 def test_lengths_around_chunk_boundaries(
-    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, chunk: int, d: int, variant: int
-) -> None:
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, chunk: int, d: int, variant: int,
+    fused: bool,
+) -> None:  # fmt: skip
     """Lengths just below, at and past multiples of the chunk: the last chunk partial, full,
     or one key long, chunks past the length skipped, and (chunks of 4) more chunks than one
     pass of the combine takes."""
@@ -126,8 +129,11 @@ def test_lengths_around_chunk_boundaries(
     q = testing.random(rng, (len(lengths), 4, 3, d), "f32")
     k = testing.random(rng, (len(lengths), 2, smax, d), "f32", scale=2.0)
     v = testing.random(rng, (len(lengths), 2, smax, d), "f32")
-    got = run(backend, q, k, v, lengths, "bshd", _variant=variant)
+    got = run(backend, q, k, v, lengths, "bshd", _variant=variant, _fused=fused)
     testing.assert_close(got, expected(q, k, v, lengths), "f32")
+    if fused:  # the counters are back at zero: a second call gives the same bits
+        again = run(backend, q, k, v, lengths, "bshd", _variant=variant, _fused=fused)
+        testing.assert_bits_equal(again, got)
 
 
 def test_empty_sequences_give_zeros_and_out_is_written(backend: HipBackend) -> None:
@@ -193,9 +199,10 @@ def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fused", [False, True], ids=["combine", "fused"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_large_decode_matches_the_reference(
-    backend: HipBackend, platform: str, variant: int
+    backend: HipBackend, platform: str, variant: int, fused: bool
 ) -> None:
     """The benchmark's shape, smaller batch: bf16 Hq32/Hkv8 D128 over a 4096-position cache
     stored [B, S, Hkv, D], with lengths across the cache."""
@@ -205,8 +212,8 @@ def test_large_decode_matches_the_reference(
     lengths = np.array([4096, 1, 0, 2049, 777, 4000])
     q = testing.random(rng, (6, 32, 1, 128), "bf16")
     k, v = (testing.random(rng, (6, 8, 4096, 128), "bf16") for _ in range(2))
-    got = run(backend, q, k, v, lengths, "bshd", _variant=variant)
+    got = run(backend, q, k, v, lengths, "bshd", _variant=variant, _fused=fused)
     testing.assert_close(got, expected(q, k, v, lengths), "bf16")
     q = testing.random(rng, (6, 32, 4, 128), "bf16")  # four new tokens each (speculative)
-    got = run(backend, q, k, v, lengths, "bshd", _variant=variant)
+    got = run(backend, q, k, v, lengths, "bshd", _variant=variant, _fused=fused)
     testing.assert_close(got, expected(q, k, v, lengths), "bf16")

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from hip_core import _capture  # whether a stream capture is in progress
 from hip_runtime.dtypes import float32, float_type, int32
 from hip_runtime.ops.base import INT_MAX, OpsBase
 from hip_runtime.tensor import DeviceTensor
@@ -35,6 +38,8 @@ _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
 #: 2 prefetches the next step's keys and values, 3 takes twice the keys per step, 4 spreads a
 #: row over half the lanes (16 elements each) and masks only the steps that need it.
 _VARIANTS = (1, 2, 3, 4)
+#: Counters of the fused combine (`_fused=`): one per row group, kv head and batch.
+_COUNTERS = 16384
 
 
 class AttentionDecodeOps(OpsBase):
@@ -48,6 +53,7 @@ class AttentionDecodeOps(OpsBase):
         scale: float | None = None,
         out: DeviceTensor | None = None,
         _variant: int = 1,
+        _fused: bool = False,
     ) -> DeviceTensor:
         """One decode step's attention over batched KV caches: per sequence b, the Sq new
         queries softmax(scale · q kᵀ) v over keys 0..kv_lengths[b]-1, causal among themselves.
@@ -68,7 +74,8 @@ class AttentionDecodeOps(OpsBase):
         that sees no key (a sequence of length 0) gives zeros, not NaN.
 
         `_variant` (internal, for benchmarks; one of _VARIANTS) picks another kernel variant
-        with the same results.
+        with the same results; `_fused` (internal too) merges the chunks in the last block of
+        each row group instead of a second launch.
         """
         q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
         lengths = self._operand(kv_lengths, "kv_lengths")
@@ -132,13 +139,16 @@ class AttentionDecodeOps(OpsBase):
         kernel = self._kernel(
             "attention_decode.hip", f"attention_decode_{variant}d{tile}_{t.suffix}"
         )
+        counters = None
+        if chunks > 1 and _fused:
+            counters = self._attention_decode_counters(batch * kv_heads * row_groups)
         kernel.launch(
             (row_groups * chunks, kv_heads, batch), threads,
-            q, k, v, lengths, y, part, stats, heads, kv_heads, sq, d, smax, chunk, chunks,
+            q, k, v, lengths, y, part, stats, counters, heads, kv_heads, sq, d, smax, chunk, chunks,
             int(vec), factor, *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3],
             stream=self.stream,
         )  # fmt: skip
-        if chunks > 1:
+        if chunks > 1 and counters is None:
             combine = self._kernel("attention_decode.hip", f"attention_decode_combine_{t.suffix}")
             combine.launch(
                 y.size // d, _COMBINE_THREADS,
@@ -146,6 +156,17 @@ class AttentionDecodeOps(OpsBase):
                 stream=self.stream,
             )  # fmt: skip
         return y
+
+    def _attention_decode_counters(self, blocks: int) -> DeviceTensor | None:
+        """The fused combine's counters: zeroed once, set back to zero by each launch, kept as
+        long as the backend (a captured graph replays with them). None (the combine kernel
+        instead) for more row groups than counters, or no counters yet during a capture (their
+        zeroing would be captured)."""
+        counters: DeviceTensor | None = getattr(self, "_attention_decode_counter_buffer", None)
+        if counters is None and not _capture.captures and blocks <= _COUNTERS:
+            counters = self.zeros((_COUNTERS,), np.uint32)  # type: ignore[attr-defined]
+            self._attention_decode_counter_buffer = counters
+        return counters if blocks <= _COUNTERS else None
 
 
 def _decode_split(smax: int, blocks_per_chunk: int, multiprocessors: int) -> tuple[int, int]:
