@@ -10,8 +10,7 @@ Prompts are LEFT-padded batches (`attention_mask` 0 on the pads, as a tokenizer 
 padding_side="left" makes them). Positions come from the mask as transformers' `generate`
 makes them (the i-th real token of a sequence is at position i), and the KV cache holds each
 sequence's real tokens from slot 0 (`KVCache.append` skips the pads), so a decode step's
-attention reads keys 0..length-1 of every sequence: `attention_decode`'s contract, or, where the
-backend has no such op, `scaled_dot_product_attention` with a key mask made on the device.
+attention reads keys 0..length-1 of every sequence: `attention_decode`'s contract.
 
 Everything runs on the device, on the backend's stream, with the whole batch in each op;
 `forward` and `decode` return at once (nothing waits). Host work per step: the positions of
@@ -29,7 +28,7 @@ import numpy as np
 
 from hip_core import Device, Resource
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import DTypeLike, as_dtype, int32
+from hip_runtime.dtypes import DTypeLike, as_dtype
 from hip_runtime.kv_cache import KVCache
 from hip_runtime.loading.formats import open_checkpoint
 from hip_runtime.model_runtime import ModelRuntime
@@ -302,18 +301,12 @@ class LlamaDecoder(Resource):
         self, n: int, q: DeviceTensor, out: DeviceTensor, lengths: DeviceTensor
     ) -> None:
         """Attention of one new query per sequence over the layer's cache: keys 0..length-1 of
-        each sequence (`lengths` on the device: the new token's included)."""
-        cache, backend = self.cache, self.backend
+        each sequence (`lengths` on the device: the new token's included), split over the keys
+        by `attention_decode`; nothing is read by the host, so a captured step replays it."""
+        cache = self.cache
         assert cache is not None
         keys, values = cache.view(n)
-        if hasattr(backend, "attention_decode"):
-            backend.attention_decode(q, keys, values, lengths, out=out)
-            return
-        # Without the decode op: the fused attention over every slot, those past each
-        # sequence's length masked by a comparison on the device (nothing read by the host).
-        slots = backend.arange(cache.max_tokens, dtype=int32)
-        keep = backend.lt(slots, lengths.reshape(cache.batch, 1, 1, 1))
-        backend.scaled_dot_product_attention(q, keys, values, mask=keep, out=out)
+        self.backend.attention_decode(q, keys, values, lengths, out=out)
 
     def _cache_for(self, batch: int) -> KVCache:
         """The KV cache for `batch` sequences, cleared: kept when the batch size is the same,
