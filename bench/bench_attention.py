@@ -118,11 +118,12 @@ def decode_split(
     backend: HipBackend, torch: Any, shape: tuple[int, ...], repeats: int, copy: float
 ) -> None:
     """attention_decode (the split-KV decode op, lengths on the device, all = KV here) on the
-    decode cases, beside the torch rows `decode` emitted: on torch's own [B, Hkv, KV, D] tensors
-    with the op's chunking at several blocks-per-multiprocessor targets for each kernel variant
-    (the op's internal `_variant`, kernels/attention_decode.hip; v1 at 4 blocks is the default)
-    with the combine kernel or fused (`_fused`: the last block of each row group merges), and
-    on a cache stored [B, KV, Hkv, D] read through its [B, Hkv, KV, D] view."""
+    decode cases, beside the torch rows `decode` emitted, on torch's own [B, Hkv, KV, D]
+    tensors: "hip decode (default)" with the op's own chunking; where that splits the keys
+    (too few blocks to fill the device unsplit), the chunking at other blocks-per-multiprocessor
+    targets; where it does not, "split anyway" rows at those targets (the `_UNSPLIT_ABOVE`
+    override); then the default on a cache stored [B, KV, Hkv, D] read through its
+    [B, Hkv, KV, D] view."""
     from hip_runtime.ops import attention_decode as op
 
     b, hq, hkv, kv, d = shape
@@ -130,30 +131,27 @@ def decode_split(
     nbytes = 2 * b * hkv * kv * d * 2  # K and V, bf16
     lengths = backend.full((b,), kv, "int32")
     torch_ms = [r["ms"] for r in ROWS if r["bench"] == name and r["impl"].startswith("torch")]
-    default = op._BLOCKS_PER_MULTIPROCESSOR
-    cases: list[tuple[str, int, int, bool, bool]] = []  # (impl, variant, per SM, fused, bshd)
-    for var in op._VARIANTS:  # v1 is round 1's kernel, also timed at 8 blocks
-        for n in sorted({1, 2, 4, default} | ({8} if var == 1 else set())):
-            mark = " (default)" if (var, n) == (1, default) else ""
-            cases.append((f"hip decode v{var}, {n} blocks/SM{mark}", var, n, False, False))
-        for n in (4, 8):  # the combine in the last block of each row group (no second launch)
-            cases.append((f"hip decode v{var} fused, {n} blocks/SM", var, n, True, False))
-    cases += [(f"hip decode v{v}, BSHD cache", v, default, False, True) for v in op._VARIANTS]
-    for impl, variant, per_sm, fused, bshd in cases:
+    default = (op._UNSPLIT_ABOVE, op._BLOCKS_PER_MULTIPROCESSOR)
+    sms = backend.device.properties.multiprocessors
+    splits = op._decode_split(kv, b * hkv * -(-(hq // hkv) // op._ROWS), sms)[1] > 1
+    cases: list[tuple[str, tuple[int, int], bool]] = [("hip decode (default)", default, False)]
+    for n in (2, 8, 16) if splits else (2, 4, 8):
+        impl = f"hip decode, {n} blocks/SM" if splits else f"hip decode split anyway, {n}/SM"
+        cases.append((impl, (default[0] if splits else 1 << 20, n), False))
+    cases.append(("hip decode (default), BSHD cache", default, True))
+    for impl, (unsplit, per_sm), bshd in cases:
         if bshd or impl == cases[0][0]:  # new inputs for the first case and the BSHD cache
             cache = (b, kv, hkv, d) if bshd else (b, hkv, kv, d)
             (q, k, v), _ = tensors(backend, torch, [(b, hq, 1, d), cache, cache])
             if bshd:
                 k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
-        op._BLOCKS_PER_MULTIPROCESSOR = per_sm
+        op._UNSPLIT_ABOVE, op._BLOCKS_PER_MULTIPROCESSOR = unsplit, per_sm
         timer = HipTimer(backend)
-        run = functools.partial(
-            backend.attention_decode, q, k, v, lengths, _variant=variant, _fused=fused
-        )
+        run = functools.partial(backend.attention_decode, q, k, v, lengths)
         try:
             ms = time_ms(run, timer.start, timer.stop, repeats)
         finally:
-            op._BLOCKS_PER_MULTIPROCESSOR = default
+            op._UNSPLIT_ABOVE, op._BLOCKS_PER_MULTIPROCESSOR = default
         rate = nbytes / ms / 1e6
         row: dict[str, Any] = dict(bench=name, impl=impl, ms=ms, rate=rate, of_copy=rate / copy)
         if torch_ms:

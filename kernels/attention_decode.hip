@@ -3,9 +3,8 @@
 // queries are its last sq positions, so query i sees keys j <= len - sq + i (none when that is
 // negative: zeros). Query head h reads key/value head h / (heads / kv_heads).
 //
-//   attention_decode_[v<V>_]d<DT>_<t>(q, k, v, lengths, out, part, stats, counters, heads,
-//       kv_heads, sq, d, smax, chunk, chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs,
-//       ob, oh, os)   (variants V: see the entry points)
+//   attention_decode_d<DT>_<t>(q, k, v, lengths, out, part, stats, counters, heads, kv_heads,
+//       sq, d, smax, chunk, chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os)
 //   attention_decode_combine_<t>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks,
 //       ob, oh, os)
 //
@@ -27,9 +26,9 @@
 // (T). Otherwise it writes f32 partials, row = (b * heads + h) * sq + i, dp = d rounded up to 4:
 //   part[(row * chunks + c) * dp + col]  the unnormalized sum of p * v,
 //   stats[(row * chunks + c) * 2 + 0, 1] the running max (base 2) and the sum of p,
-// and the combine kernel (grid B * heads * sq, block 256) merges a row's chunks into out, or
-// (counters not null: zeros, one per row group, kv head and batch) the last block of a row group
-// to finish merges its rows in the same launch.
+// and (counters not null: zeros, one per row group, kv head and batch; the host's default) the
+// last block of a row group to finish merges its rows in the same launch, or (counters null)
+// the combine kernel (grid B * heads * sq, block 256) merges a row's chunks into out.
 // f32 arithmetic for every storage type; a row that sees no key gives zeros, not NaN.
 #include "dtypes.h"
 
@@ -64,12 +63,12 @@ HIPK_DEVICE float shuffle_xor(float v, int mask) {
 
 // How a row of DT elements spreads over the LANES lanes that share a key: lane l holds vectors
 // v = 0..NV-1 of VEC elements at (v * LANES + l) * VEC (consecutive lanes, consecutive 16-byte
-// pieces: coalesced), E = NV * VEC elements in all (SPAN on a GPU: fewer lanes per key with a
-// larger span, so fewer shuffles and less per-key arithmetic repeated in each lane of a group).
-template <typename T, int DT, int SPAN = 8> struct Layout {
+// pieces: coalesced), E = NV * VEC elements in all (8 on a GPU: one 16-byte load per row and
+// lane for 16-bit types; 16 elements per lane measured slower on an H200).
+template <typename T, int DT> struct Layout {
     enum { VEC = 16 / sizeof(T) };
 #if HIPK_GPU
-    enum { LANES = DT / SPAN };
+    enum { LANES = DT / 8 };
 #else
     enum { LANES = 1 };
 #endif
@@ -78,26 +77,6 @@ template <typename T, int DT, int SPAN = 8> struct Layout {
         return ((e / VEC) * LANES + lane) * VEC + e % VEC;
     }
 };
-
-// The lane's E elements of `row` as floats; elements at or past d are 0.
-template <typename T, int DT, int SPAN>
-HIPK_DEVICE void load_part(const T* row, int lane, int d, bool vec,
-                           float (&x)[Layout<T, DT, SPAN>::E]) {
-    typedef Layout<T, DT, SPAN> L;
-    HIPK_DECODE_UNROLL
-    for (int n = 0; n < L::NV; ++n) {
-        const int c = (n * L::LANES + lane) * L::VEC;
-        float piece[L::VEC];
-        if (vec && c < d) {
-            load_floats<T, L::VEC>(row + c, piece);
-        } else {
-            HIPK_DECODE_UNROLL
-            for (int i = 0; i < L::VEC; ++i) piece[i] = c + i < d ? to_float(row[c + i]) : 0.0f;
-        }
-        HIPK_DECODE_UNROLL
-        for (int i = 0; i < L::VEC; ++i) x[n * L::VEC + i] = piece[i];
-    }
-}
 
 // The raw bits of an element, and an element of 16-byte word w (half `hi` for 16-bit types).
 HIPK_DEVICE unsigned int raw_bits(float x) { return float_bits(x); }
@@ -113,8 +92,8 @@ HIPK_DEVICE float word_value(unsigned int w, int hi, const f16*) {
 
 // A lane's E elements of a key or value row kept as the loaded 32-bit words (16-bit types
 // take half the registers of floats, so more rows can be in flight), converted at each use.
-template <typename T, int DT, int SPAN> struct Piece {
-    typedef Layout<T, DT, SPAN> L;
+template <typename T, int DT> struct Piece {
+    typedef Layout<T, DT> L;
     enum { PER_WORD = 4 / sizeof(T), WORDS = L::E / PER_WORD };
     unsigned int w[WORDS];
 
@@ -130,14 +109,11 @@ template <typename T, int DT, int SPAN> struct Piece {
                 for (int j = 0; j < 4; ++j) words[j] = packed.v[j];
             } else {
                 HIPK_DECODE_UNROLL
-                for (int j = 0; j < 4; ++j) {
-                    unsigned int word = 0;
-                    HIPK_DECODE_UNROLL
-                    for (int p = 0; p < PER_WORD; ++p) {
-                        const int at = c + j * PER_WORD + p;
-                        if (at < d) word |= raw_bits(row[at]) << (16 * p);
-                    }
-                    words[j] = word;
+                for (int j = 0; j < 4; ++j) words[j] = 0u;
+                HIPK_DECODE_UNROLL
+                for (int e = 0; e < L::VEC; ++e) {  // half e % PER_WORD of word e / PER_WORD
+                    const unsigned int bits = c + e < d ? raw_bits(row[c + e]) : 0u;
+                    words[e / PER_WORD] |= bits << 16 * (e % PER_WORD);
                 }
             }
         }
@@ -152,6 +128,15 @@ template <typename T, int DT, int SPAN> struct Piece {
         return word_value(w[e / PER_WORD], e % PER_WORD, (const T*)0);
     }
 };
+
+// The lane's E elements of `row` as floats; elements at or past d are 0.
+template <typename T, int DT>
+HIPK_DEVICE void load_part(const T* row, int lane, int d, bool vec, float (&x)[Layout<T, DT>::E]) {
+    Piece<T, DT> piece;
+    piece.load(row, lane, d, vec);
+    HIPK_DECODE_UNROLL
+    for (int e = 0; e < Layout<T, DT>::E; ++e) x[e] = piece.at(e);
+}
 
 // v[0..N) summed over the lanes l ^ (O, O/2 .. 1) of a group, every lane ending with all N sums
 // (bit for bit the same in each). Recursive halving then doubling: at each level a lane keeps
@@ -243,15 +228,10 @@ HIPK_DEVICE void combine_row(const float* part, const float* stats, long long ro
         for (int c0 = slice; c0 < n; c0 += 4 * slices) {
             float x[4][4], w[4];
             HIPK_UNROLL
-            for (int j = 0; j < 4; ++j) {
-                const int c = c0 + j * slices;
-                w[j] = c < n ? weight[c] : 0.0f;
-                if (c < n) {
-                    load_floats<float, 4>(part + (long long)c * dp + vector * 4, x[j]);
-                } else {
-                    HIPK_UNROLL
-                    for (int e = 0; e < 4; ++e) x[j][e] = 0.0f;
-                }
+            for (int j = 0; j < 4; ++j) {  // past n: chunk c0 again (written), weighted 0
+                const int c = c0 + j * slices < n ? c0 + j * slices : c0;
+                w[j] = c0 + j * slices < n ? weight[c] : 0.0f;
+                load_floats<float, 4>(part + (long long)c * dp + vector * 4, x[j]);
             }
             HIPK_UNROLL
             for (int j = 0; j < 4; ++j) {
@@ -288,37 +268,16 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     combine_row<T>(part, stats, row, n, d, chunks, out + b * ob + h * oh + i * os);
 }
 
-// One step's keys and values of a lane group: key k0 + u * groups + group for u < U; keys at or
-// past `end` are zeros (neither read nor counted: their scores are masked).
-template <typename T, int DT, int SPAN, int U>
-HIPK_DEVICE void load_step(Piece<T, DT, SPAN> (&kx)[U], Piece<T, DT, SPAN> (&vx)[U],
-                           const T* keys,
-                           const T* values, int k0, int groups, int group, int lane, int end,
-                           const Args& a) {
-    HIPK_DECODE_UNROLL
-    for (int u = 0; u < U; ++u) {
-        const int key = k0 + u * groups + group;
-        if (key < end) {
-            kx[u].load(keys + key * a.ks, lane, a.d, a.vec);
-            vx[u].load(values + key * a.vs, lane, a.d, a.vec);
-        } else {
-            kx[u].zero();
-            vx[u].zero();
-        }
-    }
-}
-
-// KEYS: 16-bit keys per lane group and step (f32 rows take twice the registers, so half as
-// many: the same bytes in flight per thread). PREFETCH: the next step's keys and values are
-// loaded before the current step's arithmetic (two steps' registers: the loads stay in flight
-// while the lanes compute, instead of every lane waiting on them at the top of each step).
-// SPAN: elements of a row per lane (Layout). LEAN: steps wholly at or below every row's last
-// visible key skip the mask (lim is the block's: the test is uniform).
-template <typename T, int DT, int ROWS, int KEYS, bool PREFETCH, int SPAN, bool LEAN>
+// One block of pass 1 (see the header). U keys per lane group and step: HIPK_DECODE_KEYS for
+// 16-bit types, half as many f32 rows (twice the registers each: the same bytes in flight per
+// thread). On an H200, prefetching the next step (1 block/SM: ~200 registers) or taking twice
+// the keys per step measured no faster.
+template <typename T, int DT>
 HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T* out,
                        float* part, float* stats, unsigned int* counters, const Args& a) {
-    typedef Layout<T, DT, SPAN> L;
-    enum { E = L::E, LANES = L::LANES, U = KEYS / (sizeof(T) / 2), K = ROWS * U };
+    typedef Layout<T, DT> L;
+    enum { ROWS = HIPK_DECODE_ROWS, E = L::E, LANES = L::LANES };
+    enum { U = HIPK_DECODE_KEYS / (sizeof(T) / 2), K = ROWS * U };
     __shared__ float red[HIPK_DECODE_WARPS][DT];
     __shared__ float warp_top[HIPK_DECODE_WARPS][ROWS], warp_sum[HIPK_DECODE_WARPS][ROWS];
     const int tid = (int)threadIdx.x, lane = tid % LANES, group = tid / LANES;
@@ -333,51 +292,43 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     if (c > 0 && c0 >= len) return;  // the whole block: past the sequence
     const int end = imin(c0 + a.chunk, len);
 
-    // The block's query rows, pre-scaled; lim: the last key each may see in this chunk.
-    // lim_lo: the least lim of the rows written (rows past group_rows are never written).
-    float qx[ROWS][E];
-    int lim[ROWS], lim_lo = 0x7fffffff;
+    // The block's query rows, pre-scaled; lim: the last key each may see in this chunk. Each
+    // lane group keeps its own online softmax over its keys: running max m, sum l, output acc.
+    float qx[ROWS][E], m[ROWS], l[ROWS], acc[ROWS][E];
+    int lim[ROWS];
     HIPK_DECODE_UNROLL
     for (int r = 0; r < ROWS; ++r) {
         const int rho = rg * ROWS + r, g = rho / a.sq, i = rho - g * a.sq;
         if (rho < group_rows) {
             const int h = hk * per_kv + g;
-            load_part<T, DT, SPAN>(q + b * a.qb + h * a.qh + i * a.qs, lane, a.d, a.vec, qx[r]);
-            lim[r] = imin(len - a.sq + i, end - 1);
-            lim_lo = imin(lim_lo, lim[r]);
-        } else {
-            lim[r] = -1;
+            load_part<T, DT>(q + b * a.qb + h * a.qh + i * a.qs, lane, a.d, a.vec, qx[r]);
         }
-        HIPK_DECODE_UNROLL
-        for (int e = 0; e < E; ++e) qx[r][e] = rho < group_rows ? qx[r][e] * a.scale : 0.0f;
-    }
-
-    // Each lane group's online softmax over its keys: running max m, sum l, output acc.
-    const T* keys = k + b * a.kb + hk * a.kh;
-    const T* values = v + b * a.vb + hk * a.vh;
-    float m[ROWS], l[ROWS], acc[ROWS][E];
-    HIPK_DECODE_UNROLL
-    for (int r = 0; r < ROWS; ++r) {
+        lim[r] = rho < group_rows ? imin(len - a.sq + i, end - 1) : -1;
         m[r] = neg_inf();
         l[r] = 0.0f;
         HIPK_DECODE_UNROLL
-        for (int e = 0; e < E; ++e) acc[r][e] = 0.0f;
+        for (int e = 0; e < E; ++e) {
+            qx[r][e] = rho < group_rows ? qx[r][e] * a.scale : 0.0f;
+            acc[r][e] = 0.0f;
+        }
     }
+    const T* keys = k + b * a.kb + hk * a.kh;
+    const T* values = v + b * a.vb + hk * a.vh;
     // The trip count is the block's (uniform: every lane of a warp reaches the shuffles); a
     // key past `end` is neither loaded nor counted.
-    Piece<T, DT, SPAN> kx[U], vx[U];
-    if (PREFETCH)
-        load_step<T, DT, SPAN, U>(kx, vx, keys, values, c0, groups, group, lane, end, a);
     for (int k0 = c0; k0 < end; k0 += groups * U) {
-        Piece<T, DT, SPAN> kn[U], vn[U];  // the next step's (PREFETCH only)
-        if (PREFETCH) {
-            if (k0 + groups * U < end)  // uniform: the block's next step
-                load_step<T, DT, SPAN, U>(kn, vn, keys, values, k0 + groups * U, groups, group,
-                                          lane, end, a);
-        } else {
-            load_step<T, DT, SPAN, U>(kx, vx, keys, values, k0, groups, group, lane, end, a);
+        Piece<T, DT> kx[U], vx[U];  // key k0 + u * groups + group; zeros past `end`
+        HIPK_DECODE_UNROLL
+        for (int u = 0; u < U; ++u) {
+            const int key = k0 + u * groups + group;
+            if (key < end) {
+                kx[u].load(keys + key * a.ks, lane, a.d, a.vec);
+                vx[u].load(values + key * a.vs, lane, a.d, a.vec);
+            } else {
+                kx[u].zero();
+                vx[u].zero();
+            }
         }
-        const bool masked = k0 + groups * U - 1 > lim_lo;  // some key of the step is hidden
         float s[K];  // s[u * ROWS + r]: row r's score of key u, then its probability
         HIPK_DECODE_UNROLL
         for (int u = 0; u < U; ++u) {
@@ -395,8 +346,7 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
             float top = m[r];
             HIPK_DECODE_UNROLL
             for (int u = 0; u < U; ++u) {
-                if ((!LEAN || masked) && k0 + u * groups + group > lim[r])
-                    s[u * ROWS + r] = neg_inf();
+                if (k0 + u * groups + group > lim[r]) s[u * ROWS + r] = neg_inf();
                 top = fmaxf(top, s[u * ROWS + r]);
             }
             const float base = finite_or_zero(top);  // exp2(-inf - 0) = 0: no NaN
@@ -421,13 +371,6 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
                 for (int e = 0; e < E; ++e) acc[r][e] += s[u * ROWS + r] * vx[u].at(e);
             }
         }
-        if (PREFETCH) {
-            HIPK_DECODE_UNROLL
-            for (int u = 0; u < U; ++u) {
-                kx[u] = kn[u];
-                vx[u] = vn[u];
-            }
-        }
     }
 
     // Merge the groups: the block's max per row (within each warp by shuffles, then across
@@ -437,10 +380,7 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     for (int r = 0; r < ROWS; ++r) {
         top[r] = m[r];
         for (int o = LANES; o < width; o *= 2) top[r] = fmaxf(top[r], shuffle_xor(top[r], o));
-    }
-    if (tid % width == 0) {
-        HIPK_DECODE_UNROLL
-        for (int r = 0; r < ROWS; ++r) warp_top[warp][r] = top[r];
+        if (tid % width == 0) warp_top[warp][r] = top[r];
     }
     __syncthreads();
     HIPK_DECODE_UNROLL
@@ -456,10 +396,7 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
             HIPK_DECODE_UNROLL
             for (int e = 0; e < E; ++e) acc[r][e] += shuffle_xor(acc[r][e], o);
         }
-    }
-    if (tid % width == 0) {
-        HIPK_DECODE_UNROLL
-        for (int r = 0; r < ROWS; ++r) warp_sum[warp][r] = l[r];
+        if (tid % width == 0) warp_sum[warp][r] = l[r];
     }
     const int dp = (a.d + 3) & ~3;
     HIPK_DECODE_UNROLL
@@ -519,128 +456,31 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
 }  // namespace hipk
 
 // --- entry points: three head tiles and the combine per storage type (the parameters written
-// out in each: hip-core reads their types from the text). Variants (the op's internal
-// _variant, timed side by side by bench/bench_attention.py; one H200 run picks the default):
-//   (none) v1, round 1's and the default: 4 keys per step, 8-element spans, 2 blocks per SM
-//   v2: v1 with the next step prefetched (~200 registers on sm_90: 1 block per SM)
-//   v3: 8 keys per step (16 loads in flight per lane; ~230 registers)
-//   v4: 16-element spans (half the lanes per key: half the shuffles and per-key exp2/max
-//       work per byte, two 16-byte loads per row per lane) and the mask only where needed
-#define HIPK_DECODE_BODY(T, DT, KEYS, PREFETCH, SPAN, LEAN)                                      \
-    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,     \
-                                     qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};            \
-    hipk::decode::split<T, DT, HIPK_DECODE_ROWS, KEYS, PREFETCH, SPAN, LEAN>(                     \
-        q, k, v, lengths, out, part, stats, counters, args)
+// out in each: hip-core reads their types from the text).
+#define HIPK_DECODE_BODY(T, DT)                                                                    \
+    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,      \
+                                     qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};              \
+    hipk::decode::split<T, DT>(q, k, v, lengths, out, part, stats, counters, args)
 
 #define HIPK_ATTENTION_DECODE(S, T)                                                                \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d64_##S(                 \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, false, 8, false);                                \
-    }                                                                                              \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
+        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
+        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
+        long long ob, long long oh, long long os) { HIPK_DECODE_BODY(T, 64); }                     \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d128_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, false, 8, false);                               \
-    }                                                                                              \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
+        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
+        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
+        long long ob, long long oh, long long os) { HIPK_DECODE_BODY(T, 128); }                    \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d256_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, false, 8, false);                               \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d64_##S(              \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, true, 8, false);                                 \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d128_##S(             \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, true, 8, false);                                \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v2_d256_##S(             \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, true, 8, false);                                \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d64_##S(              \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 64, 2 * HIPK_DECODE_KEYS, false, 8, false);                            \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d128_##S(             \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 128, 2 * HIPK_DECODE_KEYS, false, 8, false);                           \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v3_d256_##S(             \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 256, 2 * HIPK_DECODE_KEYS, false, 8, false);                           \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d64_##S(              \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 64, HIPK_DECODE_KEYS, false, 16, true);                                \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d128_##S(             \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 128, HIPK_DECODE_KEYS, false, 16, true);                               \
-    }                                                                                              \
-    extern "C" __global__ __launch_bounds__(256, 1) void attention_decode_v4_d256_##S(             \
-        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
-        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d,              \
-        int smax, int chunk, int chunks,                                                           \
-        int vec, float scale, long long qb, long long qh, long long qs, long long kb,              \
-        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
-        long long oh, long long os) {                                                              \
-        HIPK_DECODE_BODY(T, 256, HIPK_DECODE_KEYS, false, 16, true);                               \
-    }                                                                                              \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
+        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
+        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
+        long long ob, long long oh, long long os) { HIPK_DECODE_BODY(T, 256); }                    \
     extern "C" __global__ void attention_decode_combine_##S(const float* part,                     \
         const float* stats, const int* lengths, T* out, int heads, int sq, int d, int smax,        \
         int chunk, int chunks, long long ob, long long oh, long long os) {                         \

@@ -2,7 +2,9 @@
 batch, heads and grouped-query ratios, 1..16 new queries, per-sequence lengths (0, 1, the whole
 cache, anything between) read on the device, head sizes across the three head tiles, each dtype,
 and caches read through strided views ([B, Smax, Hkv, D] storage, a longer cache narrowed, rows
-that are not 16-byte aligned). Positions past a sequence's length hold NaN: never read.
+that are not 16-byte aligned). Positions past a sequence's length hold NaN: never read. Keys
+split in chunks are merged in the same launch (the last block of each row group) or, before the
+merge's counters exist during a capture, by a second kernel: both are covered.
 
 On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
 """
@@ -27,7 +29,6 @@ SETTINGS = settings(
 )  # fmt: skip
 HEAD_SIZES = [8, 64, 80, 128, 256]
 LAYOUTS = ["contiguous", "bshd", "longer", "unaligned"]
-VARIANTS = decode_module._VARIANTS  # every kernel variant (the op's internal _variant)
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +82,9 @@ def run(
     return result
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
 @SETTINGS
 @given(data=st.data())
-def test_decode_matches_the_reference(backend: HipBackend, variant: int, data: Any) -> None:
+def test_decode_matches_the_reference(backend: HipBackend, data: Any) -> None:
     dtype = data.draw(st.sampled_from(["f32", "f16", "bf16"]))
     batch, kv_heads = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2))
     heads = kv_heads * data.draw(st.sampled_from([1, 2, 3, 4, 5, 8]))
@@ -101,25 +101,26 @@ def test_decode_matches_the_reference(backend: HipBackend, variant: int, data: A
     v = testing.random(rng, (batch, kv_heads, smax, d), dtype)
     how = data.draw(st.sampled_from(LAYOUTS))
     scale = data.draw(st.sampled_from([None, 0.3]))
-    fused = data.draw(st.booleans())  # the combine in the last block, or a second launch
-    got = run(backend, q, k, v, lengths, how, scale=scale, _variant=variant, _fused=fused)
+    got = run(backend, q, k, v, lengths, how, scale=scale)
     testing.assert_close(got, expected(q, k, v, lengths, scale), dtype)
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["combine", "fused"])
-@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
     ("chunk", "d"), [(4, 256), (16, 64), (256, 64)], ids=["chunks-of-4", "of-16", "of-256"]
 )
 def test_lengths_around_chunk_boundaries(
-    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, chunk: int, d: int, variant: int,
-    fused: bool,
-) -> None:  # fmt: skip
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, chunk: int, d: int, fused: bool
+) -> None:
     """Lengths just below, at and past multiples of the chunk: the last chunk partial, full,
     or one key long, chunks past the length skipped, and (chunks of 4) more chunks than one
-    pass of the combine takes."""
-    # Enough blocks wanted that the chunks are the smallest allowed, whatever the device.
+    pass of the merge takes; merged in the split launch (fused) or by the combine kernel (no
+    counters: as before they exist during a capture)."""
+    # Split whatever the device, into enough chunks that they are the smallest allowed.
+    monkeypatch.setattr(decode_module, "_UNSPLIT_ABOVE", 1 << 20)
     monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 1 << 20)
+    if not fused:
+        monkeypatch.setattr(type(backend), "_attention_decode_counters", lambda *_: None)
     monkeypatch.setattr(decode_module, "_MIN_CHUNK", chunk)
     monkeypatch.setattr(decode_module, "_CHUNK_STEP", min(chunk, 128))
     smax = 600 if chunk == 256 else 100
@@ -129,11 +130,10 @@ def test_lengths_around_chunk_boundaries(
     q = testing.random(rng, (len(lengths), 4, 3, d), "f32")
     k = testing.random(rng, (len(lengths), 2, smax, d), "f32", scale=2.0)
     v = testing.random(rng, (len(lengths), 2, smax, d), "f32")
-    got = run(backend, q, k, v, lengths, "bshd", _variant=variant, _fused=fused)
+    got = run(backend, q, k, v, lengths, "bshd")
     testing.assert_close(got, expected(q, k, v, lengths), "f32")
     if fused:  # the counters are back at zero: a second call gives the same bits
-        again = run(backend, q, k, v, lengths, "bshd", _variant=variant, _fused=fused)
-        testing.assert_bits_equal(again, got)
+        testing.assert_bits_equal(run(backend, q, k, v, lengths, "bshd"), got)
 
 
 def test_empty_sequences_give_zeros_and_out_is_written(backend: HipBackend) -> None:
@@ -161,14 +161,21 @@ def test_lengths_past_the_cache_are_clamped(backend: HipBackend) -> None:
     testing.assert_close(got, expected(q, k, v, np.array([6, 0])), "f32")
 
 
-def test_chunking_fills_the_device_from_the_shapes() -> None:
+def test_chunking_fills_the_device_from_the_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     split = decode_module._decode_split
     for smax, blocks, sms in [(4096, 256, 132), (32768, 8, 132), (1 << 22, 1, 132), (1, 1, 132)]:
         chunk, chunks = split(smax, blocks, sms)
         assert chunks <= decode_module._MAX_CHUNKS and (chunks - 1) * chunk < smax <= chunk * chunks
-        assert chunk >= decode_module._MIN_CHUNK
-    assert split(32768, 8, 132)[1] * 8 >= 2 * 132  # one long sequence still fills an H200
-    assert split(4096, 256, 132)[1] == 3
+    assert split(32768, 8, 132) == (512, 64)  # one long sequence: about 4 blocks per SM
+    assert split(1 << 22, 1, 1000) == (4096, decode_module._MAX_CHUNKS)  # at most 1024
+    assert split(100, 8, 132) == (256, 1)  # chunks of at least _MIN_CHUNK keys
+    # A grid that fills the device unsplit stays one chunk (B32 Hkv8 on an H200: 256 blocks).
+    assert split(4096, 256, 132) == (4096, 1) and split(4096, 133, 132)[1] == 1
+    assert split(4096, 132, 132)[1] == 4  # not more blocks than multiprocessors: split
+    monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 8)
+    assert split(32768, 8, 132) == (256, 128)
+    monkeypatch.setattr(decode_module, "_UNSPLIT_ABOVE", 4)  # the override: split it anyway
+    assert split(4096, 256, 132) == (896, 5)
 
 
 def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:
@@ -190,7 +197,6 @@ def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:
         (dict(k=backend.zeros((2, 2, 8, 5)).mT), "k's last axis must be contiguous"),
         (dict(q=backend.zeros((2, 4, 3), "int32").unsqueeze(3)), "q"),
         (dict(out=backend.zeros((2, 4, 3, 7))), "out is"),
-        (dict(_variant=9), "no kernel variant 9"),
     ]  # fmt: skip
     for change, message in cases:
         args: dict[str, Any] = dict(q=q, k=k, v=k, kv_lengths=lengths) | change
@@ -200,20 +206,22 @@ def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fused", [False, True], ids=["combine", "fused"])
-@pytest.mark.parametrize("variant", VARIANTS)
 def test_large_decode_matches_the_reference(
-    backend: HipBackend, platform: str, variant: int, fused: bool
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, platform: str, fused: bool
 ) -> None:
     """The benchmark's shape, smaller batch: bf16 Hq32/Hkv8 D128 over a 4096-position cache
-    stored [B, S, Hkv, D], with lengths across the cache."""
+    stored [B, S, Hkv, D], with lengths across the cache (one query: 48 blocks a chunk, split
+    on an H200, merged in the split launch or by the combine kernel; four: 192, unsplit)."""
     if platform == "cpu":
         pytest.skip("a GPU-sized shape")
+    if not fused:
+        monkeypatch.setattr(type(backend), "_attention_decode_counters", lambda *_: None)
     rng = np.random.default_rng(11)
     lengths = np.array([4096, 1, 0, 2049, 777, 4000])
     q = testing.random(rng, (6, 32, 1, 128), "bf16")
     k, v = (testing.random(rng, (6, 8, 4096, 128), "bf16") for _ in range(2))
-    got = run(backend, q, k, v, lengths, "bshd", _variant=variant, _fused=fused)
+    got = run(backend, q, k, v, lengths, "bshd")
     testing.assert_close(got, expected(q, k, v, lengths), "bf16")
     q = testing.random(rng, (6, 32, 4, 128), "bf16")  # four new tokens each (speculative)
-    got = run(backend, q, k, v, lengths, "bshd", _variant=variant, _fused=fused)
+    got = run(backend, q, k, v, lengths, "bshd")
     testing.assert_close(got, expected(q, k, v, lengths), "bf16")

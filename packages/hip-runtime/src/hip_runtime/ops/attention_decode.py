@@ -24,21 +24,19 @@ _TILES = (64, 128, 256)  # the kernels' head tiles (largest head size each takes
 _ROWS = 4  # query rows per block (HIPK_DECODE_ROWS)
 _MAX_QUERIES = 16
 _MAX_GRID_YZ = 65535  # kv heads and batches are grid axes y and z
-#: Chunk sizing: about this many blocks per multiprocessor in all (two fit at once: 128
-#: registers per thread), chunks of at least _MIN_CHUNK keys rounded to _CHUNK_STEP (whole
-#: steps of the kernels' key loop), at most _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS).
-#: Fewer, longer chunks cost less in the combine (one row's chunks are its serial work).
+#: Chunk sizing (see _decode_split): no split when one chunk already gives more than
+#: _UNSPLIT_ABOVE blocks per multiprocessor; otherwise about _BLOCKS_PER_MULTIPROCESSOR blocks
+#: per multiprocessor in all (two fit at once: 128 registers per thread), chunks of at least
+#: _MIN_CHUNK keys rounded to _CHUNK_STEP (whole steps of the kernels' key loop), at most
+#: _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS). Fewer, longer chunks cost less in the merge
+#: (one row's chunks are its serial work).
+_UNSPLIT_ABOVE = 1
 _BLOCKS_PER_MULTIPROCESSOR = 4
 _MIN_CHUNK = 256
 _CHUNK_STEP = 128
 _MAX_CHUNKS = 1024
 _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
-#: Kernel variants beside the default (1), picked by attention_decode's internal `_variant=`
-#: (for bench/bench_attention.py's side-by-side timing; see kernels/attention_decode.hip):
-#: 2 prefetches the next step's keys and values, 3 takes twice the keys per step, 4 spreads a
-#: row over half the lanes (16 elements each) and masks only the steps that need it.
-_VARIANTS = (1, 2, 3, 4)
-#: Counters of the fused combine (`_fused=`): one per row group, kv head and batch.
+#: Counters of the fused combine: one per row group, kv head and batch.
 _COUNTERS = 16384
 
 
@@ -52,8 +50,6 @@ class AttentionDecodeOps(OpsBase):
         *,
         scale: float | None = None,
         out: DeviceTensor | None = None,
-        _variant: int = 1,
-        _fused: bool = False,
     ) -> DeviceTensor:
         """One decode step's attention over batched KV caches: per sequence b, the Sq new
         queries softmax(scale · q kᵀ) v over keys 0..kv_lengths[b]-1, causal among themselves.
@@ -71,11 +67,9 @@ class AttentionDecodeOps(OpsBase):
                 the inputs.
 
         One float dtype for q, k, v (f32, f16, bf16), f32 accumulation; D at most 256. A query
-        that sees no key (a sequence of length 0) gives zeros, not NaN.
-
-        `_variant` (internal, for benchmarks; one of _VARIANTS) picks another kernel variant
-        with the same results; `_fused` (internal too) merges the chunks in the last block of
-        each row group instead of a second launch.
+        that sees no key (a sequence of length 0) gives zeros, not NaN. One launch: when the
+        keys are split in chunks, the last block of each row group to finish merges them (a
+        second launch only without the combine's counters: see _attention_decode_counters).
         """
         q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
         lengths = self._operand(kv_lengths, "kv_lengths")
@@ -119,8 +113,6 @@ class AttentionDecodeOps(OpsBase):
                 raise ValueError(
                     f"attention_decode: {name}'s last axis must be contiguous (strides {x.strides})"
                 )
-        if _variant not in _VARIANTS:
-            raise ValueError(f"attention_decode: no kernel variant {_variant}")
         if y.size == 0:
             return y
         row_groups = -(-(heads // kv_heads * sq) // _ROWS)
@@ -135,12 +127,9 @@ class AttentionDecodeOps(OpsBase):
         factor = (1.0 / math.sqrt(d) if scale is None else float(scale)) * _LOG2E
         vec = all(_vectorizable(x, d) for x in (q, k, v))
         threads = min(256, 8 * self.device.properties.warp_size)
-        variant = "" if _variant == 1 else f"v{_variant}_"
-        kernel = self._kernel(
-            "attention_decode.hip", f"attention_decode_{variant}d{tile}_{t.suffix}"
-        )
+        kernel = self._kernel("attention_decode.hip", f"attention_decode_d{tile}_{t.suffix}")
         counters = None
-        if chunks > 1 and _fused:
+        if chunks > 1:
             counters = self._attention_decode_counters(batch * kv_heads * row_groups)
         kernel.launch(
             (row_groups * chunks, kv_heads, batch), threads,
@@ -170,10 +159,18 @@ class AttentionDecodeOps(OpsBase):
 
 
 def _decode_split(smax: int, blocks_per_chunk: int, multiprocessors: int) -> tuple[int, int]:
-    """(keys per chunk, chunks) of a cache of `smax` positions: chosen from the shapes alone
-    (the lengths stay on the device), so that `blocks_per_chunk` (batch · kv heads · row groups)
-    times the chunks gives the device about _BLOCKS_PER_MULTIPROCESSOR blocks per
-    multiprocessor. Blocks past a sequence's length return at once."""
+    """(keys per chunk, chunks) of a cache of `smax` positions, chosen from the shapes alone
+    (the lengths stay on the device). Blocks past a sequence's length return at once.
+
+    When `blocks_per_chunk` (batch · kv heads · row groups) exceeds the multiprocessors
+    (_UNSPLIT_ABOVE per multiprocessor), one chunk: the grid fills the device already, and a
+    split only adds partials and their merge
+    (H200, bf16 B32 Hq32/Hkv8 KV4096 D128: 2955 GB/s unsplit against 2645 at 4 blocks per
+    multiprocessor, 2457 with the fused merge). Otherwise chunks for about
+    _BLOCKS_PER_MULTIPROCESSOR blocks per multiprocessor in all (B1 Hq32/Hkv8 KV32768 D128:
+    1728 GB/s at 4 with the fused merge, the best measured)."""
+    if blocks_per_chunk > multiprocessors * _UNSPLIT_ABOVE:
+        return max(1, smax), 1
     wanted = max(1, _ceil(multiprocessors * _BLOCKS_PER_MULTIPROCESSOR, blocks_per_chunk))
     chunk = max(_MIN_CHUNK, _ceil(_ceil(smax, wanted), _CHUNK_STEP) * _CHUNK_STEP)
     chunk = max(chunk, _ceil(smax, _MAX_CHUNKS))
