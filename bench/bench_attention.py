@@ -3,10 +3,6 @@
 - prefill, causal: B4 H32 S2048 D128 and B1 H32 S8192 D128, in TFLOP/s (4·B·H·Sq·Skv·D / 2
   for causal), beside torch's flash, cuDNN and memory-efficient SDPA backends, each forced
   with `torch.nn.attention.sdpa_kernel` (a backend this torch or GPU lacks is a skipped row);
-  rows "hip mma v<V>" for each variant of the matrix-core path at that head size (the op's
-  internal `_variant`, kernels/attention_mma.h's MmaShape; v1 is the default; at D 128 v2 =
-  32-key tiles x 3 stages + the longest blocks of the grid first, v3 = those tiles alone,
-  v4 = that block order alone);
 - decode, one query per sequence: B32 Hq32/Hkv8 KV4096 D128 and B1 Hq32/Hkv8 KV32768 D128, in
   GB/s of K and V read, beside the same torch backends (GQA through `enable_gqa` where torch
   has it, else K/V repeated per query head outside the timing) and the same run's copy rate;
@@ -27,7 +23,6 @@ from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
 
 from hip_core import hip_api
 from hip_runtime import HipBackend
-from hip_runtime.ops.attention import _MMA_VARIANTS
 
 PREFILL = ((4, 32, 2048, 128), (1, 32, 8192, 128))  # B, H, S, D
 DECODE = ((32, 32, 8, 4096, 128), (1, 32, 8, 32768, 128))  # B, Hq, Hkv, KV, D
@@ -71,20 +66,15 @@ def prefill(backend: HipBackend, torch: Any, shape: tuple[int, ...], repeats: in
     ours, theirs = tensors(backend, torch, [(b, h, s, d)] * 3)
     timer = HipTimer(backend)
     sdpa = backend.scaled_dot_product_attention
-    rows: list[dict[str, Any]] = []
-    for variant in (1, *_MMA_VARIANTS.get(d, ())):
-        run = functools.partial(sdpa, *ours, causal=True, _variant=variant)
-        ms = time_ms(run, timer.start, timer.stop, repeats)
-        impl = f"hip mma v{variant}" + (" (default)" if variant == 1 else "")
-        rows.append(dict(bench=name, impl=impl, ms=ms, rate=flops / ms / 1e9))
+    ms = time_ms(lambda: sdpa(*ours, causal=True), timer.start, timer.stop, repeats)
+    row: dict[str, Any] = dict(bench=name, impl="hip", ms=ms, rate=flops / ms / 1e9)
     if theirs:
         f = torch.nn.functional.scaled_dot_product_attention
         best = torch_rows(torch, lambda: f(*theirs, is_causal=True), name,
                           lambda m: flops / m / 1e9, repeats)  # fmt: skip
-        for row in rows if best else ():
-            row["vs_best_torch"] = min(best.values()) / row["ms"]
-    for row in rows:
-        emit(**row)
+        if best:
+            row["vs_best_torch"] = min(best.values()) / ms
+    emit(**row)
 
 
 def decode(

@@ -178,14 +178,14 @@ HIPK_DEVICE void attention_mma_rows(const T* q, const T* k, const T* v, T* out, 
 }  // namespace hipk
 
 #if HIPK_ATTENTION_MMA || HIPK_ATTENTION_MFMA
-#define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK, V)                                                \
-    alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(D, V)];                      \
+#define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK)                                                   \
+    alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(D)];                         \
     const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
                                       qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
                                       mb, mh, mq, mk};                                          \
-    hipk::mma::attention_mma<T, D, V>(q, k, v, out, mask, args, tiles)
+    hipk::mma::attention_mma<T, D>(q, k, v, out, mask, args, tiles)
 #else
-#define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK, V)                                                \
+#define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK)                                                   \
     __shared__ hipk::AttentionTiles<D, BQ, BK> tiles;                                          \
     const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
                                       qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
@@ -234,7 +234,7 @@ extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_m
     float scale, int causal, long long qb, long long qh, long long qs, long long kb,
     long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
     long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::f16, 64, 32, 32, 1);
+    HIPK_ATTENTION_MMA_BODY(hipk::f16, 64, 32, 32);
 }
 extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d64_bf16(
     const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
@@ -242,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_m
     float scale, int causal, long long qb, long long qh, long long qs, long long kb,
     long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
     long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 64, 32, 32, 1);
+    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 64, 32, 32);
 }
 extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d128_f16(
     const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
@@ -250,7 +250,7 @@ extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_m
     float scale, int causal, long long qb, long long qh, long long qs, long long kb,
     long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
     long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::f16, 128, 16, 32, 1);
+    HIPK_ATTENTION_MMA_BODY(hipk::f16, 128, 16, 32);
 }
 extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d128_bf16(
     const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
@@ -258,57 +258,5 @@ extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_m
     float scale, int causal, long long qb, long long qh, long long qs, long long kb,
     long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
     long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32, 1);
-}
-
-// The variants of attention_mma.h's MmaShape at D = 128, beside the default (V = 1) for
-// timing: attention_mma<V>_d128_<t>, the same launch and results (V = 2: 32 keys x 3 stages
-// and the longest blocks first over the grid, V = 3: the tiles alone, V = 4: the order alone).
-extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma2_d128_f16(
-    const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
-    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
-    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
-    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
-    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::f16, 128, 16, 32, 2);
-}
-extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma2_d128_bf16(
-    const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
-    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
-    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
-    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
-    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32, 2);
-}
-extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma3_d128_f16(
-    const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
-    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
-    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
-    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
-    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::f16, 128, 16, 32, 3);
-}
-extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma3_d128_bf16(
-    const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
-    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
-    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
-    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
-    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32, 3);
-}
-extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma4_d128_f16(
-    const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
-    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
-    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
-    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
-    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::f16, 128, 16, 32, 4);
-}
-extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma4_d128_bf16(
-    const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
-    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
-    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
-    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
-    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
-    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32, 4);
+    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 128, 16, 32);
 }

@@ -62,9 +62,9 @@ HIPK_DEVICE float shuffle_xor(float v, int mask) { return __shfl_xor(v, mask); }
 // Keys per LDS tile; LDS rows of D + 8 elements (16-byte aligned rows, and lanes reading 16
 // consecutive rows spread over the banks).
 #define HIPK_MFMA_KEYS 32
-#define HIPK_MMA_SHARED(D, V) (2 * HIPK_MFMA_KEYS * ((D) + 8))  // one shape for every V
+#define HIPK_MMA_SHARED(D) (2 * HIPK_MFMA_KEYS * ((D) + 8))
 
-template <typename T, int D, int V = 1>
+template <typename T, int D>
 HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const void* mask,
                                const AttentionArgs& a, unsigned short* smem) {
     const int BN = HIPK_MFMA_KEYS, PAD = D + 8;

@@ -25,10 +25,12 @@
 //   multiply, exp2 by ex2.approx), the running max and sum per row, O rescaled when the max
 //   grows. P is rounded to the storage type and used as the A operand of P V straight from the
 //   S registers (the accumulator layout of two n8 tiles is the A layout of one k16 step).
-// - Causal: key tiles entirely above the diagonal are never loaded, and a warp skips the
-//   tiles past the diagonal of its own rows; tiles that cross it, the last partial tile and
-//   every tile under a mask are masked per element; rows that see no key end with sum 0 and
-//   write zeros.
+// - Causal: key tiles entirely above the diagonal are never loaded; tiles that cross it, the
+//   last partial tile and every tile under a mask are masked per element; rows that see no
+//   key end with sum 0 and write zeros. Every warp of a block runs every loaded tile: a
+//   per-warp skip of the tiles past its own rows' diagonal saves only part of one diagonal
+//   block's work, and the H200 timed D 128 ~30% faster on the tree just before such a skip
+//   than on every tree after it (the likeliest cause of that drop; not isolated).
 // - Blocks are taken from the last query tile down (most keys first under causal masking) so
 //   the longest blocks do not start last (within one head, or over the grid: MmaShape).
 //
@@ -152,24 +154,18 @@ HIPK_DEVICE void load_rows(unsigned tile, const T* rows, long long stride, int v
 // MT BN / 2: at D = 128, BN = 32 would need more than sm_90's 255 registers with the
 // addresses (ptxas spilled), so 16 keys per tile and 4 stages; at D = 64, 64 keys and 2.
 // Shared memory: max(query tile, STAGES x (key tile, value tile)) = 32 KiB either way.
-// V picks a variant (the entry points attention_mma<V>_d<D>, V > 1, kept beside the default
-// V = 1 so that one GPU run times them all), at D = 128, of two changes and both: 32 keys per
-// tile in 3 stages (48 KiB, the static limit: half the barriers and softmax reductions per
-// key, twice the independent accumulators in S = Q Kᵀ's chains, at the price of ptxas spills,
-// sm_90: V = 3 ~100 bytes loaded, V = 2 ~380 as the remapped q0 cannot be recomputed from
-// blockIdx) and the longest blocks of the whole grid first (LONGEST_FIRST). V = 2 has both,
-// V = 3 the tile alone, V = 4 the order alone.
-template <int D, int V> struct MmaShape;
-template <> struct MmaShape<64, 1> { enum { MT = 2, BN = 64, STAGES = 2, LONGEST_FIRST = 0 }; };
-template <> struct MmaShape<128, 1> { enum { MT = 2, BN = 16, STAGES = 4, LONGEST_FIRST = 0 }; };
-template <> struct MmaShape<128, 2> { enum { MT = 2, BN = 32, STAGES = 3, LONGEST_FIRST = 1 }; };
-template <> struct MmaShape<128, 3> { enum { MT = 2, BN = 32, STAGES = 3, LONGEST_FIRST = 0 }; };
-template <> struct MmaShape<128, 4> { enum { MT = 2, BN = 16, STAGES = 4, LONGEST_FIRST = 1 }; };
+// LONGEST_FIRST: the order blocks take their query tiles in (attention_mma's comment). At
+// D = 128 the H200 measured the grid-wide order as fast as or faster than the per-head one,
+// and 16 keys x 4 stages faster than 32 x 3 (whose ptxas spills cost more than its halved
+// barriers and softmax reductions save; bf16 causal B4 H32 S2048 and B1 H32 S8192).
+template <int D> struct MmaShape;
+template <> struct MmaShape<64> { enum { MT = 2, BN = 64, STAGES = 2, LONGEST_FIRST = 0 }; };
+template <> struct MmaShape<128> { enum { MT = 2, BN = 16, STAGES = 4, LONGEST_FIRST = 1 }; };
 
-template <typename T, int D, int V = 1>
+template <typename T, int D>
 HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const void* mask,
                                const AttentionArgs& a, unsigned short* smem) {
-    typedef MmaShape<D, V> Shape;
+    typedef MmaShape<D> Shape;
     const int MT = Shape::MT, BN = Shape::BN, STAGES = Shape::STAGES;
     static_assert(MT * 64 == HIPK_MMA_ROWS, "a block takes HIPK_MMA_ROWS queries");
     const int DT = D / 8;    // n8 tiles of an output row
@@ -269,10 +265,6 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
         }
         async_commit();
         const unsigned kt = base + (unsigned)(n % STAGES) * 2 * TILE, vt = kt + TILE;
-        // Under the causal mask a tile past the diagonal of all this warp's rows adds nothing
-        // to them (every score -inf): the warp waits for the next tile (the other warps of a
-        // diagonal block still need this one; the next barrier is at the top of the loop).
-        if (a.causal && k0 > q0 + (warp + 1) * 16 * MT - 1 + shift) continue;
 
         // S = Q Kᵀ: each K fragment pair serves the warp's MT m16 tiles.
         float s[MT][NT][4];
@@ -412,13 +404,13 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
 }
 
 // Shared memory of one block in 16-bit elements (see MmaShape).
-template <int D, int V> struct MmaShared {
+template <int D> struct MmaShared {
     enum {
-        STAGED = 2 * MmaShape<D, V>::STAGES * MmaShape<D, V>::BN * D,
+        STAGED = 2 * MmaShape<D>::STAGES * MmaShape<D>::BN * D,
         elements = STAGED > HIPK_MMA_ROWS * D ? STAGED : HIPK_MMA_ROWS * D
     };
 };
-#define HIPK_MMA_SHARED(D, V) (hipk::mma::MmaShared<D, V>::elements)
+#define HIPK_MMA_SHARED(D) (hipk::mma::MmaShared<D>::elements)
 
 }  // namespace mma
 

@@ -126,10 +126,9 @@ class KernelNames:
 
 def attention_case(
     backend: HipBackend, rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
-    *, causal: bool, mask_kind: str, views: bool, variant: int = 1,
+    *, causal: bool, mask_kind: str, views: bool,
 ) -> None:  # fmt: skip
-    """One call against the float64 reference: shape (B, Hq, Hkv, Sq, Skv, D); `variant` the
-    internal `_variant` of the matrix-core path."""
+    """One call against the float64 reference: shape (B, Hq, Hkv, Sq, Skv, D)."""
     batch, heads, kv_heads, sq, skv, d = shape
     q = testing.random(rng, (batch, heads, sq, d), dtype)
     k = testing.random(rng, (batch, kv_heads, skv, d), dtype)
@@ -145,7 +144,7 @@ def attention_case(
     upload = (lambda a: bshd(backend, a)) if views else backend.from_numpy
     got = backend.scaled_dot_product_attention(
         upload(q), upload(k), upload(v), causal=causal,
-        mask=None if mask is None else backend.from_numpy(mask), _variant=variant,
+        mask=None if mask is None else backend.from_numpy(mask),
     )  # fmt: skip
     expected = testing.attention(q, k, v, causal=causal, mask=mask)
     testing.assert_close(got.to_numpy(), expected, dtype)
@@ -199,22 +198,18 @@ LARGE = {
 
 @pytest.mark.parametrize("platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True)
 @pytest.mark.parametrize("case", sorted(LARGE))
-@pytest.mark.parametrize(("d", "variant"), [(64, 1), (128, 1), (128, 2), (128, 3), (128, 4)])
+@pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_large_16bit_attention_on_the_matrix_cores(
-    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, dtype: str, d: int, variant: int,
-    case: str,
-) -> None:  # fmt: skip
-    """Every entry point of the matrix-core path: the default and the D 128 shape variants."""
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, dtype: str, d: int, case: str
+) -> None:
     shape, causal, mask_kind, views = LARGE[case]
     spy = KernelNames(backend, monkeypatch)
     rng = np.random.default_rng(len(case) * d)
     attention_case(
-        backend, rng, dtype, (*shape, d), causal=causal, mask_kind=mask_kind, views=views,
-        variant=variant,
-    )  # fmt: skip
-    kind = "mma" if variant == 1 else f"mma{variant}"
-    assert spy.names == [f"attention_{kind}_d{d}_{dtype}"]
+        backend, rng, dtype, (*shape, d), causal=causal, mask_kind=mask_kind, views=views
+    )
+    assert spy.names == [f"attention_mma_d{d}_{dtype}"]
 
 
 # --- the matrix-core paths in a host emulation ------------------------------------------------
@@ -392,12 +387,6 @@ extern "C" void run(int which, int gx, int gy, int gz, const void* q, const void
             if (which == 1) attention_mma_d64_f16(ARGS(hipk::f16));
             if (which == 2) attention_mma_d128_bf16(ARGS(hipk::bf16));
             if (which == 3) attention_mma_d128_f16(ARGS(hipk::f16));
-            if (which == 4) attention_mma2_d128_bf16(ARGS(hipk::bf16));
-            if (which == 5) attention_mma2_d128_f16(ARGS(hipk::f16));
-            if (which == 6) attention_mma3_d128_bf16(ARGS(hipk::bf16));
-            if (which == 7) attention_mma3_d128_f16(ARGS(hipk::f16));
-            if (which == 8) attention_mma4_d128_bf16(ARGS(hipk::bf16));
-            if (which == 9) attention_mma4_d128_f16(ARGS(hipk::f16));
         });
         for (auto& t : threads) t.join();
     }
@@ -462,8 +451,7 @@ def emulate(lib: Any, q: np.ndarray, k: np.ndarray, v: np.ndarray, **how: Any) -
         strides += [s // mask.itemsize for s in full.strides]
     else:
         strides += [0, 0, 0, 0]
-    which = {(64, 1): 0, (128, 1): 2, (128, 2): 4, (128, 3): 6, (128, 4): 8}[d, how["variant"]]
-    which += q.dtype != testing.DTYPES["bf16"]
+    which = (0 if d == 64 else 2) + (q.dtype != testing.DTYPES["bf16"])
     pointer = lambda a: None if a is None else a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     lib.run(
         which, -(-sq // 128), heads, batch, *(pointer(x) for x, _ in stored), pointer(out),
@@ -473,23 +461,23 @@ def emulate(lib: Any, q: np.ndarray, k: np.ndarray, v: np.ndarray, **how: Any) -
     return out
 
 
-# (dtype, D, variant, B, Hq, Hkv, Sq, Skv, causal, mask, views): two query blocks, several key
-# tiles (more than the stages: the pipeline wraps), GQA, the causal diagonal with an offset,
-# queries that see nothing, both masks, [B, S, H, D]; the D 128 shape variants too.
+# (dtype, D, B, Hq, Hkv, Sq, Skv, causal, mask, views): two query blocks, several key tiles
+# (more than the stages: the pipeline wraps), GQA, the causal diagonal with an offset, queries
+# that see nothing, both masks, [B, S, H, D]; several heads and batches (D 128's grid-wide
+# block order).
 EMULATED = [
-    ("bf16", 128, 1, 1, 2, 1, 150, 100, True, "none", True),
-    ("f16", 64, 1, 2, 2, 1, 70, 90, True, "additive", False),
-    ("bf16", 64, 1, 1, 1, 1, 40, 130, False, "bool", True),
-    ("bf16", 128, 2, 1, 2, 1, 150, 140, True, "none", True),
-    ("f16", 128, 3, 2, 2, 1, 60, 110, False, "additive", False),
-    ("bf16", 128, 4, 2, 1, 1, 140, 90, True, "bool", True),
+    ("bf16", 128, 2, 2, 1, 150, 140, True, "none", True),
+    ("f16", 64, 2, 2, 1, 70, 90, True, "additive", False),
+    ("bf16", 64, 1, 1, 1, 40, 130, False, "bool", True),
+    ("f16", 128, 2, 2, 1, 60, 110, False, "additive", False),
+    ("bf16", 128, 2, 1, 1, 140, 90, True, "bool", True),
 ]
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_the_matrix_core_paths_in_a_host_emulation(emulated: Any, path: str) -> None:
     rng = np.random.default_rng(3)
-    for dtype, d, variant, batch, heads, kv_heads, sq, skv, causal, kind, views in EMULATED:
+    for dtype, d, batch, heads, kv_heads, sq, skv, causal, kind, views in EMULATED:
         q = testing.random(rng, (batch, heads, sq, d), dtype)
         k, v = (testing.random(rng, (batch, kv_heads, skv, d), dtype) for _ in range(2))
         mask = None
@@ -499,7 +487,5 @@ def test_the_matrix_core_paths_in_a_host_emulation(emulated: Any, path: str) -> 
             if kind == "additive":
                 mask = np.where(mask, testing.random(rng, (sq, skv), "f32"), -np.inf)
                 mask = mask.astype(q.dtype)
-        got = emulate(
-            emulated[path], q, k, v, causal=causal, mask=mask, views=views, variant=variant
-        )
+        got = emulate(emulated[path], q, k, v, causal=causal, mask=mask, views=views)
         testing.assert_close(got, testing.attention(q, k, v, causal=causal, mask=mask), dtype)

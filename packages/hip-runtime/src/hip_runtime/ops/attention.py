@@ -24,10 +24,6 @@ _MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
 _MMA_HEAD_SIZES = (64, 128)
 _MMA_ROWS = 128  # HIPK_MMA_ROWS
 _MMA_TYPES = ("f16", "bf16")
-#: Shape variants of the D 128 entry point kept beside the default for timing (internal:
-#: `_variant=` of scaled_dot_product_attention, used by bench/bench_attention.py):
-#: attention_mma<V>_d128_<t>, kernels/attention_mma.h's MmaShape<128, V>.
-_MMA_VARIANTS = {128: (2, 3, 4)}
 
 
 class AttentionOps(OpsBase):
@@ -41,7 +37,6 @@ class AttentionOps(OpsBase):
         mask: DeviceTensor | None = None,
         scale: float | None = None,
         out: DeviceTensor | None = None,
-        _variant: int = 1,
     ) -> DeviceTensor:
         """softmax(scale · q kᵀ + mask) v, per batch and head, without materializing scores.
 
@@ -66,8 +61,6 @@ class AttentionOps(OpsBase):
         elements: what contiguous tensors and [B, S, H, D] views have), run on the matrix
         cores where the GPU has them (NVIDIA sm_80+, AMD gfx90a/gfx942): the probabilities
         are rounded to q's dtype before they weight v there, as in FlashAttention.
-        `_variant` (internal, for benchmarks) picks another tile shape of that path where one
-        exists (D 128: 2, 3 or 4), with the same results.
         """
         q = self._operand(q, "q")
         t = float_type(q.dtype, "q")
@@ -106,8 +99,7 @@ class AttentionOps(OpsBase):
             return y
         factor = 1.0 / math.sqrt(d) if scale is None else float(scale)
         if t.suffix in _MMA_TYPES and d in _MMA_HEAD_SIZES and _attention_rows16(q, k, v, y):
-            kind = "mma" if _variant not in _MMA_VARIANTS.get(d, ()) else f"mma{_variant}"
-            name, rows = f"attention_{kind}_d{d}_{t.suffix}", _MMA_ROWS
+            name, rows = f"attention_mma_d{d}_{t.suffix}", _MMA_ROWS
         else:
             name, rows = f"attention_d{tile[0]}_{t.suffix}", tile[1]
         self._kernel("attention.hip", name).launch(
