@@ -74,6 +74,9 @@ BACKEND: dict[str, Call] = {
     "scaled_dot_product_attention": lambda b, t: b.scaled_dot_product_attention(
         t["x"][None, None], t["x"][None, None], t["x"][None, None]
     ),
+    "attention_decode": lambda b, t: b.attention_decode(
+        t["x"][None, None, :1], t["x"][None, None], t["x"][None, None], t["ids"][:1]
+    ),
     "index_select": lambda b, t: b.index_select(t["x"], 1, t["ids"]),
     "gather": lambda b, t: b.gather(t["x"], 1, t["x"][:, :2].view(np.int32)),
     "scatter_add": lambda b, t: b.scatter_add(t["x"], 0, t["ids"][None], t["x"]),
