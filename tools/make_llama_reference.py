@@ -100,7 +100,7 @@ def prompts(vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 def logits_of(model: LlamaForCausalLM, ids: Any, mask: Any, positions: Any) -> np.ndarray:
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions)
-    return out.logits.float().numpy()
+    return np.asarray(out.logits.float().numpy())
 
 
 def reference(model: LlamaForCausalLM) -> dict[str, np.ndarray]:
@@ -126,9 +126,9 @@ def reference(model: LlamaForCausalLM) -> dict[str, np.ndarray]:
 def permute(w: np.ndarray, heads: int) -> np.ndarray:
     """convert_hf_to_gguf.py's LlamaModel.permute: each head's rows from HF's rotate-half
     order to ggml's interleaved pairs."""
-    return (
-        w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-    )
+    return np.asarray(
+        w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2)
+    ).reshape(w.shape)
 
 
 GGUF_TYPES = ("f16", "q8_0", "q4_0")  # llama.cpp's --outtype f16 / q8_0, and a Q4_0 file
@@ -156,7 +156,9 @@ def gguf_name(hf: str) -> str:
 def round_trip(w: np.ndarray, qtype: gguf.GGMLQuantizationType) -> np.ndarray:
     if qtype == gguf.GGMLQuantizationType.F16:
         return w.astype(np.float16).astype(np.float32)
-    return gguf.quants.dequantize(gguf.quants.quantize(w, qtype), qtype).reshape(w.shape)
+    return np.asarray(gguf.quants.dequantize(gguf.quants.quantize(w, qtype), qtype)).reshape(
+        w.shape
+    )
 
 
 def write_gguf(model: LlamaForCausalLM, path: Path, qtype: gguf.GGMLQuantizationType) -> None:
@@ -220,7 +222,8 @@ def main() -> None:
                 write_gguf(model, folder / f"model-{label}.gguf", qtype)
                 data[f"logits_{label}"] = quantized_logits(model, qtype)
         (folder / "generation_config.json").unlink(missing_ok=True)
-        np.savez_compressed(folder / "reference.npz", **data)
+        arrays: dict[str, Any] = data  # numpy's stub would let ** fill allow_pickle
+        np.savez_compressed(folder / "reference.npz", **arrays)
         size = sum(f.stat().st_size for f in folder.iterdir())
         print(f"{name}: {size / 1024:.0f} KiB, greedy {data['greedy'].tolist()}, "
               f"bf16 error {float(data['bf16_error']):.3g}")  # fmt: skip
