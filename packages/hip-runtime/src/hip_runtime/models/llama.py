@@ -28,10 +28,11 @@ import numpy as np
 
 from hip_core import Device, Resource
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import DTypeLike, as_dtype
+from hip_runtime.dtypes import DTypeLike
 from hip_runtime.kv_cache import KVCache
 from hip_runtime.loading.formats import open_checkpoint
 from hip_runtime.model_runtime import ModelRuntime
+from hip_runtime.models.common import close_runtime, load_model, model_dtype
 from hip_runtime.models.config import read_config
 from hip_runtime.models.decode_step import DecodeStep
 from hip_runtime.models.generation import generate
@@ -39,9 +40,7 @@ from hip_runtime.models.llama_config import LlamaConfig
 from hip_runtime.models.llama_weights import LlamaLayer, LlamaWeights, prepare
 from hip_runtime.tensor import DeviceTensor
 
-DTYPES = ("float32", "float16", "bfloat16")
 DEFAULT_MAX_TOKENS = 4096  # per sequence, when the model allows more (cache memory grows with it)
-_INDEX = "model.safetensors.index.json"
 
 
 class LlamaDecoder(Resource):
@@ -62,7 +61,7 @@ class LlamaDecoder(Resource):
         self.dtype = weights.embed.dtype
         self.max_tokens = max_tokens
         self._graph_step: DecodeStep | None = None
-        self._own(_close_runtime, runtime)
+        self._own(close_runtime, runtime)
         cos, sin = config.rope_tables(max_tokens)
         self._cos, self._sin = self.backend.from_numpy(cos), self.backend.from_numpy(sin)
 
@@ -86,11 +85,10 @@ class LlamaDecoder(Resource):
         rope scaling other than default/linear/llama3 is refused). The checkpoint is loaded as
         stored, each weight cast to `dtype` once on the device, and the stored copy freed.
         Returns with the weights resident; on failure nothing stays allocated."""
-        target = _dtype(dtype)
+        target = model_dtype(dtype, "LlamaDecoder")
         config = LlamaConfig.from_hf(read_config(path), f"{os.fspath(path)}/config.json")
-        index = Path(path) / _INDEX
-        source = index if index.is_file() else Path(path)
-        return cls._load(source, config, "hf", target, device, max_tokens)
+        # a folder's checkpoint is found as open_checkpoint finds it (the index first)
+        return cls._load(Path(path), config, "hf", target, device, max_tokens)
 
     @classmethod
     def from_gguf(
@@ -106,7 +104,7 @@ class LlamaDecoder(Resource):
         shape; quantized tensors are dequantized into `dtype` on the device at load (the
         decode GEMVs then read `dtype` weights, not the quantized blocks); attn_q/attn_k rows
         are put back in Hugging Face's order (llama_weights)."""
-        target = _dtype(dtype)
+        target = model_dtype(dtype, "LlamaDecoder")
         checkpoint = open_checkpoint(path, dequantize_to=target)
         if "token_embd.weight" not in {r.name for r in checkpoint.tensors}:
             raise ValueError(f"{os.fspath(path)}: no token_embd.weight (not a llama GGUF)")
@@ -127,19 +125,12 @@ class LlamaDecoder(Resource):
         )
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"LlamaDecoder: max_tokens must be a positive int, not {capacity!r}")
-        runtime = ModelRuntime(device=device)
-        try:
-            loaded = ModelRuntime(runtime.backend)  # shares the backend; freed below
-            try:
-                loaded.load_weights(source, dequantize_to=dtype)
-                weights = prepare(runtime.backend, loaded.weights, config, dtype, naming)
-            finally:
-                loaded.close()  # waits for the casts, then frees the checkpoint as stored
-            runtime.weights.update(weights.named())
-            return cls(runtime, config, weights, capacity)
-        except BaseException:
-            runtime.close()
-            raise
+        return load_model(
+            source, device,
+            lambda backend, stored: prepare(backend, stored, config, dtype, naming),
+            lambda runtime, weights: cls(runtime, config, weights, capacity),
+            dequantize_to=dtype,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Wait for the backend's stream, then free the decode graph, the weights, the KV cache
@@ -364,15 +355,4 @@ class LlamaDecoder(Resource):
                 f"{c.kv_heads}, vocab {c.vocab_size}, {state}>")  # fmt: skip
 
 
-def _dtype(dtype: DTypeLike) -> Any:
-    target = as_dtype(dtype)
-    if target.name not in DTYPES:
-        raise ValueError(f"LlamaDecoder: dtype must be float32, float16 or bfloat16, not {target}")
-    return target
-
-
-def _close_runtime(runtime: ModelRuntime) -> None:
-    runtime.close()
-
-
-__all__ = ["DTYPES", "LlamaDecoder"]
+__all__ = ["LlamaDecoder"]
