@@ -58,6 +58,19 @@ def test_the_scan_reads_namespaces_linkage_and_templates() -> None:
     assert template_arguments("ns::k< float , Pair<int,3> >") == ("ns::k", ("float", "Pair<int,3>"))
 
 
+def test_launch_bounds_before_or_after_void_with_parenthesized_arguments() -> None:
+    bounds = r"""
+    extern "C" __global__ void __launch_bounds__((WARPS) * (32), 2) after(float* a) {}
+    extern "C" __global__ __launch_bounds__((WARPS) * 32) void before(float* a, int n) {}
+    extern "C" __global__ void
+    __launch_bounds__(64)
+    split(float* a) {}
+    """
+    found = scan_kernels(bounds)
+    assert set(found) == {"after", "before", "split"}
+    assert found["before"].params == ("float* a", "int n")
+
+
 def test_programs_register_cxx_and_namespaced_kernels() -> None:
     program = Program(SOURCE, name_expressions=["scale<float, 3>"])
     assert program.lookup_names == (

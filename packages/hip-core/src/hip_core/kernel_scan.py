@@ -28,9 +28,11 @@ _BLANKED = re.compile(
     r"|^[ \t]*#(?:[^\n]*\\\n)*[^\n]*",  # preprocessor lines with their continuations
     re.S | re.M,
 )
+# __launch_bounds__'s arguments may hold one level of parentheses: `((A) * (B), 2)`.
+_BOUNDS = r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)"
 _HEAD = re.compile(
-    r"__global__\s+(?:(?:static|inline|__launch_bounds__\s*\([^)]*\))\s*)*void\s+"
-    r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\("
+    rf"__global__\s+(?:(?:static|inline|{_BOUNDS})\s*)*void\s+"
+    rf"(?:{_BOUNDS}\s*)?([A-Za-z_]\w*)\s*\("
 )
 _TEMPLATE = re.compile(r"\btemplate\s*<")
 _EXTERN_C = re.compile(r'\bextern\s*"C"')
