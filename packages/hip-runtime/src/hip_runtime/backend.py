@@ -37,6 +37,7 @@ from hip_runtime.ops.pointwise import PointwiseOps
 from hip_runtime.ops.reductions import ReductionOps
 from hip_runtime.ops.softmax import SoftmaxOps
 from hip_runtime.ops.sorting import SortingOps
+from hip_runtime.ops.spatial import SpatialOps
 from hip_runtime.tensor import DeviceTensor, ShapeLike
 
 
@@ -55,6 +56,7 @@ class HipBackend(
     CreationOps,
     JoiningOps,
     LayoutOps,
+    SpatialOps,
 ):
     """Ops on one device, ordered on one stream (the families of `hip_runtime.ops`).
 

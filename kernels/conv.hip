@@ -1,0 +1,227 @@
+// Convolutions' portable kernels: im2col / col2im around the backend's GEMM (hipBLAS), and a
+// direct kernel for depthwise convolutions (one input channel per group), where a GEMM of one
+// row per output channel would waste the matrix units.
+//
+// Layouts: NCHW (`channels_last` 0) or NHWC (1), both C-contiguous in that order. Weights of a
+// forward convolution: [K, Cg, R, S] (NCHW) or [K, R, S, Cg] (NHWC), Cg = C / groups.
+//
+//   im2col_nchw_<t>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw)
+//       col[(n * G + g) * Cg*R*S + (c * R + r) * S + s][oh * Wo + ow]
+//           = x[n, g * Cg + c, oh * sh - ph + r * dh, ow * sw - pw + s * dw]   (0 outside)
+//       for n < nb (x points at the chunk's first image): per (n, g) a [Cg*R*S, Ho*Wo] matrix,
+//       the B of Y[n, g] = W[g] @ col[n, g].
+//   im2col_nhwc_<t>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw, vec)
+//       col[g][(n * Ho + oh) * Wo + ow][(r * S + s) * Cg + c] = x[n, ih, iw, g * Cg + c]
+//       per g a [nb*Ho*Wo, R*S*Cg] matrix, the A of Y[:, g*Kg:(g+1)*Kg] = col[g] @ W[g]ᵀ.
+//       vec: elements moved per thread (1, or 16 bytes' worth when Cg and the pointers allow).
+//   col2im_<t>(col, bias, y, nb, K, Ho, Wo, G, R, S, H, W, sh, sw, ph, pw, dh, dw, channels_last)
+//       the transposed convolution's gather: y[n, k, oh, ow] (NHWC: y[n, oh, ow, k]) = bias[k] +
+//       the col entries of every (ih, iw, r, s) with ih * sh - ph + r * dh == oh (and for w),
+//       col laid out as im2col's output for a convolution of a [nb, K, Ho, Wo] image by
+//       [.., R, S] windows over an [H, W] input grid (NCHW: [(n, g)][(k, r, s)][(ih, iw)],
+//       NHWC: [g][(n, ih, iw)][(r, s, k)]). Deterministic: each output sums its own terms.
+//   conv_depthwise_<t>(x, w, bias, y, nb, C, H, W, K, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw,
+//                      channels_last)
+//       groups == C: output channel k reads input channel k / (K / C); w [K, R, S] (both
+//       layouts store a one-channel group's weights alike); bias may be null.
+//
+// f32 accumulation; every entry point is a grid-stride loop over its outputs (any 1-D grid).
+#include "dtypes.h"
+
+namespace hipk {
+
+// The input element an output pixel's window tap reads, or zero outside the image.
+template <typename T>
+HIPK_DEVICE T tap(const T* x, long long at, int ih, int iw, int H, int W) {
+    if (ih < 0 || ih >= H || iw < 0 || iw >= W) return from_float<T>(0.0f);
+    return x[at];
+}
+
+template <typename T>
+HIPK_DEVICE void im2col_nchw(const T* x, T* col, long long nb, int C, int H, int W, int G, int R,
+                             int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh,
+                             int dw) {
+    const long long P = (long long)Ho * Wo;
+    const long long rows = nb * C * R * S;  // (n, g, c, r, s): G * Cg == C
+    const long long n_all = rows * P;
+    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
+        const long long p = i % P;
+        long long row = i / P;
+        const int s = (int)(row % S);
+        row /= S;
+        const int r = (int)(row % R);
+        row /= R;  // n * C + channel (channel = g * Cg + c)
+        const int oh = (int)(p / Wo), ow = (int)(p % Wo);
+        const int ih = oh * sh - ph + r * dh, iw = ow * sw - pw + s * dw;
+        col[i] = tap(x, (row * H + ih) * W + iw, ih, iw, H, W);
+    }
+    (void)G;  // the channels of all groups are consecutive: (g, c) is one channel index
+}
+
+template <typename T, int V>
+HIPK_DEVICE void im2col_nhwc(const T* x, T* col, long long nb, int C, int H, int W, int G, int R,
+                             int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh,
+                             int dw) {
+    const int Cg = C / G, runs = Cg / V;
+    const long long pixels = nb * Ho * Wo;
+    const long long n_all = (long long)G * pixels * R * S * runs;
+    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
+        long long rest = i;
+        const int c = (int)(rest % runs) * V;
+        rest /= runs;
+        const int s = (int)(rest % S);
+        rest /= S;
+        const int r = (int)(rest % R);
+        rest /= R;
+        const long long pixel = rest % pixels;
+        const int g = (int)(rest / pixels);
+        const int ow = (int)(pixel % Wo);
+        const long long nh = pixel / Wo;
+        const int oh = (int)(nh % Ho);
+        const long long n = nh / Ho;
+        const int ih = oh * sh - ph + r * dh, iw = ow * sw - pw + s * dw;
+        Vec<T, V> v;
+        if (ih < 0 || ih >= H || iw < 0 || iw >= W) {
+            HIPK_UNROLL
+            for (int j = 0; j < V; ++j) v.v[j] = from_float<T>(0.0f);
+        } else {
+            v = *reinterpret_cast<const Vec<T, V>*>(x + ((n * H + ih) * W + iw) * C + g * Cg + c);
+        }
+        *reinterpret_cast<Vec<T, V>*>(col + i * V) = v;
+    }
+}
+
+// The sum over window taps that land on output (oh, ow): tap (r, s) comes from input pixel
+// ((oh + ph - r * dh) / sh, ...) when that divides exactly and lies inside [H, W).
+template <typename T>
+HIPK_DEVICE void col2im(const T* col, const T* bias, T* y, long long nb, int K, int Ho, int Wo,
+                        int G, int R, int S, int H, int W, int sh, int sw, int ph, int pw, int dh,
+                        int dw, int channels_last) {
+    const int Kg = K / G;
+    const long long HW = (long long)H * W;
+    const long long n_all = nb * K * Ho * Wo;
+    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
+        int k, oh, ow;
+        long long n;
+        if (channels_last) {
+            k = (int)(i % K);
+            const long long pixel = i / K;
+            ow = (int)(pixel % Wo);
+            oh = (int)(pixel / Wo % Ho);
+            n = pixel / Wo / Ho;
+        } else {
+            ow = (int)(i % Wo);
+            oh = (int)(i / Wo % Ho);
+            const long long nk = i / Wo / Ho;
+            k = (int)(nk % K);
+            n = nk / K;
+        }
+        const int g = k / Kg, kg = k % Kg;
+        float acc = bias ? to_float(bias[k]) : 0.0f;
+        for (int r = 0; r < R; ++r) {
+            const int th = oh + ph - r * dh;
+            if (th < 0 || th % sh) continue;
+            const int ih = th / sh;
+            if (ih >= H) continue;
+            for (int s = 0; s < S; ++s) {
+                const int tw = ow + pw - s * dw;
+                if (tw < 0 || tw % sw) continue;
+                const int iw = tw / sw;
+                if (iw >= W) continue;
+                long long at;
+                if (channels_last) {  // [g][(n, ih, iw)][(r, s, kg)]
+                    at = ((g * nb + n) * HW + (long long)ih * W + iw) * R * S * Kg +
+                         ((long long)r * S + s) * Kg + kg;
+                } else {  // [(n, g)][(kg, r, s)][(ih, iw)]
+                    at = (((n * G + g) * Kg + kg) * R * S + (long long)r * S + s) * HW +
+                         (long long)ih * W + iw;
+                }
+                acc += to_float(col[at]);
+            }
+        }
+        y[i] = from_float<T>(acc);
+    }
+}
+
+template <typename T>
+HIPK_DEVICE void conv_depthwise(const T* x, const T* w, const T* bias, T* y, long long nb, int C,
+                                int H, int W, int K, int R, int S, int Ho, int Wo, int sh, int sw,
+                                int ph, int pw, int dh, int dw, int channels_last) {
+    const int multiplier = K / C;
+    const long long n_all = nb * K * Ho * Wo;
+    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
+        int k, oh, ow;
+        long long n;
+        if (channels_last) {
+            k = (int)(i % K);
+            const long long pixel = i / K;
+            ow = (int)(pixel % Wo);
+            oh = (int)(pixel / Wo % Ho);
+            n = pixel / Wo / Ho;
+        } else {
+            ow = (int)(i % Wo);
+            oh = (int)(i / Wo % Ho);
+            const long long nk = i / Wo / Ho;
+            k = (int)(nk % K);
+            n = nk / K;
+        }
+        const int c = k / multiplier;
+        const T* wk = w + (long long)k * R * S;
+        float acc = bias ? to_float(bias[k]) : 0.0f;
+        for (int r = 0; r < R; ++r) {
+            const int ih = oh * sh - ph + r * dh;
+            if (ih < 0 || ih >= H) continue;
+            for (int s = 0; s < S; ++s) {
+                const int iw = ow * sw - pw + s * dw;
+                if (iw < 0 || iw >= W) continue;
+                const long long at = channels_last ? ((n * H + ih) * W + iw) * C + c
+                                                   : ((n * C + c) * H + ih) * W + iw;
+                acc += to_float(x[at]) * to_float(wk[r * S + s]);
+            }
+        }
+        y[i] = from_float<T>(acc);
+    }
+}
+
+}  // namespace hipk
+
+#define HIPK_IM2COL_NCHW(S_, T)                                                                \
+    extern "C" __global__ void im2col_nchw_##S_(                                               \
+        const T* x, T* col, long long nb, int C, int H, int W, int G, int R, int S, int Ho,    \
+        int Wo, int sh, int sw, int ph, int pw, int dh, int dw) {                              \
+        hipk::im2col_nchw<T>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw);    \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_IM2COL_NCHW)
+
+#define HIPK_IM2COL_NHWC(S_, T)                                                                \
+    extern "C" __global__ void im2col_nhwc_##S_(                                               \
+        const T* x, T* col, long long nb, int C, int H, int W, int G, int R, int S, int Ho,    \
+        int Wo, int sh, int sw, int ph, int pw, int dh, int dw, int vec) {                     \
+        if (vec == hipk::Lanes16<T>::value)                                                    \
+            hipk::im2col_nhwc<T, hipk::Lanes16<T>::value>(x, col, nb, C, H, W, G, R, S, Ho,    \
+                                                          Wo, sh, sw, ph, pw, dh, dw);         \
+        else                                                                                   \
+            hipk::im2col_nhwc<T, 1>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh,  \
+                                    dw);                                                       \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_IM2COL_NHWC)
+
+#define HIPK_COL2IM(S_, T)                                                                     \
+    extern "C" __global__ void col2im_##S_(                                                    \
+        const T* col, const T* bias, T* y, long long nb, int K, int Ho, int Wo, int G, int R,  \
+        int S, int H, int W, int sh, int sw, int ph, int pw, int dh, int dw,                   \
+        int channels_last) {                                                                   \
+        hipk::col2im<T>(col, bias, y, nb, K, Ho, Wo, G, R, S, H, W, sh, sw, ph, pw, dh, dw,    \
+                        channels_last);                                                        \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_COL2IM)
+
+#define HIPK_CONV_DEPTHWISE(S_, T)                                                             \
+    extern "C" __global__ void conv_depthwise_##S_(                                            \
+        const T* x, const T* w, const T* bias, T* y, long long nb, int C, int H, int W, int K, \
+        int R, int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh, int dw,          \
+        int channels_last) {                                                                   \
+        hipk::conv_depthwise<T>(x, w, bias, y, nb, C, H, W, K, R, S, Ho, Wo, sh, sw, ph, pw,   \
+                                dh, dw, channels_last);                                        \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_CONV_DEPTHWISE)

@@ -1,0 +1,98 @@
+// 2-D pooling over NCHW (`channels_last` 0) or NHWC (1) C-contiguous tensors, torch's rules.
+//
+//   pool2d_<t>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode, channels_last)
+//       mode 0: max over the window taps inside the image (NaN propagates; dh, dw dilate);
+//       mode 1: average, divided by the window's size clipped to the padded image
+//               (count_include_pad: torch's min(start + k, H + p) - start);
+//       mode 2: average over the taps inside the image only (count_include_pad=False);
+//       mode 3: adaptive average: rows floor(oh * H / Ho) .. ceil((oh + 1) * H / Ho), the same
+//               for columns (kh..dw unused).
+//       A window with no tap inside the image (possible only with ceil_mode) gives -inf (max)
+//       or 0 (averages), as torch does not produce one: the host keeps every window's start
+//       inside the image or its left padding.
+//
+// One thread per output (consecutive threads take consecutive outputs: along ow in NCHW,
+// along the channels in NHWC, both coalesced), f32 accumulation, grid-stride over any 1-D grid.
+#include "dtypes.h"
+
+namespace hipk {
+
+template <typename T>
+HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
+                        int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int mode,
+                        int channels_last) {
+    const long long n_all = nb * C * Ho * Wo;
+    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
+        int c, oh, ow;
+        long long n;
+        if (channels_last) {
+            c = (int)(i % C);
+            const long long pixel = i / C;
+            ow = (int)(pixel % Wo);
+            oh = (int)(pixel / Wo % Ho);
+            n = pixel / Wo / Ho;
+        } else {
+            ow = (int)(i % Wo);
+            oh = (int)(i / Wo % Ho);
+            const long long nc = i / Wo / Ho;
+            c = (int)(nc % C);
+            n = nc / C;
+        }
+        // Element (h, w) of this (n, c) plane is at base + h * hstep + w * wstep.
+        const long long base = channels_last ? n * H * W * C + c : (n * C + c) * H * W;
+        const long long wstep = channels_last ? C : 1;
+        const long long hstep = wstep * W;
+        if (mode == 0) {
+            float m = neg_inf();
+            for (int r = 0; r < kh; ++r) {
+                const int h = oh * sh - ph + r * dh;
+                if (h < 0 || h >= H) continue;
+                for (int s = 0; s < kw; ++s) {
+                    const int w = ow * sw - pw + s * dw;
+                    if (w < 0 || w >= W) continue;
+                    const float v = to_float(x[base + h * hstep + w * wstep]);
+                    if (v > m || v != v) m = v;  // NaN wins and stays (v != v: NaN)
+                    if (m != m) break;
+                }
+            }
+            y[i] = from_float<T>(m);
+            continue;
+        }
+        int h0, h1, w0, w1;
+        float count;
+        if (mode == 3) {
+            h0 = (int)((long long)oh * H / Ho);
+            h1 = (int)(((long long)(oh + 1) * H + Ho - 1) / Ho);
+            w0 = (int)((long long)ow * W / Wo);
+            w1 = (int)(((long long)(ow + 1) * W + Wo - 1) / Wo);
+            count = (float)((h1 - h0) * (w1 - w0));
+        } else {
+            h0 = oh * sh - ph;
+            w0 = ow * sw - pw;
+            h1 = imin(h0 + kh, H + ph);
+            w1 = imin(w0 + kw, W + pw);
+            const int padded = (h1 - h0) * (w1 - w0);
+            h0 = h0 < 0 ? 0 : h0;
+            w0 = w0 < 0 ? 0 : w0;
+            h1 = imin(h1, H);
+            w1 = imin(w1, W);
+            count = mode == 1 ? (float)padded : (float)((h1 - h0) * (w1 - w0));
+        }
+        float sum = 0.0f;
+        for (int h = h0; h < h1; ++h)
+            for (int w = w0; w < w1; ++w) sum += to_float(x[base + h * hstep + w * wstep]);
+        y[i] = from_float<T>(count > 0.0f ? sum / count : 0.0f);
+    }
+}
+
+}  // namespace hipk
+
+#define HIPK_POOL2D(S_, T)                                                                     \
+    extern "C" __global__ void pool2d_##S_(const T* x, T* y, long long nb, int C, int H,       \
+                                           int W, int Ho, int Wo, int kh, int kw, int sh,      \
+                                           int sw, int ph, int pw, int dh, int dw, int mode,   \
+                                           int channels_last) {                                \
+        hipk::pool2d<T>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,       \
+                        channels_last);                                                        \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_POOL2D)

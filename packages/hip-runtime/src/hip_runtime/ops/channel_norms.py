@@ -1,0 +1,119 @@
+"""Normalizations per channel: group_norm and batch_norm (inference), torch's semantics.
+
+x [N, C, *] C-contiguous (any number of spatial axes, none included), f32/f16/bf16 with f32
+statistics; batch_norm also takes channels-last tensors ([N, *, C], `channels_last=True`).
+weight, bias, running_mean and running_var are [C] of x's dtype (weight and bias may be
+None). kernels/channel_norms.hip; queued on the backend's stream; `out=x` works in place; a
+repeated call is served by a plan (`OpsBase._planned`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hip_runtime.dtypes import float_type
+from hip_runtime.ops.base import OpsBase, plan_head, plan_key
+from hip_runtime.ops.convolution import launch_outputs
+from hip_runtime.tensor import DeviceTensor
+
+_GROUP_BLOCK = 512  # group_norm: threads per group (the group is read three times)
+
+
+class ChannelNormOps(OpsBase):
+    def group_norm(
+        self,
+        x: DeviceTensor,
+        num_groups: int,
+        weight: DeviceTensor | None = None,
+        bias: DeviceTensor | None = None,
+        eps: float = 1e-5,
+        *,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """torch.nn.functional.group_norm: the C channels in `num_groups` groups, each group
+        of each image normalized by its mean and biased variance, then · weight[c] + bias[c].
+        Queued on the backend's stream."""
+        key = plan_key(x, weight, bias, out)
+        if key is not None:
+            key = ("group_norm", *key, num_groups, eps)
+            plan = self._planned(key)
+            if plan is not None:
+                y = self._planned_output(plan, (x, weight, bias), out)
+                if y is not None:
+                    kernel, grid, args = plan[4:]
+                    kernel.launch(grid, _GROUP_BLOCK, x, weight, bias, y, *args,
+                                  stream=self.stream)  # fmt: skip
+                    return y
+        x, c, inner = self._channels("group_norm", x, False)
+        if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+            raise ValueError(f"group_norm: num_groups must be a positive int, not {num_groups!r}")
+        if c % num_groups:
+            raise ValueError(
+                f"group_norm: x's {c} channels are not divisible by {num_groups} groups"
+            )
+        for tensor, name in ((weight, "weight"), (bias, "bias")):
+            if tensor is not None:
+                self._same(x, tensor, name, (c,))
+        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight, bias))
+        kernel = self._kernel("channel_norms.hip", f"group_norm_{float_type(x.dtype).suffix}")
+        grid = x.shape[0] * num_groups
+        args = (c, num_groups, inner, float(eps))
+        if y.size:
+            kernel.launch(grid, _GROUP_BLOCK, x, weight, bias, y, *args, stream=self.stream)
+            self._keep_plan(key, (*plan_head((x, weight, bias), y), kernel, grid, args))
+        return y
+
+    def batch_norm(
+        self,
+        x: DeviceTensor,
+        running_mean: DeviceTensor,
+        running_var: DeviceTensor,
+        weight: DeviceTensor | None = None,
+        bias: DeviceTensor | None = None,
+        eps: float = 1e-5,
+        *,
+        channels_last: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """torch.nn.functional.batch_norm with training=False: (x - running_mean[c]) /
+        sqrt(running_var[c] + eps) · weight[c] + bias[c]. Queued on the backend's stream."""
+        inputs = (x, running_mean, running_var, weight, bias)
+        key = plan_key(*inputs, out)
+        if key is not None:
+            key = ("batch_norm", *key, eps, bool(channels_last))
+            plan = self._planned(key)
+            if plan is not None:
+                y = self._planned_output(plan, inputs, out)
+                if y is not None:
+                    launch_outputs(self, plan[4], y.size, *inputs, y, y.size, *plan[5])
+                    return y
+        x, c, inner = self._channels("batch_norm", x, bool(channels_last))
+        self._same(x, running_mean, "running_mean", (c,))
+        self._same(x, running_var, "running_var", (c,))
+        for tensor, name in ((weight, "weight"), (bias, "bias")):
+            if tensor is not None:
+                self._same(x, tensor, name, (c,))
+        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=inputs[1:])
+        kernel = self._kernel("channel_norms.hip", f"batch_norm_{float_type(x.dtype).suffix}")
+        args = (c, inner, float(eps))
+        launch_outputs(self, kernel, y.size, x, running_mean, running_var, weight, bias, y,
+                       y.size, *args)  # fmt: skip
+        if y.size:
+            self._keep_plan(key, (*plan_head(inputs, y), kernel, args))
+        return y
+
+    def _channels(self, op: str, x: Any, channels_last: bool) -> tuple[DeviceTensor, int, int]:
+        """x checked (C-contiguous f32/f16/bf16 of at least 2 axes), its channel count and
+        the elements between consecutive channels (1 when channels last)."""
+        x = self._tensor(x, "x")
+        if float_type(x.dtype, "x").suffix not in ("f32", "f16", "bf16"):
+            raise ValueError(f"{op} takes float32, float16 and bfloat16 tensors, not {x.dtype}")
+        if x.ndim < 2:
+            raise ValueError(f"{op}: x must be [N, C, *] (at least 2-D), not {x.shape}")
+        if channels_last:
+            return x, x.shape[-1], 1
+        return x, x.shape[1], math.prod(x.shape[2:])
+
+
+__all__ = ["ChannelNormOps"]

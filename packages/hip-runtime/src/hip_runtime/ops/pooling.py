@@ -1,0 +1,162 @@
+"""2-D pooling: max_pool2d, avg_pool2d, adaptive_avg_pool2d (torch's semantics).
+
+x [N, C, H, W] (or [N, H, W, C] with `channels_last=True`, the result then NHWC too),
+C-contiguous, f32/f16/bf16 (f32 accumulation). max_pool2d and avg_pool2d go to the backend's
+DNN library when it has one and the case is one it expresses (symmetric padding: no
+`ceil_mode` window past the padding, no dilation); otherwise kernels/pool.hip, one thread
+per output. Queued on the backend's stream; a repeated call of the same layouts and arguments
+is served by a plan (`OpsBase._planned`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hip_runtime.dtypes import float_type
+from hip_runtime.ops.base import OpsBase, plan_head, plan_key
+from hip_runtime.ops.conv_geometry import ints, nchw, pool_out_size
+from hip_runtime.ops.convolution import key_part, launch_outputs
+from hip_runtime.tensor import DeviceTensor
+
+_MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2, "adaptive": 3}
+
+
+class PoolingOps(OpsBase):
+    _conv_use_library: bool
+
+    def max_pool2d(
+        self,
+        x: DeviceTensor,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        dilation: Any = 1,
+        ceil_mode: bool = False,
+        *,
+        channels_last: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """torch.nn.functional.max_pool2d: the largest value of each window (NaN if any is).
+        kernel_size, stride (None: kernel_size), padding (at most half the window) and
+        dilation: an int or (h, w). Queued on the backend's stream."""
+        args = ("max", kernel_size, stride, padding, dilation, bool(ceil_mode))
+        return self._pool_call("max_pool2d", x, args, channels_last, out)
+
+    def avg_pool2d(
+        self,
+        x: DeviceTensor,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        *,
+        channels_last: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """torch.nn.functional.avg_pool2d: each window's mean; `count_include_pad` divides by
+        the window's size within the padded image, else by its taps inside the image.
+        Queued on the backend's stream."""
+        mode = "avg_include_pad" if count_include_pad else "avg_exclude_pad"
+        args = (mode, kernel_size, stride, padding, 1, bool(ceil_mode))
+        return self._pool_call("avg_pool2d", x, args, channels_last, out)
+
+    def adaptive_avg_pool2d(
+        self,
+        x: DeviceTensor,
+        output_size: Any,
+        *,
+        channels_last: bool = False,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """torch.nn.functional.adaptive_avg_pool2d: output_size (an int, or (h, w) where None
+        keeps the input's size) windows from floor(i·H/Ho) to ceil((i+1)·H/Ho). Queued on the
+        backend's stream."""
+        return self._pool_call("adaptive_avg_pool2d", x, ("adaptive", output_size),
+                               channels_last, out)  # fmt: skip
+
+    def _pool_call(
+        self, op: str, x: Any, args: tuple[Any, ...], channels_last: bool, out: Any
+    ) -> DeviceTensor:
+        key = plan_key(x, out)
+        if key is not None:
+            key = (op, *key, key_part(args), bool(channels_last))
+            plan = self._planned(key)
+            if plan is not None:
+                y = self._planned_output(plan, (x,), out)
+                if y is not None:
+                    self._pool_run(x, y, *plan[4:])
+                    return y
+        x = self._tensor(x, "x")
+        t = float_type(x.dtype, "x")
+        if t.suffix not in ("f32", "f16", "bf16"):
+            raise ValueError(f"{op} takes float32, float16 and bfloat16 tensors, not {x.dtype}")
+        if x.ndim != 4:
+            raise ValueError(f"{op}: x must be 4-D ([N, C, H, W] or NHWC), not {x.shape}")
+        n, c, h, w = nchw(x.shape, bool(channels_last))
+        if args[0] == "adaptive":
+            ho, wo = _output_size(op, args[1], h, w)
+            window: tuple[int, ...] = (0,) * 8
+        else:
+            *found, ho, wo = _window(op, h, w, *args[1:])
+            window = tuple(found)
+        shape = (n, ho, wo, c) if channels_last else (n, c, ho, wo)
+        y = self._output(out, shape, x.dtype, distinct_from=(x,))
+        dims = (n, c, h, w, ho, wo)
+        plan = (_MODES[args[0]], dims, window, bool(channels_last), t.suffix)
+        self._pool_run(x, y, *plan)
+        if y.size:
+            self._keep_plan(key, (*plan_head((x,), y), *plan))
+        return y
+
+    def _pool_run(
+        self, x: DeviceTensor, y: DeviceTensor, mode: int, dims: tuple[int, ...],
+        window: tuple[int, ...], channels_last: bool, suffix: str,
+    ) -> None:  # fmt: skip
+        """Queue a validated pooling: the library's where it takes it, else pool.hip's."""
+        n, c, h, w, ho, wo = dims
+        kh, kw, sh, sw, ph, pw, dh, dw = window
+        accessor = getattr(self, "_dnn", None)
+        # The library's output size is the floor one: only then is its padding torch's.
+        if (
+            self._conv_use_library and accessor is not None and mode != 3
+            and (dh, dw) == (1, 1)
+            and (ho, wo) == ((h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1)
+        ):  # fmt: skip
+            dnn = accessor()
+            name = next(k for k, v in _MODES.items() if v == mode)
+            if dnn is not None and dnn.pool_forward(
+                x, y, mode=name, window=(kh, kw), stride=(sh, sw), padding=(ph, pw),
+                channels_last=channels_last,
+            ):  # fmt: skip
+                return
+        kernel = self._kernel("pool.hip", f"pool2d_{suffix}")
+        launch_outputs(self, kernel, y.size, x, y, n, c, h, w, ho, wo, *window, mode,
+                       int(channels_last))  # fmt: skip
+
+
+def _window(
+    op: str, h: int, w: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+    ceil_mode: bool,
+) -> tuple[int, ...]:  # fmt: skip
+    """(kh, kw, sh, sw, ph, pw, dh, dw, ho, wo) of a pooling; ValueError as torch's."""
+    kh, kw = ints(kernel_size, "kernel_size", op, 2, minimum=1)
+    sh, sw = (kh, kw) if stride is None else ints(stride, "stride", op, 2, minimum=1)
+    ph, pw = ints(padding, "padding", op, 2, minimum=0)
+    dh, dw = ints(dilation, "dilation", op, 2, minimum=1)
+    if 2 * ph > kh or 2 * pw > kw:
+        raise ValueError(f"{op}: padding {(ph, pw)} must be at most half the window {(kh, kw)}")
+    ho = pool_out_size(op, h, kh, sh, ph, dh, ceil_mode)
+    wo = pool_out_size(op, w, kw, sw, pw, dw, ceil_mode)
+    return (kh, kw, sh, sw, ph, pw, dh, dw, ho, wo)
+
+
+def _output_size(op: str, size: Any, h: int, w: int) -> tuple[int, int]:
+    """adaptive_avg_pool2d's (ho, wo): an int, or a pair of ints or None (the input's)."""
+    if isinstance(size, (tuple, list)) and len(size) == 2:
+        pair = tuple(full if s is None else s for s, full in zip(size, (h, w), strict=True))
+        return ints(pair, "output_size", op, 2, minimum=1)  # type: ignore[return-value]
+    return ints(size, "output_size", op, 2, minimum=1)  # type: ignore[return-value]
+
+
+__all__ = ["PoolingOps"]
