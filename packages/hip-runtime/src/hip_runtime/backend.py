@@ -34,6 +34,7 @@ from hip_runtime.ops.layout import LayoutOps
 from hip_runtime.ops.linalg import LinalgOps
 from hip_runtime.ops.norms import NormOps
 from hip_runtime.ops.pointwise import PointwiseOps
+from hip_runtime.ops.quantized_matmul import QuantizedOps
 from hip_runtime.ops.reductions import ReductionOps
 from hip_runtime.ops.softmax import SoftmaxOps
 from hip_runtime.ops.sorting import SortingOps
@@ -51,6 +52,7 @@ class HipBackend(
     LinalgOps,
     AttentionOps,
     AttentionDecodeOps,
+    QuantizedOps,
     IndexingOps,
     SortingOps,
     CreationOps,

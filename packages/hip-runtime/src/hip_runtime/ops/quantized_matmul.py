@@ -1,0 +1,172 @@
+"""Linear layers whose weight stays in GGUF's Q8_0 / Q4_0 blocks on the device (issue 16).
+
+`QuantizedWeight` holds a weight's raw blocks (ggml's layout, ops.quantized.BLOCK_ENCODINGS)
+with its logical shape [N, K]; `quantized_linear(x, weight)` is `x @ dequantize(weight)ᵀ`:
+
+- up to `GEMV_MAX_ROWS` rows of x (a decode step's tokens): kernels/gemv_quant.hip reads the
+  blocks once per 16 rows and dequantizes them in registers, so a decode step streams ~1.06
+  (Q8_0) or ~0.56 (Q4_0) bytes per weight instead of 2 (bf16) or 4 (f32);
+- more rows (a prefill): the weight is expanded into a pooled scratch tensor of x's dtype and
+  multiplied by BLAS (GEMM speed; the scratch returns to the pool once the stream is past it).
+
+Everything is queued on the backend's stream and nothing synchronizes, so a decode step that
+uses it can be captured in a graph and replayed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hip_runtime.dtypes import float_type
+from hip_runtime.ops.base import INT_MAX, OpsBase, plan_head, plan_key
+from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
+from hip_runtime.tensor import DeviceTensor
+
+_SOURCE = "gemv_quant.hip"
+_THREADS = 256  # HIPK_GEMV_THREADS
+_ROW_TILES = (1, 4, 16)  # the kernels' row tiles R (accumulators per thread)
+#: Rows up to which the GEMV runs (in launches of 16 rows, each rereading the blocks); beyond,
+#: expanding the weight once and one GEMM is cheaper.
+GEMV_MAX_ROWS = 64
+#: Threads per weight row (32, 64, 128 or 256), by the row length K in elements: the first
+#: entry whose bound K is at most. bench/bench_quant.py times the choices.
+THREADS_PER_ROW: tuple[tuple[int, int], ...] = ((1 << 62, 64),)
+
+
+@dataclass(frozen=True)
+class QuantizedWeight:
+    """A [N, K] weight held as GGUF blocks on the device.
+
+    Attributes:
+        blocks: uint8 [N, K / 32 * block bytes], C-contiguous: row n's blocks, as a GGUF file
+            stores them (34 bytes each for q8_0, 18 for q4_0).
+        shape: (N, K), the logical shape; K is a multiple of 32.
+        encoding: "q8_0" or "q4_0".
+    """
+
+    blocks: DeviceTensor
+    shape: tuple[int, int]
+    encoding: str
+
+    def __post_init__(self) -> None:
+        geometry = BLOCK_ENCODINGS.get(self.encoding)
+        if geometry is None:
+            raise ValueError(f"QuantizedWeight: unknown encoding {self.encoding!r}; expected "
+                             f"one of {', '.join(BLOCK_ENCODINGS)}")  # fmt: skip
+        if not isinstance(self.blocks, DeviceTensor):
+            raise TypeError(f"QuantizedWeight: blocks must be a DeviceTensor, not "
+                            f"{type(self.blocks).__name__}")  # fmt: skip
+        n, k = self.shape
+        per_block, block_bytes = geometry
+        if n < 1 or k < per_block or k % per_block:
+            raise ValueError(f"QuantizedWeight: shape {self.shape} must be [N >= 1, K] with K a "
+                             f"positive multiple of {per_block}")  # fmt: skip
+        expected = (n, k // per_block * block_bytes)
+        if self.blocks.dtype.name != "uint8" or self.blocks.shape != expected:
+            raise ValueError(f"QuantizedWeight: blocks are {self.blocks.shape} "
+                             f"{self.blocks.dtype}; expected uint8 {expected}")  # fmt: skip
+        if not self.blocks.is_contiguous or self.blocks.ptr % 2:
+            raise ValueError("QuantizedWeight: blocks must be C-contiguous and 2-byte aligned")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the blocks (what one pass over the weight reads)."""
+        return self.blocks.nbytes
+
+
+class QuantizedOps(OpsBase):
+    if TYPE_CHECKING:  # the linalg family's op, mixed into HipBackend beside this one
+
+        def linear(
+            self, x: DeviceTensor, weight: DeviceTensor, bias: DeviceTensor | None = None, *,
+            out: DeviceTensor | None = None,
+        ) -> DeviceTensor: ...  # fmt: skip
+
+    def dequantize(self, weight: QuantizedWeight, dtype: object = "float32") -> DeviceTensor:
+        """The [N, K] weight expanded into a new tensor of `dtype` (f32, f16, bf16) from the
+        backend's pool, queued on its stream (each value the f32 product of scale and quant,
+        rounded once)."""
+        self._qlinear_weight(weight)
+        t = float_type(dtype, "dtype")
+        dense = self._output(None, weight.shape, t.dtype)
+        dequantize_into(self.kernels, weight.encoding, weight.blocks.ptr, dense, stream=self.stream)
+        return dense
+
+    def quantized_linear(
+        self, x: DeviceTensor, weight: QuantizedWeight, *, out: DeviceTensor | None = None
+    ) -> DeviceTensor:
+        """x @ Wᵀ for W the dequantized `weight`: x [..., K] (f32, f16, bf16; any layout, a
+        copy is made of one whose rows are not contiguous and 16-byte aligned), result
+        [..., N] in x's dtype, f32 accumulation. Up to GEMV_MAX_ROWS rows: the GEMV kernels
+        read the blocks directly; more: dequantize + GEMM (module docstring). `out`: a
+        C-contiguous [..., N] tensor of x's dtype not overlapping x or the blocks. Queued on
+        the backend's stream; a repeated call of the same layouts is served by a plan."""
+        call = plan_key(x, weight.blocks, out) if type(weight) is QuantizedWeight else None
+        if call is not None:
+            call = ("quantized_linear", weight.encoding, weight.shape, *call)
+            planned = self._planned(call)
+            if planned is not None:
+                y = self._planned_output(planned, (x, weight.blocks), out)
+                if y is not None:
+                    self._qlinear_launch(planned[4], x, weight, y)
+                    return y
+        self._qlinear_weight(weight)
+        x = self._operand(x, "x")
+        t = float_type(x.dtype, "x")
+        n, k = weight.shape
+        if x.ndim == 0 or x.shape[-1] != k:
+            raise ValueError(f"quantized_linear: x is {x.shape}; expected [..., {k}] for a weight "
+                             f"{weight.shape}")  # fmt: skip
+        rows = math.prod(x.shape[:-1])
+        if rows > INT_MAX or n > INT_MAX or k > INT_MAX:
+            raise ValueError(f"quantized_linear: x {x.shape} exceeds the kernels' int range")
+        y = self._output(out, (*x.shape[:-1], n), x.dtype, distinct_from=(x, weight.blocks))
+        direct = x.is_contiguous and x.ptr % 16 == 0
+        launch = (rows, n, k, t.suffix, direct)
+        self._qlinear_launch(launch, x, weight, y)
+        self._keep_plan(call, (*plan_head((x, weight.blocks), y), launch))
+        return y
+
+    def _qlinear_weight(self, weight: object) -> None:
+        if not isinstance(weight, QuantizedWeight):
+            raise TypeError(f"weight must be a QuantizedWeight, not {type(weight).__name__}")
+        self._operand(weight.blocks, "weight.blocks")
+
+    def _qlinear_launch(
+        self, launch: tuple[int, int, int, str, bool], x: DeviceTensor, weight: QuantizedWeight,
+        y: DeviceTensor,
+    ) -> None:  # fmt: skip
+        rows, n, k, suffix, direct = launch
+        if rows == 0:
+            return
+        if rows > GEMV_MAX_ROWS:
+            dense = self.dequantize(weight, x.dtype)
+            self.linear(x, dense, out=y)
+            return
+        if not direct:  # rows of k elements from a 16-byte aligned pool address
+            copy = self._output(None, x.shape, x.dtype)
+            copy.copy_(x)
+            x = copy
+        tpr = threads_per_row(k)
+        grid = -(-n // (_THREADS // tpr))
+        x2, y2 = x.reshape(rows, k), y.reshape(rows, n)
+        for first in range(0, rows, 16):
+            part = min(16, rows - first)
+            tile = next(r for r in _ROW_TILES if r >= part)
+            kernel = self._kernel(_SOURCE, f"gemv_{weight.encoding}_r{tile}_{suffix}")
+            xs, ys = (
+                (x2, y2) if part == rows else (x2[first : first + part], y2[first : first + part])
+            )
+            kernel.launch(
+                grid, _THREADS, weight.blocks, xs, ys, n, k, part, tpr, k, n, stream=self.stream
+            )
+
+
+def threads_per_row(k: int) -> int:
+    """The kernels' threads per weight row for rows of k elements (THREADS_PER_ROW)."""
+    return next(tpr for bound, tpr in THREADS_PER_ROW if k <= bound)
+
+
+__all__ = ["GEMV_MAX_ROWS", "THREADS_PER_ROW", "QuantizedOps", "QuantizedWeight", "threads_per_row"]

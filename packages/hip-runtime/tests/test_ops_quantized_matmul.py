@@ -1,0 +1,166 @@
+"""quantized_linear (kernels/gemv_quant.hip, and dequantize + GEMM beyond GEMV_MAX_ROWS) and
+dequantize against float64 references of the dequantized weight, under hypothesis: both
+encodings, each dtype, row lengths that take the 16-byte copy (K a multiple of 256) and the
+2-byte one, 1..20 rows (the row tiles 1, 4, 16 and two launches), weight rows that do not fill
+a block, x in strided and unaligned layouts, every threads-per-row choice.
+
+On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gguf
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hip_core import Device
+from hip_runtime import HipBackend, testing
+from hip_runtime.ops import quantized_matmul
+from hip_runtime.ops.quantized_matmul import QuantizedWeight
+
+SETTINGS = settings(
+    max_examples=30, deadline=None, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)  # fmt: skip
+QTYPES = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}
+TYPES = ("f32", "f16", "bf16")
+
+
+@pytest.fixture(scope="module")
+def backend(device: Device) -> Iterator[HipBackend]:
+    with HipBackend(device) as backend:
+        yield backend
+
+
+def quantized(
+    backend: HipBackend, rng: np.random.Generator, n: int, k: int, encoding: str
+) -> tuple[QuantizedWeight, np.ndarray]:
+    """A random [n, k] weight as GGUF blocks on the device, and its float64 dequantization."""
+    values = rng.standard_normal((n, k)).astype(np.float32)
+    blocks = np.asarray(gguf.quants.quantize(values, QTYPES[encoding]))
+    dense = testing.dequantize(blocks, encoding).reshape(n, k).astype(np.float64)
+    return QuantizedWeight(backend.from_numpy(blocks), (n, k), encoding), dense
+
+
+def expected(x: np.ndarray, dense: np.ndarray) -> testing.Reference:
+    return testing.linear(x, dense)
+
+
+@SETTINGS
+@given(
+    encoding=st.sampled_from(sorted(QTYPES)),
+    dtype=st.sampled_from(TYPES),
+    n=st.integers(1, 40),
+    blocks=st.sampled_from([1, 3, 8, 9, 16, 24]),  # K = 32 · blocks: 8, 16, 24 take 16-byte copies
+    rows=st.sampled_from([1, 2, 4, 5, 16, 17]),
+    layout=st.sampled_from(["contiguous", "strided", "unaligned", "batched"]),
+    tpr=st.sampled_from([32, 64, 128, 256]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_matches_the_reference(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, encoding: str, dtype: str, n: int,
+    blocks: int, rows: int, layout: str, tpr: int, seed: int,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(quantized_matmul, "THREADS_PER_ROW", ((1 << 62, tpr),))
+    rng = np.random.default_rng(seed)
+    k = 32 * blocks
+    weight, dense = quantized(backend, rng, n, k, encoding)
+    if layout == "batched":
+        x = testing.random(rng, (rows, 1, k), dtype)  # [B, 1, K]: a decode step's hidden states
+        device_x = backend.from_numpy(x)
+    elif layout == "strided":
+        wide = testing.random(rng, (rows, k + 32), dtype)
+        x, device_x = wide[:, 16 : 16 + k], backend.from_numpy(wide)[:, 16 : 16 + k]
+    elif layout == "unaligned":
+        flat = testing.random(rng, (rows * k + 1,), dtype)
+        x = flat[1:].reshape(rows, k)
+        device_x = backend.from_numpy(flat)[1:].reshape(rows, k)
+    else:
+        x = testing.random(rng, (rows, k), dtype)
+        device_x = backend.from_numpy(x)
+    got = backend.quantized_linear(device_x, weight)
+    assert got.shape == (*x.shape[:-1], n) and got.dtype == x.dtype
+    testing.assert_close(got.to_numpy(), expected(x, dense), dtype)
+
+
+@pytest.mark.parametrize("encoding", sorted(QTYPES))
+def test_many_rows_take_dequantize_and_gemm(backend: HipBackend, encoding: str) -> None:
+    """A prefill's rows (more than GEMV_MAX_ROWS): the weight is expanded and BLAS multiplies;
+    out= is written in place."""
+    rng = np.random.default_rng(3)
+    weight, dense = quantized(backend, rng, 24, 256, encoding)
+    x = testing.random(rng, (2, quantized_matmul.GEMV_MAX_ROWS, 256), "f32")
+    out = backend.empty((2, quantized_matmul.GEMV_MAX_ROWS, 24), "float32")
+    got = backend.quantized_linear(backend.from_numpy(x), weight, out=out)
+    assert got is out
+    testing.assert_close(out.to_numpy(), expected(x, dense), "f32")
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("encoding", sorted(QTYPES))
+def test_dequantize_is_exact(backend: HipBackend, encoding: str, dtype: str) -> None:
+    rng = np.random.default_rng(5)
+    weight, _ = quantized(backend, rng, 5, 96, encoding)
+    got = backend.dequantize(weight, testing.DTYPES[dtype]).to_numpy()
+    blocks = weight.blocks.to_numpy()
+    testing.assert_bits_equal(got, testing.dequantize(blocks, encoding, dtype).reshape(5, 96))
+
+
+def test_repeated_calls_use_the_plan(backend: HipBackend) -> None:
+    """The planned path (second call of the same layouts) gives the same result, into out= too."""
+    rng = np.random.default_rng(7)
+    weight, _ = quantized(backend, rng, 33, 256, "q8_0")
+    x = backend.from_numpy(testing.random(rng, (3, 256), "bf16"))
+    first = backend.quantized_linear(x, weight).to_numpy()
+    out = backend.empty((3, 33), "bfloat16")
+    for _ in range(2):
+        backend.quantized_linear(x, weight, out=out)
+        np.testing.assert_array_equal(out.to_numpy().view(np.uint16), first.view(np.uint16))
+
+
+def test_bad_arguments_raise_before_launch(backend: HipBackend) -> None:
+    rng = np.random.default_rng(9)
+    weight, _ = quantized(backend, rng, 8, 64, "q4_0")
+    x = backend.from_numpy(testing.random(rng, (2, 64), "f32"))
+    cases: list[tuple[Any, Any, dict[str, Any], type[Exception], str]] = [
+        (x, weight.blocks, {}, TypeError, "QuantizedWeight"),
+        (backend.from_numpy(testing.random(rng, (2, 96), "f32")), weight, {}, ValueError,
+         r"\[\.\.\., 64\]"),
+        (backend.from_numpy(np.zeros((2, 64), np.int32)), weight, {}, ValueError, "x"),
+        (x, weight, {"out": backend.empty((2, 8), "bfloat16")}, ValueError, "out"),
+        (x, weight, {"out": backend.empty((2, 9), "float32")}, ValueError, "out"),
+    ]  # fmt: skip
+    for args in cases:
+        a, w, options, error, message = args
+        with pytest.raises(error, match=message):
+            backend.quantized_linear(a, w, **options)
+    blocks = weight.blocks
+    for make, message in [
+        (lambda: QuantizedWeight(blocks, (8, 64), "q5_0"), "encoding"),
+        (lambda: QuantizedWeight(blocks, (8, 65), "q4_0"), "multiple of 32"),
+        (lambda: QuantizedWeight(blocks, (8, 96), "q4_0"), "expected uint8"),
+        (lambda: QuantizedWeight(blocks, (8, 64), "q8_0"), "expected uint8"),
+        (lambda: QuantizedWeight(blocks.to_numpy(), (8, 64), "q4_0"), "DeviceTensor"),  # type: ignore[arg-type]
+    ]:
+        with pytest.raises((ValueError, TypeError), match=message):
+            make()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("encoding", sorted(QTYPES))
+def test_llama_shapes(backend: HipBackend, platform: str, encoding: str) -> None:
+    """A 1B/8B Llama's down projection (K = 14336) and a 4096-wide layer at rows 1 and 16, bf16."""
+    if platform == "cpu":
+        pytest.skip("a GPU-sized shape")
+    rng = np.random.default_rng(13)
+    for n, k in ((4096, 4096), (1024, 14336)):
+        weight, dense = quantized(backend, rng, n, k, encoding)
+        for rows in (1, 16):
+            x = testing.random(rng, (rows, k), "bf16")
+            got = backend.quantized_linear(backend.from_numpy(x), weight).to_numpy()
+            testing.assert_close(got, expected(x, dense), "bf16")
