@@ -20,11 +20,12 @@ from hip_ffi.api import HipApi, PlatformTraits, Unavailable
 from hip_ffi.errors import FunctionUnavailableError, LibraryNotFoundError
 from hip_ffi.platforms.nvidia import loader as nvidia_loader
 
-ENV = ("HIP_FFI_CUDART_PATH", "HIP_FFI_LIBCUDA_PATH", "HIP_FFI_NVRTC_PATH", "HIP_FFI_CUBLAS_PATH")
+ENV = ("HIP_FFI_CUDART_PATH", "HIP_FFI_LIBCUDA_PATH", "HIP_FFI_NVRTC_PATH", "HIP_FFI_CUBLAS_PATH",
+       "HIP_FFI_CUDNN_PATH")  # fmt: skip
 #: What the fake answers: the status of every function not named in SPECIAL, by prefix, longest
 #: first (CUBLAS_STATUS_NOT_INITIALIZED, cudaErrorNoDevice, NVRTC_ERROR_COMPILATION,
 #: CUDA_ERROR_NO_DEVICE).
-STATUS_BY_PREFIX = (("cublas", 1), ("cuda", 100), ("nvrtc", 6), ("cu", 100))
+STATUS_BY_PREFIX = (("cublas", 1), ("cudnn", 1001), ("cuda", 100), ("nvrtc", 6), ("cu", 100))
 SPECIAL = {
     "cudaRuntimeGetVersion": (
         "int cudaRuntimeGetVersion(int* v) {"
@@ -35,11 +36,14 @@ SPECIAL = {
     "cudaPeekAtLastError": "int cudaPeekAtLastError(void) { return 0; }",
     "cuModuleLoadData": "int cuModuleLoadData() { return 201; }",  # no current context
     "nvrtcVersion": "int nvrtcVersion(int* a, int* b) { *a = 13; *b = 0; return 0; }",
+    "cudnnGetVersion": "size_t cudnnGetVersion(void) { return 92801; }",
 }
 
 
 def _fake_source() -> str:
-    cdef = (resources.files("hip_ffi") / "cdef" / "cuda.h").read_text()
+    cdef = "".join(
+        (resources.files("hip_ffi") / "cdef" / f).read_text() for f in ("cuda.h", "cudnn.h")
+    )
     lines = ["#include <stdlib.h>"]
     declaration = re.compile(r"^((?:const\s+)?\w+\s*\**)\s*\b(\w+)\s*\(", flags=re.MULTILINE)
     for returns, name in declaration.findall(cdef):
@@ -81,7 +85,7 @@ def test_every_surface_function_is_bound(api: HipApi, fake_cuda: Path) -> None:
     assert api.runtime_version == 13000
     assert api.device_prop_type == "hipDeviceProp_tR0600"
     assert api.unavailable() == {}
-    assert set(api.libraries) == {"cuda runtime", "cuda driver", "nvrtc", "cublas"}
+    assert set(api.libraries) == {"cuda runtime", "cuda driver", "nvrtc", "cublas", "cudnn"}
     assert set(api.libraries.values()) == {str(fake_cuda)}
     assert all(callable(getattr(api, name)) for name in surface.ALL)
 

@@ -22,6 +22,8 @@ CDEF_FILES = (
     "hiprtc.h",  # hiprtc* run-time compilation
     "hipblas.h",  # hipblas* (a subset: handles, streams, gemm)
     "cuda.h",  # CUDA driver/runtime/nvrtc/cuBLAS entry points for the nvidia platform
+    "miopen.h",  # miopen* (a subset: handles, descriptors, convolution, pooling)
+    "cudnn.h",  # cuDNN legacy entry points the nvidia platform translates miopen* to
 )
 
 

@@ -130,4 +130,40 @@ HIPBLAS = (
     "hipblasGemmStridedBatchedEx",
 )
 
-ALL = RUNTIME + HIPRTC + HIPBLAS
+#: The DNN surface: MIOpen's names (cdef/miopen.h). libMIOpen on amd; translated to cuDNN on
+#: nvidia (platforms/nvidia/dnn.py); run on the host on cpu (platforms/cpu/dnn.py). Optional
+#: like hipBLAS: without the library these are Unavailable, saying why.
+MIOPEN = (
+    "miopenGetErrorString",
+    "miopenCreate",
+    "miopenDestroy",
+    "miopenSetStream",
+    "miopenGetStream",
+    "miopenCreateTensorDescriptor",
+    "miopenSetTensorDescriptor",
+    "miopenGetTensorDescriptorSize",
+    "miopenGetTensorDescriptor",
+    "miopenDestroyTensorDescriptor",
+    "miopenCreateConvolutionDescriptor",
+    "miopenInitConvolutionNdDescriptor",
+    "miopenGetConvolutionNdDescriptor",
+    "miopenSetConvolutionGroupCount",
+    "miopenGetConvolutionGroupCount",
+    "miopenDestroyConvolutionDescriptor",
+    "miopenConvolutionForwardGetWorkSpaceSize",
+    "miopenFindConvolutionForwardAlgorithm",
+    "miopenConvolutionForward",
+    "miopenConvolutionBackwardDataGetWorkSpaceSize",
+    "miopenFindConvolutionBackwardDataAlgorithm",
+    "miopenConvolutionBackwardData",
+    "miopenCreatePoolingDescriptor",
+    "miopenSetNdPoolingDescriptor",
+    "miopenGetNdPoolingDescriptor",
+    "miopenSetPoolingIndexType",
+    "miopenSetPoolingWorkSpaceIndexMode",
+    "miopenPoolingGetWorkSpaceSizeV2",
+    "miopenPoolingForward",
+    "miopenDestroyPoolingDescriptor",
+)
+
+ALL = RUNTIME + HIPRTC + HIPBLAS + MIOPEN

@@ -20,6 +20,7 @@ from typing import Any
 from hip_core import Device, MemoryPool
 from hip_runtime._device_arg import as_device
 from hip_runtime.blas import Blas
+from hip_runtime.dnn import backend_dnn
 from hip_runtime.dtypes import DTypeLike, float32
 from hip_runtime.kernel_cache import KernelCache
 from hip_runtime.ops.activations import ActivationOps
@@ -70,6 +71,8 @@ class HipBackend(
     and destroys the BLAS handle; the stream and the pool are released once no tensor of this
     backend is left. A backend collected unclosed destroys its BLAS handle without waiting.
     """
+
+    _dnn = backend_dnn  # the DNN library on this backend's stream, or None (hip_runtime.dnn)
 
     def __init__(self, device: Device | int | None = None, *, preload: bool = False) -> None:
         self.device = device = as_device(device)

@@ -44,6 +44,12 @@ HIPBLAS = LibrarySpec(
     names=sonames("libhipblas", oldest=0),
     dirs=_ROCM_DIRS,
 )
+MIOPEN = LibrarySpec(
+    role="MIOpen (libMIOpen)",
+    env="HIP_FFI_MIOPEN_PATH",
+    names=sonames("libMIOpen", oldest=1),
+    dirs=_ROCM_DIRS,
+)
 
 #: Functions that appeared after ROCm 5.0, with the release that brought them (for messages).
 _INTRODUCED = {
@@ -105,6 +111,15 @@ def load() -> HipApi:
         opened.append(blas)
         _bind(functions, blas, surface.HIPBLAS, release)
         bind_gemm(functions, blas, hipblas_major(blas_path, major))
+
+    try:  # optional: without it the DNN surface is unavailable, saying what was tried
+        dnn, dnn_path = open_library(ffi, MIOPEN)
+    except LibraryNotFoundError as error:
+        functions.update(missing_library(surface.MIOPEN, "MIOpen", MIOPEN, error))
+    else:
+        libraries["miopen"] = dnn_path
+        opened.append(dnn)
+        _bind(functions, dnn, surface.MIOPEN, release)
 
     return HipApi(
         platform="amd",

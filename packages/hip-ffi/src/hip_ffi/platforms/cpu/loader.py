@@ -46,6 +46,7 @@ def load() -> HipApi:
         compiler,
         copies,
         device,
+        dnn,
         graphs,
         images,
         launch,
@@ -66,7 +67,7 @@ def load() -> HipApi:
     }
     # The error functions read and reset the error track_errors keeps, so they are not tracked;
     # hiprtc and hipBLAS return their own status types, which hipGetLastError does not see.
-    for part in (status, compiler, blas):
+    for part in (status, compiler, blas, dnn):
         functions.update(_defined(part))
 
     cxx = toolchain.find_compiler()

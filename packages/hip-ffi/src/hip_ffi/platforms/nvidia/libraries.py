@@ -25,6 +25,7 @@ from hip_ffi.libraries import LibrarySpec, env_dirs
 CUDART_NAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
 NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
 CUBLAS_NAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so")
+CUDNN_NAMES = ("libcudnn.so.9", "libcudnn.so")
 LIBCUDA_NAMES = ("libcuda.so.1", "libcuda.so")
 SYSTEM_CUDA_ROOT = "/usr/local/cuda"
 SYSTEM_CUDA = (f"{SYSTEM_CUDA_ROOT}/lib64", f"{SYSTEM_CUDA_ROOT}/lib")
@@ -118,6 +119,13 @@ def nvrtc_spec() -> LibrarySpec:
 
 def cublas_spec() -> LibrarySpec:
     return _toolkit_spec("cuBLAS (libcublas)", "HIP_FFI_CUBLAS_PATH", CUBLAS_NAMES)
+
+
+def cudnn_spec() -> LibrarySpec:
+    """cuDNN 9 (libcudnn.so.9 exports the legacy API and loads libcudnn_ops / libcudnn_cnn
+    from its own folder on first use): NVIDIA's `nvidia-cudnn-cu13` / `-cu12` wheels put it in
+    `nvidia/cudnn/lib`, which step 4 finds (torch's own copy, when torch is loaded, step 2)."""
+    return _toolkit_spec("cuDNN (libcudnn)", "HIP_FFI_CUDNN_PATH", CUDNN_NAMES)
 
 
 def cuda_include_dir(library_path: str) -> str | None:

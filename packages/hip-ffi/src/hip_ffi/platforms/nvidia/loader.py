@@ -18,10 +18,12 @@ from hip_ffi.platforms.nvidia.device import (
     device_properties,
     pointer_attributes,
 )
+from hip_ffi.platforms.nvidia.dnn import bind_checked as bind_dnn
 from hip_ffi.platforms.nvidia.libraries import (
     cublas_spec,
     cuda_include_dir,
     cudart_spec,
+    cudnn_spec,
     libcuda_spec,
     nvrtc_spec,
 )
@@ -176,6 +178,7 @@ def load() -> HipApi:
         ("nvrtc", "NVRTC", nvrtc_spec(), surface.HIPRTC,
          lambda nvrtc, path: _bind_nvrtc(nvrtc, cudart, cuda_include_dir(path))),
         ("cublas", "cuBLAS", cublas_spec(), surface.HIPBLAS, lambda cublas, _: bind_blas(cublas)),
+        ("cudnn", "cuDNN", cudnn_spec(), surface.MIOPEN, bind_dnn),
     )  # fmt: skip
     for role, what, spec, names, bind in optional:
         try:

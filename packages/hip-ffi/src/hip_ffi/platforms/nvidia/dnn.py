@@ -1,0 +1,436 @@
+"""MIOpen's surface over cuDNN 9's legacy API: handles, descriptors, convolution, pooling.
+
+Why MIOpen's names: the surface is HIP's own DNN library, as hipBLAS's is for BLAS (bound over
+cuBLAS in blas.py): code above hip-ffi is written once against MIOpen's calls and enums.
+
+What differs, and how it is bridged:
+- Descriptors are Python objects (hip_ffi.dnn_descriptors); their cuDNN descriptors are made
+  on first use and kept until the descriptor is set again or destroyed. MIOpen describes
+  weights with a tensor descriptor; cuDNN wants a filter descriptor with a format: packed
+  [K, C, R, S] is CUDNN_TENSOR_NCHW, the NHWC-packed strides CUDNN_TENSOR_NHWC, anything else
+  miopenStatusNotImplemented. cuDNN's convolution descriptor carries a compute type (f32 for
+  f16/bf16/f32, f64 for f64) and a math type (tensor cores for 16-bit inputs, FMA only for f32:
+  no TF32, as MIOpen computes f32 in f32), so one is made per compute type.
+- Find: exhaustiveSearch=false answers cuDNN's heuristics (cudnnGet...Algorithm_v7, nothing
+  runs: torch's default); true times the algorithms (cudnnFind...AlgorithmEx) within the given
+  workspace. cuDNN's algorithms are reported as the MIOpen algorithm of their family (implicit
+  GEMM, GEMM, direct, FFT, Winograd), and the convolution descriptor remembers which cuDNN
+  algorithm and math type each family stood for on those shapes, so the later Forward /
+  BackwardData with that family runs exactly what was found.
+- GetWorkSpaceSize (MIOpen: enough for any algorithm) is the largest workspace among the first
+  WORKSPACE_CANDIDATES heuristic choices, so an exhaustive Find has room to choose.
+- Pooling keeps no index workspace on cuDNN (its backward recomputes): the size is 0 and
+  do_backward is accepted and ignored.
+- Statuses: cuDNN's through dnn_tables.miopen_status; errors strings are MIOpen's names.
+All work is queued on the handle's stream (miopenSetStream -> cudnnSetStream); Find with
+exhaustiveSearch waits for it, as MIOpen's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hip_ffi import dnn_constants as dc
+from hip_ffi import surface
+from hip_ffi._ffi import ffi
+from hip_ffi.api import Unavailable
+from hip_ffi.dnn_descriptors import ConvDesc, Descriptors, TensorDesc, conv_problem
+from hip_ffi.platforms.cpu.handles import is_null
+from hip_ffi.platforms.nvidia import dnn_tables as t
+
+#: Heuristic choices whose workspace GetWorkSpaceSize covers.
+WORKSPACE_CANDIDATES = 4
+
+
+class _Failed(Exception):
+    """Ends a surface call with a miopenStatus_t."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
+class _Owned:
+    """A cuDNN descriptor made from a surface descriptor, destroyed with it."""
+
+    __slots__ = ("cdata", "destroy")
+
+    def __init__(self, cdata: Any, destroy: Callable[[Any], int]) -> None:
+        self.cdata, self.destroy = cdata, destroy
+
+
+def _drop(native: dict[Any, Any]) -> None:
+    for value in native.values():
+        if isinstance(value, _Owned):
+            value.destroy(value.cdata)
+
+
+def _checked(status: int) -> None:
+    if status:
+        raise _Failed(t.miopen_status(status))
+
+
+def _surface(function: Callable[..., int]) -> Callable[..., int]:
+    """A surface call written with _Failed for its failures."""
+
+    def call(*args: Any) -> int:
+        try:
+            return function(*args)
+        except _Failed as failed:
+            return failed.status
+
+    call.__name__ = call.__qualname__ = function.__name__
+    return call
+
+
+def _int_array(values: tuple[int, ...]) -> Any:
+    return ffi.new("int[]", list(values))
+
+
+def _filter_format(desc: TensorDesc) -> int:
+    _, c, r, s = desc.dims
+    if desc.strides == (c * r * s, r * s, s, 1):
+        return t.CUDNN_TENSOR_NCHW
+    if desc.strides == (r * s * c, 1, s * c, c):
+        return t.CUDNN_TENSOR_NHWC
+    raise _Failed(dc.NOT_IMPLEMENTED)
+
+
+def _key(*descs: TensorDesc) -> tuple[Any, ...]:
+    return tuple((d.data_type, d.dims, d.strides) for d in descs)
+
+
+def bind_checked(cudnn: Any, path: str) -> dict[str, Callable[..., Any]]:
+    """The MIOPEN surface over an opened libcudnn, or Unavailable stand-ins saying why when
+    it is older than cuDNN 9 (whose statuses and libraries these tables follow)."""
+    version = int(cudnn.cudnnGetVersion())
+    if version < t.MIN_CUDNN_VERSION:
+        reason = f"{path} is cuDNN {version}; the DNN surface needs cuDNN >= 9"
+        return {name: Unavailable(name, reason) for name in surface.MIOPEN}
+    return bind(cudnn)
+
+
+def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
+    """The MIOPEN surface over an opened libcudnn.so.9."""
+    descriptors = Descriptors(_drop)
+    tensors, convolutions, poolings = (
+        descriptors.tensors,
+        descriptors.convolutions,
+        descriptors.poolings,
+    )
+
+    def own(native: dict[Any, Any], key: Any, kind: str, setup: Callable[[Any], int]) -> Any:
+        found = native.get(key)
+        if found is not None:
+            return found.cdata
+        out = ffi.new(f"cudnn{kind}Descriptor_t*")
+        _checked(getattr(cudnn, f"cudnnCreate{kind}Descriptor")(out))
+        destroy = getattr(cudnn, f"cudnnDestroy{kind}Descriptor")
+        status = setup(out[0])
+        if status:
+            destroy(out[0])
+            raise _Failed(t.miopen_status(status))
+        native[key] = _Owned(out[0], destroy)
+        return out[0]
+
+    def tensor(handle: Any) -> TensorDesc:
+        desc = tensors.get(handle)
+        if desc is None or not desc.dims:
+            raise _Failed(dc.BAD_PARM)
+        return desc
+
+    def cu_tensor(desc: TensorDesc) -> Any:
+        dtype = t.DATA_TYPE[desc.data_type]
+        dims, strides = desc.dims, desc.strides
+        if len(dims) < 3:  # cuDNN takes 3 to 8 dimensions: trailing 1s change nothing
+            dims = dims + (1,) * (3 - len(dims))
+            strides = strides + (1,) * (3 - len(strides))
+        return own(
+            desc.native, "tensor", "Tensor",
+            lambda d: cudnn.cudnnSetTensorNdDescriptor(
+                d, dtype, len(dims), _int_array(dims), _int_array(strides)
+            ),
+        )  # fmt: skip
+
+    def cu_filter(desc: TensorDesc) -> Any:
+        if len(desc.dims) != 4:
+            raise _Failed(dc.NOT_IMPLEMENTED)
+        layout, dtype = _filter_format(desc), t.DATA_TYPE[desc.data_type]
+        return own(
+            desc.native, "filter", "Filter",
+            lambda d: cudnn.cudnnSetFilterNdDescriptor(d, dtype, layout, 4, _int_array(desc.dims)),
+        )  # fmt: skip
+
+    def cu_conv(desc: ConvDesc, data_type: int) -> Any:
+        if desc.mode != dc.MIOPEN_CONVOLUTION:
+            raise _Failed(dc.NOT_IMPLEMENTED)  # transposed: use BackwardData
+        wide = data_type == dc.MIOPEN_DOUBLE
+        compute = t.CUDNN_DATA_DOUBLE if wide else t.CUDNN_DATA_FLOAT
+
+        def setup(d: Any) -> int:
+            status: int = cudnn.cudnnSetConvolutionNdDescriptor(
+                d, len(desc.pads), _int_array(desc.pads), _int_array(desc.strides),
+                _int_array(desc.dilations), t.CUDNN_CROSS_CORRELATION, compute,
+            )  # fmt: skip
+            return (
+                status
+                or cudnn.cudnnSetConvolutionGroupCount(d, desc.groups)
+                or cudnn.cudnnSetConvolutionMathType(d, default_math(data_type))
+            )
+
+        return own(desc.native, ("conv", compute), "Convolution", setup)
+
+    def default_math(data_type: int) -> int:
+        if data_type in (dc.MIOPEN_HALF, dc.MIOPEN_BFLOAT16):
+            return t.CUDNN_TENSOR_OP_MATH
+        return t.CUDNN_FMA_MATH if data_type == dc.MIOPEN_FLOAT else t.CUDNN_DEFAULT_MATH
+
+    def problem(x: Any, w: Any, conv: Any, y: Any) -> tuple[Any, Any, Any, Any, ConvDesc]:
+        """cuDNN's (x tensor, w filter, conv, y tensor) of a forward convolution, and the
+        surface's convolution descriptor; BadParm when the shapes do not make one."""
+        xd, wd, yd, cd = tensor(x), tensor(w), tensor(y), convolutions.get(conv)
+        if cd is None or conv_problem(xd, wd, cd, yd) is None:
+            raise _Failed(dc.BAD_PARM)
+        if xd.data_type not in t.DATA_TYPE:
+            raise _Failed(dc.NOT_IMPLEMENTED)
+        return cu_tensor(xd), cu_filter(wd), cu_conv(cd, xd.data_type), cu_tensor(yd), cd
+
+    def heuristics(query: Callable[..., int], count: int, *args: Any) -> list[Any]:
+        perf = ffi.new("cudnnConvolutionAlgoPerf_t[]", count)
+        returned = ffi.new("int*")
+        _checked(query(*args, count, returned, perf))
+        return [perf[i] for i in range(returned[0]) if perf[i].status == 0]
+
+    def report(
+        found: list[Any], families: Any, remember: dict[int, tuple[int, int]], request: int,
+        returned: Any, results: Any, field: str,
+    ) -> None:  # fmt: skip
+        """Write cuDNN's results as MIOpen's (best first), one per family."""
+        written = 0
+        for perf in found:
+            family = families[perf.algo]
+            if family in remember:
+                continue
+            remember[family] = (perf.algo, perf.mathType)
+            if written < request:
+                setattr(results[written], field, family)
+                results[written].time = perf.time
+                results[written].memory = perf.memory
+                written += 1
+        if not written:
+            raise _Failed(dc.NOT_IMPLEMENTED)
+        returned[0] = written
+
+    def chosen(
+        cd: ConvDesc, key: tuple[Any, ...], algo: int, defaults: Any, data_type: int
+    ) -> tuple[int, int]:
+        remembered = cd.native.get(key, {}).get(algo)
+        if remembered is not None:
+            return remembered  # type: ignore[no-any-return]
+        if algo not in defaults:
+            raise _Failed(dc.BAD_PARM)
+        return defaults[algo], default_math(data_type)
+
+    def handle_of(handle: Any) -> Any:
+        if is_null(handle):
+            raise _Failed(dc.BAD_PARM)
+        return ffi.cast("cudnnHandle_t", handle)
+
+    @_surface
+    def miopenCreate(out: Any) -> int:
+        if is_null(out):
+            return dc.BAD_PARM
+        made = ffi.new("cudnnHandle_t*")
+        _checked(cudnn.cudnnCreate(made))
+        out[0] = ffi.cast("miopenHandle_t", made[0])
+        return dc.SUCCESS
+
+    @_surface
+    def miopenDestroy(handle: Any) -> int:
+        _checked(cudnn.cudnnDestroy(handle_of(handle)))
+        return dc.SUCCESS
+
+    @_surface
+    def miopenSetStream(handle: Any, stream: Any) -> int:
+        _checked(cudnn.cudnnSetStream(handle_of(handle), stream))
+        return dc.SUCCESS
+
+    @_surface
+    def miopenGetStream(handle: Any, stream: Any) -> int:
+        if is_null(stream):
+            return dc.BAD_PARM
+        _checked(cudnn.cudnnGetStream(handle_of(handle), stream))
+        return dc.SUCCESS
+
+    @_surface
+    def miopenConvolutionForwardGetWorkSpaceSize(
+        handle: Any, w: Any, x: Any, conv: Any, y: Any, size: Any
+    ) -> int:
+        if is_null(size):
+            return dc.BAD_PARM
+        xt, wf, cc, yt, _ = problem(x, w, conv, y)
+        found = heuristics(
+            cudnn.cudnnGetConvolutionForwardAlgorithm_v7, t.FWD_ALGO_COUNT,
+            handle_of(handle), xt, wf, cc, yt,
+        )  # fmt: skip
+        size[0] = max((p.memory for p in found[:WORKSPACE_CANDIDATES]), default=0)
+        return dc.SUCCESS
+
+    @_surface
+    def miopenFindConvolutionForwardAlgorithm(
+        handle: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any, y: Any, y_data: Any,
+        request: int, returned: Any, results: Any, workspace: Any, workspace_size: int,
+        exhaustive: bool,
+    ) -> int:  # fmt: skip
+        if request < 1 or is_null(returned) or is_null(results):
+            return dc.BAD_PARM
+        xt, wf, cc, yt, cd = problem(x, w, conv, y)
+        h = handle_of(handle)
+        if exhaustive:
+            found = heuristics(
+                cudnn.cudnnFindConvolutionForwardAlgorithmEx, t.FWD_ALGO_COUNT,
+                h, xt, x_data, wf, w_data, cc, yt, y_data,
+            )  # fmt: skip
+        else:
+            found = heuristics(
+                cudnn.cudnnGetConvolutionForwardAlgorithm_v7, t.FWD_ALGO_COUNT, h, xt, wf, cc, yt
+            )
+        found = [p for p in found if p.memory <= workspace_size]
+        remember: dict[int, tuple[int, int]] = {}
+        report(found, t.FWD_ALGO_FAMILY, remember, request, returned, results, "fwd_algo")
+        cd.native[("fwd", _key(tensor(x), tensor(w), tensor(y)))] = remember
+        return dc.SUCCESS
+
+    @_surface
+    def miopenConvolutionForward(
+        handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any,
+        algo: int, beta: Any, y: Any, y_data: Any, workspace: Any, workspace_size: int,
+    ) -> int:  # fmt: skip
+        xt, wf, cc, yt, cd = problem(x, w, conv, y)
+        xd = tensor(x)
+        key = ("fwd", _key(xd, tensor(w), tensor(y)))
+        cu_algo, math = chosen(cd, key, algo, t.FWD_ALGO_DEFAULT, xd.data_type)
+        _checked(cudnn.cudnnSetConvolutionMathType(cc, math))
+        _checked(
+            cudnn.cudnnConvolutionForward(
+                handle_of(handle), alpha, xt, x_data, wf, w_data, cc, cu_algo,
+                workspace, workspace_size, beta, yt, y_data,
+            )
+        )  # fmt: skip
+        return dc.SUCCESS
+
+    @_surface
+    def miopenConvolutionBackwardDataGetWorkSpaceSize(
+        handle: Any, dy: Any, w: Any, conv: Any, dx: Any, size: Any
+    ) -> int:
+        if is_null(size):
+            return dc.BAD_PARM
+        dxt, wf, cc, dyt, _ = problem(dx, w, conv, dy)
+        found = heuristics(
+            cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7, t.BWD_DATA_ALGO_COUNT,
+            handle_of(handle), wf, dyt, cc, dxt,
+        )  # fmt: skip
+        size[0] = max((p.memory for p in found[:WORKSPACE_CANDIDATES]), default=0)
+        return dc.SUCCESS
+
+    @_surface
+    def miopenFindConvolutionBackwardDataAlgorithm(
+        handle: Any, dy: Any, dy_data: Any, w: Any, w_data: Any, conv: Any, dx: Any,
+        dx_data: Any, request: int, returned: Any, results: Any, workspace: Any,
+        workspace_size: int, exhaustive: bool,
+    ) -> int:  # fmt: skip
+        if request < 1 or is_null(returned) or is_null(results):
+            return dc.BAD_PARM
+        dxt, wf, cc, dyt, cd = problem(dx, w, conv, dy)
+        h = handle_of(handle)
+        if exhaustive:
+            found = heuristics(
+                cudnn.cudnnFindConvolutionBackwardDataAlgorithmEx, t.BWD_DATA_ALGO_COUNT,
+                h, wf, w_data, dyt, dy_data, cc, dxt, dx_data,
+            )  # fmt: skip
+        else:
+            found = heuristics(
+                cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7, t.BWD_DATA_ALGO_COUNT,
+                h, wf, dyt, cc, dxt,
+            )  # fmt: skip
+        found = [p for p in found if p.memory <= workspace_size]
+        remember: dict[int, tuple[int, int]] = {}
+        report(found, t.BWD_DATA_ALGO_FAMILY, remember, request, returned, results, "bwd_data_algo")
+        cd.native[("bwd", _key(tensor(dx), tensor(w), tensor(dy)))] = remember
+        return dc.SUCCESS
+
+    @_surface
+    def miopenConvolutionBackwardData(
+        handle: Any, alpha: Any, dy: Any, dy_data: Any, w: Any, w_data: Any, conv: Any,
+        algo: int, beta: Any, dx: Any, dx_data: Any, workspace: Any, workspace_size: int,
+    ) -> int:  # fmt: skip
+        dxt, wf, cc, dyt, cd = problem(dx, w, conv, dy)
+        dxd = tensor(dx)
+        key = ("bwd", _key(dxd, tensor(w), tensor(dy)))
+        cu_algo, math = chosen(cd, key, algo, t.BWD_DATA_ALGO_DEFAULT, dxd.data_type)
+        _checked(cudnn.cudnnSetConvolutionMathType(cc, math))
+        _checked(
+            cudnn.cudnnConvolutionBackwardData(
+                handle_of(handle), alpha, wf, w_data, dyt, dy_data, cc, cu_algo,
+                workspace, workspace_size, beta, dxt, dx_data,
+            )
+        )  # fmt: skip
+        return dc.SUCCESS
+
+    @_surface
+    def miopenPoolingGetWorkSpaceSizeV2(pool: Any, y: Any, size: Any) -> int:
+        if poolings.get(pool) is None or is_null(size):
+            return dc.BAD_PARM
+        tensor(y)
+        size[0] = 0
+        return dc.SUCCESS
+
+    @_surface
+    def miopenPoolingForward(
+        handle: Any, pool: Any, alpha: Any, x: Any, x_data: Any, beta: Any, y: Any,
+        y_data: Any, do_backward: bool, workspace: Any, workspace_size: int,
+    ) -> int:  # fmt: skip
+        pd, xd, yd = poolings.get(pool), tensor(x), tensor(y)
+        if pd is None or not pd.window or xd.data_type != yd.data_type:
+            return dc.BAD_PARM
+        if len(xd.dims) != len(pd.window) + 2 or len(yd.dims) != len(xd.dims):
+            return dc.BAD_PARM
+        if xd.data_type not in t.DATA_TYPE:
+            return dc.NOT_IMPLEMENTED
+        mode = t.POOLING_MODE[pd.mode]
+        cp = own(
+            pd.native, "pooling", "Pooling",
+            lambda d: cudnn.cudnnSetPoolingNdDescriptor(
+                d, mode, t.CUDNN_PROPAGATE_NAN, len(pd.window), _int_array(pd.window),
+                _int_array(pd.pads), _int_array(pd.strides),
+            ),
+        )  # fmt: skip
+        _checked(
+            cudnn.cudnnPoolingForward(
+                handle_of(handle), cp, alpha, cu_tensor(xd), x_data, beta, cu_tensor(yd), y_data
+            )
+        )
+        return dc.SUCCESS
+
+    functions: dict[str, Callable[..., Any]] = descriptors.functions()
+    functions.update(
+        {
+            "miopenCreate": miopenCreate,
+            "miopenDestroy": miopenDestroy,
+            "miopenSetStream": miopenSetStream,
+            "miopenGetStream": miopenGetStream,
+            "miopenConvolutionForwardGetWorkSpaceSize": miopenConvolutionForwardGetWorkSpaceSize,
+            "miopenFindConvolutionForwardAlgorithm": miopenFindConvolutionForwardAlgorithm,
+            "miopenConvolutionForward": miopenConvolutionForward,
+            "miopenConvolutionBackwardDataGetWorkSpaceSize": (
+                miopenConvolutionBackwardDataGetWorkSpaceSize
+            ),
+            "miopenFindConvolutionBackwardDataAlgorithm": (
+                miopenFindConvolutionBackwardDataAlgorithm
+            ),
+            "miopenConvolutionBackwardData": miopenConvolutionBackwardData,
+            "miopenPoolingGetWorkSpaceSizeV2": miopenPoolingGetWorkSpaceSizeV2,
+            "miopenPoolingForward": miopenPoolingForward,
+        }
+    )
+    return functions
