@@ -195,10 +195,14 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
             raise _Failed(dc.NOT_IMPLEMENTED)
         return cu_tensor(xd), cu_filter(wd), cu_conv(cd, xd.data_type), cu_tensor(yd), cd
 
-    def heuristics(query: Callable[..., int], count: int, *args: Any) -> list[Any]:
+    def heuristics(
+        query: Callable[..., int], count: int, *args: Any, tail: tuple[Any, ...] = ()
+    ) -> list[Any]:
+        """The successful results of an algorithm query (heuristic or timed), best first;
+        `tail`: the arguments after the results (a timed search's workspace)."""
         perf = ffi.new("cudnnConvolutionAlgoPerf_t[]", count)
         returned = ffi.new("int*")
-        _checked(query(*args, count, returned, perf))
+        _checked(query(*args, count, returned, perf, *tail))
         return [perf[i] for i in range(returned[0]) if perf[i].status == 0]
 
     def report(
@@ -289,7 +293,7 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         if exhaustive:
             found = heuristics(
                 cudnn.cudnnFindConvolutionForwardAlgorithmEx, t.FWD_ALGO_COUNT,
-                h, xt, x_data, wf, w_data, cc, yt, y_data,
+                h, xt, x_data, wf, w_data, cc, yt, y_data, tail=(workspace, workspace_size),
             )  # fmt: skip
         else:
             found = heuristics(
@@ -346,7 +350,7 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         if exhaustive:
             found = heuristics(
                 cudnn.cudnnFindConvolutionBackwardDataAlgorithmEx, t.BWD_DATA_ALGO_COUNT,
-                h, wf, w_data, dyt, dy_data, cc, dxt, dx_data,
+                h, wf, w_data, dyt, dy_data, cc, dxt, dx_data, tail=(workspace, workspace_size),
             )  # fmt: skip
         else:
             found = heuristics(
