@@ -172,8 +172,8 @@ class Dnn(Resource):
         if x.shape[0] and out.size:
             pool, xd, yd = plan.descriptors
             status = self._api.miopenPoolingForward(
-                self.handle, pool, self._alpha, xd, x.ptr, self._beta, yd, out.ptr,
-                False, self._api.ffi.NULL, 0,
+                self.handle, pool, self._alpha, xd, self._void(x.ptr), self._beta, yd,
+                self._void(out.ptr), False, self._api.ffi.NULL, 0,
             )  # fmt: skip
             check_miopen(status, "miopenPoolingForward")
         return True
@@ -195,16 +195,17 @@ class Dnn(Resource):
             return True
         xd, wd, cd, yd = plan.descriptors
         buffer = self.pool.allocate(plan.workspace, stream=self.stream) if plan.workspace else None
-        space = self._api.ffi.NULL if buffer is None else buffer.ptr
+        space = self._void(buffer.ptr if buffer is not None else 0)
+        pointers = self._void(x.ptr), self._void(w.ptr), self._void(y.ptr)
         if call == "Forward":
             status = self._api.miopenConvolutionForward(
-                self.handle, self._alpha, xd, x.ptr, wd, w.ptr, cd, plan.algo, self._beta,
-                yd, y.ptr, space, plan.workspace,
+                self.handle, self._alpha, xd, pointers[0], wd, pointers[1], cd, plan.algo,
+                self._beta, yd, pointers[2], space, plan.workspace,
             )  # fmt: skip
         else:
             status = self._api.miopenConvolutionBackwardData(
-                self.handle, self._alpha, yd, y.ptr, wd, w.ptr, cd, plan.algo, self._beta,
-                xd, x.ptr, space, plan.workspace,
+                self.handle, self._alpha, yd, pointers[2], wd, pointers[1], cd, plan.algo,
+                self._beta, xd, pointers[0], space, plan.workspace,
             )  # fmt: skip
         check_miopen(status, f"miopenConvolution{call}")
         return True  # (the workspace goes back to the pool in stream order, after the launch)
@@ -272,16 +273,17 @@ class Dnn(Resource):
         if not written.size or not read.size:  # nothing to search with; nothing to run
             return _Plan((xd, wd, cd, yd), 0, 0)
         scratch = self.pool.allocate(size[0], stream=self.stream) if size[0] else None
-        space = ffi.NULL if scratch is None else scratch.ptr
+        space = self._void(scratch.ptr if scratch is not None else 0)
+        px, pw, py = self._void(x.ptr), self._void(w.ptr), self._void(y.ptr)
         if call == "Forward":
             status = api.miopenFindConvolutionForwardAlgorithm(
-                self.handle, xd, x.ptr, wd, w.ptr, cd, yd, y.ptr, 1, count, perf, space,
+                self.handle, xd, px, wd, pw, cd, yd, py, 1, count, perf, space,
                 size[0], self.exhaustive,
             )  # fmt: skip
             algo = perf[0].fwd_algo
         else:
             status = api.miopenFindConvolutionBackwardDataAlgorithm(
-                self.handle, yd, y.ptr, wd, w.ptr, cd, xd, x.ptr, 1, count, perf, space,
+                self.handle, yd, py, wd, pw, cd, xd, px, 1, count, perf, space,
                 size[0], self.exhaustive,
             )  # fmt: skip
             algo = perf[0].bwd_data_algo
@@ -321,6 +323,10 @@ class Dnn(Resource):
                     )
         self._plans[key] = plan
         return plan
+
+    def _void(self, address: int) -> Any:
+        """A device address as the `void*` the library's calls take (cffi takes no int)."""
+        return self._api.ffi.cast("void*", address)
 
     # --- descriptors (kept for the handle's life) -------------------------------------------
 
