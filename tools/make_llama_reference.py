@@ -20,11 +20,17 @@ For each small random-init LlamaForCausalLM config below it writes the model fol
 (llama.* metadata, blk.N.* names, attn_q/attn_k rows permuted for ggml's rope, 1-D norms F32):
 `model-f16.gguf`, `model-q8_0.gguf` and `model-q4_0.gguf`, with `logits_f16`, `logits_q8_0` and
 `logits_q4_0` in reference.npz: the HF model's logits with every 2-D weight replaced by its
-F16 (Q8_0, Q4_0) round trip, the exact reference for a loader of those files.
+F16 (Q8_0, Q4_0) round trip, the exact reference for a loader of those files; and
+`greedy_f16`, `greedy_q8_0`, `greedy_q4_0`: that model's greedy tokens (the decode steps of a
+loader that keeps the blocks quantized). `llama-tied` gets `llama-tied-gguf/model-q8_0.gguf` (a
+folder of its own: a folder holds one checkpoint; no output.weight: tied; llama3 rope stored as
+convert_hf_to_gguf.py stores it, a `rope_freqs.weight` of factors) with `logits_q8_0` and
+`greedy_q8_0` in llama-tied/reference.npz.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -132,6 +138,7 @@ def permute(w: np.ndarray, heads: int) -> np.ndarray:
 
 
 GGUF_TYPES = ("f16", "q8_0", "q4_0")  # llama.cpp's --outtype f16 / q8_0, and a Q4_0 file
+GGUF_FILES = {"llama-gqa": GGUF_TYPES, "llama-tied": ("q8_0",)}
 
 GGUF_NAMES = {
     "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
@@ -170,6 +177,9 @@ def write_gguf(model: LlamaForCausalLM, path: Path, qtype: gguf.GGMLQuantization
     writer.add_block_count(c.num_hidden_layers)
     writer.add_feed_forward_length(c.intermediate_size)
     writer.add_rope_dimension_count(head_dim)
+    if head_dim != c.hidden_size // c.num_attention_heads:  # (llama-gqa's files predate these)
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
     writer.add_head_count(c.num_attention_heads)
     writer.add_head_count_kv(c.num_key_value_heads)
     writer.add_layer_norm_rms_eps(c.rms_norm_eps)
@@ -178,7 +188,12 @@ def write_gguf(model: LlamaForCausalLM, path: Path, qtype: gguf.GGMLQuantization
     writer.add_bos_token_id(c.bos_token_id)
     writer.add_eos_token_id(c.eos_token_id)
     writer.add_file_type(1 if qtype == gguf.GGMLQuantizationType.F16 else 7)
+    factors = rope_factors(c, head_dim)
+    if factors is not None:
+        writer.add_tensor("rope_freqs.weight", factors)
     for hf, tensor in model.state_dict().items():
+        if hf == "lm_head.weight" and c.tie_word_embeddings:
+            continue  # the converter writes no output.weight for a tied head
         w = tensor.numpy()
         if hf.endswith("q_proj.weight"):
             w = permute(w, c.num_attention_heads)
@@ -196,8 +211,35 @@ def write_gguf(model: LlamaForCausalLM, path: Path, qtype: gguf.GGMLQuantization
     writer.close()
 
 
-def quantized_logits(model: LlamaForCausalLM, qtype: gguf.GGMLQuantizationType) -> np.ndarray:
-    """Logits of a copy of `model` whose 2-D weights went through `qtype` and back."""
+def rope_factors(c: Any, head_dim: int) -> np.ndarray | None:
+    """convert_hf_to_gguf.py's LlamaModel rope_freqs for a llama3 rope (None otherwise): per
+    frequency, the divisor that turns the plain inverse frequency into llama3's."""
+    rope = c.rope_parameters
+    if rope.get("rope_type") != "llama3":
+        return None
+    freqs = 1.0 / (
+        rope["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    )
+    factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+    old = rope["original_max_position_embeddings"]
+    factors = []
+    for freq in freqs.tolist():
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            factors.append(1.0)
+        elif wavelen > old / low:
+            factors.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.asarray(factors, np.float32)
+
+
+def quantized_reference(
+    model: LlamaForCausalLM, qtype: gguf.GGMLQuantizationType
+) -> tuple[np.ndarray, np.ndarray]:
+    """Logits and greedy tokens of a copy of `model` whose 2-D weights went through `qtype`
+    and back."""
     copy = LlamaForCausalLM(model.config).eval()
     copy.load_state_dict(model.state_dict())
     with torch.no_grad():
@@ -205,7 +247,12 @@ def quantized_logits(model: LlamaForCausalLM, qtype: gguf.GGMLQuantizationType) 
             if p.ndim == 2:
                 p.copy_(torch.from_numpy(round_trip(p.numpy(), qtype)))
     ids, mask, positions = prompts(model.config.vocab_size)
-    return logits_of(copy, ids, mask, positions)
+    with torch.no_grad():
+        greedy = copy.generate(
+            ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False,
+            pad_token_id=0, eos_token_id=2,
+        )  # fmt: skip
+    return logits_of(copy, ids, mask, positions), greedy.numpy()
 
 
 def main() -> None:
@@ -216,11 +263,14 @@ def main() -> None:
         shard = "100KB" if name == "llama-gqa" else "10GB"
         model.save_pretrained(folder, max_shard_size=shard, safe_serialization=True)
         data = reference(model)
-        if name == "llama-gqa":
-            for label in GGUF_TYPES:
-                qtype = gguf.GGMLQuantizationType[label.upper()]
-                write_gguf(model, folder / f"model-{label}.gguf", qtype)
-                data[f"logits_{label}"] = quantized_logits(model, qtype)
+        gguf_folder = folder if name == "llama-gqa" else OUT / f"{name}-gguf"
+        if gguf_folder != folder:
+            shutil.rmtree(gguf_folder, ignore_errors=True)
+            gguf_folder.mkdir(parents=True)
+        for label in GGUF_FILES.get(name, ()):
+            qtype = gguf.GGMLQuantizationType[label.upper()]
+            write_gguf(model, gguf_folder / f"model-{label}.gguf", qtype)
+            data[f"logits_{label}"], data[f"greedy_{label}"] = quantized_reference(model, qtype)
         (folder / "generation_config.json").unlink(missing_ok=True)
         arrays: dict[str, Any] = data  # numpy's stub would let ** fill allow_pickle
         np.savez_compressed(folder / "reference.npz", **arrays)

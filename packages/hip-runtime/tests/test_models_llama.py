@@ -1,9 +1,10 @@
 """LlamaDecoder against transformers: prefill logits and last hidden states (f32 within 1e-4
 relative; bf16 within a small multiple of torch's own bf16 error), greedy tokens equal, from
-Hugging Face folders (sharded, tied) and GGUF files (F16, Q8_0) made by
-tools/make_llama_reference.py; device sampling (seeded, top-k/top-p respected, frequencies);
-stop tokens; bad configs, full caches and closed decoders. Runs on the cpu platform and,
-marked gpu, on nvidia (plus a larger model built with transformers on the fly)."""
+Hugging Face folders (sharded, tied) and GGUF files (F16, Q8_0, Q4_0; blocks kept for
+quantized_linear or expanded; llama3 rope factors) made by tools/make_llama_reference.py;
+device sampling (seeded, top-k/top-p respected, frequencies); stop tokens; bad configs, full
+caches and closed decoders. Runs on the cpu platform and, marked gpu, on nvidia (plus a larger
+model built with transformers on the fly)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from hip_core import ClosedError, Device
 from hip_runtime.models import LlamaDecoder
 from hip_runtime.models.sampling import Sampler
+from hip_runtime.ops.quantized_matmul import QuantizedWeight
 
 DATA = Path(__file__).parent / "data" / "models"
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "generate_text.py"
@@ -29,6 +31,13 @@ MODELS = ("llama-gqa", "llama-tied")
 def reference(name: str) -> dict[str, np.ndarray]:
     with np.load(DATA / name / "reference.npz") as data:
         return dict(data)
+
+
+def gguf_path(name: str, kind: str) -> Path:
+    """A model's GGUF file: beside its HF files, or (llama-tied, whose folder must hold one
+    checkpoint) in a folder of its own."""
+    folder = DATA / name if name == "llama-gqa" else DATA / f"{name}-gguf"
+    return folder / f"model-{kind}.gguf"
 
 
 def relative_error(got: np.ndarray, expected: np.ndarray, mask: np.ndarray) -> float:
@@ -128,18 +137,57 @@ def test_bf16_within_torchs_own_bf16_error(device: Device, program_cache: Path, 
     assert np.abs(got - ref["logits"])[real].max() <= 3 * float(ref["bf16_error"])
 
 
-@pytest.mark.parametrize("kind", ["f16", "q8_0", "q4_0"])
+GGUF_CASES = [
+    ("llama-gqa", "f16", "keep"), ("llama-gqa", "q8_0", "keep"), ("llama-gqa", "q4_0", "keep"),
+    ("llama-gqa", "q8_0", "dequantize"), ("llama-tied", "q8_0", "keep"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "kind", "quantized"), GGUF_CASES)
 def test_gguf_matches_transformers_on_the_same_weights(
-    device: Device, program_cache: Path, kind: str
+    device: Device, program_cache: Path, name: str, kind: str, quantized: str
 ) -> None:
-    """The GGUF files as llama.cpp's converter writes them (permuted attn_q/attn_k rows) give
-    the logits of the HF model whose weights went through the same F16 / Q8_0 / Q4_0 round trip."""
-    ref = reference("llama-gqa")
-    with LlamaDecoder.from_gguf(DATA / "llama-gqa" / f"model-{kind}.gguf", device) as decoder:
-        assert decoder.config.heads == 8 and decoder.config.kv_heads == 2
+    """The GGUF files as llama.cpp's converter writes them (permuted attn_q/attn_k rows; for
+    llama-tied no output.weight and llama3's rope as rope_freqs factors) give the logits of the
+    HF model whose weights went through the same F16 / Q8_0 / Q4_0 round trip, with the blocks
+    kept (quantized_linear) or expanded at load."""
+    ref = reference(name)
+    path = gguf_path(name, kind)
+    with LlamaDecoder.from_gguf(path, device, quantized=quantized) as decoder:
+        if name == "llama-gqa":
+            assert decoder.config.heads == 8 and decoder.config.kv_heads == 2
+        else:
+            assert (
+                decoder.config.rope_factors is not None
+                and decoder.weights.head is decoder.weights.embed
+            )
         assert decoder.config.eos_token_ids == (2,)
+        blocks = kind != "f16" and quantized == "keep"
+        assert isinstance(decoder.weights.layers[0].down, QuantizedWeight) == blocks
         logits = decoder.forward(ref["input_ids"], ref["attention_mask"]).to_numpy()
     assert relative_error(logits, ref[f"logits_{kind}"], ref["attention_mask"]) < 1e-4
+
+
+@pytest.mark.parametrize(("name", "kind"), [("llama-gqa", "q8_0"), ("llama-gqa", "q4_0"),
+                                            ("llama-tied", "q8_0")])  # fmt: skip
+def test_quantized_decode_steps_match_transformers(
+    device: Device, program_cache: Path, platform: str, name: str, kind: str
+) -> None:
+    """Greedy generation with the blocks kept: every decode step's products read the blocks
+    (quantized_linear's GEMV), and the tokens are those of the round-tripped HF model; replayed
+    as a captured graph too (on a GPU)."""
+    ref = reference(name)
+    ids, mask, greedy = ref["input_ids"], ref["attention_mask"], ref[f"greedy_{kind}"]
+    new = greedy.shape[1] - ids.shape[1]
+    with LlamaDecoder.from_gguf(gguf_path(name, kind), device) as decoder:
+        assert isinstance(decoder.weights.layers[1].q, QuantizedWeight)
+        np.testing.assert_array_equal(decoder.generate(ids, mask, max_new_tokens=new), greedy)
+        if platform != "cpu":  # (the cpu platform's graph replay: see the graph test above)
+            tokens = decoder.generate(ids, mask, max_new_tokens=new, graph=True)
+            np.testing.assert_array_equal(tokens, greedy)
+            decoder._drop_graph()
+    with pytest.raises(ValueError, match="quantized must be"):
+        LlamaDecoder.from_gguf(gguf_path(name, kind), device, quantized="yes")
 
 
 def test_seeded_sampling_is_reproducible(f32_decoder: Any) -> None:

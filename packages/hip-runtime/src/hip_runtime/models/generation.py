@@ -75,7 +75,7 @@ def generate(
     sampler = Sampler(backend, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
 
     hidden = decoder._prefill(ids, mask, last_only=True)
-    logits = backend.linear(hidden, decoder.weights.head)
+    logits = decoder._linear(hidden, decoder.weights.head)  # dense or quantized head
     decode = decoder._decode_step(graph)
     batch = ids.shape[0]
     chosen = backend.empty((batch, max_new_tokens), np.int64)

@@ -37,7 +37,15 @@ from hip_runtime.models.config import read_config
 from hip_runtime.models.decode_step import DecodeStep
 from hip_runtime.models.generation import generate
 from hip_runtime.models.llama_config import LlamaConfig
-from hip_runtime.models.llama_weights import LlamaLayer, LlamaWeights, prepare
+from hip_runtime.models.llama_weights import (
+    Linear,
+    LlamaLayer,
+    LlamaWeights,
+    keep_quantized,
+    prepare,
+    read_host,
+)
+from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.tensor import DeviceTensor
 
 DEFAULT_MAX_TOKENS = 4096  # per sequence, when the model allows more (cache memory grows with it)
@@ -98,27 +106,42 @@ class LlamaDecoder(Resource):
         *,
         dtype: DTypeLike = "float32",
         max_tokens: int | None = None,
+        quantized: str = "keep",
     ) -> LlamaDecoder:
         """The decoder in llama.cpp's GGUF file `path` (general.architecture "llama"; tensors
         F32, F16, BF16, Q8_0 or Q4_0), as `from_folder`. The `llama.*` metadata gives the
-        shape; quantized tensors are dequantized into `dtype` on the device at load (the
-        decode GEMVs then read `dtype` weights, not the quantized blocks); attn_q/attn_k rows
-        are put back in Hugging Face's order (llama_weights)."""
+        shape; a rope_freqs.weight (llama3's rope factors as llama.cpp stores them) divides the
+        inverse frequencies; attn_q/attn_k rows are put back in Hugging Face's order
+        (llama_weights).
+
+        `quantized`: what becomes of Q8_0 / Q4_0 weights. "keep" (default): the linear
+        weights (attention, MLP, untied head) stay in their blocks on the device and the
+        decoder multiplies them with `quantized_linear` (GEMV kernels that dequantize in
+        registers for decode steps and prefills of up to 64 tokens in all; longer prefills
+        expand one weight at a time into pooled scratch and use BLAS); the embedding is
+        expanded into `dtype`. "dequantize": every tensor is expanded into `dtype` at load."""
         target = model_dtype(dtype, "LlamaDecoder")
+        if quantized not in ("keep", "dequantize"):
+            raise ValueError(f"LlamaDecoder: quantized must be 'keep' or 'dequantize', not "
+                             f"{quantized!r}")  # fmt: skip
         checkpoint = open_checkpoint(path, dequantize_to=target)
-        if "token_embd.weight" not in {r.name for r in checkpoint.tensors}:
+        names = {r.name for r in checkpoint.tensors}
+        if "token_embd.weight" not in names:
             raise ValueError(f"{os.fspath(path)}: no token_embd.weight (not a llama GGUF)")
         vocab = checkpoint["token_embd.weight"].shape[0]
-        config = LlamaConfig.from_gguf(checkpoint.metadata, os.fspath(path), vocab)
-        if any(r.name == "rope_freqs.weight" for r in checkpoint.tensors):
-            raise ValueError(f"{os.fspath(path)}: rope_freqs.weight (llama3 rope factors) is not "
-                             "supported yet")  # fmt: skip
-        return cls._load(checkpoint, config, "gguf", target, device, max_tokens)
+        factors = None
+        if "rope_freqs.weight" in names:
+            factors = read_host(checkpoint["rope_freqs.weight"], f"{os.fspath(path)}: rope_freqs")
+        config = LlamaConfig.from_gguf(checkpoint.metadata, os.fspath(path), vocab, factors)
+        kept: dict[str, Any] = {}
+        if quantized == "keep":
+            checkpoint, kept = keep_quantized(checkpoint, config)
+        return cls._load(checkpoint, config, "gguf", target, device, max_tokens, kept)
 
     @classmethod
     def _load(
         cls, source: Any, config: LlamaConfig, naming: str, dtype: Any, device: Any,
-        max_tokens: int | None,
+        max_tokens: int | None, quantized: dict[str, Any] | None = None,
     ) -> LlamaDecoder:  # fmt: skip
         capacity = (
             min(config.max_positions, DEFAULT_MAX_TOKENS) if max_tokens is None else max_tokens
@@ -127,7 +150,7 @@ class LlamaDecoder(Resource):
             raise ValueError(f"LlamaDecoder: max_tokens must be a positive int, not {capacity!r}")
         return load_model(
             source, device,
-            lambda backend, stored: prepare(backend, stored, config, dtype, naming),
+            lambda backend, stored: prepare(backend, stored, config, dtype, naming, quantized),
             lambda runtime, weights: cls(runtime, config, weights, capacity),
             dequantize_to=dtype,
         )  # fmt: skip
@@ -159,7 +182,7 @@ class LlamaDecoder(Resource):
         but meaningless. Queued on the backend's stream; returns at once."""
         self._check_open()
         hidden = self._prefill(*self._inputs(input_ids, attention_mask))
-        return self.backend.linear(hidden, self.weights.head)
+        return self._linear(hidden, self.weights.head)
 
     def hidden_states(self, input_ids: Any, attention_mask: Any = None) -> DeviceTensor:
         """The last hidden states [B, S, H] (after the final norm) of a prefill, as `forward`
@@ -225,7 +248,7 @@ class LlamaDecoder(Resource):
         for n, layer in enumerate(self.weights.layers):
             self._layer(x, n, layer, state[0], None, (state[1], state[2]))
         final = self.backend.rmsnorm(x[:, 0], self.weights.norm, eps=self.config.rms_norm_eps)
-        return self.backend.linear(final, self.weights.head)
+        return self._linear(final, self.weights.head)
 
     def _prefill(self, ids: np.ndarray, mask: np.ndarray, last_only: bool = False) -> DeviceTensor:
         """The final-normed hidden states [B, S, H] (or [B, H] of the last position), after
@@ -258,9 +281,9 @@ class LlamaDecoder(Resource):
         batch, seq, _ = x.shape
         d = c.head_dim
         h = backend.rmsnorm(x, layer.attn_norm, eps=c.rms_norm_eps)
-        q = backend.linear(h, layer.q).reshape(batch * seq, c.heads, d)
-        k = backend.linear(h, layer.k).reshape(batch * seq, c.kv_heads, d)
-        v = backend.linear(h, layer.v).reshape(batch, seq, c.kv_heads, d)
+        q = self._linear(h, layer.q).reshape(batch * seq, c.heads, d)
+        k = self._linear(h, layer.k).reshape(batch * seq, c.kv_heads, d)
+        v = self._linear(h, layer.v).reshape(batch, seq, c.kv_heads, d)
         backend.rope(q, self._cos, self._sin, positions, out=q)
         backend.rope(k, self._cos, self._sin, positions, out=k)
         k = k.reshape(batch, seq, c.kv_heads, d)
@@ -283,10 +306,29 @@ class LlamaDecoder(Resource):
         else:
             assert step is not None
             self._decode_attention(n, q4, out, step[1])
-        attended = backend.linear(context.reshape(batch, seq, c.heads * d), layer.o)
+        attended = self._linear(context.reshape(batch, seq, c.heads * d), layer.o)
         backend.add(x, attended, out=x)
         h = backend.rmsnorm(x, layer.mlp_norm, eps=c.rms_norm_eps)
-        backend.add(x, backend.mlp_swiglu(h, layer.gate, layer.up, layer.down), out=x)
+        backend.add(x, self._mlp(h, layer), out=x)
+
+    def _linear(self, x: DeviceTensor, weight: Linear) -> DeviceTensor:
+        """x @ weightᵀ: BLAS for a dense weight, quantized_linear for GGUF blocks."""
+        if isinstance(weight, QuantizedWeight):
+            return self.backend.quantized_linear(x, weight)
+        return self.backend.linear(x, weight)
+
+    def _mlp(self, h: DeviceTensor, layer: LlamaLayer) -> DeviceTensor:
+        """SwiGLU: mlp_swiglu for dense weights; else its three products one by one."""
+        gate, up, down = layer.gate, layer.up, layer.down
+        if (
+            isinstance(gate, DeviceTensor)
+            and isinstance(up, DeviceTensor)
+            and isinstance(down, DeviceTensor)
+        ):
+            return self.backend.mlp_swiglu(h, gate, up, down)
+        g = self._linear(h, gate)
+        self.backend.swiglu(g, self._linear(h, up), out=g)
+        return self._linear(g, down)
 
     def _decode_attention(
         self, n: int, q: DeviceTensor, out: DeviceTensor, lengths: DeviceTensor

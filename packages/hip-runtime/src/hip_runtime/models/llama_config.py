@@ -39,6 +39,9 @@ class LlamaConfig:
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: int | None = None
+    #: Per-frequency divisors of the inverse frequencies (GGUF's rope_freqs.weight: llama.cpp
+    #: stores llama3's rope scaling this way), or None.
+    rope_factors: tuple[float, ...] | None = None
 
     @classmethod
     def from_hf(cls, config: Mapping[str, Any], where: str) -> LlamaConfig:
@@ -71,9 +74,13 @@ class LlamaConfig:
         return made
 
     @classmethod
-    def from_gguf(cls, metadata: Mapping[str, Any], where: str, vocab: int) -> LlamaConfig:
+    def from_gguf(
+        cls, metadata: Mapping[str, Any], where: str, vocab: int,
+        rope_factors: np.ndarray | None = None,
+    ) -> LlamaConfig:  # fmt: skip
         """From llama.cpp's `llama.*` metadata; `vocab`: token_embd's rows (the vocabulary
-        size is optional metadata)."""
+        size is optional metadata); `rope_factors`: the file's rope_freqs.weight (f32
+        [head_dim / 2], each inverse frequency is divided by its factor), if it has one."""
         arch = metadata.get("general.architecture")
         if arch != "llama":
             raise ValueError(f"{where}: general.architecture is {arch!r}; LlamaDecoder reads llama")
@@ -104,6 +111,7 @@ class LlamaConfig:
             bos_token_id=_token(metadata.get("tokenizer.ggml.bos_token_id")),
             eos_token_ids=_tokens(metadata.get("tokenizer.ggml.eos_token_id")),
             pad_token_id=_token(metadata.get("tokenizer.ggml.padding_token_id")),
+            rope_factors=None if rope_factors is None else tuple(map(float, rope_factors)),
         )
         rot = metadata.get("llama.rope.dimension_count", made.head_dim)
         if rot != made.head_dim:
@@ -130,6 +138,13 @@ class LlamaConfig:
             )
         if self.rope.get("partial_rotary_factor", 1.0) != 1.0:
             raise ValueError(f"{where}: partial_rotary_factor is not supported")
+        factors = self.rope_factors
+        if factors is not None and (
+            len(factors) != self.head_dim // 2
+            or not all(math.isfinite(f) and f > 0 for f in factors)
+        ):
+            raise ValueError(f"{where}: rope_freqs must hold head_dim / 2 = {self.head_dim // 2} "
+                             f"positive factors, not {len(factors)} values")  # fmt: skip
 
     def inverse_frequencies(self) -> np.ndarray:
         """f32 [head_dim / 2]: θ^(-2i/d), scaled as the rope type says (transformers' rules)."""
@@ -149,6 +164,8 @@ class LlamaConfig:
             smoothed = (1 - smooth) * scaled / factor + smooth * scaled
             medium = ~(wavelen < old / high) & ~(wavelen > old / low)
             inv = np.where(medium, smoothed, scaled).astype(np.float32)
+        if self.rope_factors is not None:  # as llama.cpp's rope: theta / freq_factor
+            inv = (inv / np.asarray(self.rope_factors, np.float32)).astype(np.float32)
         return inv
 
     def rope_tables(self, positions: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,19 +9,32 @@ checkpoint's tensors afterwards, so the caller may free them once the stream has
 llama.cpp's converter permutes the rows of attn_q and attn_k within each head (HF's
 rotate-half pairs (i, i + d/2) become ggml's adjacent pairs (2i, 2i + 1)); `prepare` undoes it
 with one row gather on the device, so both sources run the same rotate-half rope.
+
+A GGUF's Q8_0 / Q4_0 linear weights (attention, MLP and the untied head) may stay quantized:
+`keep_quantized` turns their records into raw byte records (the loader copies the blocks as
+they are, no dequantization) and `prepare` wraps them in ops.quantized_matmul.QuantizedWeight
+(row gathers of attn_q / attn_k move whole rows of blocks). The embedding is always expanded:
+the embedding op reads floats.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from hip_runtime.backend import HipBackend
+from hip_runtime.loading.formats import Checkpoint, TensorRecord
 from hip_runtime.models.llama_config import LlamaConfig
+from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.tensor import DeviceTensor
+
+#: A linear layer's weight: a dense tensor of the model's dtype, or GGUF blocks.
+Linear = DeviceTensor | QuantizedWeight
+#: Fields of a layer that are linear weights (the rest are norms).
+LINEAR_FIELDS = ("q", "k", "v", "o", "gate", "up", "down")
 
 #: The layer's tensors: field -> (HF module under model.layers.N., GGUF name under blk.N.).
 LAYER_NAMES = {
@@ -45,14 +58,14 @@ TOP_NAMES = {
 @dataclass(frozen=True)
 class LlamaLayer:
     attn_norm: DeviceTensor  # [H]
-    q: DeviceTensor  # [heads * head_dim, H]
-    k: DeviceTensor  # [kv_heads * head_dim, H]
-    v: DeviceTensor  # [kv_heads * head_dim, H]
-    o: DeviceTensor  # [H, heads * head_dim]
+    q: Linear  # [heads * head_dim, H]
+    k: Linear  # [kv_heads * head_dim, H]
+    v: Linear  # [kv_heads * head_dim, H]
+    o: Linear  # [H, heads * head_dim]
     mlp_norm: DeviceTensor  # [H]
-    gate: DeviceTensor  # [I, H]
-    up: DeviceTensor  # [I, H]
-    down: DeviceTensor  # [H, I]
+    gate: Linear  # [I, H]
+    up: Linear  # [I, H]
+    down: Linear  # [H, I]
 
 
 @dataclass(frozen=True)
@@ -60,18 +73,42 @@ class LlamaWeights:
     embed: DeviceTensor  # [vocab, H]
     layers: tuple[LlamaLayer, ...]
     norm: DeviceTensor  # [H]
-    head: DeviceTensor  # [vocab, H]: lm_head, or `embed` itself when tied
+    head: Linear  # [vocab, H]: lm_head, or `embed` itself when tied
 
     def named(self) -> dict[str, DeviceTensor]:
-        """Every distinct tensor under its HF name, for ModelRuntime.weights."""
+        """Every distinct tensor under its HF name, for ModelRuntime.weights (a quantized
+        weight's blocks under its name)."""
         embed, norm, head = TOP_NAMES["hf"]
         names = {embed: self.embed, norm: self.norm}
         if self.head is not self.embed:
-            names[head] = self.head
+            names[head] = _memory(self.head)
         for n, layer in enumerate(self.layers):
             for field, (module, _) in LAYER_NAMES.items():
-                names[f"model.layers.{n}.{module}.weight"] = getattr(layer, field)
+                names[f"model.layers.{n}.{module}.weight"] = _memory(getattr(layer, field))
         return names
+
+
+def _memory(weight: Linear) -> DeviceTensor:
+    return weight.blocks if isinstance(weight, QuantizedWeight) else weight
+
+
+def keep_quantized(
+    checkpoint: Checkpoint, config: LlamaConfig
+) -> tuple[Checkpoint, dict[str, tuple[str, tuple[int, int]]]]:
+    """The GGUF `checkpoint` with its Q8_0 / Q4_0 linear weights as raw uint8 records [N, K /
+    32 * block bytes] (loaded as stored), and {name: (encoding, (N, K))} of those records."""
+    linear = {name for name, shape in checkpoint_names(config, "gguf").items() if len(shape) == 2}
+    linear.discard(TOP_NAMES["gguf"][0])  # the embedding stays dense
+    linear.add(TOP_NAMES["gguf"][2])
+    kept: dict[str, tuple[str, tuple[int, int]]] = {}
+    records = []
+    for r in checkpoint.tensors:
+        if r.name in linear and r.encoding != "raw" and len(r.shape) == 2 and r.shape[0] > 0:
+            kept[r.name] = (r.encoding, (r.shape[0], r.shape[1]))
+            shape = (r.shape[0], r.nbytes // r.shape[0])
+            r = replace(r, shape=shape, dtype=np.dtype(np.uint8), encoding="raw")
+        records.append(r)
+    return replace(checkpoint, tensors=tuple(records)), kept
 
 
 def checkpoint_names(config: LlamaConfig, naming: str) -> dict[str, tuple[int, ...]]:
@@ -91,17 +128,35 @@ def checkpoint_names(config: LlamaConfig, naming: str) -> dict[str, tuple[int, .
     return names
 
 
+def read_host(record: TensorRecord, where: str) -> np.ndarray:
+    """A small stored (raw) tensor's values as f32, read from its file on the host (a GGUF's
+    rope_freqs.weight, needed for the rotary tables before anything is on the device)."""
+    if record.encoding != "raw" or record.nbytes > 1 << 20:
+        raise ValueError(f"{where} must be a small unquantized tensor, not {record.encoding} "
+                         f"of {record.nbytes} bytes")  # fmt: skip
+    with open(record.path, "rb") as file:
+        file.seek(record.offset)
+        data = file.read(record.nbytes)
+    if len(data) != record.nbytes:
+        raise ValueError(f"{where}: the file ends inside the tensor")
+    return np.frombuffer(data, record.dtype).astype(np.float32).reshape(record.shape)
+
+
 def prepare(
     backend: HipBackend,
     tensors: Mapping[str, DeviceTensor],
     config: LlamaConfig,
     dtype: Any,
     naming: str,
+    quantized: Mapping[str, tuple[str, tuple[int, int]]] | None = None,
 ) -> LlamaWeights:
     """The decoder's weights in `dtype` from a checkpoint's `tensors` named as `naming` ("hf"
     or "gguf"), queued on `backend`'s stream. Every name and shape is checked before the first
     cast: ValueError naming the missing tensors, or the tensor and the shape expected. The
-    head is the checkpoint's own when it has one, else the embedding (tied)."""
+    head is the checkpoint's own when it has one, else the embedding (tied). `quantized`:
+    the raw block records of `keep_quantized` (name -> (encoding, logical shape)); they
+    become QuantizedWeights holding a copy of the blocks."""
+    quantized = quantized or {}
     expected = checkpoint_names(config, naming)
     _, _, head_name = TOP_NAMES[naming]
     tied = head_name not in tensors
@@ -114,18 +169,24 @@ def prepare(
         listed = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
         raise ValueError(f"the checkpoint lacks {len(missing)} tensors the decoder needs: {listed}")
     for name, shape in expected.items():
-        if tensors[name].shape != shape:
-            raise ValueError(f"{name} has shape {tensors[name].shape}; expected {shape}")
+        found = quantized[name][1] if name in quantized else tensors[name].shape
+        if found != shape:
+            raise ValueError(f"{name} has shape {found}; expected {shape}")
     unpermute = {}
     if naming == "gguf":  # undo the converter's row order of attn_q / attn_k (module docstring)
         for heads in {config.heads, config.kv_heads}:
             unpermute[heads] = backend.from_numpy(_rope_rows(heads, config.head_dim))
 
-    def cast(name: str, heads: int | None = None) -> DeviceTensor:
+    def cast(name: str, heads: int | None = None) -> Any:
         tensor = tensors[name]
         if heads is not None and naming == "gguf":
             tensor = backend.index_select(tensor, 0, unpermute[heads])
-        return backend.cast(tensor, dtype)
+        if name not in quantized:
+            return backend.cast(tensor, dtype)
+        if heads is None:  # a copy: the loaded checkpoint is freed after `prepare`
+            tensor = backend.empty(tensor.shape, tensor.dtype).copy_(tensor)
+        encoding, shape = quantized[name]
+        return QuantizedWeight(tensor, shape, encoding)
 
     embed_name, norm_name, _ = TOP_NAMES[naming]
     layers = []
@@ -154,4 +215,7 @@ def _rope_rows(heads: int, head_dim: int) -> np.ndarray:
     return (h * head_dim + 2 * i + t).reshape(-1).astype(np.int32)
 
 
-__all__ = ["LAYER_NAMES", "LlamaLayer", "LlamaWeights", "checkpoint_names", "prepare"]
+__all__ = [
+    "LAYER_NAMES", "LINEAR_FIELDS", "Linear", "LlamaLayer", "LlamaWeights", "checkpoint_names",
+    "keep_quantized", "prepare", "read_host",
+]  # fmt: skip
