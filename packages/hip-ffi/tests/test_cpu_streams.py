@@ -294,3 +294,29 @@ def test_release_on_a_worker_thread_is_deferred_not_deadlocked(hip: Any, host: A
     assert results == [0]
     assert hip.hipFree(pointer[0]) == E["hipErrorInvalidValue"]  # already released
     hip.hipGetLastError()
+
+
+def test_an_interrupt_inside_work_a_waiting_thread_runs_leaves_the_stream_usable() -> None:
+    """Ctrl-C while a synchronizing thread runs a stream's work itself (Engine._wait): the
+    operation still finishes (as failed), the interrupt reaches the caller, and the stream
+    goes on; a finalizer that runs meanwhile defers its release instead of waiting."""
+    from hip_ffi.platforms.cpu import status
+    from hip_ffi.platforms.cpu.streams import Engine, Stream
+
+    engine = Engine()
+    stream = Stream(0, 0)  # no worker thread: only a synchronizing thread runs its work
+    engine.live.append(stream)
+    seen: list[bool] = []
+
+    def interrupted() -> int:
+        seen.append(engine.must_not_wait())  # what a finalizer running here would see
+        raise KeyboardInterrupt
+
+    engine.submit(stream, interrupted)
+    engine.submit(stream, lambda: status.SUCCESS)
+    with pytest.raises(KeyboardInterrupt):
+        engine.synchronize(stream)
+    assert seen == [True]
+    assert stream.completed == 1 and not stream.running
+    assert engine.synchronize(stream) == status.LAUNCH_FAILURE  # the failed op's error, once
+    assert stream.completed == 2 and engine.synchronize(stream) == status.SUCCESS

@@ -94,7 +94,7 @@ def hipStreamBeginCapture(stream: Stream, mode: int) -> int:
         return status.INVALID_VALUE
     if stream.null:
         return status.CAPTURE_UNSUPPORTED
-    with ENGINE.cond:
+    with ENGINE.held:
         if stream.capture is not None:
             return status.ILLEGAL_STATE
         stream.capture = Capture(stream)
@@ -105,7 +105,7 @@ def hipStreamBeginCapture(stream: Stream, mode: int) -> int:
 def hipStreamEndCapture(stream: Stream, graph: Any) -> int:
     if graph == ffi.NULL:
         return status.INVALID_VALUE
-    with ENGINE.cond:
+    with ENGINE.held:
         capture = stream.capture
         if capture is None:
             return status.ILLEGAL_STATE

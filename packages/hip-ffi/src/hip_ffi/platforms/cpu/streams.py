@@ -100,19 +100,29 @@ def _done(deps: Sequence[Dependency]) -> bool:
 
 class _Held:
     """`with engine.held:` takes the engine's (re-entrant) lock and counts, per thread, how
-    deeply this thread holds it."""
+    deeply this thread holds it.
+
+    The count goes up before the lock is taken and down after it is let go: a finalizer that
+    garbage collection runs on this thread anywhere in between sees a count above zero and
+    defers its release (Engine.must_not_wait) instead of waiting inside a critical section.
+    """
 
     def __init__(self, cond: threading.Condition, local: threading.local) -> None:
         self._cond = cond
         self._local = local
 
     def __enter__(self) -> None:
-        self._cond.acquire()
-        self._local.depth = getattr(self._local, "depth", 0) + 1
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        try:
+            self._cond.acquire()
+        except BaseException:  # interrupted (Ctrl-C) before the lock was taken
+            local.depth -= 1
+            raise
 
     def __exit__(self, *exc: object) -> None:
-        self._local.depth -= 1
         self._cond.release()
+        self._local.depth -= 1
 
 
 class Engine:
@@ -277,7 +287,9 @@ class Engine:
         return result
 
     def _finish(self, stream: Stream, op: _Op, result: int) -> None:
-        """Record the operation's completion (lock held)."""
+        """Record the operation's completion (lock held); `op` is the stream's claimed head."""
+        if not stream.running or not stream.queue or stream.queue[0] is not op:
+            raise RuntimeError("hip-ffi cpu engine: an operation finished that was not claimed")
         stream.queue.popleft()
         op.result = result
         stream.completed = op.ticket
@@ -329,14 +341,19 @@ class Engine:
             if op is None or owner is None:
                 self.cond.wait()
                 continue
-            self._local.depth -= 1
+            # The lock is let go while the work runs; the depth stays, so a finalizer running
+            # on this thread meanwhile defers (as on a worker: _execute marks the thread one).
+            interrupted: BaseException | None = None
             self.cond.release()
             try:
                 result = self._execute(op)
+            except BaseException as error:  # Ctrl-C inside the work: finish the op, then raise
+                result, interrupted = status.LAUNCH_FAILURE, error
             finally:
                 self.cond.acquire()
-                self._local.depth += 1
             self._finish(owner, op, result)
+            if interrupted is not None:
+                raise interrupted
 
     # ---- waiting ------------------------------------------------------------------------
     def _pending_for(self, stream: Stream) -> list[Dependency]:
