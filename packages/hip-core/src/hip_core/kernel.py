@@ -271,5 +271,32 @@ class Kernel:
         )
         return int(value[0])
 
+    def set_max_dynamic_shared_memory(self, nbytes: int) -> None:
+        """Let launches of this kernel take up to `nbytes` bytes of dynamic shared memory
+        (hipFuncSetAttribute(hipFuncAttributeMaxDynamicSharedMemorySize)).
+
+        NVIDIA GPUs give a launch 48 KiB (less the kernel's static shared memory) until this
+        raises the ceiling, up to the device's opt-in limit (SharedMemPerBlockOptin) less the
+        static part. Where launches may already take `nbytes` (AMD's and the cpu platform's
+        64 KiB, or an earlier call) nothing is called. Raises ValueError above the limit,
+        before anything is set. Not stream-ordered: it applies to every later launch.
+        """
+        self.module._check_open()
+        size = integer(nbytes, "nbytes")
+        device = self.module.device
+        static = self.attribute("SHARED_SIZE_BYTES")
+        limit = device.attribute("SharedMemPerBlockOptin") - static
+        if not 0 <= size <= limit:
+            raise ValueError(
+                f"{self.name}: {nbytes!r} bytes of dynamic shared memory; this device allows "
+                f"0 to {limit} (its opt-in limit less {static} bytes of static shared memory)"
+            )
+        if size <= self.attribute("MAX_DYNAMIC_SHARED_SIZE_BYTES"):
+            return
+        api = hip()
+        attribute = FUNC_ATTRIBUTES["MAX_DYNAMIC_SHARED_SIZE_BYTES"]
+        with device:
+            check(api.hipFuncSetAttribute(self.handle, attribute, size), "hipFuncSetAttribute")
+
     def __repr__(self) -> str:
         return f"<Kernel {self.name}({', '.join(p.decl for p in self.params)})>"

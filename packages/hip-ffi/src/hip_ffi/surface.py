@@ -94,6 +94,7 @@ RUNTIME = (
     "hipModuleLaunchKernel",
     "hipDrvLaunchKernelEx",
     "hipFuncGetAttribute",
+    "hipFuncSetAttribute",
     "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
     "hipModuleOccupancyMaxPotentialBlockSize",
     # graphs

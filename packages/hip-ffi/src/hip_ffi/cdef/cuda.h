@@ -122,6 +122,7 @@ CUresult cuModuleUnload(hipModule_t hmod);
 CUresult cuModuleGetFunction(hipFunction_t* hfunc, hipModule_t hmod, const char* name);
 CUresult cuModuleGetGlobal_v2(hipDeviceptr_t* dptr, size_t* bytes, hipModule_t hmod, const char* name);
 CUresult cuFuncGetAttribute(int* pi, int attrib, hipFunction_t hfunc);
+CUresult cuFuncSetAttribute(hipFunction_t hfunc, int attrib, int value);
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, hipFunction_t func, int blockSize, size_t dynamicSMemSize);
 /* blockSizeToDynamicSMemSize is a callback pointer; hip_ffi always passes NULL. */
 CUresult cuOccupancyMaxPotentialBlockSize(int* minGridSize, int* blockSize, hipFunction_t func, void* blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit);

@@ -177,6 +177,28 @@ def hipFuncGetAttribute(value: Any, attribute: int, function: Any) -> int:
     return status.SUCCESS
 
 
+#: hipFuncSetAttribute's values by (function address, attribute): recorded, never needed here
+#: (a launch may take up to 64 KiB of dynamic shared memory whatever was set).
+FUNC_SETTINGS: dict[tuple[int, int], int] = {}
+
+
+def hipFuncSetAttribute(function: Any, attribute: int, value: int) -> int:
+    """Accepts the settable attributes (max dynamic shared memory up to the 64 KiB a launch
+    may take; the carveout, a hint, -1 or 0..100) and records them."""
+    if KERNELS.get(function) is None:
+        return status.INVALID_DEVICE_FUNCTION
+    if attribute == FUNC_ATTRIBUTES["MAX_DYNAMIC_SHARED_SIZE_BYTES"]:
+        valid = 0 <= value <= shared_objects.MAX_DYNAMIC_SHARED
+    elif attribute == FUNC_ATTRIBUTES["PREFERRED_SHARED_MEMORY_CARVEOUT"]:
+        valid = -1 <= value <= 100
+    else:
+        valid = False
+    if not valid:
+        return status.INVALID_VALUE
+    FUNC_SETTINGS[(address(function), attribute)] = value
+    return status.SUCCESS
+
+
 def hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(
     blocks: Any, function: Any, block_size: int, dynamic_shared: int
 ) -> int:

@@ -117,6 +117,7 @@ DRIVER_CALLS = {
     "hipModuleGetFunction": "cuModuleGetFunction",
     "hipModuleGetGlobal": "cuModuleGetGlobal_v2",
     "hipFuncGetAttribute": "cuFuncGetAttribute",
+    "hipFuncSetAttribute": "cuFuncSetAttribute",
     "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor": (
         "cuOccupancyMaxActiveBlocksPerMultiprocessor"
     ),
