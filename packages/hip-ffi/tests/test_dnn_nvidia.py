@@ -146,6 +146,21 @@ def test_backward_data_and_pooling_translate_their_enums(setup) -> None:  # type
     assert status == 0
     (args,) = fake.named("cudnnConvolutionBackwardData")
     assert args[7] == dnn_tables.BWD_DATA_ALGO_DEFAULT[5]  # nothing found: the family's default
+    # Timed search: cuDNN's argument order (filter first), then the found algorithm runs.
+    perf, count = ffi.new("miopenConvAlgoPerf_t[2]"), ffi.new("int*")
+    status = api["miopenFindConvolutionBackwardDataAlgorithm"](
+        handle, y, ffi.NULL, w, ffi.NULL, conv, x, ffi.NULL, 2, count, perf, ffi.NULL, 4096, True
+    )
+    assert status == 0 and count[0] == 2
+    assert [perf[0].bwd_data_algo, perf[1].bwd_data_algo] == [5, 0]  # ALGO_1, ALGO_0's families
+    (found,) = fake.named("cudnnFindConvolutionBackwardDataAlgorithmEx")
+    assert ffi.typeof(found[1]) is ffi.typeof("cudnnFilterDescriptor_t")
+    assert ffi.typeof(found[3]) is ffi.typeof("cudnnTensorDescriptor_t")
+    assert found[-2:] == (ffi.NULL, 4096)
+    status = api["miopenConvolutionBackwardData"](
+        handle, alpha, y, ffi.NULL, w, ffi.NULL, conv, 5, beta, x, ffi.NULL, ffi.NULL, 4096
+    )
+    assert status == 0 and fake.named("cudnnConvolutionBackwardData")[-1][7] == 1
     pool = ffi.new("miopenPoolingDescriptor_t*")
     assert api["miopenCreatePoolingDescriptor"](pool) == 0
     window, pads = _ints(3, 3), _ints(1, 1)

@@ -330,60 +330,51 @@ class Dnn(Resource):
 
     # --- descriptors (kept for the handle's life) -------------------------------------------
 
-    def _make(self, kind: str) -> Any:
-        out = self._api.ffi.new(f"miopen{kind}Descriptor_t*")
-        check_miopen(getattr(self._api, f"miopenCreate{kind}Descriptor")(out), "miopenCreate")
-        self._descriptors.append((f"miopenDestroy{kind}Descriptor", out[0]))
-        return out[0]
-
-    def _tensor(self, data_type: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> Any:
-        key = (data_type, dims, strides)
+    def _described(self, kind: str, key: tuple[Any, ...], *calls: tuple[Any, ...]) -> Any:
+        """The descriptor of `kind` ("Tensor", "Convolution", "Pooling") that `calls` (each a
+        surface function's name and its arguments after the descriptor) set up, made once per
+        `key` and destroyed with the handle."""
         found = self._cached.get(key)
         if found is None:
-            ffi = self._api.ffi
-            found = self._make("Tensor")
-            status = self._api.miopenSetTensorDescriptor(
-                found, data_type, len(dims), ffi.new("int[]", dims), ffi.new("int[]", strides)
-            )
-            check_miopen(status, "miopenSetTensorDescriptor")
+            api = self._api
+            out = api.ffi.new(f"miopen{kind}Descriptor_t*")
+            create = f"miopenCreate{kind}Descriptor"
+            check_miopen(getattr(api, create)(out), create)
+            found = out[0]
+            self._descriptors.append((f"miopenDestroy{kind}Descriptor", found))
+            for name, *args in calls:
+                check_miopen(getattr(api, name)(found, *args), name)
             self._cached[key] = found
         return found
+
+    def _ints(self, values: tuple[int, ...]) -> Any:
+        return self._api.ffi.new("int[]", values)
+
+    def _tensor(self, data_type: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+        return self._described(
+            "Tensor", (data_type, dims, strides),
+            ("miopenSetTensorDescriptor", data_type, len(dims), self._ints(dims),
+             self._ints(strides)),
+        )  # fmt: skip
 
     def _conv(
         self, pads: tuple[int, int], stride: tuple[int, ...], dilation: tuple[int, ...], groups: int
     ) -> Any:
-        key = ("conv", pads, stride, dilation, groups)
-        found = self._cached.get(key)
-        if found is None:
-            ffi = self._api.ffi
-            found = self._make("Convolution")
-            status = self._api.miopenInitConvolutionNdDescriptor(
-                found, 2, ffi.new("int[]", pads), ffi.new("int[]", stride),
-                ffi.new("int[]", dilation), dc.MIOPEN_CONVOLUTION,
-            )  # fmt: skip
-            check_miopen(status, "miopenInitConvolutionNdDescriptor")
-            check_miopen(
-                self._api.miopenSetConvolutionGroupCount(found, groups),
-                "miopenSetConvolutionGroupCount",
-            )
-            self._cached[key] = found
-        return found
+        return self._described(
+            "Convolution", ("conv", pads, stride, dilation, groups),
+            ("miopenInitConvolutionNdDescriptor", 2, self._ints(pads), self._ints(stride),
+             self._ints(dilation), dc.MIOPEN_CONVOLUTION),
+            ("miopenSetConvolutionGroupCount", groups),
+        )  # fmt: skip
 
     def _pool(
         self, mode: int, window: tuple[int, ...], pads: tuple[int, int], stride: tuple[int, ...]
     ) -> Any:
-        key = ("pool", mode, window, pads, stride)
-        found = self._cached.get(key)
-        if found is None:
-            ffi = self._api.ffi
-            found = self._make("Pooling")
-            status = self._api.miopenSetNdPoolingDescriptor(
-                found, mode, 2, ffi.new("int[]", window), ffi.new("int[]", pads),
-                ffi.new("int[]", stride),
-            )  # fmt: skip
-            check_miopen(status, "miopenSetNdPoolingDescriptor")
-            self._cached[key] = found
-        return found
+        return self._described(
+            "Pooling", ("pool", mode, window, pads, stride),
+            ("miopenSetNdPoolingDescriptor", mode, 2, self._ints(window), self._ints(pads),
+             self._ints(stride)),
+        )  # fmt: skip
 
 
 _NO_PLAN: Any = object()

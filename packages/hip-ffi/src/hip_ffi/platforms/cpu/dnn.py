@@ -150,12 +150,11 @@ def miopenFindConvolutionForwardAlgorithm(
     return _find(_problem(x, w, conv, y), request, returned, results, "fwd_algo")
 
 
-@on_handle
-def miopenConvolutionForward(
-    handle: Handle, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any, algo: int,
-    beta: Any, y: Any, y_data: Any, workspace: Any, workspace_size: int,
+def _convolve(
+    handle: Handle, found: ConvProblem | int, alpha: Any, beta: Any, x_data: Any, w_data: Any,
+    y_data: Any, forward: bool,
 ) -> int:  # fmt: skip
-    found = _problem(x, w, conv, y)
+    """Queue y = conv(x, w) (forward), or x = its data gradient from y (backward data)."""
     if isinstance(found, int):
         return found
     scalars = _scalars(found.x.data_type, alpha, beta)
@@ -163,15 +162,29 @@ def miopenConvolutionForward(
         return dc.BAD_PARM
     xs, ws, ys = _tensor(found.x, x_data), _tensor(found.w, w_data), _tensor(found.y, y_data)
     c = found.conv
-    pads, strides, dils, groups = c.pads, c.strides, c.dilations, c.groups
+    geometry = (c.pads, c.strides, c.dilations, c.groups)
+    size = (found.x.dims[2], found.x.dims[3])
+    source, destination = (xs, ys) if forward else (ys, xs)
 
     def work() -> None:
         from hip_ffi.platforms.cpu import dnn_math as m
 
-        y_new = m.conv_forward(m.load(*xs), m.load(*ws), pads, strides, dils, groups)
-        m.store(*ys, m.blend(y_new, *scalars, lambda: m.load(*ys)))
+        if forward:
+            new = m.conv_forward(m.load(*source), m.load(*ws), *geometry)
+        else:
+            new = m.conv_backward_data(m.load(*source), m.load(*ws), *geometry, size)
+        m.store(*destination, m.blend(new, *scalars, lambda: m.load(*destination)))
 
     return _run(handle.stream, work)
+
+
+@on_handle
+def miopenConvolutionForward(
+    handle: Handle, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any, algo: int,
+    beta: Any, y: Any, y_data: Any, workspace: Any, workspace_size: int,
+) -> int:  # fmt: skip
+    found = _problem(x, w, conv, y)
+    return _convolve(handle, found, alpha, beta, x_data, w_data, y_data, forward=True)
 
 
 @on_handle
@@ -196,23 +209,7 @@ def miopenConvolutionBackwardData(
     algo: int, beta: Any, dx: Any, dx_data: Any, workspace: Any, workspace_size: int,
 ) -> int:  # fmt: skip
     found = _problem(dx, w, conv, dy)
-    if isinstance(found, int):
-        return found
-    scalars = _scalars(found.x.data_type, alpha, beta)
-    if scalars is None:
-        return dc.BAD_PARM
-    dys, ws, dxs = _tensor(found.y, dy_data), _tensor(found.w, w_data), _tensor(found.x, dx_data)
-    c = found.conv
-    pads, strides, dils, groups = c.pads, c.strides, c.dilations, c.groups
-    size = (found.x.dims[2], found.x.dims[3])
-
-    def work() -> None:
-        from hip_ffi.platforms.cpu import dnn_math as m
-
-        dx_new = m.conv_backward_data(m.load(*dys), m.load(*ws), pads, strides, dils, groups, size)
-        m.store(*dxs, m.blend(dx_new, *scalars, lambda: m.load(*dxs)))
-
-    return _run(handle.stream, work)
+    return _convolve(handle, found, alpha, beta, dx_data, w_data, dy_data, forward=False)
 
 
 def miopenPoolingGetWorkSpaceSizeV2(pool: Any, y: Any, size: Any) -> int:

@@ -28,7 +28,8 @@ exhaustiveSearch waits for it, as MIOpen's does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from hip_ffi import dnn_constants as dc
@@ -98,6 +99,39 @@ def _filter_format(desc: TensorDesc) -> int:
 
 def _key(*descs: TensorDesc) -> tuple[Any, ...]:
     return tuple((d.data_type, d.dims, d.strides) for d in descs)
+
+
+@dataclass(frozen=True)
+class _Direction:
+    """What differs between forward and backward-data convolution in cuDNN's calls: the
+    functions, the algorithm tables, and whether the filter comes before the data input."""
+
+    key: str
+    heuristic: str
+    timed: str
+    run: str
+    count: int
+    families: Mapping[int, int]
+    defaults: Mapping[int, int]
+    field: str  # of miopenConvAlgoPerf_t
+    forward: bool
+
+    def order(self, source: tuple[Any, ...], filter_: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The data input's and the filter's arguments in this direction's order."""
+        return (*source, *filter_) if self.forward else (*filter_, *source)
+
+
+FORWARD = _Direction(
+    "fwd", "cudnnGetConvolutionForwardAlgorithm_v7", "cudnnFindConvolutionForwardAlgorithmEx",
+    "cudnnConvolutionForward", t.FWD_ALGO_COUNT, t.FWD_ALGO_FAMILY, t.FWD_ALGO_DEFAULT,
+    "fwd_algo", forward=True,
+)  # fmt: skip
+BACKWARD_DATA = _Direction(
+    "bwd", "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+    "cudnnFindConvolutionBackwardDataAlgorithmEx", "cudnnConvolutionBackwardData",
+    t.BWD_DATA_ALGO_COUNT, t.BWD_DATA_ALGO_FAMILY, t.BWD_DATA_ALGO_DEFAULT, "bwd_data_algo",
+    forward=False,
+)  # fmt: skip
 
 
 def bind_checked(cudnn: Any, path: str) -> dict[str, Callable[..., Any]]:
@@ -266,120 +300,108 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         _checked(cudnn.cudnnGetStream(handle_of(handle), stream))
         return dc.SUCCESS
 
+    def sides(d: _Direction, x: Any, w: Any, conv: Any, y: Any) -> tuple[Any, ...]:
+        """(source, filter, conv, destination) cuDNN descriptors of direction `d` over the
+        forward convolution x -> y (backward data reads y and writes x), and the surface's
+        convolution descriptor."""
+        xt, wf, cc, yt, cd = problem(x, w, conv, y)
+        return (xt, wf, cc, yt, cd) if d.forward else (yt, wf, cc, xt, cd)
+
+    def workspace_size(d: _Direction, handle: Any, x: Any, w: Any, conv: Any, y: Any,
+                       size: Any) -> int:  # fmt: skip
+        if is_null(size):
+            return dc.BAD_PARM
+        src, wf, cc, dst, _ = sides(d, x, w, conv, y)
+        query = getattr(cudnn, d.heuristic)
+        found = heuristics(query, d.count, handle_of(handle), *d.order((src,), (wf,)), cc, dst)
+        size[0] = max((p.memory for p in found[:WORKSPACE_CANDIDATES]), default=0)
+        return dc.SUCCESS
+
+    def find(
+        d: _Direction, handle: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any,
+        y: Any, y_data: Any, request: int, returned: Any, results: Any, workspace: Any,
+        workspace_size: int, exhaustive: bool,
+    ) -> int:  # fmt: skip
+        if request < 1 or is_null(returned) or is_null(results):
+            return dc.BAD_PARM
+        src, wf, cc, dst, cd = sides(d, x, w, conv, y)
+        src_data, dst_data = (x_data, y_data) if d.forward else (y_data, x_data)
+        h = handle_of(handle)
+        if exhaustive:
+            found = heuristics(
+                getattr(cudnn, d.timed), d.count, h, *d.order((src, src_data), (wf, w_data)),
+                cc, dst, dst_data, tail=(workspace, workspace_size),
+            )  # fmt: skip
+        else:
+            query = getattr(cudnn, d.heuristic)
+            found = heuristics(query, d.count, h, *d.order((src,), (wf,)), cc, dst)
+        found = [p for p in found if p.memory <= workspace_size]
+        remember: dict[int, tuple[int, int]] = {}
+        report(found, d.families, remember, request, returned, results, d.field)
+        cd.native[(d.key, _key(tensor(x), tensor(w), tensor(y)))] = remember
+        return dc.SUCCESS
+
+    def run(
+        d: _Direction, handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any,
+        conv: Any, algo: int, beta: Any, y: Any, y_data: Any, workspace: Any,
+        workspace_size: int,
+    ) -> int:  # fmt: skip
+        src, wf, cc, dst, cd = sides(d, x, w, conv, y)
+        src_data, dst_data = (x_data, y_data) if d.forward else (y_data, x_data)
+        xd = tensor(x)
+        key = (d.key, _key(xd, tensor(w), tensor(y)))
+        cu_algo, math = chosen(cd, key, algo, d.defaults, xd.data_type)
+        _checked(cudnn.cudnnSetConvolutionMathType(cc, math))
+        _checked(
+            getattr(cudnn, d.run)(
+                handle_of(handle), alpha, *d.order((src, src_data), (wf, w_data)), cc, cu_algo,
+                workspace, workspace_size, beta, dst, dst_data,
+            )
+        )  # fmt: skip
+        return dc.SUCCESS
+
+    # MIOpen's argument orders -> (x, w, y) of the forward convolution, whatever the direction.
     @_surface
     def miopenConvolutionForwardGetWorkSpaceSize(
         handle: Any, w: Any, x: Any, conv: Any, y: Any, size: Any
     ) -> int:
-        if is_null(size):
-            return dc.BAD_PARM
-        xt, wf, cc, yt, _ = problem(x, w, conv, y)
-        found = heuristics(
-            cudnn.cudnnGetConvolutionForwardAlgorithm_v7, t.FWD_ALGO_COUNT,
-            handle_of(handle), xt, wf, cc, yt,
-        )  # fmt: skip
-        size[0] = max((p.memory for p in found[:WORKSPACE_CANDIDATES]), default=0)
-        return dc.SUCCESS
+        return workspace_size(FORWARD, handle, x, w, conv, y, size)
+
+    @_surface
+    def miopenConvolutionBackwardDataGetWorkSpaceSize(
+        handle: Any, dy: Any, w: Any, conv: Any, dx: Any, size: Any
+    ) -> int:
+        return workspace_size(BACKWARD_DATA, handle, dx, w, conv, dy, size)
 
     @_surface
     def miopenFindConvolutionForwardAlgorithm(
         handle: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any, y: Any, y_data: Any,
-        request: int, returned: Any, results: Any, workspace: Any, workspace_size: int,
-        exhaustive: bool,
+        *rest: Any,
     ) -> int:  # fmt: skip
-        if request < 1 or is_null(returned) or is_null(results):
-            return dc.BAD_PARM
-        xt, wf, cc, yt, cd = problem(x, w, conv, y)
-        h = handle_of(handle)
-        if exhaustive:
-            found = heuristics(
-                cudnn.cudnnFindConvolutionForwardAlgorithmEx, t.FWD_ALGO_COUNT,
-                h, xt, x_data, wf, w_data, cc, yt, y_data, tail=(workspace, workspace_size),
-            )  # fmt: skip
-        else:
-            found = heuristics(
-                cudnn.cudnnGetConvolutionForwardAlgorithm_v7, t.FWD_ALGO_COUNT, h, xt, wf, cc, yt
-            )
-        found = [p for p in found if p.memory <= workspace_size]
-        remember: dict[int, tuple[int, int]] = {}
-        report(found, t.FWD_ALGO_FAMILY, remember, request, returned, results, "fwd_algo")
-        cd.native[("fwd", _key(tensor(x), tensor(w), tensor(y)))] = remember
-        return dc.SUCCESS
+        return find(FORWARD, handle, x, x_data, w, w_data, conv, y, y_data, *rest)
+
+    @_surface
+    def miopenFindConvolutionBackwardDataAlgorithm(
+        handle: Any, dy: Any, dy_data: Any, w: Any, w_data: Any, conv: Any, dx: Any,
+        dx_data: Any, *rest: Any,
+    ) -> int:  # fmt: skip
+        return find(BACKWARD_DATA, handle, dx, dx_data, w, w_data, conv, dy, dy_data, *rest)
 
     @_surface
     def miopenConvolutionForward(
         handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any,
         algo: int, beta: Any, y: Any, y_data: Any, workspace: Any, workspace_size: int,
     ) -> int:  # fmt: skip
-        xt, wf, cc, yt, cd = problem(x, w, conv, y)
-        xd = tensor(x)
-        key = ("fwd", _key(xd, tensor(w), tensor(y)))
-        cu_algo, math = chosen(cd, key, algo, t.FWD_ALGO_DEFAULT, xd.data_type)
-        _checked(cudnn.cudnnSetConvolutionMathType(cc, math))
-        _checked(
-            cudnn.cudnnConvolutionForward(
-                handle_of(handle), alpha, xt, x_data, wf, w_data, cc, cu_algo,
-                workspace, workspace_size, beta, yt, y_data,
-            )
-        )  # fmt: skip
-        return dc.SUCCESS
-
-    @_surface
-    def miopenConvolutionBackwardDataGetWorkSpaceSize(
-        handle: Any, dy: Any, w: Any, conv: Any, dx: Any, size: Any
-    ) -> int:
-        if is_null(size):
-            return dc.BAD_PARM
-        dxt, wf, cc, dyt, _ = problem(dx, w, conv, dy)
-        found = heuristics(
-            cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7, t.BWD_DATA_ALGO_COUNT,
-            handle_of(handle), wf, dyt, cc, dxt,
-        )  # fmt: skip
-        size[0] = max((p.memory for p in found[:WORKSPACE_CANDIDATES]), default=0)
-        return dc.SUCCESS
-
-    @_surface
-    def miopenFindConvolutionBackwardDataAlgorithm(
-        handle: Any, dy: Any, dy_data: Any, w: Any, w_data: Any, conv: Any, dx: Any,
-        dx_data: Any, request: int, returned: Any, results: Any, workspace: Any,
-        workspace_size: int, exhaustive: bool,
-    ) -> int:  # fmt: skip
-        if request < 1 or is_null(returned) or is_null(results):
-            return dc.BAD_PARM
-        dxt, wf, cc, dyt, cd = problem(dx, w, conv, dy)
-        h = handle_of(handle)
-        if exhaustive:
-            found = heuristics(
-                cudnn.cudnnFindConvolutionBackwardDataAlgorithmEx, t.BWD_DATA_ALGO_COUNT,
-                h, wf, w_data, dyt, dy_data, cc, dxt, dx_data, tail=(workspace, workspace_size),
-            )  # fmt: skip
-        else:
-            found = heuristics(
-                cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7, t.BWD_DATA_ALGO_COUNT,
-                h, wf, dyt, cc, dxt,
-            )  # fmt: skip
-        found = [p for p in found if p.memory <= workspace_size]
-        remember: dict[int, tuple[int, int]] = {}
-        report(found, t.BWD_DATA_ALGO_FAMILY, remember, request, returned, results, "bwd_data_algo")
-        cd.native[("bwd", _key(tensor(dx), tensor(w), tensor(dy)))] = remember
-        return dc.SUCCESS
+        return run(FORWARD, handle, alpha, x, x_data, w, w_data, conv, algo, beta, y, y_data,
+                   workspace, workspace_size)  # fmt: skip
 
     @_surface
     def miopenConvolutionBackwardData(
         handle: Any, alpha: Any, dy: Any, dy_data: Any, w: Any, w_data: Any, conv: Any,
         algo: int, beta: Any, dx: Any, dx_data: Any, workspace: Any, workspace_size: int,
     ) -> int:  # fmt: skip
-        dxt, wf, cc, dyt, cd = problem(dx, w, conv, dy)
-        dxd = tensor(dx)
-        key = ("bwd", _key(dxd, tensor(w), tensor(dy)))
-        cu_algo, math = chosen(cd, key, algo, t.BWD_DATA_ALGO_DEFAULT, dxd.data_type)
-        _checked(cudnn.cudnnSetConvolutionMathType(cc, math))
-        _checked(
-            cudnn.cudnnConvolutionBackwardData(
-                handle_of(handle), alpha, wf, w_data, dyt, dy_data, cc, cu_algo,
-                workspace, workspace_size, beta, dxt, dx_data,
-            )
-        )  # fmt: skip
-        return dc.SUCCESS
+        return run(BACKWARD_DATA, handle, alpha, dx, dx_data, w, w_data, conv, algo, beta, dy,
+                   dy_data, workspace, workspace_size)  # fmt: skip
 
     @_surface
     def miopenPoolingGetWorkSpaceSizeV2(pool: Any, y: Any, size: Any) -> int:
