@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hip_runtime.dtypes import float_type
 from hip_runtime.ops.base import OpsBase, plan_head, plan_key
-from hip_runtime.ops.convolution import launch_outputs
+from hip_runtime.ops.convolution import launch_outputs, spatial_type
 from hip_runtime.tensor import DeviceTensor
 
 _GROUP_BLOCK = 512  # group_norm: threads per group (the group is read three times)
@@ -45,7 +44,7 @@ class ChannelNormOps(OpsBase):
                     kernel.launch(grid, _GROUP_BLOCK, x, weight, bias, y, *args,
                                   stream=self.stream)  # fmt: skip
                     return y
-        x, c, inner = self._channels("group_norm", x, False)
+        x, c, inner, suffix = self._channels("group_norm", x, False)
         if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
             raise ValueError(f"group_norm: num_groups must be a positive int, not {num_groups!r}")
         if c % num_groups:
@@ -56,7 +55,7 @@ class ChannelNormOps(OpsBase):
             if tensor is not None:
                 self._same(x, tensor, name, (c,))
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight, bias))
-        kernel = self._kernel("channel_norms.hip", f"group_norm_{float_type(x.dtype).suffix}")
+        kernel = self._kernel("channel_norms.hip", f"group_norm_{suffix}")
         grid = x.shape[0] * num_groups
         args = (c, num_groups, inner, float(eps))
         if y.size:
@@ -88,14 +87,14 @@ class ChannelNormOps(OpsBase):
                 if y is not None:
                     launch_outputs(self, plan[4], y.size, *inputs, y, y.size, *plan[5])
                     return y
-        x, c, inner = self._channels("batch_norm", x, bool(channels_last))
+        x, c, inner, suffix = self._channels("batch_norm", x, bool(channels_last))
         self._same(x, running_mean, "running_mean", (c,))
         self._same(x, running_var, "running_var", (c,))
         for tensor, name in ((weight, "weight"), (bias, "bias")):
             if tensor is not None:
                 self._same(x, tensor, name, (c,))
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=inputs[1:])
-        kernel = self._kernel("channel_norms.hip", f"batch_norm_{float_type(x.dtype).suffix}")
+        kernel = self._kernel("channel_norms.hip", f"batch_norm_{suffix}")
         args = (c, inner, float(eps))
         launch_outputs(self, kernel, y.size, x, running_mean, running_var, weight, bias, y,
                        y.size, *args)  # fmt: skip
@@ -103,17 +102,16 @@ class ChannelNormOps(OpsBase):
             self._keep_plan(key, (*plan_head(inputs, y), kernel, args))
         return y
 
-    def _channels(self, op: str, x: Any, channels_last: bool) -> tuple[DeviceTensor, int, int]:
+    def _channels(self, op: str, x: Any, channels_last: bool) -> tuple[DeviceTensor, int, int, str]:
         """x checked (C-contiguous f32/f16/bf16 of at least 2 axes), its channel count and
-        the elements between consecutive channels (1 when channels last)."""
+        the elements between consecutive channels (1 when channels last), its kernel suffix."""
         x = self._tensor(x, "x")
-        if float_type(x.dtype, "x").suffix not in ("f32", "f16", "bf16"):
-            raise ValueError(f"{op} takes float32, float16 and bfloat16 tensors, not {x.dtype}")
+        suffix = spatial_type(op, x).suffix
         if x.ndim < 2:
             raise ValueError(f"{op}: x must be [N, C, *] (at least 2-D), not {x.shape}")
         if channels_last:
-            return x, x.shape[-1], 1
-        return x, x.shape[1], math.prod(x.shape[2:])
+            return x, x.shape[-1], 1, suffix
+        return x, x.shape[1], math.prod(x.shape[2:]), suffix
 
 
 __all__ = ["ChannelNormOps"]

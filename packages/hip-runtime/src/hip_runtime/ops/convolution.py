@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_core import DevicePointer, Kernel
 from hip_runtime.blas import Gemm
-from hip_runtime.dtypes import FloatType, float_type
+from hip_runtime.dtypes import FLOAT_TYPES, FloatType
 from hip_runtime.ops.base import OpsBase, plan_head, plan_key
 from hip_runtime.ops.conv_geometry import (
     ConvGeometry,
@@ -150,9 +150,7 @@ class ConvOps(OpsBase):
                     self._conv_run(geometry, transposed, x4, w4, bias, y4, t)
                     return y
         x = self._tensor(x, "x")
-        t = float_type(x.dtype, "x")
-        if t.suffix not in _SUFFIXES:
-            raise ValueError(f"{op} takes float32, float16 and bfloat16 tensors, not {x.dtype}")
+        t = spatial_type(op, x)
         weight = self._tensor(weight, "weight")
         if weight.dtype != x.dtype:
             raise ValueError(f"{op}: weight has dtype {weight.dtype}; expected {x.dtype}")
@@ -323,6 +321,14 @@ class ConvOps(OpsBase):
                            int(g.channels_last))  # fmt: skip
 
 
+def spatial_type(op: str, x: DeviceTensor) -> FloatType:
+    """x's float type, one the spatial kernels take (f32, f16, bf16); ValueError naming op."""
+    found = FLOAT_TYPES.get(x.dtype)
+    if found is None or found.suffix not in _SUFFIXES:
+        raise ValueError(f"{op} takes float32, float16 and bfloat16 tensors; x has {x.dtype}")
+    return found
+
+
 def launch_outputs(ops: OpsBase, kernel: Kernel, n: int, *args: Any) -> None:
     """A grid-stride kernel of one thread per output (n outputs), on the backend's stream."""
     if n > 0:
@@ -363,4 +369,4 @@ def key_part(args: tuple[Any, ...]) -> Any:
     return part
 
 
-__all__ = ["COL_BYTES", "ConvOps", "key_part", "launch_outputs"]
+__all__ = ["COL_BYTES", "ConvOps", "key_part", "launch_outputs", "spatial_type"]

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime.dtypes import float_type
 from hip_runtime.ops.base import OpsBase, plan_head, plan_key
 from hip_runtime.ops.conv_geometry import ints, nchw
-from hip_runtime.ops.convolution import key_part, launch_outputs
+from hip_runtime.ops.convolution import key_part, launch_outputs, spatial_type
 from hip_runtime.tensor import DeviceTensor
 
 
@@ -67,9 +66,7 @@ class ResamplingOps(OpsBase):
                     launch_outputs(self, plan[4], y.size, x, y, *plan[5])
                     return y
         x = self._tensor(x, "x")
-        t = float_type(x.dtype, "x")
-        if t.suffix not in ("f32", "f16", "bf16"):
-            raise ValueError(f"{op} takes float32, float16 and bfloat16 tensors, not {x.dtype}")
+        t = spatial_type(op, x)
         if x.ndim != 4:
             raise ValueError(f"{op}: x must be 4-D ([N, C, H, W] or NHWC), not {x.shape}")
         n, c, h, w = nchw(x.shape, bool(channels_last))
