@@ -128,13 +128,25 @@ def test_find_reports_families_and_forward_runs_what_was_found(setup) -> None:  
     (args,) = fake.named("cudnnConvolutionForward")
     assert args[7] == 1 and args[9] == 4096  # IMPLICIT_PRECOMP_GEMM, with its workspace
     assert fake.named("cudnnSetConvolutionMathType")[-1][1] == 1  # the perf's math type
-    # A workspace too small for the first choice: Find takes the next.
+    # A workspace too small for the first choice: Find takes the next, and the same family now
+    # runs that algorithm (a repeated call's prepared arguments are dropped by a new Find).
     fake.calls.clear()
     status = api["miopenFindConvolutionForwardAlgorithm"](
         handle, x, ffi.NULL, w, ffi.NULL, conv, y, ffi.NULL, 4, count, perf, ffi.NULL, 0, True
     )
     assert status == 0 and perf[0].memory == 0
     assert fake.named("cudnnFindConvolutionForwardAlgorithmEx")
+    forward = (handle, alpha, x, ffi.NULL, w, ffi.NULL, conv, perf[0].fwd_algo, beta, y,
+               ffi.NULL, ffi.NULL, 0)  # fmt: skip
+    assert api["miopenConvolutionForward"](*forward) == 0
+    assert fake.named("cudnnConvolutionForward")[-1][7] == 0  # IMPLICIT_GEMM
+    # Setting a descriptor again rebuilds what was made from it, even on the fast path.
+    dims, nchw = _ints(2, 8, 6, 6), _ints(288, 36, 6, 1)
+    assert api["miopenSetTensorDescriptor"](x, dc.MIOPEN_BFLOAT16, 4, dims, nchw) == 0
+    made = len(fake.named("cudnnSetTensorNdDescriptor"))
+    assert api["miopenConvolutionForward"](*forward) == 0
+    assert len(fake.named("cudnnSetTensorNdDescriptor")) == made + 1
+    assert list(fake.named("cudnnSetTensorNdDescriptor")[-1][4][0:4]) == [288, 36, 6, 1]
 
 
 def test_backward_data_and_pooling_translate_their_enums(setup) -> None:  # type: ignore[no-untyped-def]

@@ -34,6 +34,7 @@ class TensorDesc:
     dims: tuple[int, ...] = ()
     strides: tuple[int, ...] = ()
     native: dict[Any, Any] = field(default_factory=dict)
+    generation: int = 0  # counts the times it was set: what platforms' caches check
 
 
 @dataclass
@@ -47,6 +48,7 @@ class ConvDesc:
     mode: int = dc.MIOPEN_CONVOLUTION
     groups: int = 1
     native: dict[Any, Any] = field(default_factory=dict)
+    generation: int = 0  # counts the times it was set: what platforms' caches check
 
 
 @dataclass
@@ -60,6 +62,7 @@ class PoolDesc:
     index_type: int = dc.MIOPEN_INDEX_UINT8
     index_mode: int = dc.MIOPEN_POOLING_WORKSPACE_INDEX_MASK
     native: dict[Any, Any] = field(default_factory=dict)
+    generation: int = 0  # counts the times it was set: what platforms' caches check
 
 
 def packed_strides(dims: tuple[int, ...]) -> tuple[int, ...]:
@@ -105,10 +108,12 @@ class Descriptors:
         self.poolings: Registry[PoolDesc] = Registry("miopenPoolingDescriptor_t")
         self._drop = drop
 
-    def _reset(self, native: dict[Any, Any]) -> None:
-        if native and self._drop is not None:
-            self._drop(native)
-        native.clear()
+    def _reset(self, desc: TensorDesc | ConvDesc | PoolDesc) -> None:
+        """Before a descriptor changes (or goes): release what was made from it."""
+        if desc.native and self._drop is not None:
+            self._drop(desc.native)
+        desc.native.clear()
+        desc.generation += 1
 
     def functions(self) -> dict[str, Callable[..., Any]]:
         """The descriptor entry points of the surface (and miopenGetErrorString)."""
@@ -130,7 +135,7 @@ class Descriptors:
                 found = registry.remove(handle)
                 if found is None:
                     return bad
-                reset(found.native)
+                reset(found)
                 return dc.SUCCESS
 
             return destroy
@@ -147,7 +152,7 @@ class Descriptors:
             steps = packed_strides(shape) if is_null(strides) else _ints(strides, nb_dims)
             if min(shape) < 1 or min(steps) < 1:
                 return bad
-            reset(desc.native)
+            reset(desc)
             desc.data_type, desc.dims, desc.strides = data_type, shape, steps
             return dc.SUCCESS
 
@@ -179,7 +184,7 @@ class Descriptors:
             p, s, d = _ints(pads, spatial), _ints(strides, spatial), _ints(dilations, spatial)
             if min(p) < 0 or min(s) < 1 or min(d) < 1:
                 return bad
-            reset(desc.native)
+            reset(desc)
             desc.pads, desc.strides, desc.dilations, desc.mode, desc.groups = p, s, d, mode, 1
             return dc.SUCCESS
 
@@ -202,7 +207,7 @@ class Descriptors:
         def miopenSetConvolutionGroupCount(desc: ConvDesc, groups: int) -> int:
             if groups < 1:
                 return bad
-            reset(desc.native)
+            reset(desc)
             desc.groups = groups
             return dc.SUCCESS
 
@@ -224,7 +229,7 @@ class Descriptors:
             k, p, s = _ints(window, nb_dims), _ints(pads, nb_dims), _ints(strides, nb_dims)
             if min(k) < 1 or min(p) < 0 or min(s) < 1:
                 return bad
-            reset(desc.native)
+            reset(desc)
             desc.mode, desc.window, desc.pads, desc.strides = mode, k, p, s
             return dc.SUCCESS
 

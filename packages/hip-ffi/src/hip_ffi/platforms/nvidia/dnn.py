@@ -37,11 +37,13 @@ from hip_ffi import surface
 from hip_ffi._ffi import ffi
 from hip_ffi.api import Unavailable
 from hip_ffi.dnn_descriptors import ConvDesc, Descriptors, TensorDesc, conv_problem
-from hip_ffi.platforms.cpu.handles import is_null
+from hip_ffi.platforms.cpu.handles import address, is_null
 from hip_ffi.platforms.nvidia import dnn_tables as t
 
 #: Heuristic choices whose workspace GetWorkSpaceSize covers.
 WORKSPACE_CANDIDATES = 4
+#: Prepared convolution calls kept (one per case a caller keeps descriptors for).
+PREPARED = 4096
 
 
 class _Failed(Exception):
@@ -339,18 +341,37 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         remember: dict[int, tuple[int, int]] = {}
         report(found, d.families, remember, request, returned, results, d.field)
         cd.native[(d.key, _key(tensor(x), tensor(w), tensor(y)))] = remember
+        prepared.clear()  # what each family stands for may have changed
         return dc.SUCCESS
+
+    #: (direction, x, w, conv, y, algo) -> (their generations, cuDNN's arguments): a repeated
+    #: call makes no descriptor lookups or checks (host time is most of a small convolution's).
+    prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def prepare(
+        d: _Direction, x: Any, w: Any, conv: Any, y: Any, algo: int, stamp: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        src, wf, cc, dst, cd = sides(d, x, w, conv, y)
+        xd = tensor(x)
+        key = (d.key, _key(xd, tensor(w), tensor(y)))
+        cu_algo, math = chosen(cd, key, algo, d.defaults, xd.data_type)
+        if len(prepared) >= PREPARED:
+            prepared.clear()
+        return stamp, src, wf, cc, dst, cu_algo, math
 
     def run(
         d: _Direction, handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any,
         conv: Any, algo: int, beta: Any, y: Any, y_data: Any, workspace: Any,
         workspace_size: int,
     ) -> int:  # fmt: skip
-        src, wf, cc, dst, cd = sides(d, x, w, conv, y)
+        descs = (tensors.get(x), tensors.get(w), convolutions.get(conv), tensors.get(y))
+        stamp = tuple(None if desc is None else desc.generation for desc in descs)
+        key = (d.key, address(x), address(w), address(conv), address(y), algo)
+        entry = prepared.get(key)
+        if entry is None or entry[0] != stamp:
+            entry = prepared[key] = prepare(d, x, w, conv, y, algo, stamp)
+        _, src, wf, cc, dst, cu_algo, math = entry
         src_data, dst_data = (x_data, y_data) if d.forward else (y_data, x_data)
-        xd = tensor(x)
-        key = (d.key, _key(xd, tensor(w), tensor(y)))
-        cu_algo, math = chosen(cd, key, algo, d.defaults, xd.data_type)
         _checked(cudnn.cudnnSetConvolutionMathType(cc, math))
         _checked(
             getattr(cudnn, d.run)(
