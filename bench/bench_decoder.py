@@ -20,7 +20,15 @@ each is a `skipped` row with the reason. Without transformers nothing can make t
 the run is a skipped row too. Prints JSON lines, then a table; writes bench_decoder.jsonl and
 bench_decoder.md under --out.
 
+`--step` (issue 15's row) times instead one decode step of a smaller Llama-style model (8
+layers, hidden 1024, 16/4 heads of 64, SwiGLU 2816, vocabulary 32000) with a KV cache at 1024
+tokens, batch 1: hip eager and hip's captured graph (`LlamaDecoder`'s decode step), beside
+transformers on a StaticCache eager and captured by torch.cuda.CUDAGraph (issue 15's goal:
+graph replay >= 1.0x torch CUDA graphs). µs per step: 100 back-to-back steps and one
+synchronize, median of 3 after a prefill and 8 warm-up steps; writes bench_decoder_step.*.
+
     python bench/bench_decoder.py [--quick] [--out DIR] [--batches 1 16] [--prompt 512] [--new 128]
+    python bench/bench_decoder.py --step [--quick] [--out DIR] [--batches 1] [--prompt 1024]
 """
 
 from __future__ import annotations
@@ -44,6 +52,10 @@ ONE_B = dict(
 TINY = dict(ONE_B, vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, head_dim=32)  # fmt: skip
 REPEATS = 3
+#: Issue 15's decode-step model (`--step`): Llama-style, random weights.
+STEP = dict(ONE_B, vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+            num_attention_heads=16, num_key_value_heads=4, head_dim=64)  # fmt: skip
+STEP_WARMUP, STEP_CALLS = 8, 100  # decode steps before the timed ones, and timed per repeat
 
 
 def make_model(settings: dict[str, Any], folder: Path) -> Any:
@@ -117,6 +129,118 @@ def bench_torch(model: Any, settings: dict[str, Any], batches: list[int], length
             emit(bench="generate", impl="torch eager", batch=batch, tokens_per_s=batch * new / s)
 
 
+def step_hip(folder: Path, settings: dict[str, Any], batch: int, length: int) -> None:
+    """`step` rows: µs per decode step of `batch` sequences whose KV cache holds `length`
+    tokens (then up to STEP_WARMUP + STEP_CALLS more), eager and replayed as a graph; each
+    repeat prefills again."""
+    from hip_runtime.models import LlamaDecoder
+
+    capacity = length + STEP_WARMUP + STEP_CALLS + 1
+    ids = prompts(settings, batch, length)
+    with LlamaDecoder.from_folder(folder, dtype="bfloat16", max_tokens=capacity) as decoder:
+        backend = decoder.backend
+        token = backend.from_numpy(np.full(batch, 5, np.int64))
+        for graph in (False, True):
+            times = []
+            for _ in range(REPEATS):
+                decoder.forward(ids)
+                step = decoder._decode_step(graph)
+                for _ in range(STEP_WARMUP):
+                    step(token)
+                backend.synchronize()
+                times.append(timed_steps(lambda s=step: s(token), backend.synchronize))
+            emit(bench="step", impl="hip graph replay" if graph else "hip eager", batch=batch,
+                 us=float(np.median(times)), platform=hip_api().platform)  # fmt: skip
+
+
+def timed_steps(step: Any, sync: Any) -> float:
+    """µs per call of STEP_CALLS back-to-back `step()` calls and one `sync()`."""
+    import time
+
+    start = time.perf_counter()
+    for _ in range(STEP_CALLS):
+        step()
+    sync()
+    return (time.perf_counter() - start) / STEP_CALLS * 1e6
+
+
+def step_torch(model: Any, settings: dict[str, Any], batch: int, length: int) -> None:
+    """The same decode step in transformers on a StaticCache (fixed shapes, the cache position
+    a device tensor): eager, and captured once by torch.cuda.CUDAGraph (the position's
+    increment inside the graph) and replayed."""
+    if hip_api().platform != "nvidia":
+        raise RuntimeError(f"torch runs on CUDA only; this platform is {hip_api().platform}")
+    if model is None:
+        raise RuntimeError("torch sees no CUDA device")
+    import torch
+    from transformers import StaticCache
+
+    capacity = length + STEP_WARMUP + STEP_CALLS + 1
+    ids = torch.from_numpy(prompts(settings, batch, length)).cuda()
+    token = torch.full((batch, 1), 5, dtype=torch.int64, device="cuda")
+    position = torch.zeros(1, dtype=torch.int64, device="cuda")
+
+    def step() -> None:
+        model(input_ids=token, past_key_values=cache, cache_position=position, use_cache=True)
+        position.add_(1)
+
+    with torch.inference_mode():
+        cache = StaticCache(config=model.config, max_cache_len=capacity)
+
+        def prefill() -> None:
+            model(input_ids=ids, past_key_values=cache, use_cache=True,
+                  cache_position=torch.arange(length, device="cuda"))  # fmt: skip
+            position.fill_(length)
+            for _ in range(STEP_WARMUP):
+                step()
+            torch.cuda.synchronize()
+
+        times = []
+        for _ in range(REPEATS):
+            prefill()
+            times.append(timed_steps(step, torch.cuda.synchronize))
+        emit(bench="step", impl="torch eager", batch=batch, us=float(np.median(times)))
+        try:
+            prefill()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                step()
+        except Exception as error:  # the row says why; the eager rows stand
+            emit(bench="skipped", impl="torch CUDA graph step",
+                 reason=f"{type(error).__name__}: {error}")  # fmt: skip
+            return
+        times = []
+        for _ in range(REPEATS):
+            prefill()
+            times.append(timed_steps(graph.replay, torch.cuda.synchronize))
+        emit(bench="step", impl="torch CUDA graph", batch=batch, us=float(np.median(times)))
+
+
+def step_table(settings: dict[str, Any], length: int) -> str:
+    steps = {(r["batch"], r["impl"]): r["us"] for r in ROWS if r["bench"] == "step"}
+    lines = [
+        f"decode step: {settings['num_hidden_layers']} layers, hidden {settings['hidden_size']}, "
+        f"heads {settings['num_attention_heads']}/{settings['num_key_value_heads']}, vocab "
+        f"{settings['vocab_size']}, bf16; KV cache at {length} tokens",
+        "",
+        "| batch | impl | µs per step | speed-up vs torch eager | vs torch CUDA graph |",
+        "| ---: | --- | ---: | ---: | ---: |",
+    ]
+    for (batch, impl), us in sorted(steps.items()):
+        eager, graph = steps.get((batch, "torch eager")), steps.get((batch, "torch CUDA graph"))
+        vs_eager = f"{eager / us:.2f}" if eager else "-"
+        vs_graph = f"{graph / us:.2f}" if graph else "-"
+        lines.append(f"| {batch} | {impl} | {us:.1f} | {vs_eager} | {vs_graph} |")
+    lines += [f"skipped {r['impl']}: {r['reason']}" for r in ROWS if r["bench"] == "skipped"]
+    return "\n".join(lines)
+
+
 def table(settings: dict[str, Any], length: int, new: int) -> str:
     lines = [
         f"decoder: {settings['num_hidden_layers']} layers, hidden {settings['hidden_size']}, "
@@ -148,7 +272,15 @@ def main() -> None:
     flags.add_argument("--batches", type=int, nargs="+", default=[1, 16])
     flags.add_argument("--prompt", type=int, default=512)
     flags.add_argument("--new", type=int, default=128)
+    flags.add_argument(
+        "--step",
+        action="store_true",
+        help="issue 15's decode-step rows instead (8 layers, hidden 1024, GQA 16/4, KV cache "
+        "at --prompt tokens, default 1024; batch: --batches, default 1)",
+    )
     args = flags.parse_args()
+    if args.step:
+        return main_step(args)
     settings, batches, length, new = ONE_B, args.batches, args.prompt, args.new
     if args.quick:
         settings, batches, length, new = TINY, [1, 2], 32, 8
@@ -164,6 +296,24 @@ def main() -> None:
                 )
             )
     save(args.out, "bench_decoder", table(settings, length, new))
+
+
+def main_step(args: Any) -> None:
+    settings = TINY if args.quick else STEP
+    length = 32 if args.quick else (1024 if args.prompt == 512 else args.prompt)
+    batches = [1] if args.batches == [1, 16] else args.batches
+    with tempfile.TemporaryDirectory() as tmp:
+        model: list[Any] = []
+        run((("transformers (makes the model)",
+              lambda: model.append(make_model(settings, Path(tmp)))),))  # fmt: skip
+        for batch in batches if model else []:
+            run(
+                (
+                    ("hip_runtime", lambda b=batch: step_hip(Path(tmp), settings, b, length)),
+                    ("torch", lambda b=batch: step_torch(model[0], settings, b, length)),
+                )
+            )
+    save(args.out, "bench_decoder_step", step_table(settings, length))
 
 
 if __name__ == "__main__":

@@ -12,15 +12,19 @@ Per forward: host wall time of back-to-back forwards and one synchronize, divide
 number (hip_backend.bench.per_call through _harness: median of 7 repeats after a warm-up), the
 last hidden state [B, S, H] included and left on the device. torch runs `model(**inputs)` under
 `inference_mode` with its default attention (SDPA) and with `attn_implementation="eager"`; no
-compile, no CUDA graphs. The speed-up printed is torch eager (SDPA) time / this row's time. The
-run also prints how far hip's bf16 hidden state is from torch's (max |difference| / max |torch|).
+compile; "torch CUDA graph (sdpa)" is the same forward captured once by torch.cuda.CUDAGraph on
+static inputs and replayed (issue 15's anchor for graph replay). The speed-up printed is torch
+eager (SDPA) time / this row's time, and hip's graph replay beside torch's CUDA graph. The run
+also prints how far hip's bf16 hidden state is from torch's (max |difference| / max |torch|).
+Issue 15's encoder: `--layers 6 --hidden 384 --heads 12` (batch 32 x 128, the default).
 
 Anchors (torch) run only on the nvidia platform with torch and transformers importable;
 otherwise each is a `skipped` row with the reason. Without transformers nothing makes the model,
 so the run is a skipped row too. Prints JSON lines, then a table; writes bench_encoder.jsonl and
 bench_encoder.md under --out.
 
-    python bench/bench_encoder.py [--quick] [--out DIR] [--layers 12] [--batch 32] [--seq 128]
+    python bench/bench_encoder.py [--quick] [--out DIR] [--layers 12] [--hidden 768] [--heads 12]
+                                  [--batch 32] [--seq 128]
 """
 
 from __future__ import annotations
@@ -111,7 +115,30 @@ def bench_torch(folder: Path, feeds: dict[str, np.ndarray], budget_s: float) -> 
                   torch.cuda.synchronize, budget_s)  # fmt: skip
             if attention == "sdpa":
                 HIDDEN["torch"] = model(**on_cuda).last_hidden_state.float().cpu().numpy()
+                timed_torch_graph(torch, model, on_cuda, budget_s)
             del model
+
+
+def timed_torch_graph(torch: Any, model: Any, on_cuda: dict[str, Any], budget_s: float) -> None:
+    """`torch CUDA graph (sdpa)`: the same forward captured by torch.cuda.CUDAGraph on static
+    inputs (warmed up on a side stream first, as torch's docs do it) and replayed, as hip's
+    graph replays its captured inputs. A model whose forward cannot be captured (a host sync
+    inside it) is a `skipped` row."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(**on_cuda)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(**on_cuda)
+    except Exception as error:  # the row says why; the eager rows stand
+        emit(bench="skipped", impl="torch CUDA graph (sdpa)",
+             reason=f"{type(error).__name__}: {error}")  # fmt: skip
+        return
+    timed("torch CUDA graph (sdpa)", graph.replay, torch.cuda.synchronize, budget_s)
 
 
 def table(settings: dict[str, Any], batch: int, seq: int) -> str:
@@ -127,6 +154,9 @@ def table(settings: dict[str, Any], batch: int, seq: int) -> str:
     for impl, us in forwards.items():
         speed = f"{torch_us / us:.2f}" if torch_us else "-"
         lines.append(f"| {impl} | {us / 1e3:.3f} | {speed} |")
+    ours, theirs = forwards.get("hip graph replay"), forwards.get("torch CUDA graph (sdpa)")
+    if ours and theirs:  # issue 15: graph replay >= 1.0x torch CUDA graphs
+        lines.append(f"\nhip graph replay vs torch CUDA graph: speed-up {theirs / ours:.2f}")
     lines += [f"skipped {r['impl']}: {r['reason']}" for r in ROWS if r["bench"] == "skipped"]
     if "hip" in HIDDEN and "torch" in HIDDEN:
         ours, theirs = HIDDEN["hip"], HIDDEN["torch"]
@@ -140,14 +170,23 @@ def table(settings: dict[str, Any], batch: int, seq: int) -> str:
 def main() -> None:
     flags = parser(__doc__)
     flags.add_argument("--layers", type=int, default=12)
+    flags.add_argument("--hidden", type=int, default=768, help="hidden size (FFN: 4x)")
+    flags.add_argument("--heads", type=int, default=12)
     flags.add_argument("--batch", type=int, default=32)
     flags.add_argument("--seq", type=int, default=128)
+    flags.add_argument("--budget", type=float, default=BUDGET_S, help="timed seconds per row")
     args = flags.parse_args()
     settings, batch, seq, budget = (
-        dict(BASE, num_hidden_layers=args.layers),
+        dict(
+            BASE,
+            num_hidden_layers=args.layers,
+            hidden_size=args.hidden,
+            num_attention_heads=args.heads,
+            intermediate_size=4 * args.hidden,
+        ),
         args.batch,
         args.seq,
-        BUDGET_S,
+        args.budget,
     )
     if args.quick:
         settings, batch, seq, budget = TINY, 2, 16, 0.2

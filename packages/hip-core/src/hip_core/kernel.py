@@ -87,25 +87,7 @@ class Kernel:
         self._launch = api.hipDrvLaunchKernelEx
         self._null = ffi.NULL
         self._lock = threading.Lock()
-        # One argument buffer, each slot aligned as the C ABI lays them out. The runtime reads
-        # each argument through its own pointer, with the size the kernel's code gives it; the
-        # spare 16 bytes at the end keep a read of a vector padded to 16 bytes (a 3-vector on
-        # some compilers) inside the buffer.
-        offsets, end = [], 0
-        for p in self.params:
-            align = p.align or p.size
-            end = -(-end // align) * align
-            offsets.append(end)
-            end += p.size
-        self._storage = ffi.new("char[]", end + 16)
-        base = ffi.cast("char*", self._storage)
-        self._pointers = ffi.new(
-            "void*[]", [ffi.cast("void*", base + o) for o in offsets] or [ffi.NULL]
-        )
-        self._writers = tuple(
-            value_writer(p, ffi.cast(p.storage + "*", base + o))
-            for p, o in zip(self.params, offsets, strict=True)
-        )
+        self._storage, self._pointers, self._writers, _ = _argument_buffer(ffi, self.params)
         self._numbers = tuple(i for i, p in enumerate(self.params) if p.kind in _NUMBERS)
         self._pointers_at = tuple(i for i, p in enumerate(self.params) if p.kind == "pointer")
         # Vectors and structs are packed at every launch: a tuple's `==` cannot tell 1 from 1.0
@@ -218,6 +200,17 @@ class Kernel:
 
     def _configure(self, grid: Dim3, block: Dim3, shared_mem: int, stream: Stream | None) -> None:
         self._grid = _UNSET  # a failure below must not leave a half-set "valid" configuration
+        self._fill_config(self._config, grid, block, shared_mem, stream)
+        # Cached as given only when immutable (ints, tuples): a list may change in place.
+        self._block = block if type(block) in (int, tuple) else _UNSET
+        self._shared_mem = shared_mem if type(shared_mem) is int else _UNSET
+        self._stream = stream
+        self._grid = grid if type(grid) in (int, tuple) else _UNSET
+
+    def _fill_config(
+        self, config: Any, grid: Dim3, block: Dim3, shared_mem: int, stream: Stream | None
+    ) -> None:
+        """Check a launch's geometry and stream and write them into `config`."""
         gx, gy, gz = _dim3(grid, "grid")
         bx, by, bz = _dim3(block, "block")
         if self._max_threads is None:
@@ -231,16 +224,24 @@ class Kernel:
         if shared < 0:
             raise ValueError(f"shared_mem must be a byte count >= 0, not {shared_mem!r}")
         handle = checked_handle(stream)
-        config = self._config
         config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
         config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
         config.sharedMemBytes = shared
         config.hStream = handle
-        # Cached as given only when immutable (ints, tuples): a list may change in place.
-        self._block = block if type(block) in (int, tuple) else _UNSET
-        self._shared_mem = shared_mem if type(shared_mem) is int else _UNSET
-        self._stream = stream
-        self._grid = grid if type(grid) in (int, tuple) else _UNSET
+
+    def prepare(
+        self,
+        grid: Dim3,
+        block: Dim3,
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Stream | None = None,
+    ) -> PreparedLaunch:
+        """A launch of fixed geometry, stream and non-pointer arguments, checked now (as
+        `launch` checks them) and packed once, whose pointer arguments are given at each call
+        as plain addresses: see `PreparedLaunch`. Nothing is launched here."""
+        self.module._check_open()
+        return PreparedLaunch(self, grid, block, args, shared_mem, stream)
 
     def forget_arguments(self) -> None:
         """Drop the references to the last launch's arguments (the next launch packs anew)."""
@@ -300,3 +301,109 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name}({', '.join(p.decl for p in self.params)})>"
+
+
+def _argument_buffer(
+    ffi: Any, params: Sequence[Param]
+) -> tuple[Any, Any, tuple[Any, ...], list[int]]:
+    """(storage, void*[] into it, a value writer per parameter, offsets): one argument buffer,
+    each slot aligned as the C ABI lays them out. The runtime reads each argument through its
+    own pointer, with the size the kernel's code gives it; the spare 16 bytes at the end keep
+    a read of a vector padded to 16 bytes (a 3-vector on some compilers) inside the buffer."""
+    offsets, end = [], 0
+    for p in params:
+        align = p.align or p.size
+        end = -(-end // align) * align
+        offsets.append(end)
+        end += p.size
+    storage = ffi.new("char[]", end + 16)
+    base = ffi.cast("char*", storage)
+    pointers = ffi.new("void*[]", [ffi.cast("void*", base + o) for o in offsets] or [ffi.NULL])
+    writers = tuple(
+        value_writer(p, ffi.cast(p.storage + "*", base + o))
+        for p, o in zip(params, offsets, strict=True)
+    )
+    return storage, pointers, writers, offsets
+
+
+class PreparedLaunch:
+    """One kernel launch packed once (`Kernel.prepare`), called with its pointer arguments.
+
+    `prepared(address, ...)` (one int per pointer parameter, in order) writes the addresses
+    into its own argument buffer and launches: the cheapest launch there is from Python (issue
+    15: an op's launch plan holds one). It returns True when it launched, False when it did
+    not and the caller must take `Kernel.launch` with the same arguments instead, which then
+    checks, raises or records as that does: while a capture runs (a graph must keep what a
+    launch names, which a raw address cannot tell), when another thread is inside this same
+    object (its buffer is being written), after a module or stream it names was closed, or
+    when the launch failed (a failed launch has no effect; the checked path re-issues it for
+    HIP's status). The addresses are not checked: the caller has checked that its memory is
+    open, and work on it is stream-ordered before any reuse of that memory.
+
+    Thread safety: the buffer is written and launched under a lock that is only ever tried,
+    never waited for (a second thread takes the checked path), so sharing one is safe.
+    """
+
+    __slots__ = ("_config", "_count", "_fast", "_generation", "_handle", "_lock", "_null",
+                 "_pointers", "_run", "_slots", "_storage", "_stream", "kernel")  # fmt: skip
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        grid: Dim3,
+        block: Dim3,
+        args: tuple[Any, ...],
+        shared_mem: int,
+        stream: Stream | None,
+    ) -> None:
+        params = kernel.params
+        if len(args) != len(params):
+            kernel._pack(args)  # raises the launch's TypeError
+        ffi = hip().ffi
+        self._storage, self._pointers, writers, offsets = _argument_buffer(ffi, params)
+        for write, value in zip(writers, args, strict=True):
+            write(value)
+        base = ffi.cast("char*", self._storage)
+        at = [o for p, o in zip(params, offsets, strict=True) if p.kind == "pointer"]
+        # Consecutive pointer slots (the usual C parameter list: the pointers first) are one
+        # array written by one slice assignment; others one cell each.
+        step = ffi.sizeof("uintptr_t")
+        consecutive = bool(at) and at == list(range(at[0], at[0] + step * len(at), step))
+        self._run = ffi.cast("uintptr_t*", base + at[0]) if consecutive else None
+        self._count = len(at)
+        self._slots = tuple(ffi.cast("uintptr_t*", base + o) for o in at)
+        self._config = ffi.new("HIP_LAUNCH_CONFIG*")
+        kernel._fill_config(self._config, grid, block, shared_mem, stream)
+        self.kernel = kernel
+        self._handle = kernel.handle
+        self._fast = kernel._launch_fast
+        self._null = ffi.NULL
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._generation = _resource.generation
+
+    def __call__(self, *addresses: int) -> bool:
+        if self._generation != _resource.generation and not self._revalidate():
+            return False
+        lock = self._lock
+        if _capture.captures or not lock.acquire(False):
+            return False
+        try:
+            run = self._run
+            if run is not None and len(addresses) == self._count:
+                run[0 : self._count] = addresses
+            else:
+                for slot, address in zip(self._slots, addresses, strict=True):
+                    slot[0] = address
+            status = self._fast(self._config, self._handle, self._pointers, self._null)
+        finally:
+            lock.release()
+        return not status
+
+    def _revalidate(self) -> bool:
+        """After a release anywhere: whether the module and stream are still open."""
+        stream = self._stream
+        if self.kernel.module.closed or (stream is not None and stream.closed):
+            return False
+        self._generation = _resource.generation
+        return True

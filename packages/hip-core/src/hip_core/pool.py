@@ -99,9 +99,15 @@ class MemoryPool(Resource):
     released on directly (that stream orders it after its last use, as a stream-ordered free
     would); to another stream, after an event recorded on the first one. While a stream is
     being captured, its releases are all kept this way: a free must not become a graph node.
+
+    Threads: a pool may be shared by threads. Its bookkeeping takes no lock (issue 15: an op's
+    output is allocated and released at every call): it relies on the GIL, under which the
+    reuse lists' `pop`/`append` are atomic and an int attribute's `+=` of two ints is not
+    interrupted (the interpreter switches threads only at calls and backward jumps). The
+    backends below lock their own state. A free-threaded build would need the lock back.
     """
 
-    __slots__ = ("_backend", "_in_use", "_lock", "_peak", "_reuse", "device", "limit")
+    __slots__ = ("_backend", "_in_use", "_peak", "_reuse", "device", "limit")
     _named_by_launches = False  # a pool is never a kernel's argument
 
     def __init__(
@@ -116,7 +122,6 @@ class MemoryPool(Resource):
             raise ValueError(f"limit must be a byte count >= 0 or None, not {limit}")
         self.device = device
         self.limit = limit
-        self._lock = threading.Lock()
         self._in_use = 0
         self._peak = 0
         self._backend: _HipPool | _CachingAllocator = (
@@ -162,10 +167,10 @@ class MemoryPool(Resource):
                         ptr = self._reordered(ptr, size, released_on, stream)
         if ptr is None:
             ptr = self._allocate(size, stream)
-        with self._lock:
-            self._in_use += size
-            if self._in_use > self._peak:
-                self._peak = self._in_use
+        # (no lock: see "Threads" in the class doc)
+        in_use = self._in_use = self._in_use + size
+        if in_use > self._peak:
+            self._peak = in_use
         # One object that frees itself (not a buffer and an _Allocation: issue 15).
         return DeviceBuffer._owning(ptr, size, self.device, self._release, ptr, size, stream)
 
@@ -183,18 +188,16 @@ class MemoryPool(Resource):
 
     def _allocate(self, size: int, stream: Stream) -> int:
         """From the backend, within the limit: trims and retries once before giving up."""
-        with self._lock:
-            over_limit = self.limit is not None and self._in_use + size > self.limit
+        over_limit = self.limit is not None and self._in_use + size > self.limit
         if over_limit:
             self.trim()
-            with self._lock:
-                if self._in_use + size > self.limit:  # type: ignore[operator]
-                    raise error_for(
-                        _OUT_OF_MEMORY,
-                        "MemoryPool.allocate",
-                        f"{size} bytes would exceed the pool limit of {self.limit} "
-                        f"({self._in_use} in use)",
-                    )
+            if self._in_use + size > self.limit:  # type: ignore[operator]
+                raise error_for(
+                    _OUT_OF_MEMORY,
+                    "MemoryPool.allocate",
+                    f"{size} bytes would exceed the pool limit of {self.limit} "
+                    f"({self._in_use} in use)",
+                )
         try:
             return self._backend.allocate(size, stream)
         except HipOutOfMemoryError:
@@ -202,12 +205,11 @@ class MemoryPool(Resource):
             return self._backend.allocate(size, stream)
 
     def _release(self, ptr: int, size: int, stream: Stream) -> None:
-        with self._lock:
-            self._in_use -= size
+        self._in_use -= size  # (no lock: see "Threads" in the class doc)
         if self._releaser is not None and stream._releaser is not None:  # (both open)
             blocks = self._reuse.get(size)
             if blocks is None:
-                blocks = self._reuse[size] = []
+                blocks = self._reuse.setdefault(size, [])
             if len(blocks) < _REUSE_DEPTH or _capture.kept_for(stream) is not None:
                 blocks.append((ptr, stream))
                 return
@@ -227,8 +229,7 @@ class MemoryPool(Resource):
     def stats(self) -> PoolStats:
         self._check_open()
         kept = sum(size * len(blocks) for size, blocks in list(self._reuse.items()))
-        with self._lock:
-            return PoolStats(self._in_use, self._backend.cached() + kept, self._peak)
+        return PoolStats(self._in_use, self._backend.cached() + kept, self._peak)
 
     def trim(self) -> None:
         """Return cached memory to the device. Waits for the device's pending frees first."""

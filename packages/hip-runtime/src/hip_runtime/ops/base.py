@@ -292,6 +292,11 @@ def launch_pointers(tensors: Sequence[DeviceTensor | None]) -> Sequence[Any]:
     return found
 
 
+def address_of(t: DeviceTensor | None) -> int:
+    """A prepared launch's pointer argument (`Kernel.prepare`): the address, 0 for None."""
+    return 0 if t is None else t.ptr
+
+
 def not_contiguous(x: DeviceTensor, name: str, op: str) -> ValueError:
     """The error an op gives for a strided input: names the op, the argument and the layout."""
     return ValueError(
@@ -342,6 +347,7 @@ def grid_cap(device: Device) -> int:
 __all__ = [
     "INT_MAX",
     "OpsBase",
+    "address_of",
     "grid_cap",
     "launch_pointers",
     "not_contiguous",

@@ -145,7 +145,7 @@ class PointwiseCore(OpsBase):
             key = (family, code, types, result, a.dtype, a.shape, a._strides, a.ptr & 15,
                    b.dtype, b.shape, b._strides, b.ptr & 15,
                    None if out is None else (*_pw_layout(out), out is a, out is b))  # fmt: skip
-            y = self._pw_cached(key, (a, b), out, (0, 0.0, 0))
+            y = self._pw_cached(key, (a, b), out, _NO_SCALAR)
             if y is not None:
                 return y
         else:  # a tensor and a Python scalar (`x * 0.5`, scale): the value is in the key
@@ -156,12 +156,13 @@ class PointwiseCore(OpsBase):
         suffix = SUFFIXES.get(dtype, "")
         if suffix not in types:
             dtype_suffix(dtype, types, "a" if tensors[0] is not None else "b")  # raises
-        scalar, fs, ls = 0, 0.0, 0
+        tail = _NO_SCALAR  # (this object: a plan's prepared launch is then found by identity)
         if tensors[0] is None or tensors[1] is None:
             scalar = 1 if tensors[0] is None else 2
             fs, ls = scalar_args((a, b)[scalar - 1], dtype, "ab"[scalar - 1], exact=exact)
+            tail = (scalar, fs, ls)
         y = self._pw_output(out, tensors, dtype if result is None else result)
-        return self._pw_launch(source, family, suffix, (code,), tensors, y, (scalar, fs, ls), key)
+        return self._pw_launch(source, family, suffix, (code,), tensors, y, tail, key)
 
     def _pw_unary(
         self,
@@ -321,7 +322,8 @@ class PointwiseCore(OpsBase):
     ) -> None:
         """Keep what a validated call of `key` worked out, for `_pw_cached` (`tail`: the
         scalar arguments, for keys that hold the scalars' values)."""
-        plan = (*plan_head(inputs, y), kernel, grid, head, path, y.ptr & 15, tail)
+        prepared = kernel.prepare(grid, _BLOCK, *head, *inputs, y, *path, *tail, stream=self.stream)
+        plan = (*plan_head(inputs, y), kernel, grid, head, path, y.ptr & 15, tail, prepared)
         self._keep_plan(key, plan)
 
     def _pw_scalar_planned(
@@ -355,15 +357,36 @@ class PointwiseCore(OpsBase):
         y = self._planned_output(plan, inputs, out)
         if y is None:
             return None
-        kernel, grid, head, path, residue, kept = plan[4:]
-        if out is None and y.ptr & 15 != residue:
+        kernel, grid, head, path, residue, kept, prepared = plan[4:]
+        at = y.ptr
+        if out is None and at & 15 != residue:
             return None  # (never for a pool's blocks) y goes back; the path is redone
+        if tail is None or tail is kept or _same_values(tail, kept):
+            # The prepared launch: only the addresses are written (a scalar's is y's)
+            if len(inputs) == 2:
+                a, b = inputs
+                if prepared(at if a is None else a.ptr, at if b is None else b.ptr, at):
+                    return y
+            elif len(inputs) == 1:
+                if prepared(inputs[0].ptr, at):  # type: ignore[union-attr]
+                    return y
+            elif prepared(*[at if t is None else t.ptr for t in inputs], at):
+                return y
         pointers = launch_pointers((*inputs, y))
         if tail is None:
             tail = kept
             pointers = [pointers[-1] if p is None else p for p in pointers]
         kernel.launch(grid, _BLOCK, *head, *pointers, *path, *tail, stream=self.stream)
         return y
+
+
+_NO_SCALAR = (0, 0.0, 0)  # binary.hip's scalar arguments of two tensors
+
+
+def _same_values(tail: tuple[Any, ...], kept: tuple[Any, ...]) -> bool:
+    """Whether a call's scalar arguments are the prepared ones: equal and of the same types
+    (1 and 1.0 are equal but not packed alike)."""
+    return tail == kept and all(type(a) is type(b) for a, b in zip(tail, kept, strict=True))
 
 
 def scalar_plan_key(
