@@ -170,6 +170,18 @@ def test_channel_norms_match_numpy(backend: HipBackend, data: Any) -> None:
     testing.assert_close(got, expected, dtype, np.abs(expected).max() * 1e-3)
 
 
+@pytest.mark.parametrize("dtype", TYPES)
+def test_group_norm_vector_path(backend: HipBackend, dtype: str) -> None:
+    """Spatial sizes that are a multiple of the 16-byte vector: the kernel's vector path
+    (channels change between vectors, never inside one), against the by-element path."""
+    rng = np.random.default_rng(3)
+    x = testing.random(rng, (2, 6, 4, 16), dtype, scale=2.0, shift=1.0)
+    w, b = testing.random(rng, (6,), dtype), testing.random(rng, (6,), dtype)
+    got = backend.group_norm(backend.from_numpy(x), 3, backend.from_numpy(w),
+                             backend.from_numpy(b)).to_numpy()  # fmt: skip
+    testing.assert_close(got, testing_conv.group_norm(x, 3, w, b), dtype, 1e-3)
+
+
 def test_max_pool_propagates_nan(backend: HipBackend) -> None:
     x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
     x[0, 0, 1, 2] = np.nan

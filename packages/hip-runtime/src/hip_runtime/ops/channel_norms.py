@@ -17,6 +17,7 @@ from hip_runtime.ops.convolution import launch_outputs, spatial_type
 from hip_runtime.tensor import DeviceTensor
 
 _GROUP_BLOCK = 512  # group_norm: threads per group (the group is read three times)
+_VECTORS = True  # group_norm: 16-byte accesses where the layout allows (False: by element)
 
 
 class ChannelNormOps(OpsBase):
@@ -57,7 +58,9 @@ class ChannelNormOps(OpsBase):
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight, bias))
         kernel = self._kernel("channel_norms.hip", f"group_norm_{suffix}")
         grid = x.shape[0] * num_groups
-        args = (c, num_groups, inner, float(eps))
+        lanes = 16 // x.dtype.itemsize
+        aligned = inner % lanes == 0 and x.ptr % 16 == 0 and y.ptr % 16 == 0
+        args = (c, num_groups, inner, float(eps), lanes if aligned and _VECTORS else 1)
         if y.size:
             kernel.launch(grid, _GROUP_BLOCK, x, weight, bias, y, *args, stream=self.stream)
             self._keep_plan(key, (*plan_head((x, weight, bias), y), kernel, grid, args))
