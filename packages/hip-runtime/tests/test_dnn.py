@@ -49,7 +49,7 @@ def _nchw(a: np.ndarray) -> np.ndarray:
 def conv_reference(x: np.ndarray, w: np.ndarray, stride, pad, dil, groups) -> np.ndarray:  # type: ignore[no-untyped-def]
     """y[n, k, p, q] = Σ x[n, g·Cg + c, p·sh - ph + r·dh, q·sw - pw + s·dw] · w[k, c, r, s]."""
     x, w = x.astype(np.float64), w.astype(np.float64)
-    n, c, h, wd = x.shape
+    n, _, h, wd = x.shape
     k, cg, r, s = w.shape
     p = (h + 2 * pad[0] - dil[0] * (r - 1) - 1) // stride[0] + 1
     q = (wd + 2 * pad[1] - dil[1] * (s - 1) - 1) // stride[1] + 1
@@ -63,7 +63,9 @@ def conv_reference(x: np.ndarray, w: np.ndarray, stride, pad, dil, groups) -> np
     return y
 
 
-def transpose_reference(dy: np.ndarray, w: np.ndarray, stride, pad, dil, groups, size) -> np.ndarray:  # type: ignore[no-untyped-def]
+def transpose_reference(
+    dy: np.ndarray, w: np.ndarray, stride, pad, dil, groups, size
+) -> np.ndarray:  # type: ignore[no-untyped-def]
     """dx: each dy[n, k, p, q] · w[k, c, r, s] added at the input position it was read from."""
     dy, w = dy.astype(np.float64), w.astype(np.float64)
     n, k, p, q = dy.shape
@@ -219,5 +221,37 @@ def test_a_failing_status_raises_dnn_error() -> None:
     from hip_runtime.dnn import check_miopen
 
     check_miopen(0, "miopenConvolutionForward")
-    with pytest.raises(DnnError, match=r"miopenConvolutionForward failed: miopenStatusBadParm \(3\)"):
+    with pytest.raises(
+        DnnError, match=r"miopenConvolutionForward failed: miopenStatusBadParm \(3\)"
+    ):
         check_miopen(3, "miopenConvolutionForward")
+
+
+def test_no_algorithm_for_a_case_declines_it_and_a_failing_launch_raises(device) -> None:  # type: ignore[no-untyped-def]
+    class Failing:
+        """The platform's API with one call answering `status`."""
+
+        def __init__(self, api: Any, name: str, status: int) -> None:
+            self._api, self._name, self._status = api, name, status
+
+        def __getattr__(self, name: str) -> Any:
+            if name == self._name:
+                return lambda *args: self._status
+            return getattr(self._api, name)
+
+    with HipBackend(device) as other:
+        dnn = _dnn(other)
+        x = other.from_numpy(np.ones((1, 1, 4, 4), np.float32))
+        w = other.from_numpy(np.ones((1, 1, 3, 3), np.float32))
+        out = other.empty((1, 1, 2, 2), np.float32)
+        args = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1,
+                "channels_last": False}  # fmt: skip
+        api = dnn._api
+        # MIOpen's "No suitable algorithm was found": miopenStatusUnknownError from Find.
+        dnn._api = Failing(api, "miopenFindConvolutionForwardAlgorithm", 7)
+        assert not dnn.conv_forward(x, w, out, **args)
+        dnn._plans.clear()
+        dnn._api = Failing(api, "miopenConvolutionForward", 5)  # miopenStatusInternalError
+        with pytest.raises(DnnError, match="miopenConvolutionForward failed: miopenStatusInternal"):
+            dnn.conv_forward(x, w, out, **args)
+        dnn._api = api

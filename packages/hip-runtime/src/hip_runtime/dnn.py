@@ -47,8 +47,18 @@ POOL_MODES = {
     "avg_exclude_pad": dc.MIOPEN_POOLING_AVERAGE,
 }
 _STATUS_NAMES = dc.MIOPEN_STATUS_NAMES
-#: Statuses that mean "not this case" (the caller falls back) rather than a failure.
-_DECLINED = frozenset({dc.BAD_PARM, dc.NOT_IMPLEMENTED, dc.INVALID_VALUE})
+#: Statuses of the workspace query and Find that mean "not this case" (the caller falls back)
+#: rather than a failure: MIOpen answers miopenStatusUnknownError when no solver applies ("No
+#: suitable algorithm was found"), miopenStatusUnsupportedOp for unsupported fusions.
+_DECLINED = frozenset(
+    {
+        dc.BAD_PARM,
+        dc.NOT_IMPLEMENTED,
+        dc.INVALID_VALUE,
+        dc.UNKNOWN_ERROR,
+        dc.MIOPEN_STATUSES["miopenStatusUnsupportedOp"],
+    }
+)
 
 
 class DnnError(HipError):
