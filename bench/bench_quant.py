@@ -3,8 +3,10 @@
 For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096 gate/up,
 4096x14336 down, 128256x4096 head) and rows 1 and 16 of x: ms per call of
 `backend.quantized_linear` (kernels/gemv_quant.hip) for every threads-per-row choice of the
-kernels (one row each: `tpr=32..256`), and the effective bandwidth of the weight bytes it reads
-(blocks: 34 bytes per 32 weights for Q8_0, 18 for Q4_0), as a fraction of the same run's
+kernels (one row each: `tpr=32..256`), the same for other builds of the kernels (`bpt`: blocks
+each thread decodes per piece, `minblocks`: launch bounds; launched directly), and the
+effective bandwidth of the weight bytes it reads (blocks: 34 bytes per 32 weights for Q8_0, 18
+for Q4_0), as a fraction of the same run's
 device-to-device copy rate (read + write bytes per second, the better of hipMemcpyAsync and
 torch). Anchor: torch's bf16 matmul of the dequantized weight (`x @ Wᵀ`, cuBLAS), its time and
 the bf16 weight bytes per second. The goal (issue 16): Q8_0 at rows 1 >= 80% of copy.
@@ -15,6 +17,7 @@ not depend on the values. Each shape's result is checked against the torch produ
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -22,7 +25,7 @@ from _harness import ROWS, emit, parser, save
 from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
 
 from hip_core import hip_api
-from hip_runtime import HipBackend
+from hip_runtime import HipBackend, kernel_sources
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
@@ -32,6 +35,9 @@ SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
 QUICK_SHAPES = [(4096, 4096), (4096, 14336)]
 ROW_COUNTS = (1, 16)
 VARIANTS = (32, 64, 128, 256)  # threads per weight row
+#: Other builds of the kernels timed beside the shipped one (HIPK_GEMV_BPT = 2, bounds 1):
+#: (blocks per thread per piece, __launch_bounds__ blocks per multiprocessor).
+BUILDS = ((1, 1), (4, 1), (2, 6))
 
 
 def random_blocks(rng: np.random.Generator, n: int, k: int, encoding: str) -> np.ndarray:
@@ -87,22 +93,57 @@ def bench_variants(
     backend: HipBackend, name: str, x: DeviceTensor, weight: QuantizedWeight, y: DeviceTensor,
     repeats: int, copy: float, torch_ms: float | None,
 ) -> None:  # fmt: skip
-    """One row per threads-per-row choice of the kernels."""
+    """One row per threads-per-row choice of the shipped kernels (through quantized_linear),
+    then the same for each build of BUILDS (the kernels compiled with other pieces and
+    launch bounds, launched directly)."""
     timer = HipTimer(backend)
+    rows, k = x.shape
+    n = weight.shape[0]
+    tile = next(r for r in (1, 4, 16) if r >= rows)
+    suffix = "bf16"
+
+    def record(impl: str, ms: float) -> None:
+        rate = weight.nbytes / ms / 1e6
+        row: dict[str, Any] = dict(bench=name, impl=impl, ms=ms, gb_s=rate, of_copy=rate / copy)
+        if torch_ms is not None:
+            row["vs_torch"] = torch_ms / ms
+        emit(**row)
+
     saved = quantized_matmul.THREADS_PER_ROW
     try:
         for tpr in VARIANTS:
             quantized_matmul.THREADS_PER_ROW = ((1 << 62, tpr),)
             ms = time_ms(lambda: backend.quantized_linear(x, weight, out=y), timer.start,
                          timer.stop, repeats)  # fmt: skip
-            rate = weight.nbytes / ms / 1e6
-            row: dict[str, Any] = dict(bench=name, impl=f"hip tpr={tpr}", ms=ms, gb_s=rate,
-                                       of_copy=rate / copy)  # fmt: skip
-            if torch_ms is not None:
-                row["vs_torch"] = torch_ms / ms
-            emit(**row)
+            record(f"hip tpr={tpr}", ms)
     finally:
         quantized_matmul.THREADS_PER_ROW = saved
+    shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
+    for bpt, min_blocks in BUILDS:
+        kernel = build(backend, bpt, min_blocks).get_kernel(
+            f"gemv_{weight.encoding}_r{tile}_{suffix}"
+        )
+        kernel.launch(-(-n // 4), 256, weight.blocks, x, y, n, k, rows, 64, k, n,
+                      stream=backend.stream)  # fmt: skip
+        error = np.abs(y.to_numpy().astype(np.float32) - shipped).max() / np.abs(shipped).max()
+        emit(bench=name, impl=f"check: bpt={bpt} minblocks={min_blocks} vs shipped",
+             max_rel_err=float(error))  # fmt: skip
+        for tpr in VARIANTS:
+            grid = -(-n // (256 // tpr))
+
+            def launch(kernel: Any = kernel, grid: int = grid, tpr: int = tpr) -> None:
+                kernel.launch(grid, 256, weight.blocks, x, y, n, k, rows, tpr, k, n,
+                              stream=backend.stream)  # fmt: skip
+
+            record(f"hip tpr={tpr} bpt={bpt} minblocks={min_blocks}",
+                   time_ms(launch, timer.start, timer.stop, repeats))  # fmt: skip
+
+
+@functools.cache
+def build(backend: HipBackend, bpt: int, min_blocks: int) -> Any:
+    """gemv_quant.hip compiled with HIPK_GEMV_BPT / HIPK_GEMV_MIN_BLOCKS, loaded on the device."""
+    options = (f"-DHIPK_GEMV_BPT={bpt}", f"-DHIPK_GEMV_MIN_BLOCKS={min_blocks}")
+    return kernel_sources.program("gemv_quant.hip", options=options).load(backend.device)
 
 
 def table(copy: float) -> str:

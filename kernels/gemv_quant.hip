@@ -30,7 +30,12 @@
 #include "dtypes.h"
 
 #define HIPK_GEMV_THREADS 256  // threads per block (the host's launch)
-#define HIPK_GEMV_BPT 2        // blocks each thread decodes per piece
+#ifndef HIPK_GEMV_BPT
+#define HIPK_GEMV_BPT 2  // blocks each thread decodes per piece (bench_quant.py compiles others)
+#endif
+#ifndef HIPK_GEMV_MIN_BLOCKS
+#define HIPK_GEMV_MIN_BLOCKS 1  // __launch_bounds__'s blocks per multiprocessor (bench: others)
+#endif
 // The dot products unroll on GPUs (registers); the cpu platform's g++ compiles them as loops
 // (fully unrolled, 18 entry points took ~40 s of g++).
 #if HIPK_GPU
@@ -219,27 +224,27 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
 // Entry points: per quantization and row tile R, for each storage type T (written out: hip-core
 // reads the parameter types from the text).
 #define HIPK_GEMV(S, T) \
-    extern "C" __global__ __launch_bounds__(256) void gemv_q8_0_r1_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS, HIPK_GEMV_MIN_BLOCKS) void gemv_q8_0_r1_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int tpr, long long xs, long long ys) { \
         hipk::gemv::run<hipk::gemv::Q8, T, 1>(w, x, y, n, k, rows, tpr, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(256) void gemv_q8_0_r4_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS, HIPK_GEMV_MIN_BLOCKS) void gemv_q8_0_r4_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int tpr, long long xs, long long ys) { \
         hipk::gemv::run<hipk::gemv::Q8, T, 4>(w, x, y, n, k, rows, tpr, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(256) void gemv_q8_0_r16_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS, HIPK_GEMV_MIN_BLOCKS) void gemv_q8_0_r16_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int tpr, long long xs, long long ys) { \
         hipk::gemv::run<hipk::gemv::Q8, T, 16>(w, x, y, n, k, rows, tpr, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(256) void gemv_q4_0_r1_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS, HIPK_GEMV_MIN_BLOCKS) void gemv_q4_0_r1_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int tpr, long long xs, long long ys) { \
         hipk::gemv::run<hipk::gemv::Q4, T, 1>(w, x, y, n, k, rows, tpr, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(256) void gemv_q4_0_r4_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS, HIPK_GEMV_MIN_BLOCKS) void gemv_q4_0_r4_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int tpr, long long xs, long long ys) { \
         hipk::gemv::run<hipk::gemv::Q4, T, 4>(w, x, y, n, k, rows, tpr, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(256) void gemv_q4_0_r16_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS, HIPK_GEMV_MIN_BLOCKS) void gemv_q4_0_r16_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int tpr, long long xs, long long ys) { \
         hipk::gemv::run<hipk::gemv::Q4, T, 16>(w, x, y, n, k, rows, tpr, xs, ys); \
     }
