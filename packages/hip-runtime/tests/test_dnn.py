@@ -255,3 +255,40 @@ def test_no_algorithm_for_a_case_declines_it_and_a_failing_launch_raises(device)
         with pytest.raises(DnnError, match="miopenConvolutionForward failed: miopenStatusInternal"):
             dnn.conv_forward(x, w, out, **args)
         dnn._api = api
+
+
+def _windows_reference(x: np.ndarray, w: np.ndarray, pad: int, groups: int) -> np.ndarray:
+    """Stride-1 convolution through numpy's sliding windows (for shapes too large to loop)."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    k, cg, r, s = w.shape
+    win = np.lib.stride_tricks.sliding_window_view(xp, (r, s), axis=(2, 3))  # n c p q r s
+    n, _, p, q = win.shape[:4]
+    win = win.reshape(n, groups, cg, p, q, r, s)
+    wg = w.astype(np.float64).reshape(groups, k // groups, cg, r, s)
+    return np.einsum("ngcpqrs,gkcrs->ngkpq", win, wg, optimize=True).reshape(n, k, p, q)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exhaustive", [False, True], ids=["heuristic", "timed"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_resnet_sized_convolutions_on_the_gpu(device, platform, channels_last, exhaustive) -> None:  # type: ignore[no-untyped-def]
+    """ResNet-like 3x3 layers (bf16, 64 -> 128 channels, and grouped) through the library's
+    first choice and its timed search."""
+    if platform == "cpu":
+        pytest.skip("large shapes: the GPU platforms only")
+    rng = np.random.default_rng(7)
+    with HipBackend(device) as backend:
+        dnn = Dnn(backend.stream, backend.pool, exhaustive=exhaustive)
+        for groups in (1, 4):
+            x = _rounded(rng, (4, 64, 28, 28), BF16)
+            w = _rounded(rng, (128, 64 // groups, 3, 3), BF16)
+            want = _windows_reference(x, w, 1, groups)
+            lay = _nhwc if channels_last else (lambda a: a)
+            out = backend.empty(lay(np.zeros(want.shape, BF16)).shape, BF16)
+            assert dnn.conv_forward(
+                backend.from_numpy(lay(x)), backend.from_numpy(lay(w)), out, stride=(1, 1),
+                padding=(1, 1), dilation=(1, 1), groups=groups, channels_last=channels_last,
+            )  # fmt: skip
+            got = out.to_numpy()
+            _close(_nchw(got) if channels_last else got, want, BF16)
+        dnn.close()
