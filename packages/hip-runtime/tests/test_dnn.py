@@ -19,7 +19,7 @@ from hip_runtime.dnn import Dnn, DnnError, backend_dnn
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 #: Relative tolerance per type, against the largest reference magnitude: the output's own
 #: rounding plus f32 accumulation (cuDNN with FMA math for f32: no TF32).
-TOLERANCE = {F32: 2e-5, F16: 4e-3, BF16: 2e-2}
+TOLERANCE = {F32: 1e-4, F16: 4e-3, BF16: 2e-2}  # (f32: room for Winograd/FFT algorithms)
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +207,7 @@ def test_plans_are_kept_per_case_and_the_handle_per_backend(backend) -> None:  #
     before = len(dnn._plans)
     assert dnn.conv_forward(x, w, out, **args)
     assert len(dnn._plans) == before
-    np.testing.assert_array_equal(out.to_numpy(), np.full((1, 1, 3, 3), 9.0, np.float32))
+    np.testing.assert_allclose(out.to_numpy(), np.full((1, 1, 3, 3), 9.0), rtol=1e-5)
 
 
 def test_hip_runtime_dnn_0_turns_the_library_off(device, monkeypatch) -> None:  # type: ignore[no-untyped-def]
