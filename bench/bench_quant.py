@@ -113,11 +113,13 @@ def bench_variants(
     try:
         for tpr in VARIANTS:
             quantized_matmul.THREADS_PER_ROW = ((1 << 62, tpr),)
+            backend._plans = None  # (plans keep the choice they were made with)
             ms = time_ms(lambda: backend.quantized_linear(x, weight, out=y), timer.start,
                          timer.stop, repeats)  # fmt: skip
             record(f"hip tpr={tpr}", ms)
     finally:
         quantized_matmul.THREADS_PER_ROW = saved
+        backend._plans = None
     shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
     for bpt, min_blocks in BUILDS:
         kernel = build(backend, bpt, min_blocks).get_kernel(

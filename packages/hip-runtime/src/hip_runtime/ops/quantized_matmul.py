@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hip_runtime.dtypes import float_type
-from hip_runtime.ops.base import INT_MAX, OpsBase, plan_head, plan_key
+from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_head, plan_key
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
 from hip_runtime.tensor import DeviceTensor
 
@@ -31,7 +31,8 @@ _ROW_TILES = (1, 4, 16)  # the kernels' row tiles R (accumulators per thread)
 #: expanding the weight once and one GEMM is cheaper.
 GEMV_MAX_ROWS = 64
 #: Threads per weight row (32, 64, 128 or 256), by the row length K in elements: the first
-#: entry whose bound K is at most. bench/bench_quant.py times the choices.
+#: entry whose bound K is at most. bench/bench_quant.py times the choices (a backend's plans
+#: keep the choice made when they were made: clear `_plans` after changing this).
 THREADS_PER_ROW: tuple[tuple[int, int], ...] = ((1 << 62, 64),)
 
 
@@ -110,7 +111,13 @@ class QuantizedOps(OpsBase):
             if planned is not None:
                 y = self._planned_output(planned, (x, weight.blocks), out)
                 if y is not None:
-                    self._qlinear_launch(planned[4], x, weight, y)
+                    single = planned[5]
+                    if single is None:
+                        self._qlinear_launch(planned[4], x, weight, y)
+                        return y
+                    kernel, grid, args = single  # one launch straight from x into y
+                    pointers = launch_pointers((weight.blocks, x, y))
+                    kernel.launch(grid, _THREADS, *pointers, *args, stream=self.stream)
                     return y
         self._qlinear_weight(weight)
         x = self._operand(x, "x")
@@ -126,7 +133,13 @@ class QuantizedOps(OpsBase):
         direct = x.is_contiguous and x.ptr % 16 == 0
         launch = (rows, n, k, t.suffix, direct)
         self._qlinear_launch(launch, x, weight, y)
-        self._keep_plan(call, (*plan_head((x, weight.blocks), y), launch))
+        single = None
+        if direct and 0 < rows <= _ROW_TILES[-1]:  # what _qlinear_launch did, kept whole
+            tile = next(r for r in _ROW_TILES if r >= rows)
+            kernel = self._kernel(_SOURCE, f"gemv_{weight.encoding}_r{tile}_{t.suffix}")
+            tpr = threads_per_row(k)
+            single = (kernel, -(-n // (_THREADS // tpr)), (n, k, rows, tpr, k, n))
+        self._keep_plan(call, (*plan_head((x, weight.blocks), y), launch, single))
         return y
 
     def _qlinear_weight(self, weight: object) -> None:
