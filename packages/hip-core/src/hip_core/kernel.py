@@ -344,8 +344,9 @@ class PreparedLaunch:
     never waited for (a second thread takes the checked path), so sharing one is safe.
     """
 
-    __slots__ = ("_config", "_count", "_fast", "_generation", "_handle", "_lock", "_null",
-                 "_pointers", "_run", "_slots", "_storage", "_stream", "kernel")  # fmt: skip
+    __slots__ = ("_config", "_count", "_fast", "_generation", "_handle", "_last", "_lock",
+                 "_null", "_pointers", "_run", "_slots", "_storage", "_stream",
+                 "kernel")  # fmt: skip
 
     def __init__(
         self,
@@ -381,6 +382,7 @@ class PreparedLaunch:
         self._stream = stream
         self._lock = threading.Lock()
         self._generation = _resource.generation
+        self._last: tuple[int, ...] | None = None  # the addresses in the buffer now
 
     def __call__(self, *addresses: int) -> bool:
         if self._generation != _resource.generation and not self._revalidate():
@@ -389,12 +391,15 @@ class PreparedLaunch:
         if _capture.captures or not lock.acquire(False):
             return False
         try:
-            run = self._run
-            if run is not None and len(addresses) == self._count:
-                run[0 : self._count] = addresses
-            else:
-                for slot, address in zip(self._slots, addresses, strict=True):
-                    slot[0] = address
+            if addresses != self._last:  # (a pool's reuse repeats them: nothing to write)
+                self._last = None  # a failure below leaves nothing to trust
+                run = self._run
+                if run is not None and len(addresses) == self._count:
+                    run[0 : self._count] = addresses
+                else:
+                    for slot, address in zip(self._slots, addresses, strict=True):
+                        slot[0] = address
+                self._last = addresses
             status = self._fast(self._config, self._handle, self._pointers, self._null)
         finally:
             lock.release()

@@ -357,10 +357,10 @@ class PointwiseCore(OpsBase):
         y = self._planned_output(plan, inputs, out)
         if y is None:
             return None
-        kernel, grid, head, path, residue, kept, prepared = plan[4:]
         at = y.ptr
-        if out is None and at & 15 != residue:
+        if out is None and at & 15 != plan[8]:
             return None  # (never for a pool's blocks) y goes back; the path is redone
+        kept, prepared = plan[9], plan[10]
         if tail is None or tail is kept or _same_values(tail, kept):
             # The prepared launch: only the addresses are written (a scalar's is y's)
             if len(inputs) == 2:
@@ -372,6 +372,7 @@ class PointwiseCore(OpsBase):
                     return y
             elif prepared(*[at if t is None else t.ptr for t in inputs], at):
                 return y
+        kernel, grid, head, path = plan[4:8]
         pointers = launch_pointers((*inputs, y))
         if tail is None:
             tail = kept
