@@ -74,8 +74,10 @@ def check_miopen(status: int, api: str) -> None:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What one case launches: its descriptors, the algorithm and its workspace (bytes)."""
+    """What one case launches: the surface call, its descriptors (in the call's order), the
+    algorithm and its workspace (bytes)."""
 
+    call: str
     descriptors: tuple[Any, ...]
     algo: int
     workspace: int
@@ -131,6 +133,7 @@ class Dnn(Resource):
         self._own(_destroy, api, self.handle, self._descriptors)
         check_miopen(api.miopenSetStream(self.handle, stream.handle), "miopenSetStream")
         self._alpha, self._beta = api.ffi.new("float*", 1.0), api.ffi.new("float*", 0.0)
+        self._cast = api.ffi.cast
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
         self._cached: dict[tuple[Any, ...], Any] = {}  # descriptors by what they describe
         self._lock = threading.Lock()
@@ -182,8 +185,8 @@ class Dnn(Resource):
         if x.shape[0] and out.size:
             pool, xd, yd = plan.descriptors
             status = self._api.miopenPoolingForward(
-                self.handle, pool, self._alpha, xd, self._void(x.ptr), self._beta, yd,
-                self._void(out.ptr), False, self._api.ffi.NULL, 0,
+                self.handle, pool, self._alpha, xd, self._cast(_VOID, x.ptr), self._beta, yd,
+                self._cast(_VOID, out.ptr), False, self._api.ffi.NULL, 0,
             )  # fmt: skip
             check_miopen(status, "miopenPoolingForward")
         return True
@@ -203,21 +206,16 @@ class Dnn(Resource):
             return False
         if not written.size:
             return True
-        xd, wd, cd, yd = plan.descriptors
+        cast, void = self._cast, _VOID
+        source, filters, conv, destination = plan.descriptors  # in the call's order
         buffer = self.pool.allocate(plan.workspace, stream=self.stream) if plan.workspace else None
-        space = self._void(buffer.ptr if buffer is not None else 0)
-        pointers = self._void(x.ptr), self._void(w.ptr), self._void(y.ptr)
-        if call == "Forward":
-            status = self._api.miopenConvolutionForward(
-                self.handle, self._alpha, xd, pointers[0], wd, pointers[1], cd, plan.algo,
-                self._beta, yd, pointers[2], space, plan.workspace,
-            )  # fmt: skip
-        else:
-            status = self._api.miopenConvolutionBackwardData(
-                self.handle, self._alpha, yd, pointers[2], wd, pointers[1], cd, plan.algo,
-                self._beta, xd, pointers[0], space, plan.workspace,
-            )  # fmt: skip
-        check_miopen(status, f"miopenConvolution{call}")
+        status = getattr(self._api, plan.call)(
+            self.handle, self._alpha, source, cast(void, read.ptr), filters, cast(void, w.ptr),
+            conv, plan.algo, self._beta, destination, cast(void, written.ptr),
+            cast(void, 0 if buffer is None else buffer.ptr), plan.workspace,
+        )  # fmt: skip
+        if status:
+            check_miopen(status, plan.call)
         return True  # (the workspace goes back to the pool in stream order, after the launch)
 
     def _plan_conv(
@@ -268,6 +266,7 @@ class Dnn(Resource):
         wd = self._tensor(data_type, *_layout(w.shape, channels_last))
         yd = self._tensor(data_type, *_layout(y.shape, channels_last))
         cd = self._conv(*params)
+        order = (xd, wd, cd, yd) if call == "Forward" else (yd, wd, cd, xd)
         size = ffi.new("size_t*")
         perf = ffi.new("miopenConvAlgoPerf_t[1]")
         count = ffi.new("int*")
@@ -281,10 +280,11 @@ class Dnn(Resource):
             return None
         check_miopen(status, f"miopenConvolution{call}GetWorkSpaceSize")
         if not written.size or not read.size:  # nothing to search with; nothing to run
-            return _Plan((xd, wd, cd, yd), 0, 0)
+            return _Plan(f"miopenConvolution{call}", order, 0, 0)
         scratch = self.pool.allocate(size[0], stream=self.stream) if size[0] else None
-        space = self._void(scratch.ptr if scratch is not None else 0)
-        px, pw, py = self._void(x.ptr), self._void(w.ptr), self._void(y.ptr)
+        cast = self._cast
+        space = cast(_VOID, scratch.ptr if scratch is not None else 0)
+        px, pw, py = cast(_VOID, x.ptr), cast(_VOID, w.ptr), cast(_VOID, y.ptr)
         if call == "Forward":
             status = api.miopenFindConvolutionForwardAlgorithm(
                 self.handle, xd, px, wd, pw, cd, yd, py, 1, count, perf, space,
@@ -300,7 +300,7 @@ class Dnn(Resource):
         if status in _DECLINED or (status == 0 and count[0] < 1):
             return None
         check_miopen(status, f"miopenFindConvolution{call}Algorithm")
-        return _Plan((xd, wd, cd, yd), algo, int(perf[0].memory))
+        return _Plan(f"miopenConvolution{call}", order, algo, int(perf[0].memory))
 
     def _plan_pool(
         self, key: tuple[Any, ...], x: Any, out: Any, mode: str, window: Sequence[int],
@@ -323,6 +323,7 @@ class Dnn(Resource):
             if y_dims == expected:
                 with self._lock:
                     plan = _Plan(
+                        "miopenPoolingForward",
                         (
                             self._pool(POOL_MODES[mode], tuple(window), pads, tuple(stride)),
                             self._tensor(data_type, (n, c, h, w), x_strides),
@@ -333,10 +334,6 @@ class Dnn(Resource):
                     )
         self._plans[key] = plan
         return plan
-
-    def _void(self, address: int) -> Any:
-        """A device address as the `void*` the library's calls take (cffi takes no int)."""
-        return self._api.ffi.cast("void*", address)
 
     # --- descriptors (kept for the handle's life) -------------------------------------------
 
@@ -388,6 +385,7 @@ class Dnn(Resource):
 
 
 _NO_PLAN: Any = object()
+_VOID = "void*"  # device addresses go to the library as void* (cffi takes no int for one)
 
 
 def _destroy(api: Any, handle: Any, descriptors: list[tuple[str, Any]]) -> None:

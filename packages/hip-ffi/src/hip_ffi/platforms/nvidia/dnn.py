@@ -37,7 +37,7 @@ from hip_ffi import surface
 from hip_ffi._ffi import ffi
 from hip_ffi.api import Unavailable
 from hip_ffi.dnn_descriptors import ConvDesc, Descriptors, TensorDesc, conv_problem
-from hip_ffi.platforms.cpu.handles import address, is_null
+from hip_ffi.platforms.cpu.handles import is_null
 from hip_ffi.platforms.nvidia import dnn_tables as t
 
 #: Heuristic choices whose workspace GetWorkSpaceSize covers.
@@ -344,38 +344,39 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         prepared.clear()  # what each family stands for may have changed
         return dc.SUCCESS
 
-    #: (direction, x, w, conv, y, algo) -> (their generations, cuDNN's arguments): a repeated
-    #: call makes no descriptor lookups or checks (host time is most of a small convolution's).
+    #: (direction, handle, x, w, conv, y, algo) -> the descriptors' objects, their generations
+    #: then, and cuDNN's arguments: a repeated call (cdata compare by address) makes no lookups
+    #: or shape checks, only a generation check (host time is most of a small convolution's).
     prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def prepare(
-        d: _Direction, x: Any, w: Any, conv: Any, y: Any, algo: int, stamp: tuple[Any, ...]
+        d: _Direction, handle: Any, x: Any, w: Any, conv: Any, y: Any, algo: int
     ) -> tuple[Any, ...]:
         src, wf, cc, dst, cd = sides(d, x, w, conv, y)
-        xd = tensor(x)
-        key = (d.key, _key(xd, tensor(w), tensor(y)))
+        xd, wd, yd = tensor(x), tensor(w), tensor(y)
+        key = (d.key, _key(xd, wd, yd))
         cu_algo, math = chosen(cd, key, algo, d.defaults, xd.data_type)
         if len(prepared) >= PREPARED:
             prepared.clear()
-        return stamp, src, wf, cc, dst, cu_algo, math
+        descs = (xd, wd, cd, yd)
+        stamp = tuple(desc.generation for desc in descs)
+        return descs, stamp, handle_of(handle), src, wf, cc, dst, cu_algo, math
 
     def run(
         d: _Direction, handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any,
         conv: Any, algo: int, beta: Any, y: Any, y_data: Any, workspace: Any,
         workspace_size: int,
     ) -> int:  # fmt: skip
-        descs = (tensors.get(x), tensors.get(w), convolutions.get(conv), tensors.get(y))
-        stamp = tuple(None if desc is None else desc.generation for desc in descs)
-        key = (d.key, address(x), address(w), address(conv), address(y), algo)
+        key = (d.key, handle, x, w, conv, y, algo)
         entry = prepared.get(key)
-        if entry is None or entry[0] != stamp:
-            entry = prepared[key] = prepare(d, x, w, conv, y, algo, stamp)
-        _, src, wf, cc, dst, cu_algo, math = entry
+        if entry is None or tuple(desc.generation for desc in entry[0]) != entry[1]:
+            entry = prepared[key] = prepare(d, handle, x, w, conv, y, algo)
+        _, _, h, src, wf, cc, dst, cu_algo, math = entry
         src_data, dst_data = (x_data, y_data) if d.forward else (y_data, x_data)
         _checked(cudnn.cudnnSetConvolutionMathType(cc, math))
         _checked(
             getattr(cudnn, d.run)(
-                handle_of(handle), alpha, *d.order((src, src_data), (wf, w_data)), cc, cu_algo,
+                h, alpha, *d.order((src, src_data), (wf, w_data)), cc, cu_algo,
                 workspace, workspace_size, beta, dst, dst_data,
             )
         )  # fmt: skip
