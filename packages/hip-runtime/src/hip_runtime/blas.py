@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,6 +167,41 @@ class Blas(Resource):
                     data_type, ldc, spec.stride_c, spec.batch, compute, HIPBLAS_GEMM_DEFAULT,
                 )  # fmt: skip
                 check_hipblas(status, "hipblasGemmStridedBatchedEx")
+
+    def prepare(
+        self, spec: Gemm, data_type: int, *, alpha: float = 1.0, beta: float = 0.0
+    ) -> Callable[[int, int, int], None] | None:
+        """One call of `spec` (batch 1) with everything but the addresses fixed: returns
+        `gemm(a, b, c)` (device addresses of A, B, C as for `gemm`, offsets included), which
+        queues it on the stream with its own alpha/beta cells (nothing written per call).
+        None when `spec` is not one such call (a batch, or an empty C): use `gemm`. Issue 15:
+        a repeated matmul's plan holds one."""
+        self._check_open()
+        call = spec._column_major
+        if call is None or spec.batch != 1:
+            return None
+        op_b, op_a, n, m, k, ldb, lda, ldc = call
+        api, void, lock, handle = self._api, self._void, self._lock, self.handle
+        wide = data_type == HIP_R_64F
+        compute = HIPBLAS_COMPUTE_64F if wide else HIPBLAS_COMPUTE_32F
+        cell = "double*" if wide else "float*"
+        p_alpha, p_beta = api.ffi.new(cell, alpha), api.ffi.new(cell, beta)
+        gemm_ex = api.hipblasGemmEx
+
+        def gemm(a: int, b: int, c: int) -> None:
+            if self._releaser is None:
+                self._check_open()
+            pa, pb, pc = void(a), void(b), void(c)
+            with lock:  # (one caller of the handle at a time, as `gemm`)
+                status = gemm_ex(
+                    handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,
+                    pa, data_type, lda, p_beta, pc, data_type, ldc, compute, HIPBLAS_GEMM_DEFAULT,
+                )  # fmt: skip
+            if status:
+                check_hipblas(status, "hipblasGemmEx")
+
+        gemm.cells = (p_alpha, p_beta)  # type: ignore[attr-defined]  # (kept alive with it)
+        return gemm
 
     def _void(self, address: int) -> Any:
         """`address` as a `void*` cdata, one per address (a cast per pointer per call was a

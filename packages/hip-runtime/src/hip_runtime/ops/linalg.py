@@ -60,7 +60,11 @@ class LinalgOps(OpsBase):
             if planned is not None:
                 y = self._planned_output(planned, (a, b), out)
                 if y is not None:
-                    self._gemm(planned[4], a, b, y, planned[5], float(alpha))
+                    fast = planned[6]
+                    if fast is None or alpha != fast[1] or type(alpha) is not float:
+                        self._gemm(planned[4], a, b, y, planned[5], float(alpha))
+                    else:
+                        _prepared_gemm(fast, a, b, y)
                     return y
         a = self._operand(a, "a")
         b = self._operand(b, "b")
@@ -74,8 +78,17 @@ class LinalgOps(OpsBase):
             if y._strides is not None:
                 found = plan(*key, a.dtype.itemsize, y._strides)
         self._gemm(found, a, b, y, data_type, float(alpha))
-        self._keep_plan(call, (*plan_head((a, b), y), found, data_type))
+        fast = self._prepare_gemm(found, data_type, alpha)
+        self._keep_plan(call, (*plan_head((a, b), y), found, data_type, fast))
         return y
+
+    def _prepare_gemm(self, found: MatmulPlan, data_type: int, alpha: Any) -> Any:
+        """What `_prepared_gemm` runs for a plan of one BLAS call on the operands as they are
+        (no copies): (the prepared call, its alpha, swap, the offsets), else None."""
+        if len(found.offsets) != 1 or found.copy_a or found.copy_b or found.copy_out:
+            return None
+        prepared = self.blas.prepare(found.spec, data_type, alpha=float(alpha))
+        return None if prepared is None else (prepared, alpha, found.swap, found.offsets[0])
 
     def _matmul_out(
         self,
@@ -146,7 +159,10 @@ class LinalgOps(OpsBase):
             if planned is not None:
                 y = self._planned_output(planned, (x, weight, bias), out)
                 if y is not None:
-                    self._gemm(planned[4], x, weight, y, planned[5])
+                    if planned[6] is None:
+                        self._gemm(planned[4], x, weight, y, planned[5])
+                    else:
+                        _prepared_gemm(planned[6], x, weight, y)
                     if bias is not None:
                         self.add(y, bias, out=y)
                     return y
@@ -157,7 +173,8 @@ class LinalgOps(OpsBase):
         self._gemm(found, x, weight, y, t.hip_data_type)
         if bias is not None:
             self.add(y, bias, out=y)  # [..., out] + [out]: the broadcast row, in place
-        self._keep_plan(call, (*plan_head((x, weight, bias), y), found, t.hip_data_type))
+        fast = self._prepare_gemm(found, t.hip_data_type, 1.0)
+        self._keep_plan(call, (*plan_head((x, weight, bias), y), found, t.hip_data_type, fast))
         return y
 
     def _linear_plan(
@@ -232,6 +249,13 @@ def _data_type(a: DeviceTensor, b: DeviceTensor) -> int:
     if found is None:
         raise ValueError(f"matmul takes {_DTYPE_NAMES}, not {a.dtype}")
     return found
+
+
+def _prepared_gemm(fast: Any, a: DeviceTensor, b: DeviceTensor, y: DeviceTensor) -> None:
+    """A plan's one BLAS call (`_prepare_gemm`) on a, b and y (b's place first when swapped)."""
+    prepared, _, swap, (off_a, off_b, off_c) = fast
+    first, second = (b, a) if swap else (a, b)
+    prepared(first.ptr + off_a, second.ptr + off_b, y.ptr + off_c)
 
 
 __all__ = ["LinalgOps"]
