@@ -31,6 +31,7 @@
 // the combine kernel (grid B * heads * sq, block 256) merges a row's chunks into out.
 // f32 arithmetic for every storage type; a row that sees no key gives zeros, not NaN.
 #include "dtypes.h"
+#include "rows.h"  // exp2_fast, pack_pair (the tensor-core block)
 
 #define HIPK_DECODE_WARPS 8        // most warps per block: the host launches min(256, 8 * warp)
 #define HIPK_DECODE_ROWS 4         // query rows per block (more rows: more row groups)
@@ -268,6 +269,38 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     combine_row<T>(part, stats, row, n, d, chunks, out + b * ob + h * oh + i * os);
 }
 
+// The combine fused (counters given, one per row group, kv head and batch): the last of the
+// sequence's chunks to finish merges the row group's rows (reduce.h's last-block finish: each
+// block's partial stores fenced before its count, the merge's loads after; the count goes
+// back to 0 for the next launch). Every thread of the block calls it after its stores.
+template <typename T>
+HIPK_DEVICE void merge_if_last(const float* part, const float* stats, T* out,
+                               unsigned int* counters, const Args& a, int len, int rg, int hk,
+                               int b, int row_groups) {
+    if (a.chunks == 1 || !counters) return;
+    __shared__ int last;
+    const int tid = (int)threadIdx.x, per_kv = a.heads / a.kv_heads;
+    const int group_rows = per_kv * a.sq;
+    __threadfence();
+    __syncthreads();
+    const int n = chunks_written(len, a.chunk, a.chunks);
+    if (tid == 0) {
+        unsigned int* count = counters + ((long long)b * a.kv_heads + hk) * row_groups + rg;
+        last = atomicAdd(count, 1u) + 1 == (unsigned int)n;
+        if (last) *count = 0;  // all n have counted
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int r = 0; r < HIPK_DECODE_ROWS; ++r) {
+        const int rho = rg * HIPK_DECODE_ROWS + r, g = rho / a.sq, i = rho - g * a.sq;
+        const int h = hk * per_kv + g;
+        if (rho >= group_rows) break;  // the whole block
+        const long long row = ((long long)b * a.heads + h) * a.sq + i;
+        combine_row<T>(part, stats, row, n, a.d, a.chunks, out + b * a.ob + h * a.oh + i * a.os);
+    }
+}
+
 // One block of pass 1 (see the header). U keys per lane group and step: HIPK_DECODE_KEYS for
 // 16-bit types, half as many f32 rows (twice the registers each: the same bytes in flight per
 // thread). On an H200, prefetching the next step (1 block/SM: ~200 registers) or taking twice
@@ -281,8 +314,13 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     __shared__ float red[HIPK_DECODE_WARPS][DT];
     __shared__ float warp_top[HIPK_DECODE_WARPS][ROWS], warp_sum[HIPK_DECODE_WARPS][ROWS];
     const int tid = (int)threadIdx.x, lane = tid % LANES, group = tid / LANES;
-    const int groups = (int)blockDim.x / LANES;
-    const int width = warp_lanes(), warp = tid / width, warps = (int)blockDim.x / width;
+    // At most HIPK_DECODE_WARPS warps take part (the merge's shared rows): on the cpu
+    // platform, whose "warps" are single threads, the block's other threads only wait at
+    // the barriers.
+    const int width = warp_lanes(), warp = tid / width;
+    const int warps = imin((int)blockDim.x / width, HIPK_DECODE_WARPS);
+    const int groups = warps * width / LANES;
+    const bool active = warp < warps;
     const int per_kv = a.heads / a.kv_heads, group_rows = per_kv * a.sq;
     const int row_groups = (group_rows + ROWS - 1) / ROWS;
     const int rg = (int)blockIdx.x % row_groups, c = (int)blockIdx.x / row_groups;
@@ -316,7 +354,7 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     const T* values = v + b * a.vb + hk * a.vh;
     // The trip count is the block's (uniform: every lane of a warp reaches the shuffles); a
     // key past `end` is neither loaded nor counted.
-    for (int k0 = c0; k0 < end; k0 += groups * U) {
+    for (int k0 = c0; k0 < (active ? end : c0); k0 += groups * U) {
         Piece<T, DT> kx[U], vx[U];  // key k0 + u * groups + group; zeros past `end`
         HIPK_DECODE_UNROLL
         for (int u = 0; u < U; ++u) {
@@ -380,7 +418,7 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     for (int r = 0; r < ROWS; ++r) {
         top[r] = m[r];
         for (int o = LANES; o < width; o *= 2) top[r] = fmaxf(top[r], shuffle_xor(top[r], o));
-        if (tid % width == 0) warp_top[warp][r] = top[r];
+        if (active && tid % width == 0) warp_top[warp][r] = top[r];
     }
     __syncthreads();
     HIPK_DECODE_UNROLL
@@ -396,14 +434,14 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
             HIPK_DECODE_UNROLL
             for (int e = 0; e < E; ++e) acc[r][e] += shuffle_xor(acc[r][e], o);
         }
-        if (tid % width == 0) warp_sum[warp][r] = l[r];
+        if (active && tid % width == 0) warp_sum[warp][r] = l[r];
     }
     const int dp = (a.d + 3) & ~3;
     HIPK_DECODE_UNROLL
     for (int r = 0; r < ROWS; ++r) {
         const int rho = rg * ROWS + r, g = rho / a.sq, i = rho - g * a.sq, h = hk * per_kv + g;
         if (rho >= group_rows) break;  // the whole block
-        if (tid % width < LANES) {  // the warp's first group holds the warp's sums
+        if (active && tid % width < LANES) {  // the warp's first group holds its sums
             HIPK_DECODE_UNROLL
             for (int e = 0; e < E; ++e) red[warp][L::col(e, lane)] = acc[r][e];
         }
@@ -427,40 +465,26 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
         __syncthreads();  // red is rewritten for the next row
     }
 
-    // The combine fused (counters given, one per row group, kv head and batch): the last of the
-    // sequence's chunks to finish merges the row group's rows (reduce.h's last-block finish:
-    // each block's partial stores fenced before its count, the merge's loads after; the count
-    // goes back to 0 for the next launch).
-    if (a.chunks == 1 || !counters) return;
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    const int n = chunks_written(len, a.chunk, a.chunks);
-    if (tid == 0) {
-        unsigned int* count = counters + ((long long)b * a.kv_heads + hk) * row_groups + rg;
-        last = atomicAdd(count, 1u) + 1 == (unsigned int)n;
-        if (last) *count = 0;  // all n have counted
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int r = 0; r < ROWS; ++r) {
-        const int rho = rg * ROWS + r, g = rho / a.sq, i = rho - g * a.sq, h = hk * per_kv + g;
-        if (rho >= group_rows) break;  // the whole block
-        const long long row = ((long long)b * a.heads + h) * a.sq + i;
-        combine_row<T>(part, stats, row, n, a.d, a.chunks, out + b * a.ob + h * a.oh + i * a.os);
-    }
+    merge_if_last<T>(part, stats, out, counters, a, len, rg, hk, b, row_groups);
 }
 
 }  // namespace decode
 }  // namespace hipk
 
-// --- entry points: three head tiles and the combine per storage type (the parameters written
-// out in each: hip-core reads their types from the text).
+#include "attention_decode_mma.h"  // split_mma: the tensor-core block (NVIDIA sm_80+)
+
+// --- entry points: three head tiles and the combine per storage type, the tensor-core block
+// for the 16-bit types' two smaller tiles (the parameters written out in each: hip-core reads
+// their types from the text).
 #define HIPK_DECODE_BODY(T, DT)                                                                    \
     const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,      \
                                      qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};              \
     hipk::decode::split<T, DT>(q, k, v, lengths, out, part, stats, counters, args)
+#define HIPK_DECODE_MMA_BODY(T, DT, MODE)                                                          \
+    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,      \
+                                     qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};              \
+    hipk::decode::MmaOrSplit<T, DT, MODE>::run(q, k, v, lengths, out, part, stats, counters,       \
+                                                   args)
 
 #define HIPK_ATTENTION_DECODE(S, T)                                                                \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d64_##S(                 \
@@ -486,5 +510,35 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
         int chunk, int chunks, long long ob, long long oh, long long os) {                         \
         hipk::decode::combine<T>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks, ob, \
                                  oh, os);                                                          \
-    }
+    }                                                                                              \
+    extern "C" __global__ __launch_bounds__(256) void attention_decode_mma_d64_##S(                \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
+        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
+        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
+        long long ob, long long oh, long long os) { HIPK_DECODE_MMA_BODY(T, 64, 0); }          \
+    extern "C" __global__ __launch_bounds__(256) void attention_decode_mma_d128_##S(               \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
+        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
+        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
+        long long ob, long long oh, long long os) { HIPK_DECODE_MMA_BODY(T, 128, 0); }         \
+    extern "C" __global__ __launch_bounds__(256) void attention_decode_mmapf_d64_##S(              \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
+        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
+        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
+        long long ob, long long oh, long long os) { HIPK_DECODE_MMA_BODY(T, 64, 1); }           \
+    extern "C" __global__ __launch_bounds__(256) void attention_decode_mmapf_d128_##S(             \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
+        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
+        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
+        long long ob, long long oh, long long os) { HIPK_DECODE_MMA_BODY(T, 128, 1); }             \
+    extern "C" __global__ __launch_bounds__(256) void attention_decode_mmanc_d128_##S(             \
+        const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
+        float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
+        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
+        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
+        long long ob, long long oh, long long os) { HIPK_DECODE_MMA_BODY(T, 128, 2); }
 HIPK_F32_AND_16BIT_TYPES(HIPK_ATTENTION_DECODE)

@@ -57,7 +57,10 @@ for family, types in (
     EXPECTED[f"{family}.hip"] = {f"{family}{p}_{t}" for p in ("", "_any") for t in types}
 EXPECTED["binary.hip"] |= {f"power{p}_{t}" for p in ("", "_any") for t in NUMBERS}
 EXPECTED["attention_decode.hip"] = {
-    f"attention_decode_{s}_{t}" for s in ("d64", "d128", "d256", "combine") for t in TYPES
+    f"attention_decode_{s}_{t}"
+    for s in ("d64", "d128", "d256", "combine", "mma_d64", "mma_d128", "mmapf_d64", "mmapf_d128")
+    + ("mmanc_d128",)
+    for t in TYPES
 }
 EXPECTED["sampling.hip"] = {"sample_rows"}
 EXPECTED["gemv_quant.hip"] = {f"gemv_{q}_r{r}_{t}" for q in ("q8_0", "q4_0") for r in (1, 4, 16) for t in TYPES}  # fmt: skip  # noqa: E501

@@ -225,3 +225,33 @@ def test_large_decode_matches_the_reference(
     q = testing.random(rng, (6, 32, 4, 128), "bf16")  # four new tokens each (speculative)
     got = run(backend, q, k, v, lengths, "bshd")
     testing.assert_close(got, expected(q, k, v, lengths), "bf16")
+
+
+@pytest.mark.parametrize(
+    ("variant", "warps"), [("mma", 4), ("mma", 1), ("mmapf", 2), ("lanes", 4)],
+    ids=["mma", "mma-1-warp", "mmapf-2-warps", "lanes"],
+)  # fmt: skip
+@pytest.mark.parametrize("split", [False, True], ids=["unsplit", "split"])
+def test_every_block_variant_matches_the_reference(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, variant: str, warps: int, split: bool
+) -> None:
+    """Each pass-1 block (the tensor-core ones on NVIDIA sm_80+, the portable one elsewhere)
+    on 16-bit inputs: grouped-query ratios 1, 4 and 8 (one and two row groups), 1 to 16
+    queries, head sizes below and at the tiles, lengths that end inside a 16-key step, keys
+    unsplit or in chunks of 64 merged in the launch."""
+    monkeypatch.setattr(decode_module, "_VARIANT", variant)
+    monkeypatch.setattr(decode_module, "_MMA_WARPS", warps)
+    if split:
+        monkeypatch.setattr(decode_module, "_UNSPLIT_ABOVE", 1 << 20)
+        monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 1 << 20)
+        monkeypatch.setattr(decode_module, "_MIN_CHUNK", 64)
+        monkeypatch.setattr(decode_module, "_CHUNK_STEP", 64)
+    rng = np.random.default_rng(13)
+    cases = [("bf16", 1, 1, 128), ("f16", 4, 3, 64), ("bf16", 8, 16, 80), ("bf16", 4, 1, 128)]
+    for dtype, group, sq, d in cases:
+        lengths = np.array([0, 1, 17, 200, 131])
+        q = testing.random(rng, (5, 2 * group, sq, d), dtype)
+        k = testing.random(rng, (5, 2, 200, d), dtype, scale=2.0)
+        v = testing.random(rng, (5, 2, 200, d), dtype)
+        got = run(backend, q, k, v, lengths, "bshd")
+        testing.assert_close(got, expected(q, k, v, lengths), dtype)

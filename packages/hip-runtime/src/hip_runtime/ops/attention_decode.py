@@ -36,6 +36,12 @@ _MIN_CHUNK = 256
 _CHUNK_STEP = 128
 _MAX_CHUNKS = 1024
 _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
+#: Pass 1's kernel for 16-bit-friendly shapes (head tile up to 128, 16-byte rows): "mma" (the
+#: tensor-core block of kernels/attention_decode_mma.h on NVIDIA sm_80+, the portable block
+#: elsewhere), "mmapf" (the same, next step's loads issued before this step's math) or "lanes"
+#: (the portable block everywhere). Other shapes always take "lanes".
+_VARIANT = "mma"
+_MMA_WARPS = 4  # warps per tensor-core block (at most HIPK_DECODE_MMA_WARPS)
 #: Counters of the fused combine: one per row group, kv head and batch.
 _COUNTERS = 16384
 
@@ -126,8 +132,12 @@ class AttentionDecodeOps(OpsBase):
             stats = self._output(None, (y.size // d * chunks * 2,), float32)
         factor = (1.0 / math.sqrt(d) if scale is None else float(scale)) * _LOG2E
         vec = all(_vectorizable(x, d) for x in (q, k, v))
-        threads = min(256, 8 * self.device.properties.warp_size)
-        kernel = self._kernel("attention_decode.hip", f"attention_decode_d{tile}_{t.suffix}")
+        warp = self.device.properties.warp_size
+        if _VARIANT != "lanes" and vec and tile <= 128:
+            name, threads = f"attention_decode_{_VARIANT}_d{tile}_{t.suffix}", _MMA_WARPS * warp
+        else:
+            name, threads = f"attention_decode_d{tile}_{t.suffix}", min(256, 8 * warp)
+        kernel = self._kernel("attention_decode.hip", name)
         counters = None
         if chunks > 1:
             counters = self._attention_decode_counters(batch * kv_heads * row_groups)

@@ -1,0 +1,305 @@
+// Tensor-core pass 1 of attention_decode.hip (its `attention_decode_mma_d<DT>_<t>` entry points),
+// NVIDIA sm_80+ and 16-bit types only; everywhere else those entry points run the portable
+// `split` (same launch, same results). Included by attention_decode.hip after hipk::decode's
+// Args, clamped_length, finite_or_zero and merge_if_last.
+//
+// One block = WARPS warps (blockDim.x / 32) over the same keys as `split`'s block: the chunk's
+// keys go in steps of 16, step s to warp s % WARPS, each warp with its own online softmax, the
+// warps merged through shared memory at the end. No shared-memory staging: every K and V byte
+// goes global -> registers with one 16-byte load, straight into the mma layouts:
+// - S = Q Kᵀ with m16n8k16: M = the block's 4 query rows (lanes g < 4 of the A rows; 4..15 zero),
+//   N = 8 keys, K = 16 head dims. B[k][n] = K[key n][dim], so lane (g, t) (g = lane / 4,
+//   t = lane % 4) needs key g's dims only. The dot product does not care which dims go to which
+//   k-step as long as Q uses the same assignment: lane t loads the 16-byte chunks 4 i + t
+//   (i < DT / 32) of its key row (one load instruction: 8 keys x 64 contiguous bytes) and feeds
+//   its words 2 kk, 2 kk + 1 as b0, b1 of k-step kk; Q's lanes load their row the same way and
+//   feed a0, a2 (a1, a3: rows 8..15, zero).
+// - Oᵀ = Vᵀ Pᵀ with m16n8k16: M = 16 head dims, N = the 8 rows (4 used), K = the step's 16 keys.
+//   B = Pᵀ is S's accumulators as they are (lane (g, t) holds row g's keys 2t, 2t + 1 of each
+//   8-key tile: b0, b1 once rounded to T). A[m][k] = V[key k][dim m] needs two keys of one dim
+//   per register: each lane loads its V chunks as for K, and movmatrix.trans turns the 8 keys x
+//   8 dims matrix of word w of the lanes' chunk i (row g = key g) into A's fragment: its column
+//   g (A's row) is dim 8 (4 i + g / 2) + 2 w + g % 2 (MmaState::dim). The accumulators of lane
+//   (g, t) are rows 2t, 2t + 1 (t < 2 real), whose softmax rescales come from lanes 8t, 8t + 4.
+// Registers (DT 128): K and V 64 words, Q 16, O 32, under 180 in all: 8 KB in flight per warp
+// and step.
+#pragma once
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define HIPK_DECODE_MMA 1
+#else
+#define HIPK_DECODE_MMA 0
+#endif
+
+#define HIPK_DECODE_MMA_WARPS 4  // most warps per block (the merge's shared memory)
+
+namespace hipk {
+namespace decode {
+
+#if HIPK_DECODE_MMA
+
+// c += A B for one m16n8k16 tile, f32 accumulators (PTX's fragment layouts), per input type.
+#define HIPK_DECODE_MMA16816(T, NAME)                                                              \
+    HIPK_DEVICE void mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,   \
+                              unsigned b0, unsigned b1, const T*) {                                \
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." NAME "." NAME ".f32 {%0, %1, %2, %3}, "       \
+            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                                        \
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                       \
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));                               \
+    }
+HIPK_DECODE_MMA16816(bf16, "bf16")
+HIPK_DECODE_MMA16816(f16, "f16")
+#undef HIPK_DECODE_MMA16816
+
+HIPK_DEVICE float shuffle_from(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
+
+// The transpose of the 8 x 8 16-bit matrix whose row g, columns 2t..2t+1 lane (g, t) holds.
+HIPK_DEVICE unsigned transpose8x8(unsigned w) {
+    unsigned r;
+    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(r) : "r"(w));
+    return r;
+}
+
+// Lane t's chunks 4 i + t (i < CH) of one row: 4 CH words, zeros past d or when !valid.
+template <typename T, int DT> struct MmaRow {
+    enum { CH = DT / 32, WORDS = 4 * CH };
+    unsigned w[WORDS];
+
+    // STREAM: through the non-coherent path without allocating in L1 (each byte is read once).
+    template <bool STREAM> HIPK_DEVICE void load(const T* row, int t, int d, bool valid) {
+        HIPK_UNROLL
+        for (int i = 0; i < CH; ++i) {
+            const int c = (4 * i + t) * 8;
+            Vec<unsigned int, 4> x = {{0u, 0u, 0u, 0u}};
+            if (valid && c < d && STREAM)
+                asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(x.v[0]), "=r"(x.v[1]), "=r"(x.v[2]), "=r"(x.v[3])
+                             : "l"(row + c));
+            else if (valid && c < d)
+                x = *reinterpret_cast<const Vec<unsigned int, 4>*>(row + c);
+            HIPK_UNROLL
+            for (int j = 0; j < 4; ++j) w[4 * i + j] = x.v[j];
+        }
+    }
+};
+
+// One step's 16 keys k0.. as lane (g, t) holds them: keys k0 + g and k0 + 8 + g.
+template <typename T, int DT> struct MmaStep {
+    MmaRow<T, DT> k[2], v[2];
+
+    template <bool STREAM>
+    HIPK_DEVICE void load(const T* keys, const T* values, long long ks, long long vs, int k0,
+                          int end, int g, int t, int d) {
+        HIPK_UNROLL
+        for (int n = 0; n < 2; ++n) {
+            const int key = k0 + 8 * n + g;
+            const bool valid = key < end;
+            const long long at = valid ? key : 0;
+            k[n].template load<STREAM>(keys + at * ks, t, d, valid);
+            v[n].template load<STREAM>(values + at * vs, t, d, valid);
+        }
+    }
+};
+
+template <typename T, int DT> struct MmaState {
+    enum { CH = DT / 32, TILES = 2 * CH };
+    MmaRow<T, DT> q;      // row g < 4 of the block (zeros for g >= 4 and absent rows)
+    float o[TILES][4];    // Oᵀ's m-tile 2 i + h: see dim()
+    float m, l;           // row g's running max (base 2) and this lane's share of its sum
+    int lim;              // the last key row g may see in this chunk (-1: none)
+
+    // The dim of Oᵀ's m-tile j, accumulator e (rows 2t + e % 2): A's rows g and g + 8 are the
+    // transposed word matrices (i, 2h) and (i, 2h + 1), whose column g is dim
+    // 8 (4 i + g / 2) + 2 w + g % 2.
+    HIPK_DEVICE static int dim(int j, int e, int g) {
+        const int i = j / 2, w = 2 * (j % 2) + e / 2;
+        return 8 * (4 * i + g / 2) + 2 * w + g % 2;
+    }
+
+    // One step: keys k0 .. k0 + 15.
+    HIPK_DEVICE void step(const MmaStep<T, DT>& x, int k0, int t, float scale) {
+        float s[2][4];  // S's n-tiles (keys k0 + 8 n ..): [0], [1] row g, keys 2t, 2t + 1
+        HIPK_UNROLL
+        for (int n = 0; n < 2; ++n) {
+            HIPK_UNROLL
+            for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+            HIPK_UNROLL
+            for (int kk = 0; kk < 2 * CH; ++kk)
+                mma16816(s[n], q.w[2 * kk], 0u, q.w[2 * kk + 1], 0u, x.k[n].w[2 * kk],
+                         x.k[n].w[2 * kk + 1], (const T*)0);
+        }
+        float top = m;
+        HIPK_UNROLL
+        for (int n = 0; n < 2; ++n) {
+            HIPK_UNROLL
+            for (int e = 0; e < 2; ++e) {
+                const int key = k0 + 8 * n + 2 * t + e;
+                s[n][e] = key > lim ? neg_inf() : s[n][e] * scale;
+                top = fmaxf(top, s[n][e]);
+            }
+        }
+        top = fmaxf(top, shuffle_xor(top, 1));
+        top = fmaxf(top, shuffle_xor(top, 2));
+        const float base = finite_or_zero(top);  // exp2(-inf - 0) = 0: no NaN
+        const float alpha = exp2_fast(m - base);
+        m = top;
+        float sum = 0.0f;
+        unsigned p[2];  // Pᵀ as B: b0 keys 0..7, b1 keys 8..15 of row g (column g of B)
+        HIPK_UNROLL
+        for (int n = 0; n < 2; ++n) {
+            const float p0 = exp2_fast(s[n][0] - base), p1 = exp2_fast(s[n][1] - base);
+            sum += p0 + p1;
+            p[n] = pack_pair(p0, p1, (const T*)0);
+        }
+        l = l * alpha + sum;
+        // Oᵀ = Vᵀ Pᵀ: this lane's accumulators are rows 2t and 2t + 1, whose alphas live in
+        // lanes 4 (2t) and 4 (2t + 1).
+        const float even = shuffle_from(alpha, 8 * t), odd = shuffle_from(alpha, 8 * t + 4);
+        HIPK_UNROLL
+        for (int j = 0; j < TILES; ++j) {
+            const int w0 = 4 * (j / 2) + 2 * (j % 2);
+            o[j][0] *= even;
+            o[j][1] *= odd;
+            o[j][2] *= even;
+            o[j][3] *= odd;
+            mma16816(o[j], transpose8x8(x.v[0].w[w0]), transpose8x8(x.v[0].w[w0 + 1]),
+                     transpose8x8(x.v[1].w[w0]), transpose8x8(x.v[1].w[w0 + 1]), p[0], p[1],
+                     (const T*)0);
+        }
+    }
+};
+
+// Pass 1's block on tensor cores: `split`'s grid, inputs and outputs (see the header of
+// attention_decode.hip); rows, chunks and partials are the same. MODE 1: the next step's
+// loads are issued before this step's math (twice the bytes in flight per warp, 64 more
+// registers); MODE 2: K and V loaded with ld.global.nc.L1::no_allocate.
+template <typename T, int DT, int MODE>
+HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* lengths, T* out,
+                           float* part, float* stats, unsigned int* counters, const Args& a) {
+    enum { ROWS = HIPK_DECODE_ROWS, W = HIPK_DECODE_MMA_WARPS };
+    typedef MmaState<T, DT> State;
+    __shared__ float warp_out[W][ROWS][DT];
+    __shared__ float warp_top[W][ROWS], warp_sum[W][ROWS];
+    const int tid = (int)threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int warps = (int)blockDim.x / 32, g = lane / 4, t = lane % 4;
+    const int per_kv = a.heads / a.kv_heads, group_rows = per_kv * a.sq;
+    const int row_groups = (group_rows + ROWS - 1) / ROWS;
+    const int rg = (int)blockIdx.x % row_groups, c = (int)blockIdx.x / row_groups;
+    const int hk = (int)blockIdx.y, b = (int)blockIdx.z;
+    const int len = clamped_length(lengths, b, a.smax);
+    const int c0 = c * a.chunk;
+    if (c > 0 && c0 >= len) return;  // the whole block: past the sequence
+    const int end = imin(c0 + a.chunk, len);
+
+    State st;
+    {
+        const int rho = rg * ROWS + g, gg = rho / a.sq, i = rho - gg * a.sq;
+        const bool real = g < ROWS && rho < group_rows;
+        const int h = hk * per_kv + gg;
+        st.q.template load<false>(q + (real ? b * a.qb + h * a.qh + i * a.qs : 0), t, a.d, real);
+        st.lim = real ? imin(len - a.sq + i, end - 1) : -1;
+    }
+    st.m = neg_inf();
+    st.l = 0.0f;
+    HIPK_UNROLL
+    for (int j = 0; j < State::TILES; ++j) {
+        HIPK_UNROLL
+        for (int e = 0; e < 4; ++e) st.o[j][e] = 0.0f;
+    }
+    const T* keys = k + b * a.kb + hk * a.kh;
+    const T* values = v + b * a.vb + hk * a.vh;
+    const int stride = 16 * warps;
+    if (MODE == 1) {
+        MmaStep<T, DT> x;
+        int k0 = c0 + 16 * warp;
+        if (k0 < end) x.template load<false>(keys, values, a.ks, a.vs, k0, end, g, t, a.d);
+        for (; k0 < end; k0 += stride) {
+            MmaStep<T, DT> next;
+            if (k0 + stride < end)
+                next.template load<false>(keys, values, a.ks, a.vs, k0 + stride, end, g, t, a.d);
+            st.step(x, k0, t, a.scale);
+            x = next;
+        }
+    } else {
+        for (int k0 = c0 + 16 * warp; k0 < end; k0 += stride) {
+            MmaStep<T, DT> x;
+            x.template load<MODE == 2>(keys, values, a.ks, a.vs, k0, end, g, t, a.d);
+            st.step(x, k0, t, a.scale);
+        }
+    }
+
+    // The warps' rows through shared memory.
+    st.l += shuffle_xor(st.l, 1);
+    st.l += shuffle_xor(st.l, 2);
+    if (g < ROWS && t == 0) {
+        warp_top[warp][g] = st.m;
+        warp_sum[warp][g] = st.l;
+    }
+    if (2 * t < ROWS) {  // accumulators of rows 2t, 2t + 1
+        HIPK_UNROLL
+        for (int j = 0; j < State::TILES; ++j) {
+            HIPK_UNROLL
+            for (int e = 0; e < 4; ++e) warp_out[warp][2 * t + e % 2][State::dim(j, e, g)] = st.o[j][e];
+        }
+    }
+    __syncthreads();
+    const int dp = (a.d + 3) & ~3;
+    for (int job = tid; job < ROWS * a.d; job += (int)blockDim.x) {
+        const int r = job / a.d, col = job - r * a.d;
+        const int rho = rg * ROWS + r, gg = rho / a.sq, i = rho - gg * a.sq;
+        if (rho >= group_rows) break;  // rows in order: the rest are absent too
+        const int h = hk * per_kv + gg;
+        float top = neg_inf();
+        for (int w = 0; w < warps; ++w) top = fmaxf(top, warp_top[w][r]);
+        const float base = finite_or_zero(top);
+        float total = 0.0f, sum = 0.0f;
+        for (int w = 0; w < warps; ++w) {
+            const float scale = exp2_fast(warp_top[w][r] - base);
+            total += warp_sum[w][r] * scale;
+            sum += warp_out[w][r][col] * scale;
+        }
+        const long long row = ((long long)b * a.heads + h) * a.sq + i;
+        if (a.chunks == 1) {
+            out[b * a.ob + h * a.oh + i * a.os + col] =
+                from_float<T>(total > 0.0f ? sum / total : 0.0f);
+        } else {
+            part[(row * a.chunks + c) * dp + col] = sum;
+            if (col == 0) {
+                stats[(row * a.chunks + c) * 2] = top;
+                stats[(row * a.chunks + c) * 2 + 1] = total;
+            }
+        }
+    }
+    merge_if_last<T>(part, stats, out, counters, a, len, rg, hk, b, row_groups);
+}
+
+#endif  // HIPK_DECODE_MMA
+
+// The entry points' body: the tensor-core block where it is compiled (16-bit types, DT <= 128),
+// else the portable one.
+template <typename T, int DT, int MODE> struct MmaOrSplit {
+    HIPK_DEVICE static void run(const T* q, const T* k, const T* v, const int* lengths, T* out,
+                                float* part, float* stats, unsigned int* counters,
+                                const Args& a) {
+        split<T, DT>(q, k, v, lengths, out, part, stats, counters, a);
+    }
+};
+#if HIPK_DECODE_MMA
+template <int DT, int MODE> struct MmaOrSplit<bf16, DT, MODE> {
+    HIPK_DEVICE static void run(const bf16* q, const bf16* k, const bf16* v, const int* lengths,
+                                bf16* out, float* part, float* stats, unsigned int* counters,
+                                const Args& a) {
+        split_mma<bf16, DT, MODE>(q, k, v, lengths, out, part, stats, counters, a);
+    }
+};
+template <int DT, int MODE> struct MmaOrSplit<f16, DT, MODE> {
+    HIPK_DEVICE static void run(const f16* q, const f16* k, const f16* v, const int* lengths,
+                                f16* out, float* part, float* stats, unsigned int* counters,
+                                const Args& a) {
+        split_mma<f16, DT, MODE>(q, k, v, lengths, out, part, stats, counters, a);
+    }
+};
+#endif
+
+}  // namespace decode
+}  // namespace hipk
