@@ -14,6 +14,7 @@ import pytest
 
 import hip_ffi
 from hip_ffi import constants
+from hip_ffi.platforms.cpu import toolchain
 from hip_ffi.rtc import compile_source
 
 E = constants.ERROR_CODES
@@ -206,7 +207,7 @@ def test_prelude_device_functions(run: Any) -> None:
                cases.ptr(u), cases.ptr(f), cases.ptr(h))  # fmt: skip
     np.testing.assert_array_equal(
         run.download(u, 16, np.uint32),
-        [8, 31, 0x80000000, 4, 3, 0x77553311, 7, 1, 0, 42, 2, 5, 0, 0, 9, 11],
+        [8, 31, 0x80000000, 4, 3, 0x77553311, 7, toolchain.warp_size(), 0, 42, 2, 5, 0, 0, 9, 11],
     )
     np.testing.assert_allclose(
         run.download(f, 8, np.float32), [0.5, 1.0, 0.25, 1.0, 2.5, 10.0, 4.875, 9.0]

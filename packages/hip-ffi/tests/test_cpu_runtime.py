@@ -15,6 +15,7 @@ import pytest
 
 import hip_ffi
 from hip_ffi import constants
+from hip_ffi.platforms.cpu import toolchain
 
 E = constants.ERROR_CODES
 H2H, H2D, D2H, D2D, DEFAULT = 0, 1, 2, 3, 4
@@ -62,7 +63,9 @@ def test_one_device_described_by_the_host(hip: Any) -> None:
     assert props.multiProcessorCount == cores
     assert props.maxThreadsPerBlock == 1024 and list(props.maxThreadsDim) == [1024, 1024, 64]
     assert props.sharedMemPerBlock >= 64 * 1024
-    assert props.warpSize == 1
+    assert (
+        props.warpSize == toolchain.warp_size() == int(os.environ.get("HIP_FFI_CPU_WARP_SIZE", 32))
+    )
     assert ffi.string(props.gcnArchName).decode() == os.uname().machine
     assert (
         hip.platform_version.startswith("host runtime: ")

@@ -302,6 +302,44 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<Kernel {self.name}({', '.join(p.decl for p in self.params)})>"
 
+    def launch_cooperative(
+        self,
+        grid: Dim3,
+        block: Dim3,
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Stream | None = None,
+    ) -> None:
+        """Queue one cooperative launch (hipModuleLaunchCooperativeKernel) on `stream` (the
+        null stream when None): every block is resident at once, so the kernel may wait for
+        the whole grid (cooperative groups' this_grid().sync()). The grid may have at most
+        `max_active_blocks(block threads, shared_mem)` x the device's multiprocessors blocks
+        (one per core on the cpu platform); a larger one raises HipError
+        (hipErrorCooperativeLaunchTooLarge). Arguments are checked as `launch` checks them
+        (TypeError before anything is queued); each call packs them anew."""
+        self.module._check_open()
+        if len(args) != len(self.params):
+            signature = ", ".join(p.decl for p in self.params)
+            raise TypeError(
+                f"{self.name}({signature}) takes {len(self.params)} arguments, got {len(args)}"
+            )
+        api = hip()
+        storage, pointers, writers, _ = _argument_buffer(api.ffi, self.params)
+        for write, value in zip(writers, args, strict=True):
+            write(value)
+        gx, gy, gz = _dim3(grid, "grid")
+        bx, by, bz = _dim3(block, "block")
+        shared = integer(shared_mem, "shared_mem")
+        if shared < 0:
+            raise ValueError(f"shared_mem must be a byte count >= 0, not {shared_mem!r}")
+        handle = checked_handle(stream)
+        status = api.hipModuleLaunchCooperativeKernel(
+            self.handle, gx, gy, gz, bx, by, bz, shared, handle, pointers
+        )
+        del storage  # the runtime copied the arguments during the call
+        if status:
+            raise error_for(status, "hipModuleLaunchCooperativeKernel", f"kernel {self.name}")
+
 
 def _argument_buffer(
     ffi: Any, params: Sequence[Param]

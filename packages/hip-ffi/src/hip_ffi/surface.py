@@ -93,6 +93,7 @@ RUNTIME = (
     "hipModuleGetGlobal",
     "hipModuleLaunchKernel",
     "hipDrvLaunchKernelEx",
+    "hipModuleLaunchCooperativeKernel",
     "hipFuncGetAttribute",
     "hipFuncSetAttribute",
     "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",

@@ -127,6 +127,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, hipFunction
 /* blockSizeToDynamicSMemSize is a callback pointer; hip_ffi always passes NULL. */
 CUresult cuOccupancyMaxPotentialBlockSize(int* minGridSize, int* blockSize, hipFunction_t func, void* blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit);
 CUresult cuLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, hipStream_t hStream, void** kernelParams, void** extra);
+CUresult cuLaunchCooperativeKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, hipStream_t hStream, void** kernelParams);
 /* CUlaunchConfig has HIP_LAUNCH_CONFIG's layout (cdef/hip_runtime.h). */
 CUresult cuLaunchKernelEx(const HIP_LAUNCH_CONFIG* config, hipFunction_t f, void** kernelParams, void** extra);
 CUresult cuMemsetD8_v2(hipDeviceptr_t dstDevice, unsigned char uc, size_t N);

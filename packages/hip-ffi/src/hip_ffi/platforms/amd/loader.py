@@ -56,6 +56,7 @@ _INTRODUCED = {
     "hipLaunchHostFunc": "ROCm 5.3",
     "hipDrvLaunchKernelEx": "ROCm 7.0",
     "hipGetDevicePropertiesR0600": "ROCm 6.0",
+    "hipModuleLaunchCooperativeKernel": "ROCm 6.2",  # no shim: unavailable before
 }
 
 

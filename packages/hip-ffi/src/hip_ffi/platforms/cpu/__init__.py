@@ -6,8 +6,9 @@ stream_api.py); hiprtc is the host C++ compiler with a prelude that makes HIP ke
 C++ (compiler.py, include/hip_cpu_prelude.h); a code object is the shared object it builds
 (modules.py); a launch runs the grid's blocks on every core, with GPU barrier semantics
 through fibers (launch.py, include/hip_cpu_executor.h); hipBLAS GEMM runs on the host
-(blas.py). Warp size 1. Native helpers are compiled on first use and cached on disk
-(toolchain.py). Linux only (it relies on /proc, memfd and ELF).
+(blas.py). Warps of 32 lanes (HIP_FFI_CPU_WARP_SIZE: 64 or 1) with real shuffles and votes.
+Native helpers are compiled on first use and cached on disk (toolchain.py). Linux only (it
+relies on /proc, memfd and ELF).
 
 loader.py builds the HipApi; shared_objects.py dlopens native code (libc, the runtime library,
 code objects); include/ and native/ hold the C++ headers and runtime source that toolchain.py

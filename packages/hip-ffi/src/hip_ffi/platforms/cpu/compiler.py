@@ -17,6 +17,8 @@ Options: -D, -U, -I (attached or as --define-macro= / --undefine-macro= / --incl
 -O0..-O3/-Os, -std=/--std= (C++17 at least), -ffast-math/--use_fast_math, -g, -w, -W....
 GPU code-generation options (--offload-arch=, --gpu-architecture=, -arch=, -fgpu-rdc, -mcumode,
 -ftz=, -prec-div=, ...) are accepted and have no effect: there is one target, the host.
+-mwavefrontsize64 / -mno-wavefrontsize64 choose warps of 64 / 32 lanes for the program (as on
+AMD's gfx10+); without either, the warp size is HIP_FFI_CPU_WARP_SIZE's (toolchain.warp_size).
 Anything else is HIPRTC_ERROR_INVALID_OPTION.
 """
 
@@ -48,11 +50,12 @@ _IGNORED = re.compile(
     r"(--offload-arch=|--gpu-architecture=|-arch=|--gpu-max-threads-per-block=|-ftz=|--ftz=|"
     r"-prec-div=|-prec-sqrt=|-fmad=|--fmad=|-rdc=|--relocatable-device-code=|-dopt=|-maxrregcount=|"
     r"--maxrregcount=|-mcode-object-version=).*|-fgpu-rdc|-fno-gpu-rdc|-mcumode|-mno-cumode|"
-    r"-mwavefrontsize64|-mno-wavefrontsize64|-munsafe-fp-atomics|-mno-unsafe-fp-atomics|-lineinfo|"
+    r"-munsafe-fp-atomics|-mno-unsafe-fp-atomics|-lineinfo|"
     r"--generate-line-info|-default-device|--device-debug|-G|-dlto|-ewp|-restrict|"
     r"--extensible-whole-program|-fno-gpu-flush-denormals-to-zero|-fgpu-flush-denormals-to-zero|"
     r"-fhip-new-launch-api|-fno-hip-new-launch-api"
 )
+_WAVEFRONT = {"-mwavefrontsize64": 64, "-mno-wavefrontsize64": 32}
 _PASSED = re.compile(r"-[DUI].+|-O[0-3s]|-g|-w|-W[\w=+-]+|-ffast-math")
 #: Part of every cache key: bump it when the commands below change what a build produces.
 RECIPE = "3"  # 2: the source goes as ./name (a name is never an option); 3: name expressions
@@ -66,7 +69,11 @@ class OptionError(ValueError):
 def parse_options(options: list[str]) -> list[str]:
     """The compiler flags for hiprtc `options`; raises OptionError for an unknown one."""
     flags: list[str] = []
+    warp = toolchain.warp_size()
     for option in options:
+        if option in _WAVEFRONT:
+            warp = _WAVEFRONT[option]
+            continue
         for long, short in (
             ("--define-macro=", "-D"),
             ("--undefine-macro=", "-U"),
@@ -84,7 +91,7 @@ def parse_options(options: list[str]) -> list[str]:
             flags.append(option)
         elif not _IGNORED.fullmatch(option):
             raise OptionError(f"hiprtc (cpu): unknown option {option!r}")
-    return flags
+    return [f"-DHIPCPU_WARP_SIZE={warp}", *flags]
 
 
 class Program:

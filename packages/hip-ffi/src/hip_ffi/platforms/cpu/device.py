@@ -5,8 +5,8 @@ limit when lower), multiprocessors = the cores this process may run on (sched_ge
 HIP_FFI_CPU_THREADS overrides, and is also how many threads run blocks), clock from cpufreq or
 cpuinfo, L2 size from sysfs. Fixed by the platform: 1024 threads per block (1024 x 1024 x 64),
 grids up to (2^31-1) x 65535 x 65535 blocks, 64 KiB of shared memory per block (static and
-dynamic each), warp size 1 (hip_cpu_prelude.h says why). A multiprocessor runs one block at a
-time.
+dynamic each). Warp size: HIP_FFI_CPU_WARP_SIZE (1, 32 or 64), else 32 (toolchain.warp_size;
+hip_cpu_prelude.h). A multiprocessor runs one block at a time.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import DEVICE_ATTRIBUTES
-from hip_ffi.platforms.cpu import limits, shared_objects, status
+from hip_ffi.platforms.cpu import limits, shared_objects, status, toolchain
 from hip_ffi.platforms.cpu.handles import address
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 SHARED_MEMORY_PER_BLOCK = shared_objects.MAX_DYNAMIC_SHARED  # bytes
-WARP_SIZE = 1
+WARP_SIZE = toolchain.warp_size()  # HIP_FFI_CPU_WARP_SIZE, else 32
 ALIGNMENT = 256  # bytes: every allocation, as on AMD GPUs
 
 
@@ -129,7 +129,7 @@ def _attributes() -> dict[str, int]:
         "ManagedMemory": 0,
         "ConcurrentManagedAccess": 0,
         "DirectManagedMemAccessFromHost": 0,
-        "CooperativeLaunch": 0,
+        "CooperativeLaunch": 1,  # one block per core (launch.py)
         "CooperativeMultiDeviceLaunch": 0,
         "EccEnabled": 0,
         "KernelExecTimeout": 0,

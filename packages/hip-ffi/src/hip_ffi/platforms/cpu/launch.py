@@ -24,6 +24,7 @@ from typing import Any
 from hip_ffi._ffi import ffi
 from hip_ffi._shims import launch_kernel_ex
 from hip_ffi.constants import (
+    ERROR_CODES,
     FUNC_ATTRIBUTES,
     LAUNCH_PARAM_BUFFER_POINTER,
     LAUNCH_PARAM_BUFFER_SIZE,
@@ -104,10 +105,42 @@ def hipModuleLaunchKernel(
     shared_bytes: int, stream: Any, params: Any, extra: Any,
 ) -> int:  # fmt: skip
     """Queue the grid on `stream` (asynchronous); see the module docstring for the checks."""
+    grid, block = (grid_x, grid_y, grid_z), (block_x, block_y, block_z)
+    return _launch(function, grid, block, shared_bytes, stream, params, extra, 0)
+
+
+def hipModuleLaunchCooperativeKernel(
+    function: Any,
+    grid_x: int, grid_y: int, grid_z: int,
+    block_x: int, block_y: int, block_z: int,
+    shared_bytes: int, stream: Any, params: Any,
+) -> int:  # fmt: skip
+    """Queue a cooperative grid: every block on an OS thread of its own, all at once, so that
+    a grid sync can wait for the others. At most one block per core (what the occupancy
+    calls report), else hipErrorCooperativeLaunchTooLarge; otherwise as hipModuleLaunchKernel."""
+    grid, block = (grid_x, grid_y, grid_z), (block_x, block_y, block_z)
+    if grid_x * grid_y * grid_z > device.host().cores and _configuration_error(*grid, *block) == 0:
+        return ERROR_CODES["hipErrorCooperativeLaunchTooLarge"]
+    flags = shared_objects.LAUNCH_COOPERATIVE
+    return _launch(function, grid, block, shared_bytes, stream, params, ffi.NULL, flags)
+
+
+def _launch(
+    function: Any,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    shared_bytes: int,
+    stream: Any,
+    params: Any,
+    extra: Any,
+    flags: int,
+) -> int:
     kernel = KERNELS.get(function)
     resolved = ENGINE.resolve(stream)
     if kernel is None or resolved is None:
         return status.INVALID_HANDLE
+    grid_x, grid_y, grid_z = grid
+    block_x, block_y, block_z = block
     error = _configuration_error(grid_x, grid_y, grid_z, block_x, block_y, block_z)
     if error:
         return error
@@ -128,7 +161,7 @@ def hipModuleLaunchKernel(
             toolchain.ABI_VERSION, grid_x, grid_y, grid_z, block_x, block_y, block_z,
             shared_bytes, address(arguments),
             runtime.table, address(message), MESSAGE_BYTES,
-            shared_objects.LAUNCH_CHECKED if faults.CHECKED else 0,
+            flags | (shared_objects.LAUNCH_CHECKED if faults.CHECKED else 0),
         ],
     )  # fmt: skip
     module = kernel.module

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -32,13 +33,18 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = PACKAGE_DIR / "include"
 NATIVE_DIR = PACKAGE_DIR / "native"
-ABI_VERSION = 2  # HIPCPU_ABI_VERSION in include/hip_cpu_abi.h
+ABI_VERSION = 3  # HIPCPU_ABI_VERSION in include/hip_cpu_abi.h
 
 #: Flags of every build. -march=native: the code only ever runs on this host (the host CPU is
 #: in the cache key). -fno-semantic-interposition and -fvisibility=hidden let kernels and
 #: device functions inline into the executor's loops. -fno-math-errno: GPU math sets no errno,
 #: and errno blocks vectorizing sqrtf. -fno-extern-tls-init: `extern __shared__` arrays are
-#: plain thread-locals, no init wrapper. -fno-exceptions: device code has none.
+#: plain thread-locals, no init wrapper. -fno-exceptions: device code has none. x86-64:
+#: -mno-red-zone lets the inline fiber switch push right under the stack pointer, next to what
+#: the kernel keeps across a barrier (one cache line per waiting thread, not two);
+#: -mtls-dialect=gnu2 makes every thread-local access (threadIdx, __shared__ arrays) a
+#: descriptor call that preserves registers instead of __tls_get_addr.
+_X86_FLAGS = ("-mno-red-zone", "-mtls-dialect=gnu2") if platform.machine() == "x86_64" else ()
 BASE_FLAGS = (
     "-std=c++17",
     "-O3",
@@ -51,6 +57,7 @@ BASE_FLAGS = (
     "-fvisibility=hidden",
     "-fno-math-errno",
     "-fno-extern-tls-init",
+    *_X86_FLAGS,
 )
 COMPILE_TIMEOUT_S = 600
 
@@ -95,6 +102,24 @@ def find_compiler() -> Compiler | None:
         name = f"{kind} {version.group(0)}" if version else kind
         return Compiler(os.path.realpath(path), banner, name, major, minor)
     return None
+
+
+#: The warp sizes the executor implements (hip_cpu_prelude.h).
+WARP_SIZES = (1, 32, 64)
+
+
+@functools.cache
+def warp_size() -> int:
+    """Lanes per warp: HIP_FFI_CPU_WARP_SIZE (1, 32 or 64; read once per process), else 32.
+
+    The device's warpSize attribute and every program compiled without -mwavefrontsize64 /
+    -mno-wavefrontsize64 use it. Raises ValueError for another value."""
+    given = os.environ.get("HIP_FFI_CPU_WARP_SIZE", "").strip()
+    if not given:
+        return 32
+    if not given.isdigit() or int(given) not in WARP_SIZES:
+        raise ValueError(f"HIP_FFI_CPU_WARP_SIZE must be one of {WARP_SIZES}, not {given!r}")
+    return int(given)
 
 
 def no_compiler_message() -> str:

@@ -116,6 +116,7 @@ DRIVER_CALLS = {
     "hipModuleUnload": "cuModuleUnload",
     "hipModuleGetFunction": "cuModuleGetFunction",
     "hipModuleGetGlobal": "cuModuleGetGlobal_v2",
+    "hipModuleLaunchCooperativeKernel": "cuLaunchCooperativeKernel",
     "hipFuncGetAttribute": "cuFuncGetAttribute",
     "hipFuncSetAttribute": "cuFuncSetAttribute",
     "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor": (

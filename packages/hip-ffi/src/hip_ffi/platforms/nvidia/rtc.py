@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -75,6 +76,9 @@ def bind(
     as `-I`, after the caller's own options."""
     table = NVRTC_TO_HIPRTC.get
     extra_options = [f"-I{include_dir}"] if include_dir else []
+    # CUDA 13 keeps libcu++ (cuda/std/..., which cooperative_groups.h includes) in include/cccl.
+    cccl = f"{include_dir}/cccl" if include_dir else ""
+    extra_options += [f"-I{cccl}"] if cccl and os.path.isdir(cccl) else []
     extra_options.append(f"--pre-include={PRE_INCLUDE}")
 
     def mapped(native: Native, name: str) -> Native:

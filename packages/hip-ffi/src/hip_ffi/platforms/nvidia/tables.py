@@ -333,6 +333,15 @@ RTC_ARCH_PREFIXES = ("-arch", "--gpu-architecture", "--offload-arch")
 #: passes to nvrtc), whose type and function names HIP copied, bf16's type name aside.
 #: The stand-in every compile pre-includes, as hiprtc pre-includes its runtime header.
 PRE_INCLUDE = "hip/hip_runtime.h"
+_WARP_MACROS = ("__shfl", "__shfl_up", "__shfl_down", "__shfl_xor", "__any", "__all", "__ballot")
+#: CUDA's cooperative groups, with the stand-in's warp macros set aside while it is read (its
+#: libcu++ declares a function `__any`).
+COOPERATIVE_GROUPS = (
+    "#pragma once\n"
+    + "".join(f'#pragma push_macro("{m}")\n#undef {m}\n' for m in _WARP_MACROS)
+    + "#include <cooperative_groups.h>\n"
+    + "".join(f'#pragma pop_macro("{m}")\n' for m in _WARP_MACROS)
+)
 RTC_HEADERS = MappingProxyType(
     {
         "hip/hip_runtime.h": (
@@ -350,17 +359,20 @@ RTC_HEADERS = MappingProxyType(
             "#define __shfl_xor(...) __shfl_xor_sync(0xffffffffu, __VA_ARGS__)\n"
             "#define __any(p) __any_sync(0xffffffffu, (p))\n"
             "#define __all(p) __all_sync(0xffffffffu, (p))\n"
+            "#define __ballot(p) __ballot_sync(0xffffffffu, (p))\n"
             "/* The integer typedefs hiprtc's pre-included header declares (nvrtc has no\n"
-            "   <cstdint>); the widths are those of LP64 Linux, as in glibc. */\n"
+            "   <cstdint>); 64-bit ones are long long, as libcu++ (which cooperative_groups.h\n"
+            "   includes) declares them. */\n"
             "typedef signed char int8_t; typedef short int16_t; typedef int int32_t;\n"
-            "typedef long int64_t; typedef unsigned char uint8_t;\n"
+            "typedef long long int64_t; typedef unsigned char uint8_t;\n"
             "typedef unsigned short uint16_t; typedef unsigned int uint32_t;\n"
-            "typedef unsigned long uint64_t; typedef long intptr_t;\n"
-            "typedef unsigned long uintptr_t;\n"
+            "typedef unsigned long long uint64_t; typedef long long intptr_t;\n"
+            "typedef unsigned long long uintptr_t;\n"
             "typedef unsigned int uint; typedef unsigned short ushort;\n"
             "typedef unsigned char uchar; typedef unsigned long ulong;\n" + DEPRECATED_SPELLINGS
         ),
         "hip/hip_fp16.h": "#pragma once\n#include <cuda_fp16.h>\n",
+        "hip/hip_cooperative_groups.h": COOPERATIVE_GROUPS,
         "hip/hip_bf16.h": (
             "#pragma once\n"
             "#include <cuda_bf16.h>\n"

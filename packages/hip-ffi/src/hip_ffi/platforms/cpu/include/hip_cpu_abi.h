@@ -6,7 +6,7 @@
 #ifndef HIP_CPU_ABI_H
 #define HIP_CPU_ABI_H
 
-#define HIPCPU_ABI_VERSION 2u
+#define HIPCPU_ABI_VERSION 3u
 
 /* A launch is described by an array of unsigned long long "slots" (no struct: the Python side
  * builds it with cffi without declaring a new C type). */
@@ -24,6 +24,8 @@
 /* Checked mode (HIP_FFI_CPU_CHECKED=1): the dynamic shared buffer's pages past the launch's
  * dynamic shared size are made inaccessible while its blocks run, so an overrun faults. */
 #define HIPCPU_LAUNCH_CHECKED 1u
+/* A cooperative launch: every block at once, on an OS thread of its own (grid syncs). */
+#define HIPCPU_LAUNCH_COOPERATIVE 2u
 
 /* Dynamic shared memory available to every block (bytes): the size of the thread-local buffer
  * that all `extern __shared__` arrays of a module alias. The buffer is HIPCPU_SHARED_GUARD
@@ -66,6 +68,10 @@ typedef struct hipcpu_runtime {
     hipcpu_fault** (*fault_slot)(void);
     /* Make the whole pages inside [start, start + bytes) inaccessible (0) or read-write (1). */
     void (*protect)(void* start, unsigned long long bytes, int accessible);
+    /* Run fn(context, i, i + 1) for every i in [0, n), each on an OS thread of its own, all at
+     * the same time; returns when all are done, or nonzero (having run none) when the threads
+     * cannot be made. */
+    int (*run_threads)(unsigned long long n, hipcpu_range_fn fn, void* context);
 } hipcpu_runtime;
 
 #ifdef __cplusplus

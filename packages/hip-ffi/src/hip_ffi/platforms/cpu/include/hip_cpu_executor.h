@@ -4,19 +4,11 @@
  * A launch runs its blocks in parallel on the runtime library's worker threads (one per core;
  * blocks are work items taken in chunks). A block runs start to finish on one OS thread:
  *
- * - It starts as a plain loop: thread (x, y, z) is an ordinary call of the kernel, the next
- *   starting when the previous returns. A kernel without barriers therefore runs as a C loop
- *   over its threads, with the kernel body inlined into it.
- * - The first __syncthreads() turns the block into fibers (user-space threads with their own
- *   stacks, switched by a few instructions; no OS thread per GPU thread, which would cost a
- *   kernel round trip per barrier and per thread). The thread that called it keeps the OS
- *   thread's stack; every thread after it gets a fiber that starts at the beginning of the
- *   kernel. The threads before it have already returned without reaching a barrier: on a GPU
- *   they are threads that exited, which barriers do not wait for. (A block whose threads
- *   disagree about a barrier is undefined behaviour on a GPU; here it cannot deadlock.)
- * - A barrier is a round: fibers run in thread order, each up to its next barrier or its end;
- *   when the last live one arrives the round is complete and the first live one resumes. A
- *   fiber switches straight to the next one (one switch per thread per barrier).
+ * - Its threads run as a plain loop, or as fibers once they must meet (a barrier, a warp
+ *   operation): hip_cpu_sched.h; the fiber switch is in hip_cpu_fiber.h.
+ * - A cooperative launch (HIPCPU_LAUNCH_COOPERATIVE: hipModuleLaunchCooperativeKernel) runs
+ *   every block on an OS thread of its own, all at once, so that this_grid().sync() can wait
+ *   for all of them (grid_barrier); the host allows at most one block per core.
  *
  * __trap(), a failed assert() and hipcpu::fail() end the launch: the block unwinds to its
  * start (__builtin_longjmp), the remaining blocks are skipped, and the launch returns the error
@@ -34,8 +26,9 @@
 #define HIP_CPU_EXECUTOR_H
 
 #include "hip_cpu_abi.h"  // (<atomic> and <ucontext.h> come with the prelude, before any macro)
+#include "hip_cpu_sched.h"
 
-const int warpSize = 1;
+const int warpSize = HIPCPU_WARP_SIZE;
 
 /* All extern __shared__ arrays alias this buffer (see HIPCPU_DYNAMIC_SHARED). */
 extern "C" {
@@ -43,234 +36,7 @@ alignas(256) thread_local unsigned char
     __hipcpu_dynamic_shared[HIPCPU_MAX_DYNAMIC_SHARED + HIPCPU_SHARED_GUARD];
 }
 
-#if defined(__x86_64__) && !defined(HIPCPU_FIBER_UCONTEXT)
-/* hipcpu_fiber_switch(save, load): saves the callee-saved registers on the current stack,
- * stores the stack pointer in *save, and resumes the fiber whose stack pointer is `load`.
- * The SSE/x87 control words are not switched: every fiber of a block runs the same kernel on
- * the same OS thread, and device code has no way to change the rounding mode. A new fiber's
- * first switch returns to hipcpu_fiber_start, which calls r12(rbx). The section is pushed and
- * popped: the compiler does not know that a top-level asm switched it, and at -O0 it would
- * emit the next variable (a thread-local) into .text. */
-asm(R"(
-    .pushsection .text
-    .globl hipcpu_fiber_switch
-    .hidden hipcpu_fiber_switch
-    .type hipcpu_fiber_switch, @function
-hipcpu_fiber_switch:
-    pushq %rbp
-    pushq %rbx
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
-    movq %rsp, (%rdi)
-    movq %rsi, %rsp
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbx
-    popq %rbp
-    ret
-    .size hipcpu_fiber_switch, .-hipcpu_fiber_switch
-    .globl hipcpu_fiber_start
-    .hidden hipcpu_fiber_start
-    .type hipcpu_fiber_start, @function
-hipcpu_fiber_start:
-    movq %rbx, %rdi
-    callq *%r12
-    ud2
-    .size hipcpu_fiber_start, .-hipcpu_fiber_start
-    .popsection
-)");
-extern "C" void hipcpu_fiber_switch(void** save, void* load) __attribute__((visibility("hidden")));
-extern "C" void hipcpu_fiber_start() __attribute__((visibility("hidden")));
-#define HIPCPU_FIBER_ASM 1
-#endif  // else ucontext (portable, slower: swapcontext also saves the signal mask)
-
 namespace hipcpu {
-
-struct fiber {
-    void* sp;        // saved stack pointer (asm) or ucontext_t* (fallback)
-    int next, prev;  // circular list of live fibers, in thread order
-    uint3 idx;
-};
-
-struct grid_state {
-    std::atomic<int> status{0};  // first failure's hipError_t
-    std::atomic<bool> abort{false};
-    char* message;
-    unsigned long long message_size;
-};
-
-struct block {
-    fiber* f = nullptr;
-    unsigned n = 1;         // threads in the block
-    unsigned cur = 0;       // thread now running (meaningful once `fibers`)
-    int head = 0, live = 0;
-    bool fibers = false;    // converted from the plain loop
-    unsigned acc = 0, result = 0;
-    void* sched_sp = nullptr;  // the plain loop, waiting for the last fiber
-    void (*thunk)(void*) = nullptr;
-    void* grid = nullptr;
-    grid_state* state = nullptr;
-    const hipcpu_runtime* rt = nullptr;
-    hipcpu_fault* fault = nullptr;  // this OS thread's bad-access record
-    bool unwound_in_fiber = false;  // the last unwind came from a fiber (past a barrier)
-    void* jmp[5];  // __builtin_setjmp buffer: unwinds a failing block
-};
-
-static thread_local block* tl_block;
-
-/* Where switch_fiber saves the current context: the asm switch stores the stack pointer into
- * `slot` itself; ucontext fills the ucontext_t that `copy` (a copy of `slot`) points at. */
-#ifdef HIPCPU_FIBER_ASM
-#define HIPCPU_SAVE_SLOT(slot, copy) (&(slot))
-#else
-#define HIPCPU_SAVE_SLOT(slot, copy) (&(copy))
-#endif
-
-static inline uint3 unlinear(unsigned t, uint3 d) {
-    return uint3{t % d.x, (t / d.x) % d.y, t / (d.x * d.y)};
-}
-
-/* Fiber contexts. With the asm switch a context is a saved stack pointer: `save` is where to
- * store the current one, `load` the one to resume. With ucontext a context is a ucontext_t:
- * *save points at the one to fill, `load` is the one to resume. */
-#ifdef HIPCPU_FIBER_ASM
-static inline void switch_fiber(void** save, void* load) {
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hipcpu_fiber_switch(save, load);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-}
-static inline void* make_fiber(char* stack_high, void (*entry)(void*), void* arg) {
-    unsigned long long* sp = (unsigned long long*)((unsigned long long)stack_high & ~15ull);
-    *--sp = (unsigned long long)&hipcpu_fiber_start;  // `ret` lands here, rsp 16-aligned
-    *--sp = 0;                                        // rbp
-    *--sp = (unsigned long long)arg;                  // rbx: the argument
-    *--sp = (unsigned long long)entry;                // r12: the function
-    *--sp = 0;                                        // r13
-    *--sp = 0;                                        // r14
-    *--sp = 0;                                        // r15
-    return sp;
-}
-#else
-static inline void switch_fiber(void** save, void* load) {
-    swapcontext((ucontext_t*)*save, (ucontext_t*)load);
-}
-static thread_local ucontext_t* tl_contexts;  // [n] per block thread, then one for the loop
-static thread_local unsigned tl_context_capacity;
-#endif
-
-static inline void resume(block& b, void** save, int to) {
-    b.cur = (unsigned)to;
-    threadIdx = b.f[to].idx;
-    switch_fiber(save, b.f[to].sp);
-}
-
-/* Remove fiber c from the live list; returns the fiber to run next (or -1: none left). Sets
- * the barrier result when c's leaving completes a round. */
-static inline int leave(block& b, int c) {
-    fiber& f = b.f[c];
-    if (--b.live == 0) return -1;
-    b.f[f.prev].next = f.next;
-    b.f[f.next].prev = f.prev;
-    if (b.head == c) b.head = f.next;
-    if (f.next > c) return f.next;
-    b.result = b.acc;  // wrapped around: everyone else has arrived
-    b.acc = 0;
-    return b.head;
-}
-
-static void fiber_main(void*) {
-    block& b = *tl_block;
-    b.thunk(b.grid);
-    int to = leave(b, (int)b.cur);
-    void* dead = b.f[b.cur].sp;  // this fiber's context is never resumed: scribble on it
-    if (to < 0) switch_fiber(&dead, b.sched_sp);
-    resume(b, &dead, to);
-    __builtin_unreachable();
-}
-#ifndef HIPCPU_FIBER_ASM
-static void fiber_main_uc() { fiber_main(nullptr); }
-#endif
-
-/* The running thread (on the OS thread's own stack) reached the first barrier of its block. */
-static void convert(block& b) {
-    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    unsigned long long stride = 0;
-    char* stacks = b.rt->fiber_stacks(b.n, &stride);
-    b.f = (fiber*)b.rt->scratch((unsigned long long)b.n * sizeof(fiber));
-    if (stacks == nullptr || b.f == nullptr)
-        fail(2 /* hipErrorOutOfMemory */, "no memory for the fiber stacks of a block");
-#ifndef HIPCPU_FIBER_ASM
-    if (tl_context_capacity < b.n + 1) {
-        free(tl_contexts);
-        tl_contexts = (ucontext_t*)calloc(b.n + 1, sizeof(ucontext_t));
-        tl_context_capacity = tl_contexts ? b.n + 1 : 0;
-        if (tl_contexts == nullptr) fail(2, "no memory for the fiber contexts of a block");
-    }
-    b.sched_sp = &tl_contexts[b.n];
-#endif
-    for (unsigned j = t; j < b.n; ++j) {
-        fiber& f = b.f[j];
-        f.next = (int)(j + 1 < b.n ? j + 1 : t);
-        f.prev = (int)(j > t ? j - 1 : b.n - 1);
-        f.idx = unlinear(j, blockDim);
-        char* low = stacks + j * stride;
-        // Stagger the stack tops by a cache line per fiber: with equal strides they would all
-        // sit at the same page offset, hence in one L1 set, and every switch would miss.
-        char* high = low + stride - (j % 64) * 64;
-#ifdef HIPCPU_FIBER_ASM
-        if (j != t) f.sp = make_fiber(high, &fiber_main, &f);  // t keeps its stack
-#else
-        ucontext_t* uc = &tl_contexts[j];
-        f.sp = uc;
-        if (j == t) continue;
-        getcontext(uc);
-        uc->uc_stack.ss_sp = low + 4096;  // above the guard page
-        uc->uc_stack.ss_size = (size_t)(high - low) - 4096;
-        uc->uc_link = nullptr;
-        makecontext(uc, &fiber_main_uc, 0);
-#endif
-    }
-    b.cur = t;
-    b.head = (int)t;
-    b.live = (int)(b.n - t);
-    b.acc = 0;
-    b.fibers = true;
-}
-
-__attribute__((noinline)) int barrier(int count) {
-    block& b = *tl_block;
-    if (!b.fibers) {
-        if (b.n == 1) return count;
-        convert(b);
-    }
-    int c = (int)b.cur;
-    b.acc += (unsigned)count;
-    int to = b.f[c].next;
-    if (to <= c) {  // c is the last live thread of the round
-        b.result = b.acc;
-        b.acc = 0;
-        to = b.head;
-        if (to == c) return (int)b.result;
-    }
-    void* self = b.f[c].sp;  // ucontext: the context to fill; asm: overwritten with the sp
-    resume(b, HIPCPU_SAVE_SLOT(b.f[c].sp, self), to);
-    return (int)b.result;
-}
-
-/* The thread that converted the block returned into the plain loop: run the other fibers to
- * their ends; returns when the last of them has. */
-static void finish_fibers(block& b) {
-    int to = leave(b, (int)b.cur);
-    if (to >= 0) {
-        void* self = b.sched_sp;
-        resume(b, HIPCPU_SAVE_SLOT(b.sched_sp, self), to);
-    }
-    b.fibers = false;
-}
 
 /* The launch fails with `code` (the first failure of a grid wins: true for that one) and its
  * blocks stop. */
@@ -348,6 +114,7 @@ template <auto K> struct grid {
     grid_state state;
     unsigned long long dynamic_shared;  // bytes the launch asked for
     bool checked;                       // HIPCPU_LAUNCH_CHECKED
+    bool cooperative;                   // HIPCPU_LAUNCH_COOPERATIVE
 
     template <size_t... I> static typename sig::args unpack(const char* p, std::index_sequence<I...>) {
         return typename sig::args{
@@ -431,6 +198,7 @@ template <auto K> struct grid {
             if (g.state.abort.load(std::memory_order_relaxed)) break;
             blockIdx = uint3{(unsigned)(i % g.gdim.x), (unsigned)(i / g.gdim.x % g.gdim.y),
                              (unsigned)(i / plane)};
+            b.grid_sync = false;
             if (!guarded(g, b)) break;
         }
         if (g.checked) g.rt->protect(shared + g.dynamic_shared, spare, 1);
@@ -450,13 +218,23 @@ template <auto K> int launch(const unsigned long long* s) {
         (const hipcpu_runtime*)s[HIPCPU_SLOT_RUNTIME],
         {},
         0,
+        false,
         false};
     g.state.message = (char*)s[HIPCPU_SLOT_MESSAGE];
     g.state.message_size = s[HIPCPU_SLOT_MESSAGE_SIZE];
     g.dynamic_shared = s[HIPCPU_SLOT_DYN_SHARED];
     g.checked = (s[HIPCPU_SLOT_FLAGS] & HIPCPU_LAUNCH_CHECKED) != 0;
+    g.cooperative = (s[HIPCPU_SLOT_FLAGS] & HIPCPU_LAUNCH_COOPERATIVE) != 0;
     unsigned long long blocks = (unsigned long long)g.gdim.x * g.gdim.y * g.gdim.z;
-    g.rt->parallel_for(blocks, &G::run_range, &g);
+    g.state.cooperative = g.cooperative;
+    g.state.blocks = blocks;
+    if (!g.cooperative) {
+        g.rt->parallel_for(blocks, &G::run_range, &g);
+    } else if (g.rt->run_threads(blocks, &G::run_range, &g) != 0) {
+        snprintf(g.state.message, g.state.message_size, "no OS thread for every block of a "
+                 "cooperative launch of %llu blocks", blocks);
+        return 720;  // hipErrorCooperativeLaunchTooLarge
+    }
     return g.state.status.load();
 }
 

@@ -1,8 +1,8 @@
 /* Device math and integer intrinsics of HIP/CUDA that the C++ library lacks (part of
  * hip_cpu_prelude.h). The fast-math variants (__expf, __fdividef...) are the accurate
  * functions here: the host has no cheaper approximations worth their error. The explicitly
- * rounded variants (_rn, _rz, _rd, _ru) honour their rounding where the result is an integer;
- * the floating-point _rn arithmetic is plain IEEE arithmetic (round to nearest even).
+ * rounded conversions to integers (_rn, _rz, _rd, _ru) honour their rounding; the rounded
+ * floating-point arithmetic is in hip_cpu_rounding.h.
  */
 #ifndef HIP_CPU_MATH_H
 #define HIP_CPU_MATH_H
@@ -69,19 +69,6 @@ static inline void sincospif(float x, float* s, float* c) { sincosf(3.1415926535
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float fdividef(float a, float b) { return a / b; }
 static inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }
-static inline float __frcp_rn(float x) { return 1.0f / x; }
-static inline float __fsqrt_rn(float x) { return sqrtf(x); }
-static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
-static inline float __fadd_rn(float a, float b) { return a + b; }
-static inline float __fsub_rn(float a, float b) { return a - b; }
-static inline float __fmul_rn(float a, float b) { return a * b; }
-static inline float __fdiv_rn(float a, float b) { return a / b; }
-static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline double __dadd_rn(double a, double b) { return a + b; }
-static inline double __dsub_rn(double a, double b) { return a - b; }
-static inline double __dmul_rn(double a, double b) { return a * b; }
-static inline double __ddiv_rn(double a, double b) { return a / b; }
-static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 static inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
 static inline double normcdf(double x) { return 0.5 * erfc(-x * 0.70710678118654752); }
 /* erfinv: M. Giles, "Approximating the erfinv function" (single precision, ~4e-7 relative). */
@@ -117,7 +104,6 @@ static inline float __int2float_rn(int x) { return (float)x; }
 static inline float __uint2float_rn(unsigned int x) { return (float)x; }
 static inline float __ll2float_rn(long long x) { return (float)x; }
 static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
-static inline float __double2float_rn(double x) { return (float)x; }
 static inline float __int_as_float(int x) { return hipcpu::bit_cast<float>(x); }
 static inline int __float_as_int(float x) { return hipcpu::bit_cast<int>(x); }
 static inline float __uint_as_float(unsigned int x) { return hipcpu::bit_cast<float>(x); }
@@ -180,5 +166,7 @@ static inline unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, uns
 static inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int shift) {
     return (unsigned int)((((unsigned long long)hi << 32) | lo) >> (shift & 31));
 }
+
+#include "hip_cpu_rounding.h"
 
 #endif /* HIP_CPU_MATH_H */

@@ -11,17 +11,23 @@
  *   `extern __shared__` arrays are aliases of one HIPCPU_MAX_DYNAMIC_SHARED-byte thread-local
  *   buffer (they all start at the same address, as on a GPU).
  * - threadIdx, blockIdx, blockDim and gridDim are thread-locals that the executor sets.
- * - warpSize is 1: a warp is one GPU thread. That is the only width at which the GPU thread
- *   of a plain loop needs no lock-step partner, so barrier-free kernels run as a plain loop
- *   (C speed); shuffles return the caller's own value and votes its own predicate, which is
- *   exactly what HIP specifies for a one-lane warp. Portable kernels never hard-code the warp
- *   size (docs/architecture.md, Kernels). Like CUDA's (not ROCm 5's) it is not a constant expression.
+ * - warpSize is HIPCPU_WARP_SIZE: 32 (as NVIDIA), or 64 (AMD's wavefronts) or 1 (every thread
+ *   its own warp), chosen with HIP_FFI_CPU_WARP_SIZE or a program's -mwavefrontsize64 (the
+ *   cpu hiprtc passes -DHIPCPU_WARP_SIZE). Shuffles and votes are real: the lanes of a warp
+ *   meet at each one (hip_cpu_warp.h, hip_cpu_sched.h). Like CUDA's (not ROCm 5's) warpSize
+ *   is not a constant expression.
  */
 #ifndef HIP_CPU_PRELUDE_H
 #define HIP_CPU_PRELUDE_H
 
 #define __HIP_PLATFORM_CPU__ 1
 #define __HIPCC_RTC__ 1
+#ifndef HIPCPU_WARP_SIZE
+#define HIPCPU_WARP_SIZE 32
+#endif
+#if HIPCPU_WARP_SIZE != 1 && HIPCPU_WARP_SIZE != 32 && HIPCPU_WARP_SIZE != 64
+#error "hip-ffi cpu: the warp size (HIPCPU_WARP_SIZE) must be 1, 32 or 64"
+#endif
 
 #include <atomic>
 #include <cassert>
@@ -36,6 +42,7 @@
 #include <ctime>
 #include <limits>
 #include <math.h>
+#include <sched.h>  // sched_yield: a grid barrier's wait
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -103,53 +110,34 @@ static thread_local uint3 threadIdx;
 static thread_local uint3 blockIdx;
 static thread_local uint3 blockDim;
 static thread_local uint3 gridDim;
-/* Defined (as 1) after the program by hip_cpu_executor.h: declared here without its value so
+/* Defined (as HIPCPU_WARP_SIZE) after the program by hip_cpu_executor.h: declared here without its value so
  * that, as on CUDA, `__shared__ float s[warpSize]` does not compile. */
 extern const int warpSize __attribute__((visibility("hidden")));
 
-/* ---- block barrier and failure (defined in hip_cpu_executor.h) ------------------------ */
+/* ---- block barrier, warp sync and failure (hip_cpu_block.h, hip_cpu_sched.h) ---------- */
 namespace hipcpu {
-/* Waits until every non-exited thread of the block has arrived; returns how many of them
- * passed a nonzero `count`. */
-__attribute__((noinline)) int barrier(int count);
+/* What a lane sees after a warp sync: the lanes that reached it (`mask`), their predicates
+ * (`bits`), and lane l's value at slots + l * stride. */
+struct warp_view {
+    const unsigned char* slots;
+    unsigned stride;
+    unsigned long long mask, bits;
+    unsigned lane;
+};
+/* Waits until every thread of the grid has arrived (a cooperative launch's this_grid().sync()). */
+__attribute__((noinline)) void grid_sync();
 /* Ends the launch with `code` (a hipError_t) and `message`; never returns. */
 [[noreturn]] __attribute__((noinline)) void fail(int code, const char* message);
 }  // namespace hipcpu
 
-static inline void __syncthreads() { (void)::hipcpu::barrier(0); }
-static inline int __syncthreads_count(int predicate) { return ::hipcpu::barrier(predicate != 0); }
-static inline int __syncthreads_and(int predicate) { return ::hipcpu::barrier(predicate == 0) == 0; }
-static inline int __syncthreads_or(int predicate) { return ::hipcpu::barrier(predicate != 0) != 0; }
+#include "hip_cpu_block.h"
 
-/* ---- warp functions: a warp is one lane (see the top of this file) -------------------- */
-template <class T> static inline T __shfl(T var, int, int = 1) { return var; }
-template <class T> static inline T __shfl_up(T var, unsigned int, int = 1) { return var; }
-template <class T> static inline T __shfl_down(T var, unsigned int, int = 1) { return var; }
-template <class T> static inline T __shfl_xor(T var, int, int = 1) { return var; }
-template <class M, class T> static inline T __shfl_sync(M, T var, int, int = 1) { return var; }
-template <class M, class T> static inline T __shfl_up_sync(M, T var, unsigned int, int = 1) {
-    return var;
-}
-template <class M, class T> static inline T __shfl_down_sync(M, T var, unsigned int, int = 1) {
-    return var;
-}
-template <class M, class T> static inline T __shfl_xor_sync(M, T var, int, int = 1) {
-    return var;
-}
-static inline unsigned long long __ballot(int predicate) { return predicate != 0; }
-template <class M> static inline unsigned long long __ballot_sync(M, int predicate) {
-    return predicate != 0;
-}
-static inline int __any(int predicate) { return predicate != 0; }
-static inline int __all(int predicate) { return predicate != 0; }
-template <class M> static inline int __any_sync(M, int predicate) { return predicate != 0; }
-template <class M> static inline int __all_sync(M, int predicate) { return predicate != 0; }
-template <class M, class T> static inline T __reduce_add_sync(M, T value) { return value; }
-template <class M, class T> static inline T __reduce_min_sync(M, T value) { return value; }
-template <class M, class T> static inline T __reduce_max_sync(M, T value) { return value; }
-static inline unsigned long long __activemask() { return 1; }
-static inline unsigned int __lane_id() { return 0; }
-static inline void __syncwarp(unsigned long long = ~0ull) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+static inline void __syncthreads() { (void)::hipcpu::block_barrier(0); }
+static inline int __syncthreads_count(int predicate) { return ::hipcpu::block_barrier(predicate != 0); }
+static inline int __syncthreads_and(int predicate) { return ::hipcpu::block_barrier(predicate == 0) == 0; }
+static inline int __syncthreads_or(int predicate) { return ::hipcpu::block_barrier(predicate != 0) != 0; }
+
+#include "hip_cpu_warp.h"
 
 /* ---- fences, clocks, loads, traps ----------------------------------------------------- */
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -172,6 +160,24 @@ template <class T> static inline T __ldg(const T* p) { return *p; }
 [[noreturn]] static inline void __trap() {
     ::hipcpu::fail(719 /* hipErrorLaunchFailure */, "__trap() was called");
 }
+
+/* ---- texture objects: not supported (docs/porting.md); a use says so at compile time --- */
+struct __hipcpu_texture_object;
+typedef __hipcpu_texture_object* hipTextureObject_t;
+namespace hipcpu {
+template <class T> struct no_textures : std::false_type {};
+}  // namespace hipcpu
+#define HIPCPU_NO_TEXTURES(name)                                                              \
+    template <class T, class... A> static inline T name(hipTextureObject_t, A...) {           \
+        static_assert(::hipcpu::no_textures<T>::value,                                       \
+                      "hip-ffi cpu: texture objects (tex1Dfetch, tex2D) are not supported");  \
+        return T();                                                                           \
+    }
+HIPCPU_NO_TEXTURES(tex1Dfetch)
+HIPCPU_NO_TEXTURES(tex1D)
+HIPCPU_NO_TEXTURES(tex2D)
+HIPCPU_NO_TEXTURES(tex3D)
+#undef HIPCPU_NO_TEXTURES
 
 #include "hip_cpu_math.h"
 #include "hip_cpu_atomic.h"

@@ -4,6 +4,7 @@
  * (hip_ffi/platforms/cpu/toolchain.py caches it on disk), loaded once per process, never
  * unloaded (its signal handler stays installed).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -106,6 +107,48 @@ void parallel_for(unsigned long long n, hipcpu_range_fn fn, void* context) {
     std::unique_lock<std::mutex> held(p.lock);
     release(p, &j, count);
     p.finished.wait(held, [&j] { return j.done == j.chunks && j.active == 0; });
+}
+
+/* ---- cooperative launches: one OS thread per block -------------------------------------------
+ * Every thread is made first and waits for `go`: if one cannot be made, none runs (a block
+ * that ran would wait forever at a grid sync for the missing ones). */
+struct cohort {
+    hipcpu_range_fn fn;
+    void* context;
+    std::atomic<int> go{0};  // 1 run, -1 cancelled
+};
+struct member {
+    cohort* c;
+    unsigned long long i;
+};
+
+void* cohort_thread(void* arg) {
+    member& m = *(member*)arg;
+    int go;
+    while ((go = m.c->go.load(std::memory_order_acquire)) == 0) sched_yield();
+    if (go > 0) m.c->fn(m.c->context, m.i, m.i + 1);
+    return nullptr;
+}
+
+int run_threads(unsigned long long n, hipcpu_range_fn fn, void* context) {
+    if (n == 0) return 0;
+    cohort c;
+    c.fn = fn;
+    c.context = context;
+    std::vector<member> members(n);
+    std::vector<pthread_t> threads;
+    threads.reserve(n);
+    bool made = true;
+    for (unsigned long long i = 1; i < n && made; ++i) {
+        members[i] = member{&c, i};
+        pthread_t t;
+        made = pthread_create(&t, nullptr, &cohort_thread, &members[i]) == 0;
+        if (made) threads.push_back(t);
+    }
+    c.go.store(made ? 1 : -1, std::memory_order_release);
+    if (made) fn(context, 0, 1);
+    for (pthread_t t : threads) pthread_join(t, nullptr);
+    return made ? 0 : 1;
 }
 
 /* ---- per-OS-thread memory --------------------------------------------------------------- */
@@ -265,8 +308,8 @@ void protect(void* start, unsigned long long bytes, int accessible) {
     if (high > low) mprotect((void*)low, high - low, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
-hipcpu_runtime g_table = {HIPCPU_ABI_VERSION, 1,          &parallel_for, &fiber_stacks,
-                          &scratch,           &fault_slot, &protect};
+hipcpu_runtime g_table = {HIPCPU_ABI_VERSION, 1,           &parallel_for, &fiber_stacks,
+                          &scratch,           &fault_slot, &protect,      &run_threads};
 
 }  // namespace
 
