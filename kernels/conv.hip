@@ -26,59 +26,54 @@
 //       layouts store a one-channel group's weights alike); bias may be null.
 //
 // f32 accumulation; every entry point is a grid-stride loop over its outputs (any 1-D grid).
-#include "dtypes.h"
+#include "spatial.h"
 
 namespace hipk {
 
-// The input element an output pixel's window tap reads, or zero outside the image.
-template <typename T>
-HIPK_DEVICE T tap(const T* x, long long at, int ih, int iw, int H, int W) {
-    if (ih < 0 || ih >= H || iw < 0 || iw >= W) return from_float<T>(0.0f);
-    return x[at];
-}
-
-template <typename T>
+// I: the index type (unsigned int where the count fits in 31 bits, else long long; see
+// spatial.h's HIPK_INDEXED). Addresses are computed in 64 bits.
+template <typename I, typename T>
 HIPK_DEVICE void im2col_nchw(const T* x, T* col, long long nb, int C, int H, int W, int G, int R,
                              int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh,
                              int dw) {
-    const long long P = (long long)Ho * Wo;
-    const long long rows = nb * C * R * S;  // (n, g, c, r, s): G * Cg == C
-    const long long n_all = rows * P;
-    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
-        const long long p = i % P;
-        long long row = i / P;
-        const int s = (int)(row % S);
-        row /= S;
-        const int r = (int)(row % R);
-        row /= R;  // n * C + channel (channel = g * Cg + c)
-        const int oh = (int)(p / Wo), ow = (int)(p % Wo);
+    const I P = (I)Ho * (I)Wo;
+    const I n_all = (I)(nb * C * R * S) * P;  // rows (n, g, c, r, s): G * Cg == C
+    for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
+        const I p = i % P;
+        I row = i / P;
+        const int s = (int)(row % (I)S);
+        row /= (I)S;
+        const int r = (int)(row % (I)R);
+        row /= (I)R;  // n * C + channel (channel = g * Cg + c)
+        const int oh = (int)(p / (I)Wo), ow = (int)(p % (I)Wo);
         const int ih = oh * sh - ph + r * dh, iw = ow * sw - pw + s * dw;
-        col[i] = tap(x, (row * H + ih) * W + iw, ih, iw, H, W);
+        const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
+        col[i] = inside ? x[((long long)row * H + ih) * W + iw] : from_float<T>(0.0f);
     }
     (void)G;  // the channels of all groups are consecutive: (g, c) is one channel index
 }
 
-template <typename T, int V>
-HIPK_DEVICE void im2col_nhwc(const T* x, T* col, long long nb, int C, int H, int W, int G, int R,
-                             int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh,
-                             int dw) {
+template <typename I, typename T, int V>
+HIPK_DEVICE void im2col_nhwc_v(const T* x, T* col, long long nb, int C, int H, int W, int G,
+                               int R, int S, int Ho, int Wo, int sh, int sw, int ph, int pw,
+                               int dh, int dw) {
     const int Cg = C / G, runs = Cg / V;
-    const long long pixels = nb * Ho * Wo;
-    const long long n_all = (long long)G * pixels * R * S * runs;
-    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
-        long long rest = i;
-        const int c = (int)(rest % runs) * V;
-        rest /= runs;
-        const int s = (int)(rest % S);
-        rest /= S;
-        const int r = (int)(rest % R);
-        rest /= R;
-        const long long pixel = rest % pixels;
+    const I pixels = (I)(nb * Ho * Wo);
+    const I n_all = (I)G * pixels * (I)(R * S * runs);
+    for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
+        I rest = i;
+        const int c = (int)(rest % (I)runs) * V;
+        rest /= (I)runs;
+        const int s = (int)(rest % (I)S);
+        rest /= (I)S;
+        const int r = (int)(rest % (I)R);
+        rest /= (I)R;
+        const I pixel = rest % pixels;
         const int g = (int)(rest / pixels);
-        const int ow = (int)(pixel % Wo);
-        const long long nh = pixel / Wo;
-        const int oh = (int)(nh % Ho);
-        const long long n = nh / Ho;
+        const int ow = (int)(pixel % (I)Wo);
+        const I nh = pixel / (I)Wo;
+        const int oh = (int)(nh % (I)Ho);
+        const long long n = (long long)(nh / (I)Ho);
         const int ih = oh * sh - ph + r * dh, iw = ow * sw - pw + s * dw;
         Vec<T, V> v;
         if (ih < 0 || ih >= H || iw < 0 || iw >= W) {
@@ -87,44 +82,42 @@ HIPK_DEVICE void im2col_nhwc(const T* x, T* col, long long nb, int C, int H, int
         } else {
             v = *reinterpret_cast<const Vec<T, V>*>(x + ((n * H + ih) * W + iw) * C + g * Cg + c);
         }
-        *reinterpret_cast<Vec<T, V>*>(col + i * V) = v;
+        *reinterpret_cast<Vec<T, V>*>(col + (long long)i * V) = v;
     }
+}
+
+template <typename I, typename T>
+HIPK_DEVICE void im2col_nhwc(const T* x, T* col, long long nb, int C, int H, int W, int G, int R,
+                             int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh, int dw,
+                             int vec) {
+    if (vec == Lanes16<T>::value)
+        im2col_nhwc_v<I, T, Lanes16<T>::value>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph,
+                                               pw, dh, dw);
+    else
+        im2col_nhwc_v<I, T, 1>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw);
 }
 
 // The sum over window taps that land on output (oh, ow): tap (r, s) comes from input pixel
 // ((oh + ph - r * dh) / sh, ...) when that divides exactly and lies inside [H, W).
-template <typename T>
+template <typename I, typename T>
 HIPK_DEVICE void col2im(const T* col, const T* bias, T* y, long long nb, int K, int Ho, int Wo,
                         int G, int R, int S, int H, int W, int sh, int sw, int ph, int pw, int dh,
                         int dw, int channels_last) {
     const int Kg = K / G;
     const long long HW = (long long)H * W;
-    const long long n_all = nb * K * Ho * Wo;
-    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
-        int k, oh, ow;
-        long long n;
-        if (channels_last) {
-            k = (int)(i % K);
-            const long long pixel = i / K;
-            ow = (int)(pixel % Wo);
-            oh = (int)(pixel / Wo % Ho);
-            n = pixel / Wo / Ho;
-        } else {
-            ow = (int)(i % Wo);
-            oh = (int)(i / Wo % Ho);
-            const long long nk = i / Wo / Ho;
-            k = (int)(nk % K);
-            n = nk / K;
-        }
-        const int g = k / Kg, kg = k % Kg;
-        float acc = bias ? to_float(bias[k]) : 0.0f;
+    const I n_all = (I)(nb * K * Ho * Wo);
+    for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
+        const Pixel<I> o = output_pixel(i, K, Ho, Wo, channels_last);
+        const long long n = (long long)o.n;
+        const int g = o.c / Kg, kg = o.c % Kg;
+        float acc = bias ? to_float(bias[o.c]) : 0.0f;
         for (int r = 0; r < R; ++r) {
-            const int th = oh + ph - r * dh;
+            const int th = o.oh + ph - r * dh;
             if (th < 0 || th % sh) continue;
             const int ih = th / sh;
             if (ih >= H) continue;
             for (int s = 0; s < S; ++s) {
-                const int tw = ow + pw - s * dw;
+                const int tw = o.ow + pw - s * dw;
                 if (tw < 0 || tw % sw) continue;
                 const int iw = tw / sw;
                 if (iw >= W) continue;
@@ -143,40 +136,25 @@ HIPK_DEVICE void col2im(const T* col, const T* bias, T* y, long long nb, int K, 
     }
 }
 
-template <typename T>
+template <typename I, typename T>
 HIPK_DEVICE void conv_depthwise(const T* x, const T* w, const T* bias, T* y, long long nb, int C,
                                 int H, int W, int K, int R, int S, int Ho, int Wo, int sh, int sw,
                                 int ph, int pw, int dh, int dw, int channels_last) {
     const int multiplier = K / C;
-    const long long n_all = nb * K * Ho * Wo;
-    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
-        int k, oh, ow;
-        long long n;
-        if (channels_last) {
-            k = (int)(i % K);
-            const long long pixel = i / K;
-            ow = (int)(pixel % Wo);
-            oh = (int)(pixel / Wo % Ho);
-            n = pixel / Wo / Ho;
-        } else {
-            ow = (int)(i % Wo);
-            oh = (int)(i / Wo % Ho);
-            const long long nk = i / Wo / Ho;
-            k = (int)(nk % K);
-            n = nk / K;
-        }
-        const int c = k / multiplier;
-        const T* wk = w + (long long)k * R * S;
-        float acc = bias ? to_float(bias[k]) : 0.0f;
+    const I n_all = (I)(nb * K * Ho * Wo);
+    for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
+        const Pixel<I> o = output_pixel(i, K, Ho, Wo, channels_last);
+        const Plane in = plane((long long)o.n, o.c / multiplier, C, H, W, channels_last);
+        const T* wk = w + (long long)o.c * R * S;
+        float acc = bias ? to_float(bias[o.c]) : 0.0f;
         for (int r = 0; r < R; ++r) {
-            const int ih = oh * sh - ph + r * dh;
+            const int ih = o.oh * sh - ph + r * dh;
             if (ih < 0 || ih >= H) continue;
             for (int s = 0; s < S; ++s) {
-                const int iw = ow * sw - pw + s * dw;
+                const int iw = o.ow * sw - pw + s * dw;
                 if (iw < 0 || iw >= W) continue;
-                const long long at = channels_last ? ((n * H + ih) * W + iw) * C + c
-                                                   : ((n * C + c) * H + ih) * W + iw;
-                acc += to_float(x[at]) * to_float(wk[r * S + s]);
+                acc += to_float(x[in.base + ih * in.hstep + iw * in.wstep]) *
+                       to_float(wk[r * S + s]);
             }
         }
         y[i] = from_float<T>(acc);
@@ -189,7 +167,8 @@ HIPK_DEVICE void conv_depthwise(const T* x, const T* w, const T* bias, T* y, lon
     extern "C" __global__ void im2col_nchw_##S_(                                               \
         const T* x, T* col, long long nb, int C, int H, int W, int G, int R, int S, int Ho,    \
         int Wo, int sh, int sw, int ph, int pw, int dh, int dw) {                              \
-        hipk::im2col_nchw<T>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw);    \
+        HIPK_INDEXED(nb * C * R * S * Ho * Wo, hipk::im2col_nchw, x, col, nb, C, H, W, G, R,   \
+                     S, Ho, Wo, sh, sw, ph, pw, dh, dw);                                       \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_IM2COL_NCHW)
 
@@ -197,12 +176,8 @@ HIPK_F32_AND_16BIT_TYPES(HIPK_IM2COL_NCHW)
     extern "C" __global__ void im2col_nhwc_##S_(                                               \
         const T* x, T* col, long long nb, int C, int H, int W, int G, int R, int S, int Ho,    \
         int Wo, int sh, int sw, int ph, int pw, int dh, int dw, int vec) {                     \
-        if (vec == hipk::Lanes16<T>::value)                                                    \
-            hipk::im2col_nhwc<T, hipk::Lanes16<T>::value>(x, col, nb, C, H, W, G, R, S, Ho,    \
-                                                          Wo, sh, sw, ph, pw, dh, dw);         \
-        else                                                                                   \
-            hipk::im2col_nhwc<T, 1>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh,  \
-                                    dw);                                                       \
+        HIPK_INDEXED(nb * C * R * S * Ho * Wo, hipk::im2col_nhwc, x, col, nb, C, H, W, G, R,   \
+                     S, Ho, Wo, sh, sw, ph, pw, dh, dw, vec);                                  \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_IM2COL_NHWC)
 
@@ -211,8 +186,8 @@ HIPK_F32_AND_16BIT_TYPES(HIPK_IM2COL_NHWC)
         const T* col, const T* bias, T* y, long long nb, int K, int Ho, int Wo, int G, int R,  \
         int S, int H, int W, int sh, int sw, int ph, int pw, int dh, int dw,                   \
         int channels_last) {                                                                   \
-        hipk::col2im<T>(col, bias, y, nb, K, Ho, Wo, G, R, S, H, W, sh, sw, ph, pw, dh, dw,    \
-                        channels_last);                                                        \
+        HIPK_INDEXED(nb * K * Ho * Wo, hipk::col2im, col, bias, y, nb, K, Ho, Wo, G, R, S, H,  \
+                     W, sh, sw, ph, pw, dh, dw, channels_last);                                \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_COL2IM)
 
@@ -221,7 +196,7 @@ HIPK_F32_AND_16BIT_TYPES(HIPK_COL2IM)
         const T* x, const T* w, const T* bias, T* y, long long nb, int C, int H, int W, int K, \
         int R, int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh, int dw,          \
         int channels_last) {                                                                   \
-        hipk::conv_depthwise<T>(x, w, bias, y, nb, C, H, W, K, R, S, Ho, Wo, sh, sw, ph, pw,   \
-                                dh, dw, channels_last);                                        \
+        HIPK_INDEXED(nb * K * Ho * Wo, hipk::conv_depthwise, x, w, bias, y, nb, C, H, W, K, R, \
+                     S, Ho, Wo, sh, sw, ph, pw, dh, dw, channels_last);                        \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_CONV_DEPTHWISE)

@@ -13,35 +13,20 @@
 //
 // One thread per output (consecutive threads take consecutive outputs: along ow in NCHW,
 // along the channels in NHWC, both coalesced), f32 accumulation, grid-stride over any 1-D grid.
-#include "dtypes.h"
+#include "spatial.h"
 
 namespace hipk {
 
-template <typename T>
+template <typename I, typename T>
 HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
                         int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int mode,
                         int channels_last) {
-    const long long n_all = nb * C * Ho * Wo;
-    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
-        int c, oh, ow;
-        long long n;
-        if (channels_last) {
-            c = (int)(i % C);
-            const long long pixel = i / C;
-            ow = (int)(pixel % Wo);
-            oh = (int)(pixel / Wo % Ho);
-            n = pixel / Wo / Ho;
-        } else {
-            ow = (int)(i % Wo);
-            oh = (int)(i / Wo % Ho);
-            const long long nc = i / Wo / Ho;
-            c = (int)(nc % C);
-            n = nc / C;
-        }
-        // Element (h, w) of this (n, c) plane is at base + h * hstep + w * wstep.
-        const long long base = channels_last ? n * H * W * C + c : (n * C + c) * H * W;
-        const long long wstep = channels_last ? C : 1;
-        const long long hstep = wstep * W;
+    const I n_all = (I)(nb * C * Ho * Wo);
+    for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
+        const Pixel<I> o = output_pixel(i, C, Ho, Wo, channels_last);
+        const int oh = o.oh, ow = o.ow;
+        const Plane in = plane((long long)o.n, o.c, C, H, W, channels_last);
+        const long long base = in.base, hstep = in.hstep, wstep = in.wstep;
         if (mode == 0) {
             float m = neg_inf();
             for (int r = 0; r < kh; ++r) {
@@ -92,7 +77,7 @@ HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int
                                            int W, int Ho, int Wo, int kh, int kw, int sh,      \
                                            int sw, int ph, int pw, int dh, int dw, int mode,   \
                                            int channels_last) {                                \
-        hipk::pool2d<T>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,       \
-                        channels_last);                                                        \
+        HIPK_INDEXED(nb * C * Ho * Wo, hipk::pool2d, x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, \
+                     ph, pw, dh, dw, mode, channels_last);                                     \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_POOL2D)

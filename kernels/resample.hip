@@ -9,7 +9,7 @@
 //       (H - 1) / (Ho - 1) (0 when Ho == 1) for align_corners.
 //
 // One thread per output, f32 arithmetic, grid-stride over any 1-D grid.
-#include "dtypes.h"
+#include "spatial.h"
 
 namespace hipk {
 
@@ -30,29 +30,15 @@ HIPK_DEVICE void source(int o, float scale, int size, int mode, int& i0, int& st
     t = at - (float)i0;
 }
 
-template <typename T>
+template <typename I, typename T>
 HIPK_DEVICE void upsample2d(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
                             float scale_h, float scale_w, int mode, int channels_last) {
-    const long long n_all = nb * C * Ho * Wo;
-    for (long long i = global_thread(); i < n_all; i += grid_threads()) {
-        int c, oh, ow;
-        long long n;
-        if (channels_last) {
-            c = (int)(i % C);
-            const long long pixel = i / C;
-            ow = (int)(pixel % Wo);
-            oh = (int)(pixel / Wo % Ho);
-            n = pixel / Wo / Ho;
-        } else {
-            ow = (int)(i % Wo);
-            oh = (int)(i / Wo % Ho);
-            const long long nc = i / Wo / Ho;
-            c = (int)(nc % C);
-            n = nc / C;
-        }
-        const long long base = channels_last ? n * H * W * C + c : (n * C + c) * H * W;
-        const long long wstep = channels_last ? C : 1;
-        const long long hstep = wstep * W;
+    const I n_all = (I)(nb * C * Ho * Wo);
+    for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
+        const Pixel<I> o = output_pixel(i, C, Ho, Wo, channels_last);
+        const int oh = o.oh, ow = o.ow;
+        const Plane in = plane((long long)o.n, o.c, C, H, W, channels_last);
+        const long long base = in.base, hstep = in.hstep, wstep = in.wstep;
         int h0, hs, w0, ws;
         float th, tw;
         source(oh, scale_h, H, mode, h0, hs, th);
@@ -76,6 +62,7 @@ HIPK_DEVICE void upsample2d(const T* x, T* y, long long nb, int C, int H, int W,
     extern "C" __global__ void upsample2d_##S_(const T* x, T* y, long long nb, int C, int H,   \
                                                int W, int Ho, int Wo, float scale_h,           \
                                                float scale_w, int mode, int channels_last) {   \
-        hipk::upsample2d<T>(x, y, nb, C, H, W, Ho, Wo, scale_h, scale_w, mode, channels_last); \
+        HIPK_INDEXED(nb * C * Ho * Wo, hipk::upsample2d, x, y, nb, C, H, W, Ho, Wo, scale_h,   \
+                     scale_w, mode, channels_last);                                            \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_UPSAMPLE2D)

@@ -217,8 +217,8 @@ def _pool(x: Array, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
             rows = [r for r in range(r0, r0 + dh * (kh - 1) + 1, dh) if 0 <= r < h]
             cols = [c for c in range(c0, c0 + dw * (kw - 1) + 1, dw) if 0 <= c < w]
             window = xv[:, :, rows][:, :, :, cols]
-            if mode == "max":
-                out[:, :, i, j] = window.max(axis=(2, 3))
+            if mode == "max":  # (a dilated window may have no tap inside: -inf, as torch)
+                out[:, :, i, j] = window.max(axis=(2, 3), initial=-np.inf)
                 continue
             divisor = len(rows) * len(cols)
             if mode == "include":
