@@ -4,7 +4,8 @@ For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096
 4096x14336 down, 128256x4096 head) and rows 1 and 16 of x: ms per call of
 `backend.quantized_linear` (kernels/gemv_quant.hip) for every threads-per-row choice of the
 kernels (one row each: `tpr=32..256`), the same for other builds of the kernels (`bpt`: blocks
-each thread decodes per piece, `minblocks`: launch bounds; launched directly), and the
+each thread decodes per piece, `minblocks`: launch bounds, `wr`: weight rows per thread, which
+share their x loads; launched directly), and the
 effective bandwidth of the weight bytes it reads (blocks: 34 bytes per 32 weights for Q8_0, 18
 for Q4_0), as a fraction of the same run's
 device-to-device copy rate (read + write bytes per second, the better of hipMemcpyAsync and
@@ -35,9 +36,10 @@ SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
 QUICK_SHAPES = [(4096, 4096), (4096, 14336)]
 ROW_COUNTS = (1, 16)
 VARIANTS = (32, 64, 128, 256)  # threads per weight row
-#: Other builds of the kernels timed beside the shipped one (HIPK_GEMV_BPT = 2, bounds 1):
-#: (blocks per thread per piece, __launch_bounds__ blocks per multiprocessor).
-BUILDS = ((1, 1), (4, 1), (2, 6))
+#: Other builds of the kernels timed beside the shipped one (HIPK_GEMV_BPT = 2, bounds 1, WR 1):
+#: (blocks per thread per piece, __launch_bounds__ blocks per multiprocessor, weight rows per
+#: thread).
+BUILDS = ((1, 1, 1), (4, 1, 1), (2, 4, 1), (2, 1, 2))
 
 
 def random_blocks(rng: np.random.Generator, n: int, k: int, encoding: str) -> np.ndarray:
@@ -121,30 +123,31 @@ def bench_variants(
         quantized_matmul.THREADS_PER_ROW = saved
         backend._plans = None
     shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
-    for bpt, min_blocks in BUILDS:
-        kernel = build(backend, bpt, min_blocks).get_kernel(
+    for bpt, min_blocks, wr in BUILDS:
+        kernel = build(backend, bpt, min_blocks, wr).get_kernel(
             f"gemv_{weight.encoding}_r{tile}_{suffix}"
         )
-        kernel.launch(-(-n // 4), 256, weight.blocks, x, y, n, k, rows, 64, k, n,
+        kernel.launch(-(-n // (4 * wr)), 256, weight.blocks, x, y, n, k, rows, 64, k, n,
                       stream=backend.stream)  # fmt: skip
         error = np.abs(y.to_numpy().astype(np.float32) - shipped).max() / np.abs(shipped).max()
-        emit(bench=name, impl=f"check: bpt={bpt} minblocks={min_blocks} vs shipped",
+        emit(bench=name, impl=f"check: bpt={bpt} minblocks={min_blocks} wr={wr} vs shipped",
              max_rel_err=float(error))  # fmt: skip
         for tpr in VARIANTS:
-            grid = -(-n // (256 // tpr))
+            grid = -(-n // (wr * 256 // tpr))
 
             def launch(kernel: Any = kernel, grid: int = grid, tpr: int = tpr) -> None:
                 kernel.launch(grid, 256, weight.blocks, x, y, n, k, rows, tpr, k, n,
                               stream=backend.stream)  # fmt: skip
 
-            record(f"hip tpr={tpr} bpt={bpt} minblocks={min_blocks}",
+            record(f"hip tpr={tpr} bpt={bpt} minblocks={min_blocks} wr={wr}",
                    time_ms(launch, timer.start, timer.stop, repeats))  # fmt: skip
 
 
 @functools.cache
-def build(backend: HipBackend, bpt: int, min_blocks: int) -> Any:
-    """gemv_quant.hip compiled with HIPK_GEMV_BPT / HIPK_GEMV_MIN_BLOCKS, loaded on the device."""
-    options = (f"-DHIPK_GEMV_BPT={bpt}", f"-DHIPK_GEMV_MIN_BLOCKS={min_blocks}")
+def build(backend: HipBackend, bpt: int, min_blocks: int, wr: int) -> Any:
+    """gemv_quant.hip compiled with HIPK_GEMV_BPT / _MIN_BLOCKS / _WR, loaded on the device."""
+    options = (f"-DHIPK_GEMV_BPT={bpt}", f"-DHIPK_GEMV_MIN_BLOCKS={min_blocks}",
+               f"-DHIPK_GEMV_WR={wr}")  # fmt: skip
     return kernel_sources.program("gemv_quant.hip", options=options).load(backend.device)
 
 

@@ -33,6 +33,9 @@
 #ifndef HIPK_GEMV_BPT
 #define HIPK_GEMV_BPT 2  // blocks each thread decodes per piece (bench_quant.py compiles others)
 #endif
+#ifndef HIPK_GEMV_WR
+#define HIPK_GEMV_WR 1  // weight rows each thread takes (x loads shared by them; bench: 2)
+#endif
 #ifndef HIPK_GEMV_MIN_BLOCKS
 #define HIPK_GEMV_MIN_BLOCKS 1  // __launch_bounds__'s blocks per multiprocessor (bench: others)
 #endif
@@ -94,8 +97,8 @@ HIPK_DEVICE float xor_shuffle(float v, int mask) {
 // 16-byte chunks per thread per piece: a piece of G rows holds THREADS * BPT blocks.
 template <typename Q> struct Piece {
     enum {
-        bytes = HIPK_GEMV_THREADS * HIPK_GEMV_BPT * Q::bytes,
-        loads = (HIPK_GEMV_BPT * Q::bytes + 15) / 16,
+        bytes = HIPK_GEMV_THREADS * HIPK_GEMV_BPT * HIPK_GEMV_WR * Q::bytes,
+        loads = (HIPK_GEMV_BPT * HIPK_GEMV_WR * Q::bytes + 15) / 16,
     };
 };
 
@@ -116,16 +119,16 @@ HIPK_DEVICE void fetch(Chunk (&held)[Piece<Q>::loads], const unsigned char* base
     }
 }
 
-template <typename Q, typename T, int R>
+template <typename Q, typename T, int R, int WR = HIPK_GEMV_WR>
 HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int rows, int tpr,
                      long long xs, long long ys) {
     __shared__ Chunk stage[Piece<Q>::bytes / 16];
 #if HIPK_GPU
-    __shared__ float partial[HIPK_GEMV_THREADS / 32 * R];  // warps hold at least 32 lanes
+    __shared__ float partial[HIPK_GEMV_THREADS / 32 * R * WR];  // warps hold >= 32 lanes
 #else
-    __shared__ float partial[HIPK_GEMV_THREADS * R];
+    __shared__ float partial[HIPK_GEMV_THREADS * R * WR];
 #endif
-    const int G = HIPK_GEMV_THREADS / tpr;  // weight rows of this block
+    const int G = WR * HIPK_GEMV_THREADS / tpr;  // weight rows of this block
     const int P = HIPK_GEMV_BPT * tpr;      // blocks per row per piece (a multiple of 8)
     const int t = (int)threadIdx.x, g = t / tpr, j = t - g * tpr;
     const int row0 = (int)blockIdx.x * G;
@@ -134,12 +137,12 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
     const int seg_chunks = P * Q::bytes / 16;  // 16-byte chunks of a full segment in `stage`
     const unsigned char* base = w + (long long)row0 * row_bytes;
     const bool vec = row_bytes % 16 == 0 && aligned(w, 16);
-    const int my_row = row0 + g;
+    const int my_row = row0 + g * WR;  // the first of this thread's WR weight rows
     constexpr int N = Lanes16<T>::value;
 
-    float acc[R];
+    float acc[WR * R];  // acc[w * R + r]: weight row my_row + w, x row r
     HIPK_GEMV_UNROLL
-    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    for (int a = 0; a < WR * R; ++a) acc[a] = 0.0f;
 
     Chunk held[Piece<Q>::loads];  // the next piece's 16-byte chunks, in flight
     const int live = imin(G, n - row0);   // weight rows of this block that exist
@@ -166,25 +169,34 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
         __syncthreads();
         if (vec && b0 + P < nb)  // the next piece's loads are in flight while this one is computed
             fetch<Q>(held, base, row_bytes, b0 + P, imin(P, nb - b0 - P), live, t);
-        if (my_row < n) {
-            const unsigned short* segment =
-                reinterpret_cast<const unsigned short*>(stage + g * seg_chunks);
+        if (my_row < n) {  // (rows past n of the last block: stale stage bytes, never stored)
             for (int i = j; i < pb; i += tpr) {
-                float q[32];
-                const float d = Q::decode(segment + i * (Q::bytes / 2), q);
+                float q[WR][32], d[WR];
+                HIPK_GEMV_UNROLL
+                for (int wr = 0; wr < WR; ++wr) {
+                    const unsigned short* segment = reinterpret_cast<const unsigned short*>(
+                        stage + (g * WR + wr) * seg_chunks);
+                    d[wr] = Q::decode(segment + i * (Q::bytes / 2), q[wr]);
+                }
                 const long long e0 = (long long)(b0 + i) * 32;
                 HIPK_GEMV_UNROLL
                 for (int r = 0; r < R; ++r) {
                     if (r < rows) {
-                        float dot = 0.0f;
+                        float dot[WR];
+                        HIPK_GEMV_UNROLL
+                        for (int wr = 0; wr < WR; ++wr) dot[wr] = 0.0f;
                         HIPK_GEMV_UNROLL
                         for (int v = 0; v < 32 / N; ++v) {
                             float xv[N];
                             load_floats<T, N>(x + r * xs + e0 + v * N, xv);
                             HIPK_GEMV_UNROLL
-                            for (int e = 0; e < N; ++e) dot += q[v * N + e] * xv[e];
+                            for (int wr = 0; wr < WR; ++wr) {
+                                HIPK_GEMV_UNROLL
+                                for (int e = 0; e < N; ++e) dot[wr] += q[wr][v * N + e] * xv[e];
+                            }
                         }
-                        acc[r] += d * dot;
+                        HIPK_GEMV_UNROLL
+                        for (int wr = 0; wr < WR; ++wr) acc[wr * R + r] += d[wr] * dot[wr];
                     }
                 }
             }
@@ -200,12 +212,13 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
 #endif
     for (int offset = lanes / 2; offset > 0; offset /= 2) {
         HIPK_GEMV_UNROLL
-        for (int r = 0; r < R; ++r) acc[r] += xor_shuffle(acc[r], offset);
+        for (int a = 0; a < WR * R; ++a) acc[a] += xor_shuffle(acc[a], offset);
     }
     const int parts = tpr / lanes;
     if (j % lanes == 0) {
         HIPK_GEMV_UNROLL
-        for (int r = 0; r < R; ++r) partial[(g * parts + j / lanes) * R + r] = acc[r];
+        for (int a = 0; a < WR * R; ++a)  // weight row g * WR + a / R of the block
+            partial[((g * WR + a / R) * parts + j / lanes) * R + a % R] = acc[a];
     }
     __syncthreads();
     for (int o = t; o < G * R; o += HIPK_GEMV_THREADS) {
