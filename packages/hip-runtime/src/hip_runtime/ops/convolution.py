@@ -30,6 +30,7 @@ from hip_runtime.ops.conv_geometry import (
     conv_geometry,
     conv_transpose_geometry,
     ints,
+    nchw,
 )
 from hip_runtime.tensor import DeviceTensor
 
@@ -321,6 +322,18 @@ class ConvOps(OpsBase):
                            int(g.channels_last))  # fmt: skip
 
 
+def image_operand(
+    ops: OpsBase, op: str, x: Any, channels_last: bool
+) -> tuple[DeviceTensor, FloatType, tuple[int, int, int, int]]:
+    """x as a pooling or upsampling input: a C-contiguous 4-D f32/f16/bf16 tensor; its
+    float type and (N, C, H, W) (read from [N, H, W, C] when channels_last)."""
+    x = ops._tensor(x, "x")
+    t = spatial_type(op, x)
+    if x.ndim != 4:
+        raise ValueError(f"{op}: x must be 4-D ([N, C, H, W] or NHWC), not {x.shape}")
+    return x, t, nchw(x.shape, channels_last)
+
+
 def spatial_type(op: str, x: DeviceTensor) -> FloatType:
     """x's float type, one the spatial kernels take (f32, f16, bf16); ValueError naming op."""
     found = FLOAT_TYPES.get(x.dtype)
@@ -369,4 +382,6 @@ def key_part(args: tuple[Any, ...]) -> Any:
     return part
 
 
-__all__ = ["COL_BYTES", "ConvOps", "key_part", "launch_outputs", "spatial_type"]
+__all__ = [
+    "COL_BYTES", "ConvOps", "image_operand", "key_part", "launch_outputs", "spatial_type",
+]  # fmt: skip

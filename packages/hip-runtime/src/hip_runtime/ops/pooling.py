@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from hip_runtime.ops.base import OpsBase, plan_head, plan_key
-from hip_runtime.ops.conv_geometry import ints, nchw, pool_out_size
-from hip_runtime.ops.convolution import key_part, launch_outputs, spatial_type
+from hip_runtime.ops.conv_geometry import ints, pool_out_size
+from hip_runtime.ops.convolution import image_operand, key_part, launch_outputs
 from hip_runtime.tensor import DeviceTensor
 
 _MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2, "adaptive": 3}
@@ -86,11 +86,7 @@ class PoolingOps(OpsBase):
                 if y is not None:
                     self._pool_run(x, y, *plan[4:])
                     return y
-        x = self._tensor(x, "x")
-        t = spatial_type(op, x)
-        if x.ndim != 4:
-            raise ValueError(f"{op}: x must be 4-D ([N, C, H, W] or NHWC), not {x.shape}")
-        n, c, h, w = nchw(x.shape, bool(channels_last))
+        x, t, (n, c, h, w) = image_operand(self, op, x, bool(channels_last))
         if args[0] == "adaptive":
             ho, wo = _output_size(op, args[1], h, w)
             window: tuple[int, ...] = (0,) * 8

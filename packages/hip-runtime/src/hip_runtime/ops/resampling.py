@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from hip_runtime.ops.base import OpsBase, plan_head, plan_key
-from hip_runtime.ops.conv_geometry import ints, nchw
-from hip_runtime.ops.convolution import key_part, launch_outputs, spatial_type
+from hip_runtime.ops.conv_geometry import ints
+from hip_runtime.ops.convolution import image_operand, key_part, launch_outputs
 from hip_runtime.tensor import DeviceTensor
 
 
@@ -65,11 +65,7 @@ class ResamplingOps(OpsBase):
                 if y is not None:
                     launch_outputs(self, plan[4], y.size, x, y, *plan[5])
                     return y
-        x = self._tensor(x, "x")
-        t = spatial_type(op, x)
-        if x.ndim != 4:
-            raise ValueError(f"{op}: x must be 4-D ([N, C, H, W] or NHWC), not {x.shape}")
-        n, c, h, w = nchw(x.shape, bool(channels_last))
+        x, t, (n, c, h, w) = image_operand(self, op, x, bool(channels_last))
         ho, wo, scales = _sizes(op, h, w, size, scale_factor)
         if mode == 2:  # align_corners
             scales = (
