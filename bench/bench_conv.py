@@ -81,23 +81,36 @@ def conv_case(
         torch_ms = time_ms(lambda: f(tx, tw, None, stride, pad), timer.start, timer.stop, repeats)
         emit(bench="conv", case=name, layout=layout, impl="torch", ms=torch_ms,
              tflops=flops / torch_ms / 1e9)  # fmt: skip
-    library = backend._dnn() if hasattr(backend, "_dnn") else None
-    for impl, use_library in (("hip library", True), ("hip portable", False)):
-        if use_library and library is None:
+    for impl, ms in both_paths(backend, run, repeats):
+        if ms is None:
             emit(bench="skipped", case=name, layout=layout, impl=impl,
                  reason="no DNN library on this backend")  # fmt: skip
             continue
-        backend._conv_use_library = use_library
-        timer = HipTimer(backend)
-        try:
-            ms = time_ms(run, timer.start, timer.stop, repeats)
-        finally:
-            backend._conv_use_library = True
         row = {"bench": "conv", "case": name, "layout": layout, "impl": impl, "ms": ms,
                "tflops": flops / ms / 1e9}  # fmt: skip
         if torch_ms is not None:
             row["vs_torch"] = torch_ms / ms
         emit(**row)
+
+
+def both_paths(
+    backend: HipBackend, run: Callable[[], Any], repeats: int
+) -> list[tuple[str, float | None]]:
+    """(impl, ms per call) of `run` through the DNN library (None when the backend has none)
+    and through the portable kernels."""
+    library = backend._dnn() if hasattr(backend, "_dnn") else None
+    found: list[tuple[str, float | None]] = []
+    for impl, use_library in (("hip library", True), ("hip portable", False)):
+        if use_library and library is None:
+            found.append((impl, None))
+            continue
+        backend._conv_use_library = use_library
+        timer = HipTimer(backend)
+        try:
+            found.append((impl, time_ms(run, timer.start, timer.stop, repeats)))
+        finally:
+            backend._conv_use_library = True
+    return found
 
 
 def inputs(
@@ -136,13 +149,9 @@ def pool_case(
     y = backend.max_pool2d(x, 3, 2, 1, channels_last=channels_last)
     nbytes = x.nbytes + y.nbytes
     run = lambda: backend.max_pool2d(x, 3, 2, 1, channels_last=channels_last, out=y)  # noqa: E731
-    for impl, use_library in (("hip library", True), ("hip portable", False)):
-        backend._conv_use_library = use_library
-        timer = HipTimer(backend)
-        try:
-            ms = time_ms(run, timer.start, timer.stop, repeats)
-        finally:
-            backend._conv_use_library = True
+    for impl, ms in both_paths(backend, run, repeats):
+        if ms is None:
+            continue
         emit(bench="max_pool2d 3x3/2", layout=layout, impl=impl, ms=ms,
              gb_s=nbytes / ms / 1e6, vs_copy=nbytes / ms / 1e6 / copy)  # fmt: skip
     tv = tx.movedim(-1, 1) if channels_last else tx
