@@ -94,6 +94,8 @@ BACKEND: dict[str, Call] = {
     "split": lambda b, t: b.split(t["x"], 2, 1),
     "chunk": lambda b, t: b.chunk(t["x"], 3),
     "pad": lambda b, t: b.pad(t["x"], 1),
+    # the spatial ops (issue 19), one call shape each: an image [1, 1, 4, 8] and a window of it
+    **{name: (lambda op: lambda b, t: getattr(b, op)(t["x"].reshape(1, 1, 4, 8), t["x"].reshape(1, 1, 4, 8)))(name) for name in ("conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "upsample_nearest2d", "upsample_bilinear2d", "group_norm")}, **{name: (lambda op: lambda b, t: getattr(b, op)(t["x"].reshape(1, 4, 8), t["x"].reshape(1, 4, 8)))(name) for name in ("conv1d", "conv_transpose1d")}, "batch_norm": lambda b, t: b.batch_norm(t["x"], t["row"], t["row"]),  # noqa: E501
     # the binary and unary ops of the pointwise family, one call shape each
     **{name: (lambda op: lambda b, t: getattr(b, op)(t["x"], t["row"]))(name) for name in (
         "sub", "div", "maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge")},
