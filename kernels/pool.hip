@@ -1,46 +1,55 @@
 // 2-D pooling over NCHW (`channels_last` 0) or NHWC (1) C-contiguous tensors, torch's rules.
 //
-//   pool2d_<t>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode, channels_last)
+//   pool2d_<t>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode, channels_last,
+//              vec)
 //       mode 0: max over the window taps inside the image (NaN propagates; dh, dw dilate);
 //       mode 1: average, divided by the window's size clipped to the padded image
 //               (count_include_pad: torch's min(start + k, H + p) - start);
 //       mode 2: average over the taps inside the image only (count_include_pad=False);
 //       mode 3: adaptive average: rows floor(oh * H / Ho) .. ceil((oh + 1) * H / Ho), the same
 //               for columns (kh..dw unused).
-//       A window with no tap inside the image (possible only with ceil_mode) gives -inf (max)
-//       or 0 (averages), as torch does not produce one: the host keeps every window's start
-//       inside the image or its left padding.
+//       A dilated window with no tap inside the image gives -inf, as torch's; ceil_mode's last
+//       window starts inside the image or its left padding (the host's output size).
+//       vec: channels per thread, 16 bytes' worth in NHWC where C and the pointers allow, else 1.
 //
-// One thread per output (consecutive threads take consecutive outputs: along ow in NCHW,
-// along the channels in NHWC, both coalesced), f32 accumulation, grid-stride over any 1-D grid.
+// One thread per output, or per 16-byte run of channels (consecutive threads take consecutive
+// outputs: along ow in NCHW, along the channels in NHWC, both coalesced), f32 accumulation,
+// grid-stride over any 1-D grid.
 #include "spatial.h"
 
 namespace hipk {
 
-template <typename I, typename T>
-HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
-                        int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int mode,
-                        int channels_last) {
-    const I n_all = (I)(nb * C * Ho * Wo);
+// V channels per thread: 16 bytes' worth in NHWC when C is a multiple of that and the pointers
+// are aligned (the host's `vec`), else 1. Output i (of nb * C / V * Ho * Wo) is y[i * V ...].
+template <typename I, typename T, int V>
+HIPK_DEVICE void pool2d_v(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
+                          int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                          int mode, int channels_last) {
+    const int runs = C / V;
+    const I n_all = (I)(nb * runs * Ho * Wo);
     for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
-        const Pixel<I> o = output_pixel(i, C, Ho, Wo, channels_last);
+        const Pixel<I> o = output_pixel(i, runs, Ho, Wo, channels_last);
         const int oh = o.oh, ow = o.ow;
-        const Plane in = plane((long long)o.n, o.c, C, H, W, channels_last);
-        const long long base = in.base, hstep = in.hstep, wstep = in.wstep;
+        const Plane in = plane((long long)o.n, o.c * V, C, H, W, channels_last);
+        float acc[V];
         if (mode == 0) {
-            float m = neg_inf();
+            HIPK_UNROLL
+            for (int j = 0; j < V; ++j) acc[j] = neg_inf();
             for (int r = 0; r < kh; ++r) {
                 const int h = oh * sh - ph + r * dh;
                 if (h < 0 || h >= H) continue;
                 for (int s = 0; s < kw; ++s) {
                     const int w = ow * sw - pw + s * dw;
                     if (w < 0 || w >= W) continue;
-                    const float v = to_float(x[base + h * hstep + w * wstep]);
-                    if (v > m || v != v) m = v;  // NaN wins and stays (v != v: NaN)
-                    if (m != m) break;
+                    float v[V];
+                    load_floats<T, V>(x + in.base + h * in.hstep + w * in.wstep, v);
+                    // A NaN wins (v != v) and stays (nothing compares above it).
+                    HIPK_UNROLL
+                    for (int j = 0; j < V; ++j)
+                        acc[j] = v[j] > acc[j] || v[j] != v[j] ? v[j] : acc[j];
                 }
             }
-            y[i] = from_float<T>(m);
+            store_floats<T, V>(y + (long long)i * V, acc);
             continue;
         }
         int h0, h1, w0, w1;
@@ -63,11 +72,32 @@ HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int
             w1 = imin(w1, W);
             count = mode == 1 ? (float)padded : (float)((h1 - h0) * (w1 - w0));
         }
-        float sum = 0.0f;
-        for (int h = h0; h < h1; ++h)
-            for (int w = w0; w < w1; ++w) sum += to_float(x[base + h * hstep + w * wstep]);
-        y[i] = from_float<T>(count > 0.0f ? sum / count : 0.0f);
+        HIPK_UNROLL
+        for (int j = 0; j < V; ++j) acc[j] = 0.0f;
+        for (int h = h0; h < h1; ++h) {
+            for (int w = w0; w < w1; ++w) {
+                float v[V];
+                load_floats<T, V>(x + in.base + h * in.hstep + w * in.wstep, v);
+                HIPK_UNROLL
+                for (int j = 0; j < V; ++j) acc[j] += v[j];
+            }
+        }
+        HIPK_UNROLL
+        for (int j = 0; j < V; ++j) acc[j] = count > 0.0f ? acc[j] / count : 0.0f;
+        store_floats<T, V>(y + (long long)i * V, acc);
     }
+}
+
+template <typename I, typename T>
+HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
+                        int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int mode,
+                        int channels_last, int vec) {
+    if (vec == Lanes16<T>::value)
+        pool2d_v<I, T, Lanes16<T>::value>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh,
+                                          dw, mode, channels_last);
+    else
+        pool2d_v<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
+                          channels_last);
 }
 
 }  // namespace hipk
@@ -76,8 +106,8 @@ HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int
     extern "C" __global__ void pool2d_##S_(const T* x, T* y, long long nb, int C, int H,       \
                                            int W, int Ho, int Wo, int kh, int kw, int sh,      \
                                            int sw, int ph, int pw, int dh, int dw, int mode,   \
-                                           int channels_last) {                                \
+                                           int channels_last, int vec) {                       \
         HIPK_INDEXED(nb * C * Ho * Wo, hipk::pool2d, x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, \
-                     ph, pw, dh, dw, mode, channels_last);                                     \
+                     ph, pw, dh, dw, mode, channels_last, vec);                                \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_POOL2D)

@@ -176,6 +176,28 @@ def test_channel_norms_match_numpy(backend: HipBackend, data: Any) -> None:
 
 
 @pytest.mark.parametrize("dtype", TYPES)
+def test_pooling_vector_path(backend: HipBackend, dtype: str) -> None:
+    """NHWC with 16 channels: each thread pools a 16-byte run of channels."""
+    rng = np.random.default_rng(5)
+    x = testing.random(rng, (2, 7, 6, 16), dtype)
+    x[0, 1, 2, 3] = np.nan
+    tensor = backend.from_numpy(x)
+    for got, expected in (
+        (backend.max_pool2d(tensor, 3, 2, 1, channels_last=True),
+         testing_conv.max_pool2d(x, 3, 2, 1, channels_last=True)),
+        (backend.avg_pool2d(tensor, 3, 2, 1, True, False, channels_last=True),
+         testing_conv.avg_pool2d(x, 3, 2, 1, True, False, channels_last=True)),
+        (backend.adaptive_avg_pool2d(tensor, (3, 4), channels_last=True),
+         testing_conv.adaptive_avg_pool2d(x, (3, 4), channels_last=True)),
+    ):  # fmt: skip
+        found = got.to_numpy()
+        nan = np.isnan(expected)
+        assert np.array_equal(np.isnan(found.astype(np.float64)), nan)
+        found[nan], expected[nan] = 0, 0
+        testing.assert_close(found, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
 def test_group_norm_vector_path(backend: HipBackend, dtype: str) -> None:
     """Spatial sizes that are a multiple of the 16-byte vector: the kernel's vector path
     (channels change between vectors, never inside one), against the by-element path."""

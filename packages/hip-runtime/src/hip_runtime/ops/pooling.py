@@ -124,8 +124,10 @@ class PoolingOps(OpsBase):
             ):  # fmt: skip
                 return
         kernel = self._kernel("pool.hip", f"pool2d_{suffix}")
-        launch_outputs(self, kernel, y.size, x, y, n, c, h, w, ho, wo, *window, mode,
-                       int(channels_last))  # fmt: skip
+        lanes = 16 // x.dtype.itemsize  # channels per thread: one 16-byte run in NHWC
+        vec = lanes if channels_last and c % lanes == 0 and not (x.ptr | y.ptr) % 16 else 1
+        launch_outputs(self, kernel, y.size // vec, x, y, n, c, h, w, ho, wo, *window, mode,
+                       int(channels_last), vec)  # fmt: skip
 
 
 def _window(
