@@ -28,8 +28,7 @@ exhaustiveSearch waits for it, as MIOpen's does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from hip_ffi import dnn_constants as dc
@@ -39,6 +38,7 @@ from hip_ffi.api import Unavailable
 from hip_ffi.dnn_descriptors import ConvDesc, Descriptors, TensorDesc, conv_problem
 from hip_ffi.platforms.cpu.handles import is_null
 from hip_ffi.platforms.nvidia import dnn_tables as t
+from hip_ffi.platforms.nvidia.dnn_tables import BACKWARD_DATA, FORWARD, Direction
 
 #: Heuristic choices whose workspace GetWorkSpaceSize covers.
 WORKSPACE_CANDIDATES = 4
@@ -101,39 +101,6 @@ def _filter_format(desc: TensorDesc) -> int:
 
 def _key(*descs: TensorDesc) -> tuple[Any, ...]:
     return tuple((d.data_type, d.dims, d.strides) for d in descs)
-
-
-@dataclass(frozen=True)
-class _Direction:
-    """What differs between forward and backward-data convolution in cuDNN's calls: the
-    functions, the algorithm tables, and whether the filter comes before the data input."""
-
-    key: str
-    heuristic: str
-    timed: str
-    run: str
-    count: int
-    families: Mapping[int, int]
-    defaults: Mapping[int, int]
-    field: str  # of miopenConvAlgoPerf_t
-    forward: bool
-
-    def order(self, source: tuple[Any, ...], filter_: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The data input's and the filter's arguments in this direction's order."""
-        return (*source, *filter_) if self.forward else (*filter_, *source)
-
-
-FORWARD = _Direction(
-    "fwd", "cudnnGetConvolutionForwardAlgorithm_v7", "cudnnFindConvolutionForwardAlgorithmEx",
-    "cudnnConvolutionForward", t.FWD_ALGO_COUNT, t.FWD_ALGO_FAMILY, t.FWD_ALGO_DEFAULT,
-    "fwd_algo", forward=True,
-)  # fmt: skip
-BACKWARD_DATA = _Direction(
-    "bwd", "cudnnGetConvolutionBackwardDataAlgorithm_v7",
-    "cudnnFindConvolutionBackwardDataAlgorithmEx", "cudnnConvolutionBackwardData",
-    t.BWD_DATA_ALGO_COUNT, t.BWD_DATA_ALGO_FAMILY, t.BWD_DATA_ALGO_DEFAULT, "bwd_data_algo",
-    forward=False,
-)  # fmt: skip
 
 
 def bind_checked(cudnn: Any, path: str) -> dict[str, Callable[..., Any]]:
@@ -302,14 +269,14 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         _checked(cudnn.cudnnGetStream(handle_of(handle), stream))
         return dc.SUCCESS
 
-    def sides(d: _Direction, x: Any, w: Any, conv: Any, y: Any) -> tuple[Any, ...]:
+    def sides(d: Direction, x: Any, w: Any, conv: Any, y: Any) -> tuple[Any, ...]:
         """(source, filter, conv, destination) cuDNN descriptors of direction `d` over the
         forward convolution x -> y (backward data reads y and writes x), and the surface's
         convolution descriptor."""
         xt, wf, cc, yt, cd = problem(x, w, conv, y)
         return (xt, wf, cc, yt, cd) if d.forward else (yt, wf, cc, xt, cd)
 
-    def workspace_size(d: _Direction, handle: Any, x: Any, w: Any, conv: Any, y: Any,
+    def workspace_size(d: Direction, handle: Any, x: Any, w: Any, conv: Any, y: Any,
                        size: Any) -> int:  # fmt: skip
         if is_null(size):
             return dc.BAD_PARM
@@ -320,7 +287,7 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         return dc.SUCCESS
 
     def find(
-        d: _Direction, handle: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any,
+        d: Direction, handle: Any, x: Any, x_data: Any, w: Any, w_data: Any, conv: Any,
         y: Any, y_data: Any, request: int, returned: Any, results: Any, workspace: Any,
         workspace_size: int, exhaustive: bool,
     ) -> int:  # fmt: skip
@@ -350,7 +317,7 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
     prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def prepare(
-        d: _Direction, handle: Any, x: Any, w: Any, conv: Any, y: Any, algo: int
+        d: Direction, handle: Any, x: Any, w: Any, conv: Any, y: Any, algo: int
     ) -> tuple[Any, ...]:
         src, wf, cc, dst, cd = sides(d, x, w, conv, y)
         xd, wd, yd = tensor(x), tensor(w), tensor(y)
@@ -363,7 +330,7 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         return descs, stamp, handle_of(handle), src, wf, cc, dst, cu_algo, math
 
     def run(
-        d: _Direction, handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any,
+        d: Direction, handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any,
         conv: Any, algo: int, beta: Any, y: Any, y_data: Any, workspace: Any,
         workspace_size: int,
     ) -> int:  # fmt: skip

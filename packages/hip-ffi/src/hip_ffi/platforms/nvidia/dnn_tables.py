@@ -7,7 +7,10 @@ internal, 5xxx execution; cuDNN 8's small codes are not read, only cuDNN >= 9 is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from hip_ffi import dnn_constants as dc
 
@@ -81,6 +84,40 @@ BWD_DATA_ALGO_FAMILY = MappingProxyType(
 )
 BWD_DATA_ALGO_DEFAULT = MappingProxyType({0: 0, 1: 1, 2: 2, 3: 4, 4: 0, 5: 1})
 BWD_DATA_ALGO_COUNT = 6
+
+
+@dataclass(frozen=True)
+class Direction:
+    """What differs between forward and backward-data convolution in cuDNN's calls: the
+    functions, the algorithm tables, and whether the filter comes before the data input."""
+
+    key: str
+    heuristic: str
+    timed: str
+    run: str
+    count: int
+    families: Mapping[int, int]
+    defaults: Mapping[int, int]
+    field: str  # of miopenConvAlgoPerf_t
+    forward: bool
+
+    def order(self, source: tuple[Any, ...], filter_: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The data input's and the filter's arguments in this direction's order."""
+        return (*source, *filter_) if self.forward else (*filter_, *source)
+
+
+FORWARD = Direction(
+    "fwd", "cudnnGetConvolutionForwardAlgorithm_v7", "cudnnFindConvolutionForwardAlgorithmEx",
+    "cudnnConvolutionForward", FWD_ALGO_COUNT, FWD_ALGO_FAMILY, FWD_ALGO_DEFAULT,
+    "fwd_algo", forward=True,
+)  # fmt: skip
+BACKWARD_DATA = Direction(
+    "bwd", "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+    "cudnnFindConvolutionBackwardDataAlgorithmEx", "cudnnConvolutionBackwardData",
+    BWD_DATA_ALGO_COUNT, BWD_DATA_ALGO_FAMILY, BWD_DATA_ALGO_DEFAULT, "bwd_data_algo",
+    forward=False,
+)  # fmt: skip
+
 
 #: cudnnStatus_t rows: (code, cuDNN name, miopenStatus_t name). Codes not listed are mapped by
 #: their thousand (CATEGORY).
