@@ -13,8 +13,8 @@
 //
 // group_norm: one block per group, 1-D blocks of any size (a multiple of the warp size is
 // best), three passes over the group's row (mean, then the variance about it: no
-// cancellation, then the output as one fma per element), f32 accumulation; the row is read
-// three times, from L2 when it fits. batch_norm: grid-stride over any 1-D grid.
+// cancellation, then the output as (x - mean) · (rstd · weight) + bias), f32 accumulation;
+// the row is read three times, from L2 when it fits. batch_norm: grid-stride over any 1-D grid.
 #include "dtypes.h"
 
 namespace hipk {
@@ -52,12 +52,15 @@ HIPK_DEVICE void group_norm(const T* x, const T* weight, const T* bias, T* y, in
     Vec<T, V>* out = reinterpret_cast<Vec<T, V>*>(y + first);
     for (long long j = threadIdx.x; j < vectors; j += blockDim.x) {
         const int c = c0 + (int)(j * V / inner);
+        // (x - mean) first: x * scale - mean * scale would cancel where the spread is small
+        // beside the mean (a one-element group: 0 exactly, not the rounding of x * scale).
         const float scale = (weight ? to_float(weight[c]) : 1.0f) * rstd;
-        const float shift = (bias ? to_float(bias[c]) : 0.0f) - mean * scale;
+        const float shift = bias ? to_float(bias[c]) : 0.0f;
         const Vec<T, V> v = row[j];
         Vec<T, V> o;
         HIPK_UNROLL
-        for (int i = 0; i < V; ++i) o.v[i] = from_float<T>(to_float(v.v[i]) * scale + shift);
+        for (int i = 0; i < V; ++i)
+            o.v[i] = from_float<T>((to_float(v.v[i]) - mean) * scale + shift);
         out[j] = o;
     }
 }

@@ -207,6 +207,10 @@ def test_group_norm_vector_path(backend: HipBackend, dtype: str) -> None:
     got = backend.group_norm(backend.from_numpy(x), 3, backend.from_numpy(w),
                              backend.from_numpy(b)).to_numpy()  # fmt: skip
     testing.assert_close(got, testing_conv.group_norm(x, 3, w, b), dtype, 1e-3)
+    # One element per group: exactly 0 (x - mean first; no cancellation of x·s - mean·s).
+    single = testing.random(rng, (2, 1), dtype, shift=5.0)
+    got = backend.group_norm(backend.from_numpy(single), 1).to_numpy()
+    np.testing.assert_array_equal(got.astype(np.float32), np.zeros((2, 1), np.float32))
 
 
 def test_max_pool_propagates_nan(backend: HipBackend) -> None:
