@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hip_core import DevicePointer, Kernel
-from hip_runtime.blas import Gemm
 from hip_runtime.dtypes import FLOAT_TYPES, FloatType
 from hip_runtime.ops.base import OpsBase, plan_head, plan_key
+from hip_runtime.ops.conv_gemm import forward_chunks, transpose_chunks
 from hip_runtime.ops.conv_geometry import (
     ConvGeometry,
     conv_geometry,
@@ -147,6 +147,9 @@ class ConvOps(OpsBase):
                 y = self._planned_output(plan, (x, weight, bias), out)
                 if y is not None:
                     geometry, t, shapes = plan[4:]
+                    if dims == 2:  # (1-D ones are 2-D views with a unit H axis)
+                        self._conv_run(geometry, transposed, x, weight, bias, y, t)
+                        return y
                     x4, w4, y4 = (v.reshape(s) for v, s in zip((x, weight, y), shapes, strict=True))
                     self._conv_run(geometry, transposed, x4, w4, bias, y4, t)
                     return y
@@ -244,81 +247,45 @@ class ConvOps(OpsBase):
     def _conv_forward(
         self, g: ConvGeometry, x: DeviceTensor, w: DeviceTensor, y: DeviceTensor, t: FloatType
     ) -> None:
-        """im2col + GEMM per chunk of the batch (no im2col for a 1x1 stride-1 unpadded one)."""
-        size, G = x.dtype.itemsize, g.groups
-        cg, kg, p = g.c // G, g.k // G, g.ho * g.wo
-        rsc = cg * g.r * g.s
-        direct = g.r == g.s == 1 and g.stride == (1, 1) and g.padding == (0, 0)
-        per_image = g.c * g.r * g.s * p
-        chunk = g.n if direct else max(1, min(g.n, COL_BYTES // max(per_image * size, 1)))
+        """im2col + GEMM per chunk of the batch (conv_gemm.forward_chunks: planned once)."""
+        size = x.dtype.itemsize
         suffix = "nhwc" if g.channels_last else "nchw"
-        im2col = None if direct else self._kernel("conv.hip", f"im2col_{suffix}_{t.suffix}")
-        for n0 in range(0, g.n, chunk):
-            nb = min(chunk, g.n - n0)
-            x_at = x.ptr + n0 * g.c * g.h * g.w * size
-            y_at = y.ptr + n0 * g.k * p * size
+        im2col = self._kernel("conv.hip", f"im2col_{suffix}_{t.suffix}")
+        for chunk in forward_chunks(g, size, COL_BYTES):
+            x_at = x.ptr + chunk.n0 * g.c * g.h * g.w * size
+            y_at = y.ptr + chunk.n0 * g.k * g.ho * g.wo * size
             col_at, col = x_at, None
-            if im2col is not None:
-                col = self._output(None, (nb * per_image,), x.dtype)
+            if chunk.col:
+                col = self._output(None, (chunk.col,), x.dtype)
                 col_at = col.ptr
-                extra = (_vector(cg, size, x_at, col_at),) if g.channels_last else ()
-                launch_outputs(self, im2col, nb * per_image // (extra[0] if extra else 1),
-                               DevicePointer(x_at), col, nb, g.c, g.h, g.w, G, g.r, g.s, g.ho,
-                               g.wo, *g.launch_args(), *extra)  # fmt: skip
-            if g.channels_last:  # Y[:, g] = col[g] @ W[g]ᵀ, all groups one strided batch
-                spec = Gemm(nb * p, kg, rsc, G, transpose_b=True,
-                            stride_a=cg if direct else nb * p * rsc, stride_b=kg * rsc,
-                            stride_c=kg, lda=g.c if direct else 0, ldc=g.k)  # fmt: skip
-                self.blas.gemm(spec, col_at, w.ptr, y_at, t.hip_data_type)
-                continue
-            # NCHW: Y[n, g] = W[g] @ col[n, g], batched over the images or over the groups.
-            col_image = g.c * (1 if direct else g.r * g.s) * p  # col elements per image
-            col_group = col_image // G
-            if nb >= G:
-                spec = Gemm(kg, p, rsc, nb, stride_a=0, stride_b=col_image, stride_c=g.k * p)
-                offsets = [(i * kg * rsc * size, i * col_group * size, i * kg * p * size)
-                           for i in range(G)]  # fmt: skip
-            else:
-                spec = Gemm(kg, p, rsc, G, stride_a=kg * rsc, stride_b=col_group, stride_c=kg * p)
-                offsets = [(0, j * col_image * size, j * g.k * p * size) for j in range(nb)]
-            self.blas.gemm(spec, w.ptr, col_at, y_at, t.hip_data_type, offsets=offsets)
+                vec = _vector(g.c // g.groups, size, x_at, col_at) if g.channels_last else 1
+                launch_outputs(self, im2col, chunk.col // vec, DevicePointer(x_at), col,
+                               chunk.nb, g.c, g.h, g.w, g.groups, g.r, g.s, g.ho, g.wo,
+                               *g.launch_args(), *((vec,) if g.channels_last else ()))  # fmt: skip
+            # NHWC: Y = col @ Wᵀ (col first); NCHW: Y = W @ col (W first).
+            first, second = (col_at, w.ptr) if g.channels_last else (w.ptr, col_at)
+            self.blas.gemm(chunk.spec, first, second, y_at, t.hip_data_type,
+                           offsets=chunk.offsets)  # fmt: skip
             del col  # (returned to the pool in stream order)
 
     def _conv_transposed(
         self, g: ConvGeometry, x: DeviceTensor, w: DeviceTensor, bias: DeviceTensor | None,
         y: DeviceTensor, t: FloatType,
     ) -> None:  # fmt: skip
-        """GEMM into columns, then col2im's gather (bias fused), per chunk of the batch. g is
-        the forward convolution of y [N, C, h, w] to x [N, K, ho, wo]."""
-        size, G = x.dtype.itemsize, g.groups
-        cing, coutg, hw = g.k // G, g.c // G, g.ho * g.wo
-        rso = coutg * g.r * g.s
-        per_image = g.c * g.r * g.s * hw
-        chunk = max(1, min(g.n, COL_BYTES // max(per_image * size, 1)))
+        """GEMM into columns, then col2im's gather (bias fused), per chunk of the batch
+        (conv_gemm.transpose_chunks). g is the forward convolution of y to x."""
+        size = x.dtype.itemsize
         col2im = self._kernel("conv.hip", f"col2im_{t.suffix}")
-        for n0 in range(0, g.n, chunk):
-            nb = min(chunk, g.n - n0)
-            x_at = x.ptr + n0 * g.k * hw * size
-            col = self._output(None, (nb * per_image,), x.dtype)
-            if g.channels_last:  # col[g] = x[:, g] @ W[g]
-                spec = Gemm(nb * hw, rso, cing, G, stride_a=cing, stride_b=cing * rso,
-                            stride_c=nb * hw * rso, lda=g.k)  # fmt: skip
-                self.blas.gemm(spec, x_at, w.ptr, col.ptr, t.hip_data_type)
-            else:  # col[n, g] = W[g]ᵀ @ x[n, g]
-                if nb >= G:
-                    spec = Gemm(rso, hw, cing, nb, transpose_a=True, stride_a=0,
-                                stride_b=g.k * hw, stride_c=G * rso * hw)  # fmt: skip
-                    offsets = [(i * cing * rso * size, i * cing * hw * size, i * rso * hw * size)
-                               for i in range(G)]  # fmt: skip
-                else:
-                    spec = Gemm(rso, hw, cing, G, transpose_a=True, stride_a=cing * rso,
-                                stride_b=cing * hw, stride_c=rso * hw)  # fmt: skip
-                    offsets = [(0, j * g.k * hw * size, j * G * rso * hw * size)
-                               for j in range(nb)]  # fmt: skip
-                self.blas.gemm(spec, w.ptr, x_at, col.ptr, t.hip_data_type, offsets=offsets)
-            y_at = DevicePointer(y.ptr + n0 * g.c * g.h * g.w * size)
-            launch_outputs(self, col2im, nb * g.c * g.h * g.w, col, bias, y_at, nb, g.c, g.h,
-                           g.w, G, g.r, g.s, g.ho, g.wo, *g.launch_args(),
+        for chunk in transpose_chunks(g, size, COL_BYTES):
+            x_at = x.ptr + chunk.n0 * g.k * g.ho * g.wo * size
+            col = self._output(None, (chunk.col,), x.dtype)
+            # NHWC: col = x @ W (x first); NCHW: col = Wᵀ @ x (W first).
+            first, second = (x_at, w.ptr) if g.channels_last else (w.ptr, x_at)
+            self.blas.gemm(chunk.spec, first, second, col.ptr, t.hip_data_type,
+                           offsets=chunk.offsets)  # fmt: skip
+            y_at = DevicePointer(y.ptr + chunk.n0 * g.c * g.h * g.w * size)
+            launch_outputs(self, col2im, chunk.nb * g.c * g.h * g.w, col, bias, y_at, chunk.nb,
+                           g.c, g.h, g.w, g.groups, g.r, g.s, g.ho, g.wo, *g.launch_args(),
                            int(g.channels_last))  # fmt: skip
 
 
