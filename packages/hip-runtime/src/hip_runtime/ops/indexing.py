@@ -57,7 +57,9 @@ class IndexingOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (table, ids), out)
                 if y is not None and y.ptr & 15 == plan[-1]:  # (the unit: y's alignment too)
-                    kernel, grid, wide, tail = plan[4:-1]
+                    kernel, grid, wide, tail, prepared = plan[4:-1]
+                    if prepared(table.ptr, ids.ptr, y.ptr):  # (Kernel.prepare: addresses only)
+                        return y
                     table_, ids_, y_ = launch_pointers((table, ids, y))
                     kernel.launch(grid, _BLOCK, table_, ids_, wide, y_, *tail, stream=self.stream)
                     return y
@@ -69,7 +71,9 @@ class IndexingOps(OpsBase):
         y = self._output(out, (*ids.shape, table.shape[1]), table.dtype, distinct_from=(table, ids))
         launched = self._index_rows(table, 0, ids, y)
         if launched is not None:
-            plan = (*plan_head((table, ids), y), *launched, y.ptr & 15)
+            kernel, grid, wide, tail = launched
+            prepared = kernel.prepare(grid, _BLOCK, table, ids, wide, y, *tail, stream=self.stream)
+            plan = (*plan_head((table, ids), y), *launched, prepared, y.ptr & 15)
             self._keep_plan(key, plan)
         return y
 
