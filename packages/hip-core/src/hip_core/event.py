@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hip_core import _hip
 from hip_core._hip import hip
 from hip_core._resource import Resource
-from hip_core.device import current_ordinal
+from hip_core.device import _thread
 from hip_core.errors import check, check_done
 from hip_core.stream import checked_handle
 from hip_ffi.constants import EVENT_DEFAULT, EVENT_DISABLE_TIMING
@@ -29,13 +30,13 @@ class Event(Resource):
         # The create and destroy are the platform's native entries where it has them
         # (`HipApi.fast`: nvidia's cudart calls, without the Python translating wrapper); a
         # failure there has no effect, so the surface call is made again for HIP's status.
-        api = hip()
+        api = _hip._api or hip()  # (the loaded api without a call)
         found = _cells.get(id(api))
         if found is None or found[0] is not api:
             found = _entries(api)
         out = api.ffi.new(found[1])
         flags = EVENT_DEFAULT if timing else EVENT_DISABLE_TIMING
-        if current_ordinal() == device.ordinal:
+        if _thread.ordinal == device.ordinal:  # (current_ordinal(), inline)
             status = found[2](out, flags)
             if status:
                 status = api.hipEventCreateWithFlags(out, flags)
@@ -62,8 +63,12 @@ class Event(Resource):
         self._releaser = None
         if self._holders:
             self._deferred = _destroy_event
-        else:
-            _destroy_event(*self._releaser_args)
+            return
+        api, destroy, handle = self._releaser_args  # (_destroy_event, inline)
+        if destroy(handle):
+            status = api.hipEventDestroy(handle)
+            if status:
+                check(status, "hipEventDestroy")
 
     def record(self, stream: Stream | None = None) -> None:
         """Capture the work queued on `stream` (None: the null stream) so far; the event
