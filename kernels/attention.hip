@@ -24,7 +24,7 @@
 // attention_mma.h) use the matrix cores where a path for them is compiled (attention_mma.h:
 // NVIDIA sm_80+; attention_mfma.h: AMD gfx90a, gfx942) and run this kernel over
 // 128 / (queries per tile) tiles per block elsewhere, so the host launches them the same way
-// on every platform.
+// on every platform (D = 128 with dynamic shared memory: attention_mma.h).
 #include "dtypes.h"
 
 #define HIPK_ATTENTION_THREADS 128
@@ -177,16 +177,31 @@ HIPK_DEVICE void attention_mma_rows(const T* q, const T* k, const T* v, T* out, 
 
 }  // namespace hipk
 
+// The tiles of attention_mma_d<D>: static shared memory at D = 64; at D = 128 the dynamic
+// shared memory the host launches with (HIPK_MMA_DYNAMIC_BYTES_D128, or the device's opt-in
+// limit where that is less, which the portable tiles still fit), whichever path is compiled.
+static_assert(sizeof(hipk::AttentionTiles<128, 16, 32>) <= 48 * 1024, "portable D 128 tiles");
+#if HIPK_ATTENTION_MMA || HIPK_ATTENTION_MFMA
+static_assert(HIPK_MMA_SHARED(128) * 2 <= HIPK_MMA_DYNAMIC_BYTES_D128, "matrix-core D 128 tiles");
+#endif
+#define HIPK_MMA_TILES_D64(BQ, BK) alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(64)]
+#define HIPK_MMA_TILES_D128(BQ, BK) extern __shared__ __align__(128) unsigned short tiles[]
+#define HIPK_FALLBACK_TILES_D64(BQ, BK) __shared__ hipk::AttentionTiles<64, BQ, BK> tiles
+#define HIPK_FALLBACK_TILES_D128(BQ, BK)                                                        \
+    extern __shared__ __align__(128) unsigned short hipk_dynamic_tiles[];                       \
+    hipk::AttentionTiles<128, BQ, BK>& tiles =                                                  \
+        *reinterpret_cast<hipk::AttentionTiles<128, BQ, BK>*>(hipk_dynamic_tiles)
+
 #if HIPK_ATTENTION_MMA || HIPK_ATTENTION_MFMA
 #define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK)                                                   \
-    alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(D)];                         \
+    HIPK_MMA_TILES_D##D(BQ, BK);                                                                \
     const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
                                       qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
                                       mb, mh, mq, mk};                                          \
     hipk::mma::attention_mma<T, D>(q, k, v, out, mask, args, tiles)
 #else
 #define HIPK_ATTENTION_MMA_BODY(T, D, BQ, BK)                                                   \
-    __shared__ hipk::AttentionTiles<D, BQ, BK> tiles;                                          \
+    HIPK_FALLBACK_TILES_D##D(BQ, BK);                                                           \
     const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
                                       qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
                                       mb, mh, mq, mk};                                          \

@@ -6,14 +6,17 @@
 // compiler kept:
 //
 //   grid (ceil(sq / HIPK_MMA_ROWS), heads, B), HIPK_MMA_ROWS = 128 queries per block, block
-//   of HIPK_ATTENTION_THREADS (128) threads; d == D (64 or 128); q, k, v, out 16-byte aligned
-//   with batch, head and sequence strides that are multiples of 8 elements (16 bytes), so that
-//   every row of a tile moves as 16-byte chunks.
+//   of HIPK_ATTENTION_THREADS (128) threads; D = 128: HIPK_MMA_DYNAMIC_BYTES_D128 (64 KiB) of
+//   dynamic shared memory, or the device's opt-in limit where that is less (no D = 128 path
+//   that such a device compiles needs more than 48 KiB); d == D (64 or 128); q, k, v, out
+//   16-byte aligned with batch, head and sequence strides that are multiples of 8 elements
+//   (16 bytes), so that every row of a tile moves as 16-byte chunks.
 //
 // NVIDIA path (one block = 128 query rows of one (batch, head); 4 warps of 32 rows each, two
 // m16 tiles, so that every K and V fragment read from shared memory feeds two mma):
-// - The query tile goes global -> shared (cp.async) -> registers (ldmatrix) once, as the
-//   A operands of S = Q Kᵀ; its shared memory then holds the key/value stages.
+// - The query tile goes global -> shared (cp.async), then to registers (ldmatrix) as the A
+//   operands of S = Q Kᵀ: once, its shared memory then holding the key/value stages (D 64),
+//   or at every k16 step, the tile kept beside the stages (D 128: MmaShape says why).
 // - Keys and values stream through shared memory in tiles of BN keys (MmaShape), STAGES tiles
 //   in flight with cp.async: the loads of tile n + STAGES - 1 are issued at step n, right
 //   after the one barrier of the step, into the stage tile n - 1 used.
@@ -64,7 +67,12 @@
 #define HIPK_ATTENTION_MMA 0
 #endif
 
-#define HIPK_MMA_ROWS 128  // query rows per block (32 per warp)
+#define HIPK_MMA_ROWS 128  // query rows per block
+
+// Dynamic shared memory of the D = 128 entry points, in bytes, on every path (attention.hip
+// puts the matrix-core tiles, or the portable fallback's, there): the NVIDIA tiles need 64 KiB
+// (MmaShared<128>), more than the 48 KiB of static shared memory a kernel may declare.
+#define HIPK_MMA_DYNAMIC_BYTES_D128 65536
 
 namespace hipk {
 
@@ -148,25 +156,36 @@ HIPK_DEVICE void load_rows(unsigned tile, const T* rows, long long stride, int v
 
 // The tile shapes per head size: MT m16 tiles (16 query rows each) per warp, so a block of 4
 // warps takes 64 MT = HIPK_MMA_ROWS queries (each K and V fragment read from shared memory
-// serves MT tiles: at MT = 1 the ldmatrix traffic, not the tensor cores, would bound the
-// kernel), BN keys per shared-memory tile, STAGES tiles in flight (cp.async prefetch).
-// Registers per thread: query fragments MT D / 4, output accumulators MT D / 2, scores
-// MT BN / 2: at D = 128, BN = 32 would need more than sm_90's 255 registers with the
-// addresses (ptxas spilled), so 16 keys per tile and 4 stages; at D = 64, 64 keys and 2.
-// Shared memory: max(query tile, STAGES x (key tile, value tile)) = 32 KiB either way.
-// LONGEST_FIRST: the order blocks take their query tiles in (attention_mma's comment). At
-// D = 128 the H200 measured the grid-wide order as fast as or faster than the per-head one,
-// and 16 keys x 4 stages faster than 32 x 3 (whose ptxas spills cost more than its halved
-// barriers and softmax reductions save; bf16 causal B4 H32 S2048 and B1 H32 S8192).
+// serves MT tiles: at MT = 1 the ldmatrix traffic, not the tensor cores, bounds the kernel),
+// BN keys per shared-memory tile, STAGES tiles in flight (cp.async prefetch). QREGS: the query
+// fragments stay in registers from the start; else the query tile stays in shared memory,
+// before the stages, and each k16 step reads its MT fragments with ldmatrix.
+// Registers per thread: output accumulators MT D / 2, scores MT BN / 2, query fragments
+// MT D / 4 with QREGS. D = 64: 64 keys x 2 stages, QREGS (254 registers on sm_90, 32 KiB).
+// D = 128: 32 keys x 2 stages, the queries in shared memory (255 registers, no spill; 32 KiB
+// of queries + 32 KiB of stages = 64 KiB, dynamic). One H200 run (bf16 causal, B4 H32 S2048
+// and B1 H32 S8192, TFLOP/s, registers / spilled bytes from ptxas) timed every shape against
+// each other: this one 267 and 313 (0.51x cuDNN); 32 keys x 3 stages (80 KiB) the same; 64 x 2
+// with queries in shared memory (96 KiB, 76 bytes spilled) 261 / 303; 32 x 4 (96 KiB) 260 /
+// 302; 16 x 4 with queries in registers (the previous shape, 4 bytes spilled) 243 / 285, in
+// shared memory 221 / 261; 32 x 2 in registers (124 bytes spilled) 226 / 265; 8 warps of one
+// m16 tile (MT = 1, queries in registers, 210-255 registers) 202-218 / 235-263 whatever the
+// keys and stages (ldmatrix-bound), and slower still capped at 128 registers (2 blocks per
+// multiprocessor, spilling). LONGEST_FIRST: the order blocks take their query tiles in
+// (attention_mma's comment); at D = 128 the grid-wide order measured as fast as or faster
+// than the per-head one.
+template <int MT_, int BN_, int STAGES_, int QREGS_, int LONGEST_FIRST_> struct MmaTiles {
+    enum { MT = MT_, BN = BN_, STAGES = STAGES_, QREGS = QREGS_, LONGEST_FIRST = LONGEST_FIRST_ };
+};
 template <int D> struct MmaShape;
-template <> struct MmaShape<64> { enum { MT = 2, BN = 64, STAGES = 2, LONGEST_FIRST = 0 }; };
-template <> struct MmaShape<128> { enum { MT = 2, BN = 16, STAGES = 4, LONGEST_FIRST = 1 }; };
+template <> struct MmaShape<64> : MmaTiles<2, 64, 2, 1, 0> {};
+template <> struct MmaShape<128> : MmaTiles<2, 32, 2, 0, 1> {};
 
 template <typename T, int D>
 HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const void* mask,
                                const AttentionArgs& a, unsigned short* smem) {
     typedef MmaShape<D> Shape;
-    const int MT = Shape::MT, BN = Shape::BN, STAGES = Shape::STAGES;
+    const int MT = Shape::MT, BN = Shape::BN, STAGES = Shape::STAGES, QREGS = Shape::QREGS;
     static_assert(MT * 64 == HIPK_MMA_ROWS, "a block takes HIPK_MMA_ROWS queries");
     const int DT = D / 8;    // n8 tiles of an output row
     const int DK = D / 16;   // k16 steps of Q Kᵀ
@@ -195,10 +214,11 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
     const int shift = a.skv - a.sq;
     select_head(q, k, v, out, mask, a, h, b);
     q += (long long)q0 * a.qs;
-    // Shared memory: STAGES stages of (key tile, value tile), BN rows of D each; at the start
-    // the query tile (HIPK_MMA_ROWS rows) is staged there.
+    // Shared memory: STAGES stages of (key tile, value tile), BN rows of D each; the query
+    // tile (HIPK_MMA_ROWS rows) before them (!QREGS), or staged where they go (QREGS).
     const unsigned base = shared_address(smem);
     const unsigned TILE = BN * ROW;
+    const unsigned stages = base + (QREGS ? 0u : (unsigned)HIPK_MMA_ROWS * ROW);
     // This lane's ldmatrix byte offsets in a tile (see the header; the chunk of step kk or dp
     // is the chunk of step 0 XOR 2 kk, as 2 kk never carries into bit 0; XOR with kk << 5
     // touches only the chunk bits of the offset, below the row's).
@@ -207,17 +227,19 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
     const unsigned k_at = (unsigned)(8 * (m >> 1) + l7) * ROW + (unsigned)(((m & 1) ^ l7) << 4);
     const unsigned v_at = (unsigned)(8 * (m & 1) + l7) * ROW + (unsigned)(((m >> 1) ^ l7) << 4);
 
-    // The query tile, through shared memory, into A fragments.
-    unsigned qf[MT][DK][4];
+    // The query tile, through shared memory, into A fragments (QREGS: all of them now).
+    unsigned qf[MT][QREGS ? DK : 1][4];
     load_rows<D, HIPK_MMA_ROWS>(base, q, a.qs, a.sq - q0);
     async_commit();
     async_wait_all();
     __syncthreads();
-    HIPK_UNROLL
-    for (int mt = 0; mt < MT; ++mt) {
+    if (QREGS) {
         HIPK_UNROLL
-        for (int kk = 0; kk < DK; ++kk)
-            ldmatrix_x4(qf[mt][kk], base + ((q_at + mt * 16 * ROW) ^ (unsigned)(kk << 5)));
+        for (int mt = 0; mt < MT; ++mt) {
+            HIPK_UNROLL
+            for (int kk = 0; kk < (QREGS ? DK : 1); ++kk)
+                ldmatrix_x4(qf[mt][kk], base + ((q_at + mt * 16 * ROW) ^ (unsigned)(kk << 5)));
+        }
     }
 
     // Output accumulators and the running max and sum of this thread's rows: m16 tile mt,
@@ -246,7 +268,7 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
     HIPK_UNROLL
     for (int i = 0; i < STAGES - 1; ++i) {
         if (i < tiles) {
-            const unsigned to = base + (unsigned)i * 2 * TILE;
+            const unsigned to = stages + (unsigned)i * 2 * TILE;
             load_rows<D, BN>(to, k + i * BN * a.ks, a.ks, a.skv - i * BN);
             load_rows<D, BN>(to + TILE, v + i * BN * a.vs, a.vs, a.skv - i * BN);
         }
@@ -258,13 +280,13 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
         __syncthreads();  // ... every thread's part; and every warp is done with tile n - 1
         const int ahead = n + STAGES - 1;
         if (ahead < tiles) {
-            const unsigned to = base + (unsigned)(ahead % STAGES) * 2 * TILE;
+            const unsigned to = stages + (unsigned)(ahead % STAGES) * 2 * TILE;
             const long long key = (long long)ahead * BN;
             load_rows<D, BN>(to, k + key * a.ks, a.ks, a.skv - ahead * BN);
             load_rows<D, BN>(to + TILE, v + key * a.vs, a.vs, a.skv - ahead * BN);
         }
         async_commit();
-        const unsigned kt = base + (unsigned)(n % STAGES) * 2 * TILE, vt = kt + TILE;
+        const unsigned kt = stages + (unsigned)(n % STAGES) * 2 * TILE, vt = kt + TILE;
 
         // S = Q Kᵀ: each K fragment pair serves the warp's MT m16 tiles.
         float s[MT][NT][4];
@@ -276,14 +298,21 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
         HIPK_UNROLL
         for (int kk = 0; kk < DK; ++kk) {
             const unsigned at = kt + (k_at ^ (unsigned)(kk << 5));
+            unsigned qk[MT][4];  // !QREGS: this k16 step's query fragments
+            if (!QREGS) {
+                HIPK_UNROLL
+                for (int mt = 0; mt < MT; ++mt)
+                    ldmatrix_x4(qk[mt], base + ((q_at + mt * 16 * ROW) ^ (unsigned)(kk << 5)));
+            }
             HIPK_UNROLL
             for (int np = 0; np < NT / 2; ++np) {
                 unsigned f[4];
                 ldmatrix_x4(f, at + np * 16 * ROW);
                 HIPK_UNROLL
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816(s[mt][2 * np], qf[mt][kk], f[0], f[1], (const T*)nullptr);
-                    mma_16816(s[mt][2 * np + 1], qf[mt][kk], f[2], f[3], (const T*)nullptr);
+                    const unsigned(&qa)[4] = QREGS ? qf[mt][QREGS ? kk : 0] : qk[mt];
+                    mma_16816(s[mt][2 * np], qa, f[0], f[1], (const T*)nullptr);
+                    mma_16816(s[mt][2 * np + 1], qa, f[2], f[3], (const T*)nullptr);
                 }
             }
         }
@@ -407,7 +436,8 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
 template <int D> struct MmaShared {
     enum {
         STAGED = 2 * MmaShape<D>::STAGES * MmaShape<D>::BN * D,
-        elements = STAGED > HIPK_MMA_ROWS * D ? STAGED : HIPK_MMA_ROWS * D
+        QUERIES = HIPK_MMA_ROWS * D,
+        elements = MmaShape<D>::QREGS ? (STAGED > QUERIES ? STAGED : QUERIES) : STAGED + QUERIES
     };
 };
 #define HIPK_MMA_SHARED(D) (hipk::mma::MmaShared<D>::elements)

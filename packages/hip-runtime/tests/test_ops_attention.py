@@ -239,6 +239,7 @@ static dim3 blockIdx, gridDim, blockDim = {128, 1, 1};
 #define __shared__ static
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define ALIGNED __attribute__((aligned(128)))
 struct Barrier {  // reusable: waits for `count` arrivals per generation
     std::mutex m; std::condition_variable cv; int count, waiting = 0; long generation = 0;
     explicit Barrier(int n) : count(n) {}
@@ -403,6 +404,10 @@ PATHS = {
 }  # fmt: skip
 
 
+# D = 128's tiles are dynamic shared memory (64 KiB); the emulation makes them a static array.
+DYNAMIC_TILES = "extern __shared__ __align__(128) unsigned short tiles[]"
+
+
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """{path: run(q, k, v, causal, mask, views)} of the two paths built with g++."""
@@ -421,7 +426,10 @@ def emulated(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 primitives = primitives.replace("LANES", str(lanes))
                 text = text[: text.index(start)] + primitives + text[text.index(end) :]
             (here / name).write_text(text)
-        source = EMULATION.replace("LANES", str(lanes)) + kernel_sources.sources()["attention.hip"]
+        kernels = kernel_sources.sources()["attention.hip"]
+        assert DYNAMIC_TILES in kernels
+        kernels = kernels.replace(DYNAMIC_TILES, "static unsigned short tiles[32768] ALIGNED")
+        source = EMULATION.replace("LANES", str(lanes)) + kernels
         source += RUNNER.replace("LANES", str(lanes))
         (here / "emulation.cpp").write_text(source.replace("LANES", str(lanes)))
         subprocess.run(

@@ -8,8 +8,10 @@ dimension must be contiguous), so the usual [B, S, H, D] projections need no cop
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
+from hip_core import Kernel
 from hip_runtime import strides as layout
 from hip_runtime.dtypes import bool_, float_type
 from hip_runtime.ops.base import INT_MAX, OpsBase
@@ -24,6 +26,11 @@ _MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
 _MMA_HEAD_SIZES = (64, 128)
 _MMA_ROWS = 128  # HIPK_MMA_ROWS
 _MMA_TYPES = ("f16", "bf16")
+#: Dynamic shared memory of attention_mma_d128 (HIPK_MMA_DYNAMIC_BYTES_D128), capped at the
+#: device's opt-in limit (attention_mma.h: every path such a device compiles fits that).
+_MMA_D128_SHARED = 65536
+#: The dynamic shared memory each D = 128 kernel is launched with, once it was allowed.
+_SHARED: weakref.WeakKeyDictionary[Kernel, int] = weakref.WeakKeyDictionary()
 
 
 class AttentionOps(OpsBase):
@@ -98,15 +105,18 @@ class AttentionOps(OpsBase):
         if y.size == 0:
             return y
         factor = 1.0 / math.sqrt(d) if scale is None else float(scale)
-        if t.suffix in _MMA_TYPES and d in _MMA_HEAD_SIZES and _attention_rows16(q, k, v, y):
+        mma = t.suffix in _MMA_TYPES and d in _MMA_HEAD_SIZES and _attention_rows16(q, k, v, y)
+        if mma:
             name, rows = f"attention_mma_d{d}_{t.suffix}", _MMA_ROWS
         else:
             name, rows = f"attention_d{tile[0]}_{t.suffix}", tile[1]
-        self._kernel("attention.hip", name).launch(
+        kernel = self._kernel("attention.hip", name)
+        shared = _attention_shared(kernel) if mma and d == 128 else 0
+        kernel.launch(
             (-(-sq // rows), heads, batch), _THREADS,
             q, k, v, y, mask, mask_kind, heads, kv_heads, sq, skv, d, factor, int(bool(causal)),
             *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3], *mask_strides,
-            stream=self.stream,
+            shared_mem=shared, stream=self.stream,
         )  # fmt: skip
         return y
 
@@ -124,6 +134,18 @@ class AttentionOps(OpsBase):
         except ValueError as error:
             raise ValueError(f"mask {mask.shape} does not broadcast to {scores}") from error
         return (2 if mask.dtype == bool_ else 1), strides
+
+
+def _attention_shared(kernel: Kernel) -> int:
+    """The dynamic shared memory attention_mma_d128 `kernel` is launched with; the first call
+    per kernel allows it (hipFuncSetAttribute, not stream-ordered)."""
+    found = _SHARED.get(kernel)
+    if found is None:
+        limit = kernel.module.device.attribute("SharedMemPerBlockOptin")
+        found = min(_MMA_D128_SHARED, limit)
+        kernel.set_max_dynamic_shared_memory(found)
+        _SHARED[kernel] = found
+    return found
 
 
 def _attention_rows16(*tensors: DeviceTensor) -> bool:
