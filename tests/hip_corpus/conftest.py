@@ -9,15 +9,36 @@ them with the real ROCm hiprtc. Programs are compiled into a private cache once 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from hip_core import Device, Module, Program, use_platform
+from hip_core import Device, DeviceBuffer, Module, Program, use_platform
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+def upload(device: Device, array: np.ndarray) -> DeviceBuffer:
+    data = np.ascontiguousarray(array)
+    buffer = device.allocate(max(data.nbytes, 1))
+    buffer.copy_from(data.reshape(-1).view(np.uint8))
+    return buffer
+
+
+def download(device: Device, buffer: DeviceBuffer, dtype: Any, shape: Any) -> np.ndarray:
+    device.synchronize()
+    out = np.empty(shape, dtype)
+    buffer.copy_to(out.reshape(-1).view(np.uint8))
+    return out
+
+
+# The test modules import the two helpers above as `hip_corpus_io`: pytest's importlib mode
+# puts no test folder on sys.path, and conftest.py is imported before any test module.
+sys.modules["hip_corpus_io"] = sys.modules[__name__]
 
 
 def corpus_program(name: str, **given: Any) -> Program:

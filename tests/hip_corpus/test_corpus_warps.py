@@ -12,24 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hip_corpus_io import download, upload  # registered by conftest.py
 
-from hip_core import Device, DeviceBuffer, HipError, Module, Program, hip_api
+from hip_core import Device, HipError, Module, Program, hip_api
 
 Load = Callable[..., Module]
-
-
-def upload(device: Device, array: np.ndarray) -> DeviceBuffer:
-    data = np.ascontiguousarray(array)
-    buffer = device.allocate(max(data.nbytes, 1))
-    buffer.copy_from(data.reshape(-1).view(np.uint8))
-    return buffer
-
-
-def download(device: Device, buffer: DeviceBuffer, dtype: Any, shape: Any) -> np.ndarray:
-    device.synchronize()
-    out = np.empty(shape, dtype)
-    buffer.copy_to(out.reshape(-1).view(np.uint8))
-    return out
 
 
 def rng() -> np.random.Generator:

@@ -3,7 +3,9 @@
  *
  * A wait hands the OS thread to the next thread of the same warp when that one has not
  * arrived yet: a few stores and one fiber switch (hip_cpu_fiber.h), inlined where the kernel
- * waits, so the compiler keeps only the kernel's live values across it. Everything else (the
+ * waits, so the compiler keeps only the kernel's live values across it, and a prefetch of the
+ * stack top of the thread after it (a round visits every thread's stack: without it each
+ * switch waits for L2). Everything else (the
  * end of a warp or of a round, the first wait of a block, a thread's end) takes the slow path,
  * hip_cpu_sched.h, which is compiled after the program with the executor.
  */
@@ -88,6 +90,11 @@ static inline __attribute__((always_inline)) void wait(block& b, unsigned c) {
     unsigned to = c + 1;
     fiber* f = b.f;
     if (__builtin_expect(to % HIPCPU_WARP_SIZE != 0 && to < b.n && f[to].state == RUN, 1)) {
+        // The thread after `to` most likely runs next: fetch the top of its stack (what its
+        // switch pops and its kernel reloads) while `to` runs. (Any address may be fetched.)
+        const char* later = (const char*)f[to + 1 < b.n ? to + 1 : to].sp;
+        __builtin_prefetch(later);
+        __builtin_prefetch(later + 64);
         b.cur = to;
         threadIdx = f[to].idx;
         void* self = f[c].sp;  // ucontext: the context to fill; asm: overwritten with the sp

@@ -84,8 +84,10 @@ static __attribute__((noinline)) unsigned release_block(block& b) {
 static inline unsigned next_thread(block& b, unsigned c) {
     unsigned w = c / HIPCPU_WARP_SIZE, base = w * HIPCPU_WARP_SIZE;
     unsigned end = base + HIPCPU_WARP_SIZE < b.n ? base + HIPCPU_WARP_SIZE : b.n;
+    for (unsigned l = c + 1; l < end; ++l)  // usually the next lane (a thread's end, say)
+        if (b.f[l].state == RUN) return l;
     bool at_warp = false;  // some lane of the warp waits at a warp sync
-    for (unsigned l = base; l < end; ++l) {  // the warp's next lane that has not arrived
+    for (unsigned l = base; l < end; ++l) {  // any lane of the warp that has not arrived
         unsigned char state = b.f[l].state;
         if (state == RUN) return l;
         at_warp |= state == AT_WARP;
