@@ -97,3 +97,24 @@ def test_the_hip_call_accepts_settable_attributes_and_refuses_the_rest(
     assert api.hipFuncSetAttribute(handle, dynamic, limit) == 0
     assert api.hipFuncSetAttribute(handle, dynamic, limit + 1) != 0
     assert api.hipFuncSetAttribute(handle, FUNC_ATTRIBUTES["NUM_REGS"], 32) != 0
+
+
+def test_a_runtime_without_an_opt_in_limit_has_the_per_block_limit(
+    device: Device, module: Module, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ROCm 5 answers SharedMemPerBlockOptin ("CUDA only") with an error."""
+    from hip_core.errors import error_for
+
+    attribute = Device.attribute
+
+    def no_opt_in(self: Device, name: str) -> int:
+        if name == "SharedMemPerBlockOptin":
+            raise error_for(1, "hipDeviceGetAttribute")  # hipErrorInvalidValue
+        return attribute(self, name)
+
+    monkeypatch.setattr(Device, "attribute", no_opt_in)
+    kernel = module.get_kernel("fill_and_sum")
+    limit = device.properties.shared_memory_per_block
+    kernel.set_max_dynamic_shared_memory(limit)
+    with pytest.raises(ValueError, match="dynamic shared memory"):
+        kernel.set_max_dynamic_shared_memory(limit + 1)

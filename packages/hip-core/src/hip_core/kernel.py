@@ -277,16 +277,22 @@ class Kernel:
         (hipFuncSetAttribute(hipFuncAttributeMaxDynamicSharedMemorySize)).
 
         NVIDIA GPUs give a launch 48 KiB (less the kernel's static shared memory) until this
-        raises the ceiling, up to the device's opt-in limit (SharedMemPerBlockOptin) less the
+        raises the ceiling, up to the device's opt-in limit (SharedMemPerBlockOptin; where the
+        runtime has none, as ROCm 5's "CUDA only" attribute, the per-block limit) less the
         static part. Where launches may already take `nbytes` (AMD's and the cpu platform's
         64 KiB, or an earlier call) nothing is called. Raises ValueError above the limit,
         before anything is set. Not stream-ordered: it applies to every later launch.
         """
+        from hip_core.errors import HipError
+
         self.module._check_open()
         size = integer(nbytes, "nbytes")
         device = self.module.device
         static = self.attribute("SHARED_SIZE_BYTES")
-        limit = device.attribute("SharedMemPerBlockOptin") - static
+        try:
+            limit = device.attribute("SharedMemPerBlockOptin") - static
+        except HipError:
+            limit = device.properties.shared_memory_per_block - static
         if not 0 <= size <= limit:
             raise ValueError(
                 f"{self.name}: {nbytes!r} bytes of dynamic shared memory; this device allows "

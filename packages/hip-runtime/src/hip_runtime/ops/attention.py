@@ -26,8 +26,8 @@ _MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
 _MMA_HEAD_SIZES = (64, 128)
 _MMA_ROWS = 128  # HIPK_MMA_ROWS
 _MMA_TYPES = ("f16", "bf16")
-#: Dynamic shared memory of attention_mma_d128 (HIPK_MMA_DYNAMIC_BYTES_D128), capped at the
-#: device's opt-in limit (attention_mma.h: every path such a device compiles fits that).
+#: Dynamic shared memory of attention_mma_d128 (HIPK_MMA_DYNAMIC_BYTES_D128); a device that
+#: cannot opt in to that much gets its per-block limit (attention_mma.h: its path fits 48 KiB).
 _MMA_D128_SHARED = 65536
 #: The dynamic shared memory each D = 128 kernel is launched with, once it was allowed.
 _SHARED: weakref.WeakKeyDictionary[Kernel, int] = weakref.WeakKeyDictionary()
@@ -141,9 +141,11 @@ def _attention_shared(kernel: Kernel) -> int:
     per kernel allows it (hipFuncSetAttribute, not stream-ordered)."""
     found = _SHARED.get(kernel)
     if found is None:
-        limit = kernel.module.device.attribute("SharedMemPerBlockOptin")
-        found = min(_MMA_D128_SHARED, limit)
-        kernel.set_max_dynamic_shared_memory(found)
+        found = _MMA_D128_SHARED
+        try:
+            kernel.set_max_dynamic_shared_memory(found)
+        except ValueError:  # a lower opt-in limit (no sm_80 here): its D = 128 path fits 48 KiB
+            found = kernel.module.device.properties.shared_memory_per_block
         _SHARED[kernel] = found
     return found
 
