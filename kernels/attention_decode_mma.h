@@ -21,8 +21,8 @@
 //   8 dims matrix of word w of the lanes' chunk i (row g = key g) into A's fragment: its column
 //   g (A's row) is dim 8 (4 i + g / 2) + 2 w + g % 2 (MmaState::dim). The accumulators of lane
 //   (g, t) are rows 2t, 2t + 1 (t < 2 real), whose softmax rescales come from lanes 8t, 8t + 4.
-// Registers (DT 128): K and V 64 words, Q 16, O 32, under 180 in all: 8 KB in flight per warp
-// and step.
+// Registers (DT 128, sm_90): K and V 64 words per step and two steps in flight (the next one's
+// loads issued before this one's math), Q 16, O 32: 236 in all, two blocks per multiprocessor.
 #pragma once
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -65,18 +65,12 @@ template <typename T, int DT> struct MmaRow {
     enum { CH = DT / 32, WORDS = 4 * CH };
     unsigned w[WORDS];
 
-    // STREAM: through the non-coherent path without allocating in L1 (each byte is read once).
-    template <bool STREAM> HIPK_DEVICE void load(const T* row, int t, int d, bool valid) {
+    HIPK_DEVICE void load(const T* row, int t, int d, bool valid) {
         HIPK_UNROLL
         for (int i = 0; i < CH; ++i) {
             const int c = (4 * i + t) * 8;
             Vec<unsigned int, 4> x = {{0u, 0u, 0u, 0u}};
-            if (valid && c < d && STREAM)
-                asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                             : "=r"(x.v[0]), "=r"(x.v[1]), "=r"(x.v[2]), "=r"(x.v[3])
-                             : "l"(row + c));
-            else if (valid && c < d)
-                x = *reinterpret_cast<const Vec<unsigned int, 4>*>(row + c);
+            if (valid && c < d) x = *reinterpret_cast<const Vec<unsigned int, 4>*>(row + c);
             HIPK_UNROLL
             for (int j = 0; j < 4; ++j) w[4 * i + j] = x.v[j];
         }
@@ -87,7 +81,6 @@ template <typename T, int DT> struct MmaRow {
 template <typename T, int DT> struct MmaStep {
     MmaRow<T, DT> k[2], v[2];
 
-    template <bool STREAM>
     HIPK_DEVICE void load(const T* keys, const T* values, long long ks, long long vs, int k0,
                           int end, int g, int t, int d) {
         HIPK_UNROLL
@@ -95,8 +88,8 @@ template <typename T, int DT> struct MmaStep {
             const int key = k0 + 8 * n + g;
             const bool valid = key < end;
             const long long at = valid ? key : 0;
-            k[n].template load<STREAM>(keys + at * ks, t, d, valid);
-            v[n].template load<STREAM>(values + at * vs, t, d, valid);
+            k[n].load(keys + at * ks, t, d, valid);
+            v[n].load(values + at * vs, t, d, valid);
         }
     }
 };
@@ -170,10 +163,8 @@ template <typename T, int DT> struct MmaState {
 };
 
 // Pass 1's block on tensor cores: `split`'s grid, inputs and outputs (see the header of
-// attention_decode.hip); rows, chunks and partials are the same. MODE 1: the next step's
-// loads are issued before this step's math (twice the bytes in flight per warp, 64 more
-// registers); MODE 2: K and V loaded with ld.global.nc.L1::no_allocate.
-template <typename T, int DT, int MODE>
+// attention_decode.hip); rows, chunks and partials are the same.
+template <typename T, int DT>
 HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* lengths, T* out,
                            float* part, float* stats, unsigned int* counters, const Args& a) {
     enum { ROWS = HIPK_DECODE_ROWS, W = HIPK_DECODE_MMA_WARPS };
@@ -196,7 +187,7 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
         const int rho = rg * ROWS + g, gg = rho / a.sq, i = rho - gg * a.sq;
         const bool real = g < ROWS && rho < group_rows;
         const int h = hk * per_kv + gg;
-        st.q.template load<false>(q + (real ? b * a.qb + h * a.qh + i * a.qs : 0), t, a.d, real);
+        st.q.load(q + (real ? b * a.qb + h * a.qh + i * a.qs : 0), t, a.d, real);
         st.lim = real ? imin(len - a.sq + i, end - 1) : -1;
     }
     st.m = neg_inf();
@@ -209,23 +200,17 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
     const T* keys = k + b * a.kb + hk * a.kh;
     const T* values = v + b * a.vb + hk * a.vh;
     const int stride = 16 * warps;
-    if (MODE == 1) {
-        MmaStep<T, DT> x;
-        int k0 = c0 + 16 * warp;
-        if (k0 < end) x.template load<false>(keys, values, a.ks, a.vs, k0, end, g, t, a.d);
-        for (; k0 < end; k0 += stride) {
-            MmaStep<T, DT> next;
-            if (k0 + stride < end)
-                next.template load<false>(keys, values, a.ks, a.vs, k0 + stride, end, g, t, a.d);
-            st.step(x, k0, t, a.scale);
-            x = next;
-        }
-    } else {
-        for (int k0 = c0 + 16 * warp; k0 < end; k0 += stride) {
-            MmaStep<T, DT> x;
-            x.template load<MODE == 2>(keys, values, a.ks, a.vs, k0, end, g, t, a.d);
-            st.step(x, k0, t, a.scale);
-        }
+    // The next step's loads are issued before this step's math: two steps (16 KB) in flight
+    // per warp. (H200, bf16 B32 Hq32/Hkv8 KV4096 D128 unsplit: 4195 GB/s against 2615 with
+    // one step per warp, 2626 with that step's loads non-coherent and not allocated in L1.)
+    MmaStep<T, DT> x;
+    int k0 = c0 + 16 * warp;
+    if (k0 < end) x.load(keys, values, a.ks, a.vs, k0, end, g, t, a.d);
+    for (; k0 < end; k0 += stride) {
+        MmaStep<T, DT> next;
+        if (k0 + stride < end) next.load(keys, values, a.ks, a.vs, k0 + stride, end, g, t, a.d);
+        st.step(x, k0, t, a.scale);
+        x = next;
     }
 
     // The warps' rows through shared memory.
@@ -277,7 +262,7 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
 
 // The entry points' body: the tensor-core block where it is compiled (16-bit types, DT <= 128),
 // else the portable one.
-template <typename T, int DT, int MODE> struct MmaOrSplit {
+template <typename T, int DT> struct MmaOrSplit {
     HIPK_DEVICE static void run(const T* q, const T* k, const T* v, const int* lengths, T* out,
                                 float* part, float* stats, unsigned int* counters,
                                 const Args& a) {
@@ -285,18 +270,18 @@ template <typename T, int DT, int MODE> struct MmaOrSplit {
     }
 };
 #if HIPK_DECODE_MMA
-template <int DT, int MODE> struct MmaOrSplit<bf16, DT, MODE> {
+template <int DT> struct MmaOrSplit<bf16, DT> {
     HIPK_DEVICE static void run(const bf16* q, const bf16* k, const bf16* v, const int* lengths,
                                 bf16* out, float* part, float* stats, unsigned int* counters,
                                 const Args& a) {
-        split_mma<bf16, DT, MODE>(q, k, v, lengths, out, part, stats, counters, a);
+        split_mma<bf16, DT>(q, k, v, lengths, out, part, stats, counters, a);
     }
 };
-template <int DT, int MODE> struct MmaOrSplit<f16, DT, MODE> {
+template <int DT> struct MmaOrSplit<f16, DT> {
     HIPK_DEVICE static void run(const f16* q, const f16* k, const f16* v, const int* lengths,
                                 f16* out, float* part, float* stats, unsigned int* counters,
                                 const Args& a) {
-        split_mma<f16, DT, MODE>(q, k, v, lengths, out, part, stats, counters, a);
+        split_mma<f16, DT>(q, k, v, lengths, out, part, stats, counters, a);
     }
 };
 #endif

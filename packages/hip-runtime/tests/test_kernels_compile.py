@@ -58,8 +58,7 @@ for family, types in (
 EXPECTED["binary.hip"] |= {f"power{p}_{t}" for p in ("", "_any") for t in NUMBERS}
 EXPECTED["attention_decode.hip"] = {
     f"attention_decode_{s}_{t}"
-    for s in ("d64", "d128", "d256", "combine", "mma_d64", "mma_d128", "mmapf_d64", "mmapf_d128")
-    + ("mmanc_d128",)
+    for s in ("d64", "d128", "d256", "combine", "mma_d64", "mma_d128")
     for t in TYPES
 }
 EXPECTED["sampling.hip"] = {"sample_rows"}

@@ -11,12 +11,13 @@ stored [B, Smax, Hkv, D] need no copy.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from hip_core import _capture  # whether a stream capture is in progress
 from hip_runtime.dtypes import float32, float_type, int32
-from hip_runtime.ops.base import INT_MAX, OpsBase
+from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_head, plan_key
 from hip_runtime.tensor import DeviceTensor
 
 _LOG2E = 1.4426950408889634  # the kernels' softmax runs in base 2
@@ -36,12 +37,11 @@ _MIN_CHUNK = 256
 _CHUNK_STEP = 128
 _MAX_CHUNKS = 1024
 _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
-#: Pass 1's kernel for 16-bit-friendly shapes (head tile up to 128, 16-byte rows): "mma" (the
-#: tensor-core block of kernels/attention_decode_mma.h on NVIDIA sm_80+, the portable block
-#: elsewhere), "mmapf" (the same, next step's loads issued before this step's math) or "lanes"
-#: (the portable block everywhere). Other shapes always take "lanes".
-_VARIANT = "mma"
-_MMA_WARPS = 4  # warps per tensor-core block (at most HIPK_DECODE_MMA_WARPS)
+#: Warps per block of the `attention_decode_mma_*` entry points (head tiles up to 128, rows in
+#: 16-byte vectors): the tensor-core block of kernels/attention_decode_mma.h for 16-bit types on
+#: NVIDIA sm_80+, the portable block elsewhere. At most HIPK_DECODE_MMA_WARPS (H200, bf16 B32
+#: Hq32/Hkv8 KV4096 D128: 4195 GB/s at 4 warps, 3416 at 2).
+_MMA_WARPS = 4
 #: Counters of the fused combine: one per row group, kv head and batch.
 _COUNTERS = 16384
 
@@ -77,6 +77,16 @@ class AttentionDecodeOps(OpsBase):
         keys are split in chunks, the last block of each row group to finish merges them (a
         second launch only without the combine's counters: see _attention_decode_counters).
         """
+        key = plan_key(q, k, v, kv_lengths, out)
+        if key is not None:  # what the chunking reads is part of the key (tests change it)
+            knobs = (_UNSPLIT_ABOVE, _BLOCKS_PER_MULTIPROCESSOR, _MIN_CHUNK, _CHUNK_STEP)
+            key = ("attention_decode", *key, scale, *knobs, _MMA_WARPS)
+            plan = self._planned(key)
+            if plan is not None:
+                y = self._planned_output(plan, (q, k, v, kv_lengths), out)
+                if y is not None:
+                    self._attention_decode_launch(plan[4], q, k, v, kv_lengths, y)
+                    return y
         q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
         lengths = self._operand(kv_lengths, "kv_lengths")
         t = float_type(q.dtype, "q")
@@ -126,35 +136,53 @@ class AttentionDecodeOps(OpsBase):
             smax, batch * kv_heads * row_groups, self.device.properties.multiprocessors
         )
         dp = -(-d // 4) * 4  # the partials' row stride (whole 16-byte vectors)
-        part = stats = None
-        if chunks > 1:
-            part = self._output(None, (y.size // d * chunks * dp,), float32)
-            stats = self._output(None, (y.size // d * chunks * 2,), float32)
         factor = (1.0 / math.sqrt(d) if scale is None else float(scale)) * _LOG2E
         vec = all(_vectorizable(x, d) for x in (q, k, v))
         warp = self.device.properties.warp_size
-        if _VARIANT != "lanes" and vec and tile <= 128:
-            name, threads = f"attention_decode_{_VARIANT}_d{tile}_{t.suffix}", _MMA_WARPS * warp
+        if vec and tile <= 128:
+            name, threads = f"attention_decode_mma_d{tile}_{t.suffix}", _MMA_WARPS * warp
         else:
             name, threads = f"attention_decode_d{tile}_{t.suffix}", min(256, 8 * warp)
-        kernel = self._kernel("attention_decode.hip", name)
-        counters = None
-        if chunks > 1:
-            counters = self._attention_decode_counters(batch * kv_heads * row_groups)
-        kernel.launch(
-            (row_groups * chunks, kv_heads, batch), threads,
-            q, k, v, lengths, y, part, stats, counters, heads, kv_heads, sq, d, smax, chunk, chunks,
-            int(vec), factor, *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3],
-            stream=self.stream,
+        rows = y.size // d
+        launch = (
+            self._kernel("attention_decode.hip", name),
+            (row_groups * chunks, kv_heads, batch),
+            threads,
+            (heads, kv_heads, sq, d, smax, chunk, chunks, int(vec), factor,
+             *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3]),
+            (rows * chunks * dp, rows * chunks * 2) if chunks > 1 else None,
+            batch * kv_heads * row_groups,
+            self._kernel("attention_decode.hip", f"attention_decode_combine_{t.suffix}"),
+            (rows, heads, sq, d, smax, chunk, chunks, *y.strides[:3]),
         )  # fmt: skip
-        if chunks > 1 and counters is None:
-            combine = self._kernel("attention_decode.hip", f"attention_decode_combine_{t.suffix}")
+        self._attention_decode_launch(launch, q, k, v, lengths, y)
+        self._keep_plan(key, (*plan_head((q, k, v, lengths), y), launch))
+        return y
+
+    def _attention_decode_launch(
+        self,
+        launch: tuple[Any, ...],
+        q: DeviceTensor,
+        k: DeviceTensor,
+        v: DeviceTensor,
+        lengths: DeviceTensor,
+        y: DeviceTensor,
+    ) -> None:
+        """Queue a validated call's launches: pass 1 (and the merge in it, or the combine
+        kernel when there are no counters). `launch`: what the shapes decided (the plan)."""
+        kernel, grid, threads, ints, partials, blocks, combine, combine_ints = launch
+        part = stats = counters = None
+        if partials is not None:  # the keys are split: f32 partials from the pool
+            part = self._output(None, (partials[0],), float32)
+            stats = self._output(None, (partials[1],), float32)
+            counters = self._attention_decode_counters(blocks)
+        pointers = launch_pointers((q, k, v, lengths, y, part, stats, counters))
+        kernel.launch(grid, threads, *pointers, *ints, stream=self.stream)
+        if partials is not None and counters is None:
             combine.launch(
-                y.size // d, _COMBINE_THREADS,
-                part, stats, lengths, y, heads, sq, d, smax, chunk, chunks, *y.strides[:3],
+                combine_ints[0], _COMBINE_THREADS, part, stats, lengths, y, *combine_ints[1:],
                 stream=self.stream,
             )  # fmt: skip
-        return y
 
     def _attention_decode_counters(self, blocks: int) -> DeviceTensor | None:
         """The fused combine's counters: zeroed once, set back to zero by each launch, kept as
