@@ -101,6 +101,13 @@ def test_unknown_option_and_compile_errors(hip: Any) -> None:
     # warpSize is a run-time value on CUDA: not a constant expression here either.
     result, _, log = compile_program(hip, b"__global__ void k() { __shared__ int s[warpSize]; }")
     assert result == R["HIPRTC_ERROR_COMPILATION"] and "warpSize" in log
+    # Texture objects are not supported: a use says so (docs/porting.md quotes this message).
+    texture = (
+        b"__global__ void k(hipTextureObject_t t, float* o) { o[0] = tex1Dfetch<float>(t, 0); }"
+    )
+    result, _, log = compile_program(hip, texture)
+    assert result == R["HIPRTC_ERROR_COMPILATION"]
+    assert "hip-ffi cpu: texture objects (tex1Dfetch, tex2D) are not supported" in log, log
 
 
 def test_warnings_come_back_with_a_successful_compile(hip: Any) -> None:
