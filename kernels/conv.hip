@@ -5,11 +5,12 @@
 // Layouts: NCHW (`channels_last` 0) or NHWC (1), both C-contiguous in that order. Weights of a
 // forward convolution: [K, Cg, R, S] (NCHW) or [K, R, S, Cg] (NHWC), Cg = C / groups.
 //
-//   im2col_nchw_<t>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw)
+//   im2col_nchw_<t>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw, vec)
 //       col[(n * G + g) * Cg*R*S + (c * R + r) * S + s][oh * Wo + ow]
 //           = x[n, g * Cg + c, oh * sh - ph + r * dh, ow * sw - pw + s * dw]   (0 outside)
 //       for n < nb (x points at the chunk's first image): per (n, g) a [Cg*R*S, Ho*Wo] matrix,
-//       the B of Y[n, g] = W[g] @ col[n, g].
+//       the B of Y[n, g] = W[g] @ col[n, g]. vec: pixels per thread (16 bytes' worth when
+//       Ho * Wo is a multiple of that, else 1).
 //   im2col_nhwc_<t>(x, col, nb, C, H, W, G, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw, vec)
 //       col[g][(n * Ho + oh) * Wo + ow][(r * S + s) * Cg + c] = x[n, ih, iw, g * Cg + c]
 //       per g a [nb*Ho*Wo, R*S*Cg] matrix, the A of Y[:, g*Kg:(g+1)*Kg] = col[g] @ W[g]ᵀ.
@@ -32,25 +33,45 @@ namespace hipk {
 
 // I: the index type (unsigned int where the count fits in 31 bits, else long long; see
 // spatial.h's HIPK_INDEXED). Addresses are computed in 64 bits.
-template <typename I, typename T>
-HIPK_DEVICE void im2col_nchw(const T* x, T* col, long long nb, int C, int H, int W, int G, int R,
-                             int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh,
-                             int dw) {
-    const I P = (I)Ho * (I)Wo;
-    const I n_all = (I)(nb * C * R * S) * P;  // rows (n, g, c, r, s): G * Cg == C
+// V consecutive output pixels of one column row per thread (one 16-byte store when the host
+// found Ho * Wo a multiple of V: the index arithmetic once per vector, V loads in flight).
+template <typename I, typename T, int V>
+HIPK_DEVICE void im2col_nchw_v(const T* x, T* col, long long nb, int C, int H, int W, int R,
+                               int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh,
+                               int dw) {
+    const I runs = (I)Ho * (I)Wo / (I)V;  // vectors per column row
+    const I n_all = (I)(nb * C * R * S) * runs;  // rows (n, g, c, r, s): G * Cg == C
     for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
-        const I p = i % P;
-        I row = i / P;
+        const int p0 = (int)(i % runs) * V;
+        I row = i / runs;
         const int s = (int)(row % (I)S);
         row /= (I)S;
         const int r = (int)(row % (I)R);
         row /= (I)R;  // n * C + channel (channel = g * Cg + c)
-        const int oh = (int)(p / (I)Wo), ow = (int)(p % (I)Wo);
-        const int ih = oh * sh - ph + r * dh, iw = ow * sw - pw + s * dw;
-        const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
-        col[i] = inside ? x[((long long)row * H + ih) * W + iw] : from_float<T>(0.0f);
+        const T* plane = x + (long long)row * H * W;
+        Vec<T, V> v;
+        HIPK_UNROLL
+        for (int j = 0; j < V; ++j) {
+            const int oh = (p0 + j) / Wo, ow = (p0 + j) % Wo;
+            const int ih = oh * sh - ph + r * dh, iw = ow * sw - pw + s * dw;
+            const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
+            v.v[j] = inside ? plane[(long long)ih * W + iw] : from_float<T>(0.0f);
+        }
+        *reinterpret_cast<Vec<T, V>*>(col + (long long)i * V) = v;
     }
-    (void)G;  // the channels of all groups are consecutive: (g, c) is one channel index
+}
+
+template <typename I, typename T>
+HIPK_DEVICE void im2col_nchw(const T* x, T* col, long long nb, int C, int H, int W, int G, int R,
+                             int S, int Ho, int Wo, int sh, int sw, int ph, int pw, int dh, int dw,
+                             int vec) {
+    // (the channels of all groups are consecutive: (g, c) is one channel index, G unused)
+    (void)G;
+    if (vec == Lanes16<T>::value)
+        im2col_nchw_v<I, T, Lanes16<T>::value>(x, col, nb, C, H, W, R, S, Ho, Wo, sh, sw, ph, pw,
+                                               dh, dw);
+    else
+        im2col_nchw_v<I, T, 1>(x, col, nb, C, H, W, R, S, Ho, Wo, sh, sw, ph, pw, dh, dw);
 }
 
 template <typename I, typename T, int V>
@@ -166,9 +187,9 @@ HIPK_DEVICE void conv_depthwise(const T* x, const T* w, const T* bias, T* y, lon
 #define HIPK_IM2COL_NCHW(S_, T)                                                                \
     extern "C" __global__ void im2col_nchw_##S_(                                               \
         const T* x, T* col, long long nb, int C, int H, int W, int G, int R, int S, int Ho,    \
-        int Wo, int sh, int sw, int ph, int pw, int dh, int dw) {                              \
+        int Wo, int sh, int sw, int ph, int pw, int dh, int dw, int vec) {                     \
         HIPK_INDEXED(nb * C * R * S * Ho * Wo, hipk::im2col_nchw, x, col, nb, C, H, W, G, R,   \
-                     S, Ho, Wo, sh, sw, ph, pw, dh, dw);                                       \
+                     S, Ho, Wo, sh, sw, ph, pw, dh, dw, vec);                                  \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_IM2COL_NCHW)
 

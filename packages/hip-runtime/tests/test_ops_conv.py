@@ -157,22 +157,25 @@ def test_batch_in_chunks_and_1x1(backend: HipBackend, monkeypatch: pytest.Monkey
     try:
         rng = np.random.default_rng(7)
         for cl in (False, True):
-            for window, groups in (((3, 3), 2), ((1, 1), 1), ((1, 1), 2)):
-                x = channels_last_array(testing.random(rng, (3, 4, 5, 6), "f32"), cl)
-                w = channels_last_array(testing.random(rng, (6, 4 // groups, *window), "f32"), cl)
+            for window, groups, size, dtype in (
+                ((3, 3), 2, (5, 6), "f32"), ((1, 1), 1, (5, 6), "f32"), ((1, 1), 2, (5, 6), "f32"),
+                ((3, 3), 2, (4, 8), "bf16"), ((3, 3), 1, (4, 2), "f32"),  # 16-byte column runs
+            ):  # fmt: skip
+                x = channels_last_array(testing.random(rng, (3, 4, *size), dtype), cl)
+                w = channels_last_array(testing.random(rng, (6, 4 // groups, *window), dtype), cl)
                 got = backend.conv2d(backend.from_numpy(x), backend.from_numpy(w), None, 1,
                                      window[0] // 2, 1, groups, channels_last=cl)  # fmt: skip
                 expected = testing_conv.conv2d(x, w, None, 1, window[0] // 2, 1, groups,
                                                channels_last=cl)  # fmt: skip
-                testing.assert_close(got.to_numpy(), expected, "f32")
-                wt = channels_last_array(testing.random(rng, (4, 3, *window), "f32"), cl)
+                testing.assert_close(got.to_numpy(), expected, dtype)
+                wt = channels_last_array(testing.random(rng, (4, 3, *window), dtype), cl)
                 got = backend.conv_transpose2d(
                     backend.from_numpy(x), backend.from_numpy(wt), stride=2, groups=groups,
                     channels_last=cl,
                 )  # fmt: skip
                 expected = testing_conv.conv_transpose2d(x, wt, stride=2, groups=groups,
                                                          channels_last=cl)  # fmt: skip
-                testing.assert_close(got.to_numpy(), expected, "f32")
+                testing.assert_close(got.to_numpy(), expected, dtype)
     finally:
         backend._conv_use_library = True
 

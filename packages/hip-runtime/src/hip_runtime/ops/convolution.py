@@ -258,10 +258,14 @@ class ConvOps(OpsBase):
             if chunk.col:
                 col = self._output(None, (chunk.col,), x.dtype)
                 col_at = col.ptr
-                vec = _vector(g.c // g.groups, size, x_at, col_at) if g.channels_last else 1
+                # 16-byte runs: of channels (NHWC: x's too), of output pixels (NCHW: col's).
+                if g.channels_last:
+                    vec = _vector(g.c // g.groups, size, x_at, col_at)
+                else:
+                    vec = _vector(g.ho * g.wo, size, col_at)
                 launch_outputs(self, im2col, chunk.col // vec, DevicePointer(x_at), col,
                                chunk.nb, g.c, g.h, g.w, g.groups, g.r, g.s, g.ho, g.wo,
-                               *g.launch_args(), *((vec,) if g.channels_last else ()))  # fmt: skip
+                               *g.launch_args(), vec)  # fmt: skip
             # NHWC: Y = col @ Wᵀ (col first); NCHW: Y = W @ col (W first).
             first, second = (col_at, w.ptr) if g.channels_last else (w.ptr, col_at)
             self.blas.gemm(chunk.spec, first, second, y_at, t.hip_data_type,
@@ -316,11 +320,11 @@ def launch_outputs(ops: OpsBase, kernel: Kernel, n: int, *args: Any) -> None:
         kernel.launch(grid, _BLOCK, *args, stream=ops.stream)
 
 
-def _vector(channels: int, size: int, *addresses: int) -> int:
-    """Elements an NHWC kernel moves per thread: a 16-byte vector where the channel run and
-    every address allow it, else 1."""
+def _vector(run: int, size: int, *addresses: int) -> int:
+    """Elements an im2col thread moves: a 16-byte vector where the run (of channels, or of
+    output pixels) and every address allow it, else 1."""
     lanes = 16 // size
-    if channels % lanes == 0 and all(a % 16 == 0 for a in addresses):
+    if run % lanes == 0 and all(a % 16 == 0 for a in addresses):
         return lanes
     return 1
 
