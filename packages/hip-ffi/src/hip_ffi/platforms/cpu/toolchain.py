@@ -41,10 +41,8 @@ ABI_VERSION = 3  # HIPCPU_ABI_VERSION in include/hip_cpu_abi.h
 #: and errno blocks vectorizing sqrtf. -fno-extern-tls-init: `extern __shared__` arrays are
 #: plain thread-locals, no init wrapper. -fno-exceptions: device code has none. x86-64:
 #: -mno-red-zone lets the inline fiber switch push right under the stack pointer, next to what
-#: the kernel keeps across a barrier (one cache line per waiting thread, not two);
-#: -mtls-dialect=gnu2 makes every thread-local access (threadIdx, __shared__ arrays) a
-#: descriptor call that preserves registers instead of __tls_get_addr.
-_X86_FLAGS = ("-mno-red-zone", "-mtls-dialect=gnu2") if platform.machine() == "x86_64" else ()
+#: the kernel keeps across a barrier (one cache line per waiting thread, not two).
+_X86_FLAGS = ("-mno-red-zone",) if platform.machine() == "x86_64" else ()
 BASE_FLAGS = (
     "-std=c++17",
     "-O3",
