@@ -298,3 +298,12 @@ def test_resnet_sized_convolutions_on_the_gpu(device, platform, channels_last, e
             got = out.to_numpy()
             _close(_nchw(got) if channels_last else got, want, BF16)
         dnn.close()
+
+
+def test_one_workspace_buffer_serves_every_launch_and_grows(backend) -> None:  # type: ignore[no-untyped-def]
+    dnn = _dnn(backend)
+    assert dnn._space(0) == dnn._api.ffi.NULL
+    first = dnn._space(1000)
+    assert dnn._space(1000) == first and dnn._space(10) == first
+    grown = dnn._space(1 << 20)
+    assert dnn._workspace[0].size >= 1 << 20 and dnn._space(4096) == grown

@@ -13,8 +13,8 @@ back; a real failure of the library raises DnnError (a hip_core.HipError).
 
 Per case — (op, shapes, dtype, layout, stride, padding, dilation, groups) — the descriptors and
 the algorithm (MIOpen's Find; on nvidia cuDNN's heuristics, or its timed search when
-`exhaustive`) are worked out once and kept; later calls only launch. Workspace comes from the
-backend's memory pool on its stream and goes back to it in stream order after the launch.
+`exhaustive`) are worked out once and kept; later calls only launch. Workspace is one buffer
+from the backend's memory pool, grown as cases need and reused by every launch on the stream.
 Set HIP_RUNTIME_DNN=0 to make `backend._dnn()` answer None (the portable kernels everywhere).
 """
 
@@ -130,7 +130,8 @@ class Dnn(Resource):
         self.pool = pool
         self.exhaustive = exhaustive
         self._descriptors: list[tuple[str, Any]] = []  # (destroy call, descriptor)
-        self._own(_destroy, api, self.handle, self._descriptors)
+        self._workspace: list[Any] = []  # [DeviceBuffer, its void*] once a case needs one
+        self._own(_destroy, api, self.handle, self._descriptors, self._workspace)
         check_miopen(api.miopenSetStream(self.handle, stream.handle), "miopenSetStream")
         self._alpha, self._beta = api.ffi.new("float*", 1.0), api.ffi.new("float*", 0.0)
         self._cast = api.ffi.cast
@@ -208,15 +209,26 @@ class Dnn(Resource):
             return True
         cast, void = self._cast, _VOID
         source, filters, conv, destination = plan.descriptors  # in the call's order
-        buffer = self.pool.allocate(plan.workspace, stream=self.stream) if plan.workspace else None
         status = getattr(self._api, plan.call)(
             self.handle, self._alpha, source, cast(void, read.ptr), filters, cast(void, w.ptr),
             conv, plan.algo, self._beta, destination, cast(void, written.ptr),
-            cast(void, 0 if buffer is None else buffer.ptr), plan.workspace,
+            self._space(plan.workspace), plan.workspace,
         )  # fmt: skip
         if status:
             check_miopen(status, plan.call)
-        return True  # (the workspace goes back to the pool in stream order, after the launch)
+        return True
+
+    def _space(self, nbytes: int) -> Any:
+        """`void*` to at least `nbytes` of workspace: one buffer from the pool, grown when a
+        case needs more and reused by every launch (they are all on this one stream, so each
+        finds it free; the one it replaces goes back to the pool in stream order)."""
+        if not nbytes:
+            return self._api.ffi.NULL
+        held = self._workspace
+        if not held or held[0].size < nbytes:
+            buffer = self.pool.allocate(nbytes, stream=self.stream)
+            held[:] = [buffer, self._cast(_VOID, buffer.ptr)]
+        return held[1]
 
     def _plan_conv(
         self, key: tuple[Any, ...], x: Any, w: Any, y: Any, written: Any, read: Any, call: str
@@ -388,7 +400,10 @@ _NO_PLAN: Any = object()
 _VOID = "void*"  # device addresses go to the library as void* (cffi takes no int for one)
 
 
-def _destroy(api: Any, handle: Any, descriptors: list[tuple[str, Any]]) -> None:
+def _destroy(
+    api: Any, handle: Any, descriptors: list[tuple[str, Any]], workspace: list[Any]
+) -> None:
+    workspace.clear()  # back to the pool in stream order
     for destroy, descriptor in reversed(descriptors):
         getattr(api, destroy)(descriptor)
     descriptors.clear()

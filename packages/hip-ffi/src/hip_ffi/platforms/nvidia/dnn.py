@@ -164,11 +164,15 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
             lambda d: cudnn.cudnnSetFilterNdDescriptor(d, dtype, layout, 4, _int_array(desc.dims)),
         )  # fmt: skip
 
-    def cu_conv(desc: ConvDesc, data_type: int) -> Any:
+    def cu_conv(desc: ConvDesc, data_type: int, math: int | None = None) -> Any:
+        """cuDNN's convolution descriptor for inputs of `data_type`, with `math` (the type's
+        default: tensor cores for 16-bit, FMA for f32). One per math type, never changed once
+        made: setting a descriptor again costs cuDNN a new execution plan at the next call."""
         if desc.mode != dc.MIOPEN_CONVOLUTION:
             raise _Failed(dc.NOT_IMPLEMENTED)  # transposed: use BackwardData
         wide = data_type == dc.MIOPEN_DOUBLE
         compute = t.CUDNN_DATA_DOUBLE if wide else t.CUDNN_DATA_FLOAT
+        chosen_math = default_math(data_type) if math is None else math
 
         def setup(d: Any) -> int:
             status: int = cudnn.cudnnSetConvolutionNdDescriptor(
@@ -178,10 +182,10 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
             return (
                 status
                 or cudnn.cudnnSetConvolutionGroupCount(d, desc.groups)
-                or cudnn.cudnnSetConvolutionMathType(d, default_math(data_type))
+                or cudnn.cudnnSetConvolutionMathType(d, chosen_math)
             )
 
-        return own(desc.native, ("conv", compute), "Convolution", setup)
+        return own(desc.native, ("conv", compute, chosen_math), "Convolution", setup)
 
     def default_math(data_type: int) -> int:
         if data_type in (dc.MIOPEN_HALF, dc.MIOPEN_BFLOAT16):
@@ -323,11 +327,12 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         xd, wd, yd = tensor(x), tensor(w), tensor(y)
         key = (d.key, _key(xd, wd, yd))
         cu_algo, math = chosen(cd, key, algo, d.defaults, xd.data_type)
+        cc = cu_conv(cd, xd.data_type, math)
         if len(prepared) >= PREPARED:
             prepared.clear()
         descs = (xd, wd, cd, yd)
         stamp = tuple(desc.generation for desc in descs)
-        return descs, stamp, handle_of(handle), src, wf, cc, dst, cu_algo, math
+        return descs, stamp, handle_of(handle), src, wf, cc, dst, cu_algo
 
     def run(
         d: Direction, handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any,
@@ -338,9 +343,8 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         entry = prepared.get(key)
         if entry is None or tuple(desc.generation for desc in entry[0]) != entry[1]:
             entry = prepared[key] = prepare(d, handle, x, w, conv, y, algo)
-        _, _, h, src, wf, cc, dst, cu_algo, math = entry
+        _, _, h, src, wf, cc, dst, cu_algo = entry
         src_data, dst_data = (x_data, y_data) if d.forward else (y_data, x_data)
-        _checked(cudnn.cudnnSetConvolutionMathType(cc, math))
         _checked(
             getattr(cudnn, d.run)(
                 h, alpha, *d.order((src, src_data), (wf, w_data)), cc, cu_algo,
