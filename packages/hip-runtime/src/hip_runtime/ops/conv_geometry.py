@@ -121,10 +121,7 @@ def conv_transpose_geometry(
     wk, coutg, r, s = nchw(w_shape, channels_last)
     if wk != cin:
         raise ValueError(f"{op}: weight has {wk} input channels (its first axis); x has {cin}")
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, not {groups!r}")
-    if cin % groups:
-        raise ValueError(f"{op}: x's {cin} channels are not divisible by groups={groups}")
+    _groups_of(op, groups, cin)
     sh, sw = ints(stride, "stride", op, 2, minimum=1)
     ph, pw = ints(padding, "padding", op, 2, minimum=0)
     dh, dw = ints(dilation, "dilation", op, 2, minimum=1)
@@ -150,11 +147,18 @@ def nchw(shape: tuple[int, ...], channels_last: bool) -> tuple[int, int, int, in
     return (a, d, b, c) if channels_last else (a, b, c, d)
 
 
-def _groups(op: str, groups: Any, c: int, k: int, cg: int) -> int:
+def _groups_of(op: str, groups: Any, c: int) -> None:
+    """groups is a positive int dividing x's c channels; ValueError otherwise."""
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, not {groups!r}")
     if c % groups:
         raise ValueError(f"{op}: x's {c} channels are not divisible by groups={groups}")
+
+
+def _groups(op: str, groups: Any, c: int, k: int, cg: int) -> int:
+    """A forward convolution's groups, checked against x's c channels and the weight's k
+    output and cg input channels per group."""
+    _groups_of(op, groups, c)
     if k % groups:
         raise ValueError(f"{op}: weight's {k} output channels are not divisible by groups={groups}")
     if cg != c // groups:
@@ -162,7 +166,7 @@ def _groups(op: str, groups: Any, c: int, k: int, cg: int) -> int:
             f"{op}: weight has {cg} input channels per group; x's {c} channels in {groups} "
             f"groups need {c // groups}"
         )
-    return groups
+    return int(groups)
 
 
 def _out_size(size: int, pads: tuple[int, int], k: int, stride: int, dilation: int) -> int:
