@@ -221,3 +221,13 @@ def test_errors_name_the_op_and_argument(backend: HipBackend) -> None:
     for error, message, call in cases:
         with pytest.raises(error, match=message):
             call()
+
+
+def test_empty_batch_and_no_output_channels(backend: HipBackend, path: str) -> None:
+    """Nothing to compute: the right (empty) shapes, nothing queued that could fail."""
+    x = backend.zeros((0, 4, 5, 5))
+    assert backend.conv2d(x, backend.zeros((6, 2, 3, 3)), groups=2).shape == (0, 6, 3, 3)
+    assert backend.conv_transpose2d(x, backend.zeros((4, 3, 3, 3))).shape == (0, 3, 7, 7)
+    assert backend.conv2d(backend.zeros((2, 4, 5, 5)), backend.zeros((0, 4, 3, 3))).shape == (
+        2, 0, 3, 3,
+    )  # fmt: skip

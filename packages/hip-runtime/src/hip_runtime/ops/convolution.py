@@ -211,6 +211,8 @@ class ConvOps(OpsBase):
         bias: DeviceTensor | None, y: DeviceTensor, t: FloatType,
     ) -> None:  # fmt: skip
         """Queue a validated convolution: the library's, else the portable kernels'."""
+        if y.size == 0:
+            return  # (no image, or no output channel: nothing to compute)
         dnn = self._conv_dnn()
         if dnn is not None and g.symmetric:
             call = dnn.conv_backward_data if transposed else dnn.conv_forward

@@ -107,6 +107,8 @@ class PoolingOps(OpsBase):
         window: tuple[int, ...], channels_last: bool, suffix: str,
     ) -> None:  # fmt: skip
         """Queue a validated pooling: the library's where it takes it, else pool.hip's."""
+        if y.size == 0:
+            return
         n, c, h, w, ho, wo = dims
         kh, kw, sh, sw, ph, pw, dh, dw = window
         accessor = getattr(self, "_dnn", None)
