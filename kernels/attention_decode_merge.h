@@ -3,6 +3,8 @@
 // attention_decode.hip after hipk::decode's Args, clamped_length and finite_or_zero.
 #pragma once
 
+#define HIPK_DECODE_MERGE_LOADS 8  // chunks whose partials one thread loads at once
+
 namespace hipk {
 namespace decode {
 
@@ -47,17 +49,19 @@ HIPK_DEVICE void combine_row(const float* part, const float* stats, long long ro
     for (int job = tid; job < slices * vectors; job += threads) {
         const int vector = job % vectors, slice = job / vectors;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        // Four chunks per pass, their loads issued together (one latency for four).
-        for (int c0 = slice; c0 < n; c0 += 4 * slices) {
-            float x[4][4], w[4];
+        // HIPK_DECODE_MERGE_LOADS chunks per pass, their loads issued together (one latency
+        // for all: the fused merge runs its rows one after another in one block, at the end).
+        enum { N = HIPK_DECODE_MERGE_LOADS };
+        for (int c0 = slice; c0 < n; c0 += N * slices) {
+            float x[N][4], w[N];
             HIPK_UNROLL
-            for (int j = 0; j < 4; ++j) {  // past n: chunk c0 again (written), weighted 0
+            for (int j = 0; j < N; ++j) {  // past n: chunk c0 again (written), weighted 0
                 const int c = c0 + j * slices < n ? c0 + j * slices : c0;
                 w[j] = c0 + j * slices < n ? weight[c] : 0.0f;
                 load_floats<float, 4>(part + (long long)c * dp + vector * 4, x[j]);
             }
             HIPK_UNROLL
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < N; ++j) {
                 HIPK_UNROLL
                 for (int e = 0; e < 4; ++e) acc[e] += w[j] * x[j][e];
             }

@@ -27,8 +27,8 @@ _MAX_QUERIES = 16
 _MAX_GRID_YZ = 65535  # kv heads and batches are grid axes y and z
 #: Chunk sizing (see _decode_split): no split when one chunk already gives more than
 #: _UNSPLIT_ABOVE blocks per multiprocessor; otherwise about _BLOCKS_PER_MULTIPROCESSOR blocks
-#: per multiprocessor in all (two fit at once: 128 registers per thread), chunks of at least
-#: _MIN_CHUNK keys rounded to _CHUNK_STEP (whole steps of the kernels' key loop), at most
+#: per multiprocessor in all (two fit at once on an H200 either way), chunks of at least
+#: _MIN_CHUNK keys rounded to _CHUNK_STEP (whole steps of the kernels' key loops), at most
 #: _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS). Fewer, longer chunks cost less in the merge
 #: (one row's chunks are its serial work).
 _UNSPLIT_ABOVE = 1
@@ -203,10 +203,9 @@ def _decode_split(smax: int, blocks_per_chunk: int, multiprocessors: int) -> tup
     When `blocks_per_chunk` (batch · kv heads · row groups) exceeds the multiprocessors
     (_UNSPLIT_ABOVE per multiprocessor), one chunk: the grid fills the device already, and a
     split only adds partials and their merge
-    (H200, bf16 B32 Hq32/Hkv8 KV4096 D128: 2955 GB/s unsplit against 2645 at 4 blocks per
-    multiprocessor, 2457 with the fused merge). Otherwise chunks for about
-    _BLOCKS_PER_MULTIPROCESSOR blocks per multiprocessor in all (B1 Hq32/Hkv8 KV32768 D128:
-    1728 GB/s at 4 with the fused merge, the best measured)."""
+    (H200, tensor-core block, bf16 B32 Hq32/Hkv8 KV4096 D128: 4195 GB/s unsplit against 3610
+    in 2 chunks, 3421 in 5). Otherwise chunks for about _BLOCKS_PER_MULTIPROCESSOR blocks per
+    multiprocessor in all (B1 Hq32/Hkv8 KV32768 D128: 2117 GB/s at 4, 1969 at 2, 1871 at 8)."""
     if blocks_per_chunk > multiprocessors * _UNSPLIT_ABOVE:
         return max(1, smax), 1
     wanted = max(1, _ceil(multiprocessors * _BLOCKS_PER_MULTIPROCESSOR, blocks_per_chunk))
