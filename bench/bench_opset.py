@@ -15,8 +15,9 @@ stop. Writes bench_opset.jsonl, .md and .png (when matplotlib imports) under --o
 --sweep adds `sweep` rows (JSON lines only, after the table's rows): the reduction kernels at
 other geometries than the ops pick (threads per row, loads in flight per thread through a
 -DHIPK_REDUCE_LOADS compile, splits of the first axis in waves, finished by the last block or
-not: one_launch false times the first pass alone) and the transposing copy's 16-byte and
-element tile paths at three grid sizes, to tune them on the device.
+not: one_launch false times the first pass alone) and the transposing copy's paths (copy.hip's
+modes: element tiles, 16-byte tiles, V x V register blocks with 4 or 8 threads along the read
+axis) at three grid sizes, to tune them on the device.
 
     PYTHONPATH=... python3 bench/bench_opset.py [--quick] [--out DIR] [--size N] [--repeats R]
         [--sweep]
@@ -173,6 +174,7 @@ def sweep_dtype(backend: Any, n: int, dtype: str, row: Callable[..., None]) -> N
     """One dtype's sweep rows (`row(case, run, bytes, **what)` times and records one)."""
     from hip_runtime import kernel_sources
     from hip_runtime.ops.reduce_layout import Merged
+    from hip_runtime.strided_copy import tile_edges
 
     x, y, v = backend.zeros((n, n), dtype), backend.empty((n, n), dtype), backend.empty(n, dtype)
     nbytes = n * n * as_dtype(dtype).itemsize
@@ -202,15 +204,16 @@ def sweep_dtype(backend: Any, n: int, dtype: str, row: Callable[..., None]) -> N
                     run = partial(backend._launch, kernel, x, cols, geometry, ptrs, extra)
                     row("first axis", run, nbytes, **what, waves=waves, splits=splits,
                         one_launch=ptrs[2] is not None)  # fmt: skip
-    unit = {"f32": "u32", "bf16": "u16"}[dtype]
-    tiles = backend.kernels.get("copy.hip", f"copy_tiles_{unit}")
-    for vec in (1, 0):
-        edge = 64 if vec else 32
+    item = as_dtype(dtype).itemsize
+    tiles = backend.kernels.get("copy.hip", f"copy_tiles_u{8 * item}")
+    for mode in (0, 1, 3, 4):  # copy.hip's paths (strided_copy.TILE_MODES)
+        edge_a, edge_b = tile_edges(mode, item)
         for cap in (4, 16, 64):  # blocks per multiprocessor; blocks stride over the tiles
-            grid = min((n // edge) ** 2, backend.device.properties.multiprocessors * cap)
-            run = partial(tiles.launch, grid, 256, x, y, n, n, 1, n, n, 1, 1, 1, 0, 0, 0, 0, vec,
-                          stream=backend.stream)  # fmt: skip
-            row("transpose copy", run, 2 * nbytes, dtype=dtype, vec=vec, grid=grid)
+            grid = min(-(-n // edge_a) * -(-n // edge_b),
+                       backend.device.properties.multiprocessors * cap)  # fmt: skip
+            run = partial(tiles.launch, grid, 256, x, y, n, n, 1, n, n, 1, 1, 1, 0, 0, 0, 0,
+                          mode, stream=backend.stream)  # fmt: skip
+            row("transpose copy", run, 2 * nbytes, dtype=dtype, mode=mode, grid=grid)
 
 
 def table(copy_gb_s: float) -> str:

@@ -12,10 +12,12 @@
 // db) dst stride db = 1, so a block moves tiles of those two axes through shared memory,
 // reading along a and writing along b, and both sides coalesce (as transpose.hip). Up to two
 // more axes (m0 x m1, outer first; size 1 when absent) are a batch. A kernel of its own, so
-// its registers do not limit copy_<u>'s occupancy. vec = 1 (na, nb, sb, da and the batch
-// strides multiples of V = 16 / sizeof(u), both pointers 16-byte aligned): 64 x 64 tiles (32 x
-// 32 for u64) moved with 16-byte accesses on both sides, each thread with all its loads of a
-// tile in flight (4 for u32: 64 bytes); vec = 0: 32 x 32 tiles, one element per access.
+// its registers do not limit copy_<u>'s occupancy. vec (the path; 1-4 need na, nb, sb, da and
+// the batch strides multiples of V = 16 / sizeof(u), both pointers 16-byte aligned): 0: 32 x 32
+// tiles, one element per access; 1: 64 x 64 tiles (32 x 32 for u64) read and written with
+// 16-byte accesses, each thread with all its loads of a tile in flight (4 for u32: 64 bytes),
+// through shared memory element by element; 3 and 4 (u16, u32 only): V x V blocks transposed
+// in registers (copy_tiles_reg below). The host (strided_copy.TILE_MODES) picks.
 //
 // Strides are in elements and may be negative or zero (a broadcast source); offsets are 64-bit.
 // Unused sizes are ignored. The host (hip_runtime.strided_copy) merges axes first, so most
@@ -176,7 +178,63 @@ HIPK_DEVICE void copy_tiles_vec(const T* src, T* dst, long long na, long long nb
     }
 }
 
-// One shared buffer for both paths (static shared arrays of two paths would add up).
+// The register paths (vec = 3, 4; 2- and 4-byte units only, V = 16 / sizeof(T)): each thread
+// reads a V x V block as V 16-byte vectors along a (V consecutive b), transposes it in
+// registers, and stores the V 16-byte vectors along b (V consecutive a) straight to dst: no
+// shared memory, no barrier, and V loads in flight (128 bytes for u16). TA threads of a warp
+// run along a (vec 3: 4, so a warp reads 64-byte runs of 8 rows and writes 128-byte runs of 4;
+// vec 4: 8, the other way round), the others along b: a tile is TA V (a) x (256 / TA) V (b).
+template <typename T, int V> struct Block { Vec<T, V> v[V]; };
+
+template <typename T, int TA>
+HIPK_DEVICE void copy_tiles_reg(const T* src, T* dst, long long na, long long nb, long long sb,
+                                long long da, long long m0, long long m1, long long ms0,
+                                long long ms1, long long md0, long long md1) {
+    enum { V = 16 / sizeof(T), TB = 256 / TA, A = TA * V, B = TB * V };
+    const long long tiles_a = (na + A - 1) / A, tiles_b = (nb + B - 1) / B;
+    const long long tiles = m0 * m1 * tiles_a * tiles_b;
+    const int t = (int)threadIdx.x, ja = t % TA, jb = t / TA;
+    for (long long k = blockIdx.x; k < tiles; k += gridDim.x) {
+        const long long rest = k / tiles_b;
+        const long long b0 = (k - rest * tiles_b) * B;
+        const long long batch = rest / tiles_a;
+        const long long a0 = (rest - batch * tiles_a) * A;
+        const long long c0 = batch / m1, c1 = batch - c0 * m1;
+        const long long a = a0 + ja * V, b = b0 + jb * V;
+        if (a >= na || b >= nb) continue;  // (na, nb multiples of V: a block is all in or out)
+        const T* from = src + a + b * sb + c0 * ms0 + c1 * ms1;
+        T* to = dst + a * da + b + c0 * md0 + c1 * md1;
+        Block<T, V> in, out;
+        HIPK_UNROLL
+        for (int r = 0; r < V; ++r) in.v[r] = *reinterpret_cast<const Vec<T, V>*>(from + r * sb);
+        HIPK_UNROLL
+        for (int i = 0; i < V; ++i)
+            HIPK_UNROLL
+            for (int r = 0; r < V; ++r) out.v[i].v[r] = in.v[r].v[i];
+        HIPK_UNROLL
+        for (int i = 0; i < V; ++i) *reinterpret_cast<Vec<T, V>*>(to + i * da) = out.v[i];
+    }
+}
+
+// copy_tiles_reg's paths exist for 2- and 4-byte units; the others never take them (the host).
+template <typename T, int S = sizeof(T)> struct RegTiles {
+    static HIPK_DEVICE void run(const T*, T*, long long, long long, long long, long long,
+                                long long, long long, long long, long long, long long,
+                                long long, int) {}
+};
+template <typename T> struct RegTiles<T, 2> {
+    static HIPK_DEVICE void run(const T* src, T* dst, long long na, long long nb, long long sb,
+                                long long da, long long m0, long long m1, long long ms0,
+                                long long ms1, long long md0, long long md1, int vec) {
+        if (vec == 3)
+            copy_tiles_reg<T, 4>(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1);
+        else
+            copy_tiles_reg<T, 8>(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1);
+    }
+};
+template <typename T> struct RegTiles<T, 4> : RegTiles<T, 2> {};
+
+// One shared buffer for both shared paths (static shared arrays of two paths would add up).
 template <typename T>
 HIPK_DEVICE void copy_tiles_any(const T* src, T* dst, long long na, long long nb, long long sa,
                                 long long sb, long long da, long long db, long long m0,
@@ -185,7 +243,9 @@ HIPK_DEVICE void copy_tiles_any(const T* src, T* dst, long long na, long long nb
     enum { WORDS = CopyEdge<T>::value * (CopyEdge<T>::value + 1) };
     __shared__ T tile[WORDS > HIPK_COPY_TILE * (HIPK_COPY_TILE + 1)
                           ? WORDS : HIPK_COPY_TILE * (HIPK_COPY_TILE + 1)];
-    if (vec)
+    if (vec >= 3)
+        RegTiles<T>::run(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1, vec);
+    else if (vec)
         copy_tiles_vec(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1, tile);
     else
         copy_tiles(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1,

@@ -132,8 +132,18 @@ HIPK_DEVICE void rows_loop(long long rows, long long cols, const long long (&row
     const long long step = grid_threads();
     long long j = global_thread();
     if (j >= total) return;
-    long long r = j / per_row, c = j - r * per_row;
-    const long long dr = step / per_row, dc = step - dr * per_row;
+    // 32-bit division where every vector index and the grid fit (several times cheaper on
+    // GPUs; once per thread, which a capped grid of 16-bit types amortizes over few vectors).
+    long long r, dr;
+    if (HIPK_GPU && total <= 0xffffffffLL && step <= 0xffffffffLL) {
+        r = (unsigned int)j / (unsigned int)per_row;
+        dr = (unsigned int)step / (unsigned int)per_row;
+    } else {
+        r = j / per_row;
+        dr = step / per_row;
+    }
+    long long c = j - r * per_row;
+    const long long dc = step - dr * per_row;
     for (; j < total; j += step) {
         long long at[K];
         HIPK_UNROLL

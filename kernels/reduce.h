@@ -45,7 +45,12 @@
 #ifndef HIPK_REDUCE_LOADS    // (bench_opset.py --sweep compiles other values)
 #define HIPK_REDUCE_LOADS 4  // loads in flight per thread in the main loops (arg: half)
 #endif
-#define HIPK_UNROLL4 _Pragma("unroll 4")
+#ifndef HIPK_REDUCE_FINISH  // loads in flight per thread walking the partials of a split (or
+#define HIPK_REDUCE_FINISH 16  // scalar columns): the last block's walk is all latency (H200:
+#endif                         // 4 left a 16-way split's finish a few microseconds long)
+#define HIPK_PRAGMA(x) _Pragma(#x)
+#define HIPK_UNROLL_BY(n) HIPK_PRAGMA(unroll n)
+#define HIPK_UNROLL4 HIPK_UNROLL_BY(HIPK_REDUCE_FINISH)
 #else
 #define HIPK_REDUCE_SLOTS 1024  // one slot per thread: no shuffles on the CPU platform
 #define HIPK_REDUCE_LOADS 1     // (the unrolled loops only slow the host compiler down)
@@ -240,7 +245,19 @@ template <typename F> struct ExtremeFloat {
     HIPK_DEVICE static F out(F a, int lowest) { return lowest ? -a : a; }
 };
 template <> HIPK_DEVICE bool Extreme<bool>::identity(int lowest) { return lowest != 0; }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// sm_80's max.NaN: the compare, the NaN test and the select in one instruction (the same
+// result: NaN once any element is NaN).
+template <> struct Extreme<float> : ExtremeFloat<float> {
+    HIPK_DEVICE static float take(float a, float x, int) {
+        float m;
+        asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(x));
+        return m;
+    }
+};
+#else
 template <> struct Extreme<float> : ExtremeFloat<float> {};
+#endif
 template <> struct Extreme<double> : ExtremeFloat<double> {};
 
 template <typename T> struct MaxOp {

@@ -139,11 +139,16 @@ def test_transposes_through_tiles(device: Device, dtype: Any) -> None:
     np.testing.assert_array_equal(tensor[1, 3:, ::-1].T.to_numpy(), host[1, 3:, ::-1].T)
 
 
+@pytest.mark.parametrize("mode", [1, 3, 4])
 @pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64])
-def test_transposes_through_16_byte_tiles(device: Device, dtype: Any) -> None:
-    """Sizes and strides that are multiples of 16 bytes take the 16-byte tile path (64 x 64
-    tiles, 32 x 32 for 8-byte units), partial tiles and a batch axis included; a source whose
-    address is not 16-byte aligned falls back to the element path."""
+def test_transposes_through_16_byte_tiles(
+    device: Device, dtype: Any, mode: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sizes and strides that are multiples of 16 bytes take a 16-byte tile path (`mode`: 64 x
+    64 tiles, 32 x 32 for 8-byte units; or V x V blocks transposed in registers, for 2- and
+    4-byte units), partial tiles and a batch axis included; a source whose address is not
+    16-byte aligned falls back to the element path."""
+    monkeypatch.setattr(strided_copy, "TILE_MODES", {2: mode, 4: mode})
     host = (np.arange(2 * 80 * 144) % 251).astype(dtype).reshape(2, 80, 144)
     tensor = DeviceTensor.from_numpy(host, device=device)
     np.testing.assert_array_equal(tensor.mT.to_numpy(), host.transpose(0, 2, 1))

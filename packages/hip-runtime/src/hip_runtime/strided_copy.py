@@ -11,9 +11,10 @@ reduced first, on the host:
 - the unit is the widest of 8, 4, 2, 1 bytes that divides the innermost contiguous run, every
   other stride and both addresses, so a copy of bytes moves 8 at a time where it can;
 - a transpose (src steps by one unit along one axis, dst along another) goes through the
-  tiled kernel's shared-memory tiles (64 x 64 with 16-byte accesses on both sides where the
-  sizes, strides and addresses allow, else 32 x 32 by element); anything else through the
-  elementwise kernel.
+  tiled kernel: with 16-byte accesses on both sides where the sizes, strides and addresses
+  allow (2- and 4-byte units: blocks of V 16-byte vectors transposed in registers; others 64 x 64
+  tiles through shared memory; TILE_MODES), else 32 x 32 shared tiles by element; anything
+  else through the elementwise kernel.
 
 Stream semantics: everything is queued on the stream given (the destination's, for the
 DeviceTensor methods); nothing waits. The source must be ready in that stream's order.
@@ -39,6 +40,11 @@ _TILE = 32  # the tiled path's tile edge (kernels/copy.hip)
 _TILE_RANK = 4  # most axes the tiled kernel takes
 _TILE_MIN = 4  # shortest tile axis worth a tile (small enough that tests of small shapes use it)
 _BLOCKS_PER_MULTIPROCESSOR = 64  # as the op kernels' grid cap (ops.base.grid_cap)
+#: unit (bytes) -> copy.hip's path for 16-byte transposes (vec 1: 64 x 64 tiles through shared
+#: memory element by element; 3 and 4: V x V blocks transposed in registers, with 4 or 8
+#: threads of a warp along the read axis). Units not named take 1. bench/bench_opset.py
+#: --sweep times them all.
+TILE_MODES = {2: 3, 4: 3}
 _caches: dict[tuple[int, int], tuple[KernelCache, int]] = {}
 
 
@@ -212,11 +218,12 @@ def _launch(
         vec = (shape[a] % per == 0 and shape[b] % per == 0 and src.ptr % 16 == 0
                and dst.ptr % 16 == 0 and src_strides[b] % per == 0 and dst_strides[a] % per == 0
                and all(s % per == 0 for s in (*src_batch, *dst_batch)))  # fmt: skip
-        edge = (32 if unit == 8 else 64) if vec else _TILE  # copy.hip's CopyEdge
-        tiles = sizes[0] * sizes[1] * -(-shape[a] // edge) * -(-shape[b] // edge)
+        mode = TILE_MODES.get(unit, 1) if vec else 0
+        edge_a, edge_b = tile_edges(mode, unit)
+        tiles = sizes[0] * sizes[1] * -(-shape[a] // edge_a) * -(-shape[b] // edge_b)
         kernel.launch(min(tiles, grid_cap), _BLOCK, src, dst, shape[a], shape[b], 1,
                       src_strides[b], dst_strides[a], 1, *sizes, *src_batch, *dst_batch,
-                      int(vec), stream=stream)  # fmt: skip
+                      mode, stream=stream)  # fmt: skip
         return
     kernel = cache.get("copy.hip", f"copy_u{unit * 8}")
     lead = max(len(shape) - MAX_RANK, 0)
@@ -233,6 +240,17 @@ def _launch(
         s_at = src.ptr + sum(c * s for c, s in zip(coords, src_strides, strict=False)) * unit
         kernel.launch(grid, _BLOCK, DevicePointer(s_at), DevicePointer(d_at), n, len(inner),
                       *layout_args, stream=stream)  # fmt: skip
+
+
+def tile_edges(mode: int, unit: int) -> tuple[int, int]:
+    """The (a, b) edges in units of a tile of copy.hip's copy_tiles_u<unit> path `mode`."""
+    if mode == 0:
+        return _TILE, _TILE
+    if mode == 1:  # copy.hip's CopyEdge
+        return (32, 32) if unit == 8 else (64, 64)
+    per = 16 // unit  # a thread's V x V block; 4 (mode 3) or 8 (mode 4) threads along a
+    along = 4 if mode == 3 else 8
+    return along * per, _BLOCK // along * per
 
 
 def _tile_axes(shape: layout.Shape, dst: layout.Strides, src: layout.Strides) -> tuple[int, int]:
