@@ -27,11 +27,13 @@ KERNELS = sorted(p.name for p in (Path(__file__).resolve().parent / "kernels").g
 ARCHS = ("gfx90a", "gfx1100")
 EM_AMDGPU = 224
 #: Options a source needs beyond the target (what test_corpus_run.py compiles it with).
-OPTIONS = {"matmul.hip": ["-DTILE=16"]}
-#: Sources an old hiprtc cannot compile: the oldest release that can, and why.
+#: ROCm 6 declares a tile's ballot/any/all only under HIP_ENABLE_WARP_SYNC_BUILTINS (7 by
+#: default): the option a ROCm 6 user passes for tile votes, harmless on 7.
+OPTIONS = {"matmul.hip": ["-DTILE=16"], "tiled_partition.hip": ["-DHIP_ENABLE_WARP_SYNC_BUILTINS"]}
+#: Sources an old hiprtc cannot compile: the oldest release (of those tested) that can, and why.
 OLDEST = {
-    name: ((5, 7), "ROCm 5.2's hiprtc cannot compile hip_cooperative_groups.h")
-    for name in ("tiled_partition.hip", "grid_sync.hip")
+    "grid_sync.hip": ((5, 7), "ROCm 5.2's hiprtc cannot compile hip_cooperative_groups.h"),
+    "tiled_partition.hip": ((6, 4), "ROCm 5's cooperative-groups tiles have no ballot/any/all"),
 }
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import hip_ffi
 from hip_ffi import DeviceProperties, HipStatusError, PlatformTraits, constants
+from hip_ffi.platforms.cpu import toolchain
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def test_cpu_device_count_and_properties_agree_with_the_runtime(cpu: Any) -> Non
     assert props.arch == os.uname().machine
     assert props.total_memory == raw.totalGlobalMem
     assert props.multiprocessors == raw.multiProcessorCount
-    assert props.warp_size == raw.warpSize == 1
+    assert props.warp_size == raw.warpSize == toolchain.warp_size()
     assert props.max_threads_per_block == raw.maxThreadsPerBlock
     assert props.shared_memory_per_block == raw.sharedMemPerBlock
     assert props.clock_rate_khz > 0

@@ -154,5 +154,7 @@ def test_kernel_launches_never_compare_tensor_arguments(
     kernel.launch(1, 64, 0, *pointers, 1, 8, 0, 0, 0, 1, 1, 0, 0.0, 0, stream=backend.stream)
     kernel.launch(1, 64, 0, x, x, y, 1, 8, 0, 0, 0, 1, 1, 0, 0.0, 0, stream=backend.stream)
     assert all(result is NotImplemented for _, _, result in calls), calls
-    assert launched.count("binary_f32") == 5 and len(launched) == 8  # nothing else ran
+    # The first add and silu launch through Kernel.launch; their repeats are plan hits served
+    # by a PreparedLaunch (issue 15), which compares no arguments; then the two direct launches.
+    assert launched == ["binary_f32", "math_f32", "binary_f32", "binary_f32"]  # nothing else ran
     np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(8, dtype=np.float32))

@@ -15,6 +15,7 @@ import pytest
 from hip_core import ClosedError, Device, Resource
 from hip_ffi.constants import HIP_R_32F
 from hip_runtime import Blas, Gemm, HipBackend, KVCache, ModelRuntime, ScratchArena
+from hip_runtime.ops.quantized_matmul import QuantizedWeight
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,8 @@ def tensors(device: Device, program_cache: Path) -> Iterator[dict[str, Any]]:
             "heads": backend.from_numpy(np.ones((2, 1, 8), np.float32)),
             "table": backend.from_numpy(np.ones((4, 4), np.float32)),
             "cache": backend.from_numpy(np.ones((1, 2, 4), np.float16)),
+            # a [4, 32] q8_0 weight: 4 rows of one 34-byte block (zero scales)
+            "q8": QuantizedWeight(backend.from_numpy(np.zeros((4, 34), np.uint8)), (4, 32), "q8_0"),
         }
 
 
@@ -57,6 +60,8 @@ BACKEND: dict[str, Call] = {
     "from_numpy": lambda b, t: b.from_numpy(np.ones(3, np.float32)),
     "from_dlpack": lambda b, t: b.from_dlpack(t["x"]),
     "synchronize": lambda b, t: b.synchronize(),
+    "quantized_linear": lambda b, t: b.quantized_linear(t["x"].reshape(1, 32), t["q8"]),
+    "dequantize": lambda b, t: b.dequantize(t["q8"]),
     # issue 14's op set
     "where": lambda b, t: b.where(t["x"] > 0, t["x"], 0.0),
     "affine": lambda b, t: b.affine(t["x"], 2.0, 1.0),
@@ -105,6 +110,7 @@ BACKEND: dict[str, Call] = {
 }  # fmt: skip
 BLAS: dict[str, Call] = {
     "gemm": lambda blas, t: blas.gemm(Gemm(m=4, n=4, k=8), *[t["x"].ptr] * 3, HIP_R_32F),
+    "prepare": lambda blas, t: blas.prepare(Gemm(m=4, n=4, k=8), HIP_R_32F),
 }
 KV_CACHE: dict[str, Call] = {
     "append": lambda c, t: c.append(0, t["cache"], t["cache"]),
