@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from hip_core import ClosedError, Device
+from hip_runtime import DeviceTensor
 from hip_runtime.models import LlamaDecoder
 from hip_runtime.models.sampling import Sampler
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
@@ -102,6 +103,40 @@ def test_decode_steps_match_the_prefill_of_the_longer_prompt(f32_decoder: Any) -
     for i in range(2):
         scale = np.abs(full[:, width + i]).max()
         assert np.abs(stepped[i] - full[:, width + i]).max() / scale < 1e-4
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_decode_steps_upload_their_state_only_after_the_lengths_moved(
+    f32_decoder: Any, monkeypatch: pytest.MonkeyPatch, graph: bool
+) -> None:
+    """The step state [3, B] stays on the device (one in-place increment per step): an upload
+    waits for the stream, so one per step would keep the host from running ahead. It is
+    uploaded when the lengths moved other than by steps (a prefill of another length), never
+    while only steps ran; a prefill back to earlier lengths gives the same logits again."""
+    decoder, ref = f32_decoder
+    ids, mask, greedy = ref["input_ids"], ref["attention_mask"], ref["greedy"]
+    width = ids.shape[1]
+    decoder.forward(ids, mask)
+    step = decoder._decode_step(graph)
+    tokens = [decoder.backend.from_numpy(greedy[:, width + i]) for i in range(2)]
+    uploads: list[tuple[int, ...]] = []
+    upload = DeviceTensor.copy_from_host  # (every upload of a host array goes through it)
+
+    def spy(self: DeviceTensor, array: Any) -> None:
+        if np.shape(array) == (3, len(ids)):  # a step state (prompts are [B, S])
+            uploads.append(np.shape(array))
+        upload(self, array)
+
+    monkeypatch.setattr(DeviceTensor, "copy_from_host", spy)
+    stepped = [step(token).to_numpy() for token in tokens]
+    assert len(uploads) == 1  # the first step's state only
+    decoder.forward(greedy[:, : width + 1], np.concatenate([mask, np.ones_like(mask[:, :1])], 1))
+    decoder._decode_step(graph)(tokens[1])
+    assert len(uploads) == 2  # the lengths moved (one token fewer than after the steps)
+    decoder.forward(ids, mask)  # back to the first prompt's lengths: the same logits again
+    again = [decoder._decode_step(graph)(token).to_numpy() for token in tokens]
+    assert len(uploads) == 3
+    np.testing.assert_array_equal(np.stack(again), np.stack(stepped))
 
 
 def test_stop_tokens_pad_finished_sequences_as_transformers(f32_decoder: Any) -> None:

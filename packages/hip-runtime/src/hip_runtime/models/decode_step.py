@@ -6,8 +6,17 @@ its new key and value go to (b · max_tokens + position) and its length after th
 returns the next logits [B, vocab]. Everything a step reads that changes from step to step is in
 those two tensors, so the same ops replay as a captured ForwardGraph: one launch per step
 instead of a few hundred (the host cost of a small batch's step). The host keeps the lengths
-(every sequence gains one token per step), uploads the state with each step and counts the
-tokens in the cache after it (`KVCache.advance`).
+(every sequence gains one token per step) and counts the tokens in the cache after each step
+(`KVCache.advance`).
+
+The state stays on the device between steps: every entry of it grows by exactly one per step,
+so each step ends with one in-place `add` and the next reads it, and nothing is uploaded while
+the host's lengths are the ones the device state was made from. An upload from pageable memory
+waits for the stream (CUDA's rule for pageable host-to-device copies; the cpu platform's too),
+so uploading every step kept the host from queueing a step before the last one had run: the
+H200 timed 4.4 ms per eager step of an 8-layer model, against 0.7 ms replayed. The state is
+uploaded again only when the lengths moved otherwise (a prefill, another step over the cache,
+a step that raised before its increment was queued).
 """
 
 from __future__ import annotations
@@ -32,11 +41,14 @@ class DecodeStep:
     def __init__(self, decoder: LlamaDecoder, cache: KVCache, *, graph: bool = False) -> None:
         self.decoder, self.cache = decoder, cache
         self._graph: ForwardGraph | None = None
+        self._state: DeviceTensor | None = None  # the device state, int32 [3, B]
+        self._state_held: np.ndarray | None = None  # the lengths it was made from (None: stale)
         if graph:
             batch = cache.batch
             ids = decoder.backend.zeros((batch,), np.int64)
             idle = np.stack([np.zeros(batch), -np.ones(batch), np.ones(batch)]).astype(np.int32)
             self._graph = ForwardGraph(decoder.backend, decoder._step, ids, idle)
+            self._state = self._graph.inputs[1]  # replays read it in place: no copy per step
 
     def state(self) -> np.ndarray:
         """The next step's int32 [3, B]: positions, cache rows, lengths after the step."""
@@ -49,15 +61,30 @@ class DecodeStep:
         return np.stack([held, rows, held + 1]).astype(np.int32)
 
     def __call__(self, ids: DeviceTensor) -> DeviceTensor:
-        """Logits [B, vocab] after the tokens `ids` (device int [B]); queued, returns at once.
+        """Logits [B, vocab] after the tokens `ids` (device int [B]); queued, returns at once
+        (no wait for the device unless the state must be uploaded: module docstring).
         A graph's logits are its own output tensor, overwritten by the next step."""
-        state = self.state()
+        state = self._device_state()
+        self._state_held = None  # stale until the step and its increment are both queued
         if self._graph is not None:
             logits: DeviceTensor = self._graph(ids, state)
         else:
-            logits = self.decoder._step(ids, self.decoder.backend.from_numpy(state))
+            logits = self.decoder._step(ids, state)
+        self.decoder.backend.add(state, 1, out=state)  # the next step's positions, rows, lengths
+        held = self.cache.lengths[0]
         self.cache.advance(1)
+        self._state_held = held + 1
         return logits
+
+    def _device_state(self) -> DeviceTensor:
+        """The device state for the cache's lengths now, uploaded only when it is stale."""
+        state = self.state()  # (the full-cache check runs every step)
+        held = self.cache.lengths[0]
+        if self._state is None:
+            self._state = self.decoder.backend.from_numpy(state)
+        elif self._state_held is None or not np.array_equal(self._state_held, held):
+            self._state.copy_from_host(state)
+        return self._state
 
     def close(self) -> None:
         if self._graph is not None:

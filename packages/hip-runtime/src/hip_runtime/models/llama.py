@@ -69,6 +69,7 @@ class LlamaDecoder(Resource):
         self.dtype = weights.embed.dtype
         self.max_tokens = max_tokens
         self._graph_step: DecodeStep | None = None
+        self._eager_step: DecodeStep | None = None
         self._own(close_runtime, runtime)
         cos, sin = config.rope_tables(max_tokens)
         self._cos, self._sin = self.backend.from_numpy(cos), self.backend.from_numpy(sin)
@@ -224,12 +225,14 @@ class LlamaDecoder(Resource):
     # --- private ------------------------------------------------------------------------------
 
     def _decode_step(self, graph: bool = False) -> DecodeStep:
-        """A decode step over the current cache: eager, or the cache's captured graph (made on
-        first use, kept until the cache is replaced)."""
+        """A decode step over the current cache: eager, or the cache's captured graph (each
+        made on first use, kept until the cache is replaced)."""
         cache = self.cache
         assert cache is not None
-        if not graph:
-            return DecodeStep(self, cache)
+        if not graph:  # kept too: its device state is reused by the next step
+            if self._eager_step is None or self._eager_step.cache is not cache:
+                self._eager_step = DecodeStep(self, cache)
+            return self._eager_step
         if self._graph_step is None or self._graph_step.cache is not cache:
             self._drop_graph()
             self._graph_step = DecodeStep(self, cache, graph=True)
