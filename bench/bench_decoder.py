@@ -26,9 +26,6 @@ tokens, batch 1: hip eager and hip's captured graph (`LlamaDecoder`'s decode ste
 transformers on a StaticCache eager and captured by torch.cuda.CUDAGraph (issue 15's goal:
 graph replay >= 1.0x torch CUDA graphs). µs per step: 100 back-to-back steps and one
 synchronize, median of 3 after a prefill and 8 warm-up steps; writes bench_decoder_step.*.
-torch's step runs SDPA without its cuDNN backend: torch 2.13's cuDNN attention failed on the
-StaticCache step's mask on the H200 (`mha_graph.execute ... is_good()`), flash, memory-efficient
-and math stay.
 
     python bench/bench_decoder.py [--quick] [--out DIR] [--batches 1 16] [--prompt 512] [--new 128]
     python bench/bench_decoder.py --step [--quick] [--out DIR] [--batches 1] [--prompt 1024]
@@ -187,13 +184,13 @@ def step_torch(model: Any, settings: dict[str, Any], batch: int, length: int) ->
         model(input_ids=token, past_key_values=cache, cache_position=position, use_cache=True)
         position.add_(1)
 
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-    with torch.inference_mode(), sdpa_kernel(backends):
+    with torch.inference_mode():
         cache = StaticCache(config=model.config, max_cache_len=capacity)
 
         def prefill() -> None:
+            # (transformers 5's static layers count their own length and ignore the cache
+            # position given: a prefill again starts from a reset, in place)
+            cache.reset()
             model(input_ids=ids, past_key_values=cache, use_cache=True,
                   cache_position=torch.arange(length, device="cuda"))  # fmt: skip
             position.fill_(length)
