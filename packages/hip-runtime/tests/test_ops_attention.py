@@ -173,28 +173,6 @@ def test_16bit_head_sizes_64_and_128_take_the_128_query_launch(
     assert spy.names == [f"attention_mma_d{d}_{dtype}"]
 
 
-@settings(SETTINGS, max_examples=8)
-@given(data=st.data())
-def test_16bit_heads_under_64_take_the_64_launch_zero_padded(
-    backend: HipBackend, data: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """f16/bf16 with D < 64 (BERT-small's 32) run attention_mma_d64 on zero-padded copies,
-    any layout, GQA, causal with an offset, masks: the result is the unpadded attention."""
-    dtype = data.draw(st.sampled_from(["f16", "bf16"]))
-    d = data.draw(st.sampled_from([8, 32, 40, 63]))
-    kv_heads = data.draw(st.integers(1, 2))
-    heads = kv_heads * data.draw(st.integers(1, 2))
-    shape = (2, heads, kv_heads, data.draw(st.integers(1, 140)), data.draw(st.integers(1, 140)), d)
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    spy = KernelNames(backend, monkeypatch)
-    attention_case(
-        backend, rng, dtype, shape, causal=data.draw(st.booleans()),
-        mask_kind=data.draw(st.sampled_from(["none", "padding", "additive"])),
-        views=data.draw(st.booleans()),
-    )  # fmt: skip
-    assert [n for n in spy.names if n.startswith("attention")] == [f"attention_mma_d64_{dtype}"]
-
-
 def test_rows_off_16_bytes_take_the_portable_kernel(
     backend: HipBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

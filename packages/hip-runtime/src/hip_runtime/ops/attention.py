@@ -67,8 +67,7 @@ class AttentionOps(OpsBase):
         boundaries (16-byte aligned tensors, batch/head/sequence strides multiples of 8
         elements: what contiguous tensors and [B, S, H, D] views have), run on the matrix
         cores where the GPU has them (NVIDIA sm_80+, AMD gfx90a/gfx942): the probabilities
-        are rounded to q's dtype before they weight v there, as in FlashAttention. f16 and
-        bf16 with D under 64 run there too, on copies of q, k and v zero-padded to 64.
+        are rounded to q's dtype before they weight v there, as in FlashAttention.
         """
         q = self._operand(q, "q")
         t = float_type(q.dtype, "q")
@@ -106,8 +105,6 @@ class AttentionOps(OpsBase):
         if y.size == 0:
             return y
         factor = 1.0 / math.sqrt(d) if scale is None else float(scale)
-        if t.suffix in _MMA_TYPES and d < _MMA_HEAD_SIZES[0]:
-            return self._attention_padded(q, k, v, y, mask, causal, factor)
         mma = t.suffix in _MMA_TYPES and d in _MMA_HEAD_SIZES and _attention_rows16(q, k, v, y)
         if mma:
             name, rows = f"attention_mma_d{d}_{t.suffix}", _MMA_ROWS
@@ -121,27 +118,6 @@ class AttentionOps(OpsBase):
             *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3], *mask_strides,
             shared_mem=shared, stream=self.stream,
         )  # fmt: skip
-        return y
-
-    def _attention_padded(
-        self,
-        q: DeviceTensor,
-        k: DeviceTensor,
-        v: DeviceTensor,
-        y: DeviceTensor,
-        mask: DeviceTensor | None,
-        causal: bool,
-        factor: float,
-    ) -> DeviceTensor:
-        """16-bit heads under 64 wide through attention_mma_d64: q, k and v zero-padded to 64
-        (a zero column adds nothing to a score, and v's zero columns give output columns that
-        are dropped). The H200 timed BERT's D = 32 (B32 H12 S128) at 190 µs per call in the
-        portable kernel, against cuDNN's 15 µs: the matrix cores' 64-wide tile is far cheaper
-        than its scalar loop even at twice the columns, and the copies are a few µs."""
-        wide = ((0, 0), (0, 0), (0, 0), (0, _MMA_HEAD_SIZES[0] - q.shape[3]))
-        padded = [self.pad(x, wide) for x in (q, k, v)]
-        result = self.scaled_dot_product_attention(*padded, causal=causal, mask=mask, scale=factor)
-        y.copy_(result.narrow(3, 0, q.shape[3]))
         return y
 
     def _attention_mask(
