@@ -3,6 +3,8 @@
 - prefill, causal: B4 H32 S2048 D128 and B1 H32 S8192 D128, in TFLOP/s (4·B·H·Sq·Skv·D / 2
   for causal), beside torch's flash, cuDNN and memory-efficient SDPA backends, each forced
   with `torch.nn.attention.sdpa_kernel` (a backend this torch or GPU lacks is a skipped row);
+  and a sentence encoder's (bench_encoder: BERT-small heads), B32 H12 S128 D32, not causal,
+  with a key-padding bool mask [B, 1, 1, S] (sequences of S/2 to S tokens, the first full);
 - decode, one query per sequence: B32 Hq32/Hkv8 KV4096 D128 and B1 Hq32/Hkv8 KV32768 D128, in
   GB/s of K and V read, beside the same torch backends (GQA through `enable_gqa` where torch
   has it, else K/V repeated per query head outside the timing) and the same run's copy rate;
@@ -18,15 +20,17 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
 from _harness import ROWS, emit, parser, save
 from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
 
 from hip_core import hip_api
 from hip_runtime import HipBackend
 
-PREFILL = ((4, 32, 2048, 128), (1, 32, 8192, 128))  # B, H, S, D
+# B, H, S, D, causal (else a key-padding mask)
+PREFILL = ((4, 32, 2048, 128, True), (1, 32, 8192, 128, True), (32, 12, 128, 32, False))
 DECODE = ((32, 32, 8, 4096, 128), (1, 32, 8, 32768, 128))  # B, Hq, Hkv, KV, D
-QUICK_PREFILL = ((1, 4, 256, 64),)
+QUICK_PREFILL = ((1, 4, 256, 64, True), (2, 4, 64, 32, False))
 QUICK_DECODE = ((2, 4, 2, 512, 64),)
 TORCH_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
 
@@ -59,19 +63,30 @@ def torch_rows(torch: Any, run: Any, name: str, measure: Any, repeats: int) -> d
     return found
 
 
-def prefill(backend: HipBackend, torch: Any, shape: tuple[int, ...], repeats: int) -> None:
-    b, h, s, d = shape
-    name = f"prefill B{b} H{h} S{s} D{d} causal"
-    flops = 4 * b * h * s * s * d / 2
+def padding_mask(b: int, s: int) -> np.ndarray:
+    """[b, 1, 1, s] bool, True where a key is a token: lengths S/2..S, the first full."""
+    lengths = np.random.default_rng(0).integers(s // 2, s + 1, b)
+    lengths[0] = s
+    return (np.arange(s)[None, :] < lengths[:, None]).reshape(b, 1, 1, s)
+
+
+def prefill(backend: HipBackend, torch: Any, shape: tuple[Any, ...], repeats: int) -> None:
+    b, h, s, d, causal = shape
+    name = f"prefill B{b} H{h} S{s} D{d} " + ("causal" if causal else "padding mask")
+    flops = 4 * b * h * s * s * d / (2 if causal else 1)
     ours, theirs = tensors(backend, torch, [(b, h, s, d)] * 3)
+    mask = None if causal else padding_mask(b, s)
+    our_mask = None if mask is None else backend.from_numpy(mask)
     timer = HipTimer(backend)
-    sdpa = backend.scaled_dot_product_attention
-    ms = time_ms(lambda: sdpa(*ours, causal=True), timer.start, timer.stop, repeats)
+    sdpa = functools.partial(backend.scaled_dot_product_attention, causal=causal, mask=our_mask)
+    ms = time_ms(lambda: sdpa(*ours), timer.start, timer.stop, repeats)
     row: dict[str, Any] = dict(bench=name, impl="hip", ms=ms, rate=flops / ms / 1e9)
     if theirs:
-        f = torch.nn.functional.scaled_dot_product_attention
-        best = torch_rows(torch, lambda: f(*theirs, is_causal=True), name,
-                          lambda m: flops / m / 1e9, repeats)  # fmt: skip
+        their_mask = None if mask is None else torch.from_numpy(mask).cuda()
+        f = functools.partial(
+            torch.nn.functional.scaled_dot_product_attention, is_causal=causal, attn_mask=their_mask
+        )
+        best = torch_rows(torch, lambda: f(*theirs), name, lambda m: flops / m / 1e9, repeats)
         if best:
             row["vs_best_torch"] = min(best.values()) / ms
     emit(**row)

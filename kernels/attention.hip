@@ -20,7 +20,7 @@
 // queries per tile), heads, B), block of exactly HIPK_ATTENTION_THREADS threads.
 //
 // This is the portable path every platform runs. The 16-bit entry points
-// attention_mma_d<D>_<f16|bf16> (D = 64, 128; same parameters; launch and layout conditions in
+// attention_mma_d<D>_<f16|bf16> (D = 32, 64, 128; same parameters; launch and layout conditions in
 // attention_mma.h) use the matrix cores where a path for them is compiled (attention_mma.h:
 // NVIDIA sm_80+; attention_mfma.h: AMD gfx90a, gfx942) and run this kernel over
 // 128 / (queries per tile) tiles per block elsewhere, so the host launches them the same way
@@ -184,7 +184,9 @@ static_assert(sizeof(hipk::AttentionTiles<128, 16, 32>) <= 48 * 1024, "portable 
 #if HIPK_ATTENTION_MMA || HIPK_ATTENTION_MFMA
 static_assert(HIPK_MMA_SHARED(128) * 2 <= HIPK_MMA_DYNAMIC_BYTES_D128, "matrix-core D 128 tiles");
 #endif
+#define HIPK_MMA_TILES_D32(BQ, BK) alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(32)]
 #define HIPK_MMA_TILES_D64(BQ, BK) alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(64)]
+#define HIPK_FALLBACK_TILES_D32(BQ, BK) __shared__ hipk::AttentionTiles<32, BQ, BK> tiles
 #define HIPK_MMA_TILES_D128(BQ, BK) extern __shared__ __align__(128) unsigned short tiles[]
 #define HIPK_FALLBACK_TILES_D64(BQ, BK) __shared__ hipk::AttentionTiles<64, BQ, BK> tiles
 #define HIPK_FALLBACK_TILES_D128(BQ, BK)                                                        \
@@ -243,6 +245,22 @@ HIPK_F32_AND_16BIT_TYPES(HIPK_ATTENTION)
 
 // --- the 16-bit entry points of the 128-query launch (attention_mma.h), written out: dtypes.h
 // has no list of the 16-bit types alone, and hip-core reads the parameters from the text ----
+extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d32_f16(
+    const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
+    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
+    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
+    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
+    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
+    HIPK_ATTENTION_MMA_BODY(hipk::f16, 32, 32, 32);
+}
+extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d32_bf16(
+    const hipk::bf16* q, const hipk::bf16* k, const hipk::bf16* v, hipk::bf16* out,
+    const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,
+    float scale, int causal, long long qb, long long qh, long long qs, long long kb,
+    long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,
+    long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {
+    HIPK_ATTENTION_MMA_BODY(hipk::bf16, 32, 32, 32);
+}
 extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_mma_d64_f16(
     const hipk::f16* q, const hipk::f16* k, const hipk::f16* v, hipk::f16* out,
     const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,

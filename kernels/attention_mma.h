@@ -8,7 +8,7 @@
 //   grid (ceil(sq / HIPK_MMA_ROWS), heads, B), HIPK_MMA_ROWS = 128 queries per block, block
 //   of HIPK_ATTENTION_THREADS (128) threads; D = 128: HIPK_MMA_DYNAMIC_BYTES_D128 (64 KiB) of
 //   dynamic shared memory, or the device's opt-in limit where that is less (no D = 128 path
-//   that such a device compiles needs more than 48 KiB); d == D (64 or 128); q, k, v, out
+//   that such a device compiles needs more than 48 KiB); d == D (32, 64 or 128); q, k, v, out
 //   16-byte aligned with batch, head and sequence strides that are multiples of 8 elements
 //   (16 bytes), so that every row of a tile moves as 16-byte chunks.
 //
@@ -20,9 +20,10 @@
 // - Keys and values stream through shared memory in tiles of BN keys (MmaShape), STAGES tiles
 //   in flight with cp.async: the loads of tile n + STAGES - 1 are issued at step n, right
 //   after the one barrier of the step, into the stage tile n - 1 used.
-// - Shared tiles are rows of D / 8 16-byte chunks, chunk c of row r stored at c ^ (r % 8)
-//   (XOR swizzle): ldmatrix's 8 row addresses of one 8 x 8 matrix (8 consecutive rows, one
-//   logical chunk) then fall in 8 distinct 16-byte bank groups, and so do the cp.async stores.
+// - Shared tiles are rows of D / 8 16-byte chunks, chunk c of row r stored at c ^ swizzle(r)
+//   (XOR swizzle; swizzle(r) = r % 8 for rows of 8 or more chunks): ldmatrix's 8 row addresses
+//   of one 8 x 8 matrix (8 consecutive rows, one logical chunk) then fall in 8 distinct 16-byte
+//   bank groups, and so do the cp.async stores.
 // - S and O live in registers as m16n8k16 accumulators (mma.sync ... f32.bf16.bf16.f32 or
 //   f16); the softmax is online per row in the log2 domain (scale * log2 e folded into one
 //   multiply, exp2 by ex2.approx), the running max and sum per row, O rescaled when the max
@@ -129,9 +130,18 @@ HIPK_DEVICE unsigned shared_address(const void* p) {
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
+// What chunk c of row r is XORed with in a tile of D / 8 chunks per row. The 32 banks span
+// 128 bytes, 8 chunks: rows of 8 chunks or more (D >= 64) swizzle by r % 8; narrower rows share
+// a bank line (D = 32: rows 2i and 2i + 1, 4 chunks each), so they swizzle by the line, r /
+// (64 / D), within their D / 8 chunks, and 8 consecutive rows of one logical chunk still hit 8
+// distinct 16-byte bank groups. Either way the swizzle repeats every 8 rows.
+template <int D> HIPK_DEVICE int swizzle(int r) {
+    return D >= 64 ? (r & 7) : ((r / (64 / D)) & (D / 8 - 1));
+}
+
 // Byte offset of 16-byte chunk `c` of row `r` in a swizzled tile of D / 8 chunks per row.
 template <int D> HIPK_DEVICE unsigned chunk_at(int r, int c) {
-    return (unsigned)((r * (D / 8) + (c ^ (r & 7))) * 16);
+    return (unsigned)((r * (D / 8) + (c ^ swizzle<D>(r))) * 16);
 }
 
 // Rows [0, ROWS) of a [rows, D] operand (row stride `stride` elements) into the swizzled
@@ -161,7 +171,8 @@ HIPK_DEVICE void load_rows(unsigned tile, const T* rows, long long stride, int v
 // fragments stay in registers from the start; else the query tile stays in shared memory,
 // before the stages, and each k16 step reads its MT fragments with ldmatrix.
 // Registers per thread: output accumulators MT D / 2, scores MT BN / 2, query fragments
-// MT D / 4 with QREGS. D = 64: 64 keys x 2 stages, QREGS (254 registers on sm_90, 32 KiB).
+// MT D / 4 with QREGS. D = 32 (BERT-small heads): D = 64's shape, half the registers and
+// 16 KiB. D = 64: 64 keys x 2 stages, QREGS (254 registers on sm_90, 32 KiB).
 // D = 128: 32 keys x 2 stages, the queries in shared memory (255 registers, no spill; 32 KiB
 // of queries + 32 KiB of stages = 64 KiB, dynamic). One H200 run (bf16 causal, B4 H32 S2048
 // and B1 H32 S8192, TFLOP/s, registers / spilled bytes from ptxas) timed every shape against
@@ -178,6 +189,7 @@ template <int MT_, int BN_, int STAGES_, int QREGS_, int LONGEST_FIRST_> struct 
     enum { MT = MT_, BN = BN_, STAGES = STAGES_, QREGS = QREGS_, LONGEST_FIRST = LONGEST_FIRST_ };
 };
 template <int D> struct MmaShape;
+template <> struct MmaShape<32> : MmaTiles<2, 64, 2, 1, 0> {};
 template <> struct MmaShape<64> : MmaTiles<2, 64, 2, 1, 0> {};
 template <> struct MmaShape<128> : MmaTiles<2, 32, 2, 0, 1> {};
 
@@ -221,11 +233,15 @@ HIPK_DEVICE void attention_mma(const T* q, const T* k, const T* v, T* out, const
     const unsigned stages = base + (QREGS ? 0u : (unsigned)HIPK_MMA_ROWS * ROW);
     // This lane's ldmatrix byte offsets in a tile (see the header; the chunk of step kk or dp
     // is the chunk of step 0 XOR 2 kk, as 2 kk never carries into bit 0; XOR with kk << 5
-    // touches only the chunk bits of the offset, below the row's).
+    // touches only the chunk bits of the offset, below the row's). Rows 8 or 16 further on
+    // have the same swizzle.
+    const int lane_swizzle = swizzle<D>(l7), q_swizzle = swizzle<D>(lane & 15);
     const unsigned q_at = (unsigned)(warp * 16 * MT + (lane & 15)) * ROW +
-                          (unsigned)(((lane >> 4) ^ l7) << 4);
-    const unsigned k_at = (unsigned)(8 * (m >> 1) + l7) * ROW + (unsigned)(((m & 1) ^ l7) << 4);
-    const unsigned v_at = (unsigned)(8 * (m & 1) + l7) * ROW + (unsigned)(((m >> 1) ^ l7) << 4);
+                          (unsigned)(((lane >> 4) ^ q_swizzle) << 4);
+    const unsigned k_at =
+        (unsigned)(8 * (m >> 1) + l7) * ROW + (unsigned)(((m & 1) ^ lane_swizzle) << 4);
+    const unsigned v_at =
+        (unsigned)(8 * (m & 1) + l7) * ROW + (unsigned)(((m >> 1) ^ lane_swizzle) << 4);
 
     // The query tile, through shared memory, into A fragments (QREGS: all of them now).
     unsigned qf[MT][QREGS ? DK : 1][4];

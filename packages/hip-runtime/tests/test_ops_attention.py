@@ -152,14 +152,14 @@ def attention_case(
 
 @settings(SETTINGS, max_examples=12)
 @given(data=st.data())
-def test_16bit_head_sizes_64_and_128_take_the_128_query_launch(
+def test_16bit_head_sizes_32_64_and_128_take_the_128_query_launch(
     backend: HipBackend, data: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """f16/bf16 with D 64 or 128 and 16-byte rows go to attention_mma_d<D> (matrix cores on
+    """f16/bf16 with D 32, 64 or 128 and 16-byte rows go to attention_mma_d<D> (matrix cores on
     NVIDIA sm_80+, the portable kernel 128 queries per block elsewhere); rows off 16 bytes go
     to the portable entry point. Several 128-query blocks, GQA, causal with an offset, masks."""
     dtype = data.draw(st.sampled_from(["f16", "bf16"]))
-    d = data.draw(st.sampled_from([64, 128]))
+    d = data.draw(st.sampled_from([32, 64, 128]))
     kv_heads = data.draw(st.integers(1, 2))
     heads = kv_heads * data.draw(st.integers(1, 2))
     shape = (1, heads, kv_heads, data.draw(st.integers(1, 300)), data.draw(st.integers(1, 300)), d)
@@ -198,7 +198,7 @@ LARGE = {
 
 @pytest.mark.parametrize("platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True)
 @pytest.mark.parametrize("case", sorted(LARGE))
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [32, 64, 128])
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_large_16bit_attention_on_the_matrix_cores(
     backend: HipBackend, monkeypatch: pytest.MonkeyPatch, dtype: str, d: int, case: str
@@ -388,6 +388,8 @@ extern "C" void run(int which, int gx, int gy, int gz, const void* q, const void
             if (which == 1) attention_mma_d64_f16(ARGS(hipk::f16));
             if (which == 2) attention_mma_d128_bf16(ARGS(hipk::bf16));
             if (which == 3) attention_mma_d128_f16(ARGS(hipk::f16));
+            if (which == 4) attention_mma_d32_bf16(ARGS(hipk::bf16));
+            if (which == 5) attention_mma_d32_f16(ARGS(hipk::f16));
         });
         for (auto& t : threads) t.join();
     }
@@ -398,7 +400,7 @@ extern "C" void run(int which, int gx, int gy, int gz, const void* q, const void
 # the condition that compiles the path.
 PATHS = {
     "mma": ("attention_mma.h", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800",
-            "// D += A B for one m16n8k16", "// Byte offset of 16-byte chunk", MMA_PRIMITIVES, 32),
+            "// D += A B for one m16n8k16", "// What chunk c of row r is XORed", MMA_PRIMITIVES, 32),
     "mfma": ("attention_mfma.h", "#if defined(__gfx90a__) || defined(__gfx942__)",
              "typedef short hipk_short4", "// Keys per LDS tile", MFMA_PRIMITIVES, 64),
 }  # fmt: skip
@@ -459,7 +461,7 @@ def emulate(lib: Any, q: np.ndarray, k: np.ndarray, v: np.ndarray, **how: Any) -
         strides += [s // mask.itemsize for s in full.strides]
     else:
         strides += [0, 0, 0, 0]
-    which = (0 if d == 64 else 2) + (q.dtype != testing.DTYPES["bf16"])
+    which = {64: 0, 128: 2, 32: 4}[d] + (q.dtype != testing.DTYPES["bf16"])
     pointer = lambda a: None if a is None else a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     lib.run(
         which, -(-sq // 128), heads, batch, *(pointer(x) for x, _ in stored), pointer(out),
@@ -479,6 +481,8 @@ EMULATED = [
     ("bf16", 64, 1, 1, 1, 40, 130, False, "bool", True),
     ("f16", 128, 2, 2, 1, 60, 110, False, "additive", False),
     ("bf16", 128, 2, 1, 1, 140, 90, True, "bool", True),
+    ("bf16", 32, 2, 2, 1, 150, 140, True, "bool", True),
+    ("f16", 32, 1, 2, 2, 70, 200, False, "additive", False),
 ]
 
 

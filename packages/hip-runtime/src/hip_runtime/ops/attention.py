@@ -23,7 +23,7 @@ _TILES = ((64, 32), (128, 16), (256, 8))
 _MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
 #: The 16-bit entry points attention_mma_d<D>_<t> (kernels/attention_mma.h): matrix cores where
 #: the compiler has them, the portable kernel elsewhere; 128 queries per block either way.
-_MMA_HEAD_SIZES = (64, 128)
+_MMA_HEAD_SIZES = (32, 64, 128)
 _MMA_ROWS = 128  # HIPK_MMA_ROWS
 _MMA_TYPES = ("f16", "bf16")
 #: Dynamic shared memory of attention_mma_d128 (HIPK_MMA_DYNAMIC_BYTES_D128); a device that
@@ -63,7 +63,7 @@ class AttentionOps(OpsBase):
         A query that sees no key at all (every key masked) gives zeros, not NaN. f32
         accumulation and an online softmax whatever the storage type.
 
-        f16 and bf16 with D = 64 or 128, whose q, k, v and out rows all start on 16-byte
+        f16 and bf16 with D = 32, 64 or 128, whose q, k, v and out rows all start on 16-byte
         boundaries (16-byte aligned tensors, batch/head/sequence strides multiples of 8
         elements: what contiguous tensors and [B, S, H, D] views have), run on the matrix
         cores where the GPU has them (NVIDIA sm_80+, AMD gfx90a/gfx942): the probabilities
