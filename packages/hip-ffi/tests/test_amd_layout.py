@@ -43,6 +43,9 @@ def _structs(major: int) -> dict[str, str]:
         "hipUUID": "hipUUID",
         "hipMemLocation": "hipMemLocation",
         "hipMemPoolProps": "hipMemPoolProps",
+        "hipMemAccessDesc": "hipMemAccessDesc",
+        "hipIpcMemHandle_t": "hipIpcMemHandle_t",
+        "hipIpcEventHandle_t": "hipIpcEventHandle_t",
     }
     pairs["hipPointerAttribute_t"] = "hipPointerAttribute_t"
     pairs["hipDeviceArch_t"] = "hipDeviceArch_t"

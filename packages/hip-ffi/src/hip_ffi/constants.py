@@ -286,6 +286,14 @@ MEM_POOL_ATTRIBUTES = MappingProxyType(
 MEM_ALLOCATION_TYPE_PINNED = 1
 MEM_HANDLE_TYPE_NONE = 0
 MEM_LOCATION_TYPE_DEVICE = 1
+#: hipMemAccessFlags (hipMemPoolSetAccess / hipMemPoolGetAccess; CUDA's cudaMemAccessFlags)
+MEM_ACCESS_FLAGS = MappingProxyType({"ProtNone": 0, "ProtRead": 1, "ProtReadWrite": 3})
+
+#: Interprocess handles: hipIpcMemHandle_t and hipIpcEventHandle_t are 64 opaque bytes on every
+#: platform (HIP_IPC_HANDLE_SIZE, CUDA's CU_IPC_HANDLE_SIZE).
+IPC_HANDLE_SIZE = 64
+#: hipIpcOpenMemHandle flag: enable peer access when the handle is opened on another device.
+IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 #: hipMemoryType, ROCm >= 6.0 numbering (also CUDA's cudaMemoryType).
 MEMORY_TYPES = MappingProxyType(

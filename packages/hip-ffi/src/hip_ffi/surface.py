@@ -62,6 +62,8 @@ RUNTIME = (
     "hipMemPoolSetAttribute",
     "hipMemPoolGetAttribute",
     "hipMemPoolTrimTo",
+    "hipMemPoolSetAccess",
+    "hipMemPoolGetAccess",
     "hipHostMalloc",
     "hipHostFree",
     "hipHostRegister",
@@ -85,6 +87,12 @@ RUNTIME = (
     "hipMemsetD32",
     "hipMemsetD32Async",
     "hipPointerGetAttributes",
+    # interprocess memory and events
+    "hipIpcGetMemHandle",
+    "hipIpcOpenMemHandle",
+    "hipIpcCloseMemHandle",
+    "hipIpcGetEventHandle",
+    "hipIpcOpenEventHandle",
     # modules and launch
     "hipModuleLoad",
     "hipModuleLoadData",

@@ -85,6 +85,9 @@ cudaError_t cudaMemPoolDestroy(hipMemPool_t memPool);
 cudaError_t cudaMemPoolSetAttribute(hipMemPool_t memPool, int attr, void* value);
 cudaError_t cudaMemPoolGetAttribute(hipMemPool_t memPool, int attr, void* value);
 cudaError_t cudaMemPoolTrimTo(hipMemPool_t memPool, size_t minBytesToKeep);
+/* cudaMemAccessDesc / cudaMemLocation have hipMemAccessDesc's layout and values. */
+cudaError_t cudaMemPoolSetAccess(hipMemPool_t memPool, const hipMemAccessDesc* descList, size_t count);
+cudaError_t cudaMemPoolGetAccess(hipMemAccessFlags* flags, hipMemPool_t memPool, hipMemLocation* location);
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags);
 cudaError_t cudaFreeHost(void* ptr);
 cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags);
@@ -95,6 +98,12 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, int kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, int kind, hipStream_t stream);
 cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count);
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count, hipStream_t stream);
+/* cudaIpcMemHandle_t / cudaIpcEventHandle_t: the same 64 opaque bytes as HIP's, by value. */
+cudaError_t cudaIpcGetMemHandle(hipIpcMemHandle_t* handle, void* devPtr);
+cudaError_t cudaIpcOpenMemHandle(void** devPtr, hipIpcMemHandle_t handle, unsigned int flags);
+cudaError_t cudaIpcCloseMemHandle(void* devPtr);
+cudaError_t cudaIpcGetEventHandle(hipIpcEventHandle_t* handle, hipEvent_t event);
+cudaError_t cudaIpcOpenEventHandle(hipEvent_t* event, hipIpcEventHandle_t handle);
 cudaError_t cudaMemset(void* devPtr, int value, size_t count);
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, hipStream_t stream);
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr);

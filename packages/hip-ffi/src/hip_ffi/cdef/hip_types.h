@@ -17,6 +17,7 @@ typedef int hipMemAllocationType;
 typedef int hipMemAllocationHandleType;
 typedef int hipMemLocationType;
 typedef int hipMemoryType;
+typedef int hipMemAccessFlags;
 
 typedef struct ihipCtx_t* hipCtx_t;
 typedef struct ihipStream_t* hipStream_t;
@@ -254,3 +255,18 @@ typedef struct hipMemPoolProps {
     size_t maxSize;
     unsigned char reserved[56];
 } hipMemPoolProps;
+
+/* hipMemPoolSetAccess's descriptor (CUDA's cudaMemAccessDesc has the same layout). */
+typedef struct hipMemAccessDesc {
+    hipMemLocation location;
+    hipMemAccessFlags flags;
+} hipMemAccessDesc;
+
+/* Interprocess handles: 64 opaque bytes (HIP_IPC_HANDLE_SIZE), passed by value to the open
+ * calls; CUDA's cudaIpcMemHandle_t / cudaIpcEventHandle_t are the same. */
+typedef struct hipIpcMemHandle_st {
+    char reserved[64];
+} hipIpcMemHandle_t;
+typedef struct hipIpcEventHandle_st {
+    char reserved[64];
+} hipIpcEventHandle_t;

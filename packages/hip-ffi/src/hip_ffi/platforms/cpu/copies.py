@@ -4,7 +4,8 @@ Every copy is a memmove and every fill a memset/wmemset through cffi, which rele
 
 Ordering and blocking, as HIP documents them:
 - The synchronous calls (hipMemcpy, hipMemcpyHtoD/DtoH/DtoD, hipMemcpyPeer, hipMemset,
-  hipMemsetD8/D32) run in null-stream order and return when done.
+  hipMemsetD8/D32) run in null-stream order (the current device's; hipMemcpyPeer: both
+  devices') and return when done.
 - The *Async calls enqueue the work on their stream and return at once, when the host side is
   device or pinned memory (hipMalloc, hipHostMalloc, hipHostRegister). When a host buffer is
   pageable they behave like HIP's: they wait for the stream, copy, and return when done, so
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hip_ffi.platforms.cpu import status
+from hip_ffi.platforms.cpu import ordinals, status
 from hip_ffi.platforms.cpu.handles import address
 from hip_ffi.platforms.cpu.memory import check_range, is_pinned
 from hip_ffi.platforms.cpu.shared_objects import libc
@@ -90,15 +91,24 @@ def hipMemcpyDtoDAsync(dst: Any, src: Any, size: int, stream: Any) -> int:
 
 
 def hipMemcpyPeer(dst: Any, dst_device: int, src: Any, src_device: int, size: int) -> int:
-    if dst_device != 0 or src_device != 0:
+    """Copy `size` bytes from `src` on `src_device` to `dst` on `dst_device` (no peer access
+    needed), after the work ordered before it on both devices' null streams; returns when
+    done."""
+    if not (ordinals.valid(dst_device) and ordinals.valid(src_device)):
         return status.INVALID_DEVICE
-    return _memcpy(dst, src, size, 3, ENGINE.null, sync=True)
+    error = _validate(address(dst), address(src), size, 3)
+    if error:
+        return error
+    if src_device != dst_device:  # the source device's null-stream order first
+        ENGINE.run_sync(ENGINE.nulls[src_device], lambda: status.SUCCESS)
+    return _memcpy(dst, src, size, 3, ENGINE.nulls[dst_device], sync=True)
 
 
 def hipMemcpyPeerAsync(
     dst: Any, dst_device: int, src: Any, src_device: int, size: int, stream: Any
 ) -> int:
-    if dst_device != 0 or src_device != 0:
+    """The same copy queued on `stream` (of either device, or another): ordered on it only."""
+    if not (ordinals.valid(dst_device) and ordinals.valid(src_device)):
         return status.INVALID_DEVICE
     return _memcpy(dst, src, size, 3, ENGINE.resolve(stream), sync=False)
 

@@ -1,4 +1,6 @@
-"""The cpu platform's one device (ordinal 0): the host, described in HIP's terms.
+"""The cpu platform's devices: the host, described in HIP's terms (one device unless
+HIP_FFI_CPU_DEVICES asks for more: ordinals.py; each is the same host, with its own share of
+the memory, limits.py, and its own PCI bus id 0000:NN:00.0 for ordinal NN).
 
 Name from /proc/cpuinfo, total memory the bound of limits.py (physical memory, or the cgroup
 limit when lower), multiprocessors = the cores this process may run on (sched_getaffinity;
@@ -19,7 +21,7 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import DEVICE_ATTRIBUTES
-from hip_ffi.platforms.cpu import limits, shared_objects, status, toolchain
+from hip_ffi.platforms.cpu import limits, ordinals, shared_objects, status, toolchain
 from hip_ffi.platforms.cpu.handles import address
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -135,7 +137,7 @@ def _attributes() -> dict[str, int]:
         "KernelExecTimeout": 0,
         "IsMultiGpuBoard": 0,
         "MultiGpuBoardGroupID": 0,
-        "PciBusId": 0,
+        "PciBusId": 0,  # the device's ordinal (hipDeviceGetAttribute)
         "PciDeviceId": 0,
         "PciDomainID": 0,
         "StreamPrioritiesSupported": 0,
@@ -168,16 +170,19 @@ def attributes() -> dict[int, int]:
     return {DEVICE_ATTRIBUTES[name]: value for name, value in _attributes().items()}
 
 
+_PCI_BUS_ID = DEVICE_ATTRIBUTES["PciBusId"]
+
 #: The struct hipGetDeviceProperties fills: ROCm 6's layout, as the other platforms use.
 PROP_TYPE = "hipDeviceProp_tR0600"
 
 
-def _properties() -> dict[str, Any]:
+def _properties(ordinal: int) -> dict[str, Any]:
     h = host()
     return {
         "name": h.name.encode()[:255],
         "gcnArchName": h.arch.encode()[:255],
-        "totalGlobalMem": limits.BUDGET.bound,
+        "totalGlobalMem": limits.BUDGETS[ordinal].bound,
+        "pciBusID": ordinal,
         "sharedMemPerBlock": SHARED_MEMORY_PER_BLOCK,
         "sharedMemPerBlockOptin": SHARED_MEMORY_PER_BLOCK,
         "sharedMemPerMultiprocessor": SHARED_MEMORY_PER_BLOCK,
@@ -215,12 +220,13 @@ def _properties() -> dict[str, Any]:
     }
 
 
-def fill_properties(props: Any, prop_type: str = PROP_TYPE) -> None:
-    """Fill a `prop_type` struct (hipDeviceProp_tR0600 or R0000): zeros, then what is known."""
+def fill_properties(props: Any, prop_type: str = PROP_TYPE, ordinal: int = 0) -> None:
+    """Fill a `prop_type` struct (hipDeviceProp_tR0600 or R0000) for device `ordinal`: zeros,
+    then what is known."""
     size = ffi.sizeof(prop_type)
     ffi.memmove(props, bytes(size), size)
     fields = dict(ffi.typeof(prop_type).fields)
-    for name, value in _properties().items():
+    for name, value in _properties(ordinal).items():
         if name in fields:
             setattr(props, name, value)
     arch = props.arch
@@ -236,8 +242,7 @@ def fill_properties(props: Any, prop_type: str = PROP_TYPE) -> None:
 # ---- the surface ---------------------------------------------------------------------------
 
 
-def _valid(device: int) -> bool:
-    return device == 0
+_valid = ordinals.valid
 
 
 def hipInit(flags: int) -> int:
@@ -247,19 +252,24 @@ def hipInit(flags: int) -> int:
 def hipGetDeviceCount(count: Any) -> int:
     if count == ffi.NULL:
         return status.INVALID_VALUE
-    count[0] = 1
+    count[0] = ordinals.count()
     return status.SUCCESS
 
 
 def hipGetDevice(device: Any) -> int:
+    """The calling host thread's current device (0 until it calls hipSetDevice)."""
     if device == ffi.NULL:
         return status.INVALID_VALUE
-    device[0] = 0
+    device[0] = ordinals.current()
     return status.SUCCESS
 
 
 def hipSetDevice(device: int) -> int:
-    return status.SUCCESS if _valid(device) else status.INVALID_DEVICE
+    """Make `device` the calling host thread's current device (other threads keep theirs)."""
+    if not _valid(device):
+        return status.INVALID_DEVICE
+    ordinals.make_current(device)
+    return status.SUCCESS
 
 
 def hipDeviceGet(device: Any, ordinal: int) -> int:
@@ -279,7 +289,7 @@ def hipDeviceGetAttribute(value: Any, attribute: int, device: int) -> int:
     table = attributes()
     if attribute not in table:
         return status.INVALID_VALUE
-    value[0] = table[attribute]
+    value[0] = device if attribute == _PCI_BUS_ID else table[attribute]
     return status.SUCCESS
 
 
@@ -288,7 +298,7 @@ def hipGetDeviceProperties(props: Any, device: int) -> int:
         return status.INVALID_VALUE
     if not _valid(device):
         return status.INVALID_DEVICE
-    fill_properties(ffi.cast(PROP_TYPE + "*", props))
+    fill_properties(ffi.cast(PROP_TYPE + "*", props), ordinal=device)
     return status.SUCCESS
 
 
@@ -297,7 +307,7 @@ def hipDeviceGetName(name: Any, length: int, device: int) -> int:
 
 
 def hipDeviceGetPCIBusId(bus_id: Any, length: int, device: int) -> int:
-    return _write_string(bus_id, length, device, "0000:00:00.0")
+    return _write_string(bus_id, length, device, f"0000:{device:02x}:00.0")
 
 
 def _write_string(out: Any, length: int, device: int, text: str) -> int:
@@ -316,34 +326,18 @@ def hipDeviceTotalMem(size: Any, device: int) -> int:
         return status.INVALID_VALUE
     if not _valid(device):
         return status.INVALID_DEVICE
-    size[0] = limits.BUDGET.bound
+    size[0] = limits.BUDGETS[device].bound
     return status.SUCCESS
 
 
 def hipMemGetInfo(free: Any, total: Any) -> int:
-    """Bytes: total = the device's bound (physical memory or the cgroup limit, limits.py),
-    free = the bound minus what the platform has handed out."""
+    """Bytes, of the current device: total = its bound (physical memory or the cgroup limit,
+    split between the devices: limits.py), free = the bound minus what it has handed out."""
     if free == ffi.NULL or total == ffi.NULL:
         return status.INVALID_VALUE
-    free[0], total[0] = limits.BUDGET.free, limits.BUDGET.bound
+    budget = limits.BUDGETS[ordinals.current()]
+    free[0], total[0] = budget.free, budget.bound
     return status.SUCCESS
-
-
-def hipDeviceCanAccessPeer(can: Any, device: int, peer: int) -> int:
-    if can == ffi.NULL:
-        return status.INVALID_VALUE
-    if not (_valid(device) and _valid(peer)):
-        return status.INVALID_DEVICE
-    can[0] = 0  # one device: no peers (a device is never its own peer)
-    return status.SUCCESS
-
-
-def hipDeviceEnablePeerAccess(peer: int, flags: int) -> int:
-    return status.INVALID_DEVICE  # the only device is the current one, never its own peer
-
-
-def hipDeviceDisablePeerAccess(peer: int) -> int:
-    return status.INVALID_DEVICE
 
 
 def hipDeviceGetStreamPriorityRange(least: Any, greatest: Any) -> int:

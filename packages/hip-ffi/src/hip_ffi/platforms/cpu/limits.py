@@ -12,6 +12,9 @@ GPU, and hipMemGetInfo reports total = the bound, free = the bound minus what is
 Memory the process uses otherwise (Python objects, numpy arrays) is not counted: a process
 that already fills much of its cgroup can still be killed when it fills its buffers.
 `HIP_FFI_CPU_CGROUP` names where the cgroup filesystem is mounted (default /sys/fs/cgroup).
+
+With several devices (HIP_FFI_CPU_DEVICES, ordinals.py) each has its own budget, an even share
+of the bound, so that together they never hand out more than the host has.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from hip_ffi.platforms.cpu import ordinals
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
@@ -119,10 +124,19 @@ class Budget:
         return max(self.bound - self.handed_out, 0)
 
 
-BUDGET = Budget(read_bound())
+def _share() -> int:
+    """One device's bound: the host's, split evenly between the devices (bytes)."""
+    return read_bound() // ordinals.count()
+
+
+#: Each device's budget, by ordinal; BUDGET is device 0's.
+BUDGETS = tuple(Budget(_share()) for _ in range(ordinals.count()))
+BUDGET = BUDGETS[0]
 
 
 def reload() -> None:
     """Read the bound again (tests that point HIP_FFI_CPU_CGROUP at a fake hierarchy); what
     is handed out stays counted."""
-    BUDGET.bound = read_bound()
+    share = _share()
+    for budget in BUDGETS:
+        budget.bound = share

@@ -49,16 +49,20 @@ def load() -> HipApi:
         dnn,
         graphs,
         images,
+        ipc,
         launch,
         memory,
         modules,
+        peers,
+        pools,
         status,
         stream_api,
         toolchain,
     )
 
     runtime: dict[str, Callable[..., Any]] = {}
-    for part in (device, stream_api, memory, copies, modules, launch, graphs):
+    parts = (device, peers, stream_api, memory, pools, ipc, copies, modules, launch, graphs)
+    for part in parts:
         runtime.update(_defined(part))
     runtime["hipRuntimeGetVersion"] = runtime_version
     runtime["hipDriverGetVersion"] = runtime_version

@@ -109,6 +109,8 @@ class _Libc:
         self.mmap = bind("mmap", "uintptr_t(*)(uintptr_t, size_t, int, int, int, long)")
         self.mprotect = bind("mprotect", "int(*)(uintptr_t, size_t, int)")
         self.munmap = bind("munmap", "int(*)(uintptr_t, size_t)")
+        # the shareable arena of device memory (arena.py): MADV_REMOVE gives pages back
+        self.madvise = bind("madvise", "int(*)(uintptr_t, size_t, int)")
         self._keep = libc
 
 

@@ -1,7 +1,8 @@
 """hipStream*, hipEvent*, hipLaunchHostFunc and hipDeviceSynchronize over streams.ENGINE.
 
 Stream semantics are described in hip_ffi.platforms.cpu.streams. Priorities are accepted and
-reported back but do not change scheduling (the priority range is [0, 0]).
+reported back but do not change scheduling (the priority range is [0, 0]). Interprocess events
+(hipEventInterprocess) keep their state where other processes see it: shared_events.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from hip_ffi.constants import (
     EVENT_INTERPROCESS,
     STREAM_NON_BLOCKING,
 )
-from hip_ffi.platforms.cpu import status
+from hip_ffi.platforms.cpu import shared_events, status
 from hip_ffi.platforms.cpu.handles import Registry, takes_handle
 from hip_ffi.platforms.cpu.streams import ENGINE, Event, Stream, on_stream
 
@@ -82,6 +83,8 @@ def hipStreamWaitEvent(stream: Any, event: Any, flags: int) -> int:
         return status.INVALID_HANDLE
     if flags != 0:
         return status.INVALID_VALUE
+    if waited.shared is not None:
+        return shared_events.wait(resolved, waited.shared)
     return ENGINE.wait_event(resolved, waited)
 
 
@@ -105,9 +108,19 @@ def hipDeviceSynchronize() -> int:
 
 
 def hipEventCreateWithFlags(event: Any, flags: int) -> int:
+    """An event; with hipEventInterprocess (which needs hipEventDisableTiming too, as in HIP)
+    one that other processes can open (ipc.py)."""
     if event == ffi.NULL or flags & ~_EVENT_FLAGS:
         return status.INVALID_VALUE
-    event[0] = EVENTS.cdata(EVENTS.add(Event(flags)))
+    created = Event(flags)
+    if flags & EVENT_INTERPROCESS:
+        if not flags & EVENT_DISABLE_TIMING:
+            return status.INVALID_VALUE
+        shared = shared_events.new()
+        if isinstance(shared, int):
+            return shared
+        created.shared = shared
+    event[0] = EVENTS.cdata(EVENTS.add(created))
     return status.SUCCESS
 
 
@@ -117,19 +130,28 @@ def hipEventRecord(event: Any, stream: Any) -> int:
     resolved = ENGINE.resolve(stream)
     if recorded is None or resolved is None:
         return status.INVALID_HANDLE
+    if recorded.shared is not None:
+        return shared_events.record(recorded.shared, resolved)
     return ENGINE.record(recorded, resolved)
 
 
 @on_event
 def hipEventSynchronize(event: Event) -> int:
-    ENGINE.event_synchronize(event)
+    if event.shared is not None:
+        shared_events.synchronize(event.shared)
+    else:
+        ENGINE.event_synchronize(event)
     return status.SUCCESS
 
 
 @on_event
 def hipEventQuery(event: Event) -> int:
     """hipSuccess once the stream reached the event (or it was never recorded)."""
-    return status.SUCCESS if ENGINE.event_done(event) else status.NOT_READY
+    if event.shared is not None:
+        done = shared_events.done(event.shared)
+    else:
+        done = ENGINE.event_done(event)
+    return status.SUCCESS if done else status.NOT_READY
 
 
 def hipEventElapsedTime(ms: Any, start: Any, stop: Any) -> int:
@@ -157,4 +179,9 @@ def hipEventElapsedTime(ms: Any, start: Any, stop: Any) -> int:
 
 
 def hipEventDestroy(event: Any) -> int:
-    return status.SUCCESS if EVENTS.remove(event) is not None else status.INVALID_HANDLE
+    removed = EVENTS.remove(event)
+    if removed is None:
+        return status.INVALID_HANDLE
+    if removed.shared is not None:
+        shared_events.close(removed.shared)
+    return status.SUCCESS

@@ -10,7 +10,11 @@ Semantics (HIP's; docs/architecture.md, Semantics):
   only after all work enqueued earlier on every *blocking* stream has finished, and work
   enqueued on a blocking stream starts only after all work enqueued earlier on the null stream.
   Streams created with hipStreamNonBlocking take no part in this. hipStreamPerThread is one
-  blocking stream per host thread.
+  blocking stream per host thread and device.
+- Each device (ordinals.py) has its own null stream, and a stream belongs to the device that
+  was current when it was created: the null stream's ordering, hipDeviceSynchronize and the
+  NULL handle all concern the calling thread's current device only, as in HIP. Work of one
+  device may wait for an event of another (hipStreamWaitEvent).
 - Synchronous calls (hipMemcpy, hipMemset, copies from pageable memory) are ordered the same
   way and return when done; when there is nothing to wait for they run on the calling thread
   (no hand-off), which is indistinguishable from the worker running them.
@@ -30,11 +34,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hip_ffi.constants import ERROR_CODES, STREAM_NON_BLOCKING
-from hip_ffi.platforms.cpu import status
+from hip_ffi.platforms.cpu import ordinals, status
 from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 
 if TYPE_CHECKING:
     from hip_ffi.platforms.cpu.graphs import Capture
+    from hip_ffi.platforms.cpu.shared_events import Shared
 
 Work = Callable[[], int]  # runs one operation; returns a hipError_t
 Dependency = tuple["Stream", int]  # (stream, ticket): done once stream.completed >= ticket
@@ -48,8 +53,9 @@ CAPTURED_EVENT = ERROR_CODES["hipErrorCapturedEvent"]
 class Stream:
     """One queue. Tickets number its operations 1, 2, ...; `completed` is the last finished."""
 
-    def __init__(self, flags: int, priority: int, *, null: bool = False) -> None:
+    def __init__(self, flags: int, priority: int, *, null: bool = False, device: int = 0) -> None:
         self.handle = 0
+        self.device = device  # the ordinal it belongs to
         self.flags = flags
         self.priority = priority
         self.null = null
@@ -92,6 +98,8 @@ class Event:
         self.record: _Record | None = None  # the latest hipEventRecord
         # The latest record, when it was made on a capturing stream: (capture, point).
         self.captured: tuple[Capture, dict[Stream, int]] | None = None
+        # An interprocess event's state, which other processes see (shared_events.py).
+        self.shared: Shared | None = None
 
 
 def _done(deps: Sequence[Dependency]) -> bool:
@@ -140,13 +148,19 @@ class Engine:
         self.cond = threading.Condition(threading.RLock())
         self._local = threading.local()  # .depth: lock holding; .worker: a stream's thread
         self.held = _Held(self.cond, self._local)
-        self.null = Stream(0, 0, null=True)
-        self.live: list[Stream] = [self.null]  # not destroyed, or still draining
+        self.nulls = [Stream(0, 0, null=True, device=d) for d in range(ordinals.count())]
+        self.live: list[Stream] = [*self.nulls]  # not destroyed, or still draining
         self.handles: Registry[Stream] = Registry("hipStream_t")
         # Deferred releases run here, once the work enqueued before them has finished.
         self._reaper = Stream(STREAM_NON_BLOCKING, 0)
-        self._start(self.null)
+        for null in self.nulls:
+            self._start(null)
         self._start(self._reaper)
+
+    @property
+    def null(self) -> Stream:
+        """The null stream of the calling thread's current device."""
+        return self.nulls[ordinals.current()]
 
     def must_not_wait(self) -> bool:
         """True on a stream's worker thread and inside the engine's lock: waiting for the
@@ -155,7 +169,8 @@ class Engine:
 
     # ---- streams ------------------------------------------------------------------------
     def create(self, flags: int, priority: int) -> Stream:
-        stream = Stream(flags, priority)
+        """A new stream of the calling thread's current device."""
+        stream = Stream(flags, priority, device=ordinals.current())
         stream.handle = self.handles.add(stream)
         self._start(stream)
         with self.held:
@@ -166,12 +181,13 @@ class Engine:
         """The stream behind a hipStream_t (NULL and hipStreamLegacy: the null stream)."""
         value = address(handle)
         if value in (0, LEGACY_STREAM):
-            return self.null
-        if value == PER_THREAD_STREAM:
-            stream: Stream | None = getattr(self._local, "stream", None)
-            if stream is None:
-                stream = self._local.stream = self.create(0, 0)
-            return stream
+            return self.nulls[ordinals.current()]
+        if value == PER_THREAD_STREAM:  # one per host thread and device
+            streams: dict[int, Stream] = self._local.__dict__.setdefault("streams", {})
+            device = ordinals.current()
+            if device not in streams:
+                streams[device] = self.create(0, 0)
+            return streams[device]
         return self.handles.get(value)
 
     def destroy(self, stream: Stream) -> None:
@@ -191,12 +207,13 @@ class Engine:
     def _implicit(self, stream: Stream) -> list[Dependency]:
         """What work newly enqueued on `stream` waits for, besides the stream's own order."""
         if stream.null:
+            device = stream.device
             return [
                 (other, other.enqueued)
                 for other in self.live
-                if other.blocking and other.enqueued > other.completed
+                if other.blocking and other.device == device and other.enqueued > other.completed
             ]
-        null = self.null
+        null = self.nulls[stream.device]
         if stream.blocking and null.enqueued > null.completed:
             return [(null, null.enqueued)]
         return []
@@ -377,18 +394,23 @@ class Engine:
         with self.held:
             return status.SUCCESS if _done(self._pending_for(stream)) else status.NOT_READY
 
-    def wait_all(self) -> None:
-        """Wait for all work on every stream, leaving their errors for their synchronize."""
+    def wait_all(self, device: int | None = None) -> None:
+        """Wait for all work on every stream (of `device` only, when given), leaving their
+        errors for their synchronize."""
         with self.held:
-            deps = [(stream, stream.enqueued) for stream in self.live]
+            deps = [(s, s.enqueued) for s in self.live if device is None or s.device == device]
             self._wait(lambda: _done(deps), [d for d, _ in deps])
 
     def synchronize_device(self) -> int:
-        """Wait for all work on every stream; returns (and clears) the first stream error."""
-        self.wait_all()
+        """Wait for all work on every stream of the current device; returns (and clears) the
+        first error of those streams."""
+        device = ordinals.current()
+        self.wait_all(device)
         error, detail = status.SUCCESS, ""
         with self.held:
             for stream in self.live:
+                if stream.device != device:
+                    continue
                 if not error:
                     error, detail = stream.error, stream.error_detail
                 stream.error = status.SUCCESS
