@@ -81,6 +81,7 @@ CASES: dict[type[Resource], tuple[Factory, dict[str, Call]]] = {
             "sync": lambda e, t: e.sync(),
             "done": lambda e, t: e.done,
             "elapsed_ms": lambda e, t: e.elapsed_ms(t.event),
+            "ipc_handle": lambda e, t: e.ipc_handle(),
         },
     ),
     DeviceBuffer: (
@@ -90,6 +91,7 @@ CASES: dict[type[Resource], tuple[Factory, dict[str, Call]]] = {
             "copy_from": lambda b, t: b.copy_from(t.host),
             "copy_to": lambda b, t: b.copy_to(t.host),
             "fill": lambda b, t: b.fill(0, stream=t.stream),
+            "ipc_handle": lambda b, t: b.ipc_handle(),
         },
     ),
     PinnedBuffer: (
@@ -106,6 +108,9 @@ CASES: dict[type[Resource], tuple[Factory, dict[str, Call]]] = {
             "allocate": lambda p, t: p.allocate(16, stream=t.stream),
             "stats": lambda p, t: p.stats(),
             "trim": lambda p, t: p.trim(),
+            "enable_peer_access": lambda p, t: p.enable_peer_access(t.device),
+            "disable_peer_access": lambda p, t: p.disable_peer_access(t.device),
+            "peer_access": lambda p, t: p.peer_access(t.device),
         },
     ),
     Module: (

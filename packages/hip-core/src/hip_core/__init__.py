@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
     )
     from hip_core.event import Event
     from hip_core.graph import Graph, GraphExec, capture
+    from hip_core.ipc import IpcEventHandle, IpcHandle
     from hip_core.kernel import Kernel
     from hip_core.memory import DeviceBuffer, PinnedBuffer
     from hip_core.module import Module
@@ -62,6 +63,8 @@ _HOMES = {
     "HipNotReadyError": "hip_core.errors",
     "HipOutOfMemoryError": "hip_core.errors",
     "HipblasError": "hip_core.errors",
+    "IpcEventHandle": "hip_core.ipc",
+    "IpcHandle": "hip_core.ipc",
     "Kernel": "hip_core.kernel",
     "MemoryPool": "hip_core.pool",
     "Module": "hip_core.module",
@@ -103,6 +106,8 @@ __all__ = [
     "HipNotReadyError",
     "HipOutOfMemoryError",
     "HipblasError",
+    "IpcEventHandle",
+    "IpcHandle",
     "Kernel",
     "MemoryPool",
     "Module",

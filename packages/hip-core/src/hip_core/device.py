@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import hip_ffi
+from hip_core import peer as _peer
 from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core.errors import check, error_for
@@ -154,8 +155,10 @@ class Device:
     def create_stream(self, *, non_blocking: bool = False, priority: int = 0) -> Stream:
         return Stream(self, non_blocking=non_blocking, priority=priority)
 
-    def create_event(self, *, timing: bool = True) -> Event:
-        return Event(self, timing=timing)
+    def create_event(self, *, timing: bool = True, interprocess: bool = False) -> Event:
+        """An event on this device; `interprocess=True` (with `timing=False`) for one that
+        other processes can open (`Event.ipc_handle`)."""
+        return Event(self, timing=timing, interprocess=interprocess)
 
     def allocate(self, size: int) -> DeviceBuffer:
         """`size` bytes of device memory (hipMalloc; synchronous, not stream-ordered)."""
@@ -164,6 +167,21 @@ class Device:
     def allocate_pinned(self, size: int) -> PinnedBuffer:
         """`size` bytes of page-locked host memory (hipHostMalloc)."""
         return PinnedBuffer.allocate(size)
+
+    # Peers (hip_core.peer).
+    def can_access_peer(self, peer: Device) -> bool:
+        """Whether kernels on this device can access `peer`'s memory once peer access is
+        enabled (hipDeviceCanAccessPeer); False for the device itself."""
+        return _peer.can_access_peer(self, peer)
+
+    def enable_peer_access(self, peer: Device) -> None:
+        """Let kernels on this device read and write `peer`'s memory (one way;
+        hipDeviceEnablePeerAccess). Idempotent; HipError where the pair cannot be linked."""
+        _peer.enable_peer_access(self, peer)
+
+    def disable_peer_access(self, peer: Device) -> None:
+        """Undo `enable_peer_access` (hipDeviceDisablePeerAccess); idempotent."""
+        _peer.disable_peer_access(self, peer)
 
     @property
     def default_stream(self) -> Stream:

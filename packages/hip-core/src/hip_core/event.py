@@ -10,20 +10,26 @@ from hip_core._resource import Resource
 from hip_core.device import _thread
 from hip_core.errors import check, check_done
 from hip_core.stream import checked_handle
-from hip_ffi.constants import EVENT_DEFAULT, EVENT_DISABLE_TIMING
+from hip_ffi.constants import EVENT_DEFAULT, EVENT_DISABLE_TIMING, EVENT_INTERPROCESS
 
 if TYPE_CHECKING:
     from hip_core.device import Device
+    from hip_core.ipc import IpcEventHandle
     from hip_core.stream import Stream
 
 
 class Event(Resource):
-    """A HIP event. `timing=False` makes record/wait cheaper but `elapsed_ms` impossible."""
+    """A HIP event. `timing=False` makes record/wait cheaper but `elapsed_ms` impossible.
 
-    __slots__ = ("device", "handle", "timing")
+    `interprocess=True` (with `timing=False`, as HIP requires) makes an event another process
+    can open from `ipc_handle()` (hip_core.ipc): a record in either process completes waits in
+    both.
+    """
+
+    __slots__ = ("device", "handle", "interprocess", "timing")
     _named_by_launches = False  # never a kernel's argument: closing one keeps launch caches
 
-    def __init__(self, device: Device, *, timing: bool = True) -> None:
+    def __init__(self, device: Device, *, timing: bool = True, interprocess: bool = False) -> None:
         # The hot path of issue 15 (cuda.core's cost or below): one cell, one call, and the
         # device switch only when this thread is not on the device already (what `with
         # device:` would decide too, at 1.3 µs).
@@ -36,6 +42,10 @@ class Event(Resource):
             found = _entries(api)
         out = api.ffi.new(found[1])
         flags = EVENT_DEFAULT if timing else EVENT_DISABLE_TIMING
+        if interprocess:
+            if timing:
+                raise ValueError("an interprocess event cannot time: create it with timing=False")
+            flags |= EVENT_INTERPROCESS
         if _thread.ordinal == device.ordinal:  # (current_ordinal(), inline)
             status = found[2](out, flags)
             if status:
@@ -48,6 +58,7 @@ class Event(Resource):
         self.handle = handle = out[0]
         self.device = device
         self.timing = timing
+        self.interprocess = interprocess
         # (Resource._own's four slots, set inline: one call fewer per event)
         self._releaser_args = (api, found[3], handle)
         self._releaser = _destroy_event
@@ -99,6 +110,14 @@ class Event(Resource):
         ms = api.ffi.new("float*")
         check(api.hipEventElapsedTime(ms, self.handle, end.handle), "hipEventElapsedTime")
         return float(ms[0])
+
+    def ipc_handle(self) -> IpcEventHandle:
+        """A handle another process opens to use this event (an `IpcEventHandle`, which
+        pickles); the event must be `interprocess=True`, else ValueError. Keep it open while
+        other processes use it."""
+        from hip_core.ipc import export_event
+
+        return export_event(self)
 
     def __sub__(self, start: Event) -> float:
         """`end - start`: elapsed milliseconds."""

@@ -7,6 +7,11 @@ stream is being captured). Only copies between device memory and
 *pinned* host memory (PinnedBuffer) are truly asynchronous: HIP stages pageable host memory
 (bytes, numpy arrays) through its own buffers, so such a copy may return only once the host
 side has been read (H2D) or may not overlap other work (D2H).
+
+Between buffers of two devices, `copy_from` / `copy_to` are peer copies (hipMemcpyPeer, or
+hipMemcpyPeerAsync with `stream=`), ordered as `hip_core.peer` describes. A buffer from
+`Device.allocate` can be shared with another process without a copy: `ipc_handle()` and
+`DeviceBuffer.from_ipc` (hip_core.ipc).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import ClosedError, Resource, nothing
 from hip_core.errors import check
+from hip_core.peer import copy as peer_copy
 from hip_core.stream import checked_handle
 from hip_ffi.constants import (
     HOST_MALLOC_DEFAULT,
@@ -29,6 +35,7 @@ from hip_ffi.constants import (
 
 if TYPE_CHECKING:
     from hip_core.device import Device
+    from hip_core.ipc import IpcHandle
     from hip_core.stream import Stream
 
 
@@ -42,6 +49,13 @@ class _Allocation(Resource):
         self.ptr = ptr
         self.size = size
         self._own(_free, free, *free_args)
+
+
+class _Malloced(_Allocation):
+    """An allocation hipMalloc made in this process: the only kind another process can open
+    (`DeviceBuffer.ipc_handle`)."""
+
+    __slots__ = ()
 
 
 def _free(free: Any, *args: Any) -> None:
@@ -150,7 +164,7 @@ class DeviceBuffer(_BufferBase):
         with device:
             check(api.hipMalloc(out, size), "hipMalloc")
         ptr = int(api.ffi.cast("uintptr_t", out[0]))
-        return cls(_Allocation(ptr, size, _hip_free, api, out[0]), ptr, size, device)
+        return cls(_Malloced(ptr, size, _hip_free, api, out[0]), ptr, size, device)
 
     @classmethod
     def wrap(
@@ -206,6 +220,29 @@ class DeviceBuffer(_BufferBase):
         ptr, size = self._view_range(offset, size)
         return DeviceBuffer(self._hold_target(), ptr, size, self.device, is_view=True)
 
+    def ipc_handle(self) -> IpcHandle:
+        """A handle another process opens to map this buffer's memory, zero-copy (an
+        `IpcHandle`: it pickles, so it crosses `multiprocessing` with any start method).
+
+        Only memory from `Device.allocate` (hipMalloc), or a view of it, can be exported:
+        ValueError for pool allocations, wrapped or imported memory; ClosedError for a closed
+        buffer. Keep this buffer open while any process uses the memory: closing it frees the
+        memory under the importers (undefined on HIP; see hip_core.ipc)."""
+        from hip_core.ipc import export_buffer
+
+        return export_buffer(self)
+
+    @classmethod
+    def from_ipc(cls, handle: IpcHandle, device: Device | None = None) -> DeviceBuffer:
+        """`handle.open(device)`: another process's buffer, mapped here (hip_core.ipc)."""
+        return handle.open(device)
+
+    def _malloc_base(self) -> int | None:
+        """The address hipMalloc returned for the memory of this buffer (a view's parent's),
+        or None when it is not a hipMalloc allocation of this process."""
+        owner = self._owner
+        return owner.ptr if isinstance(owner, _Malloced) else None
+
     def copy_from(self, source: Any, *, stream: Stream | None = None) -> None:
         """Copy all of `source` into the start of this buffer.
 
@@ -240,6 +277,15 @@ class DeviceBuffer(_BufferBase):
         if nbytes > self.size:
             direction = "source" if to_device else "destination"
             raise ValueError(f"{direction} holds {nbytes} bytes; this buffer only {self.size}")
+        # (`is not` first: the same device is nearly always the same object, `!=` is slower)
+        if (
+            kind == MEMCPY_DEVICE_TO_DEVICE
+            and other.device is not self.device
+            and other.device != self.device
+        ):
+            dst, src = (self, other) if to_device else (other, self)
+            peer_copy(dst, src, nbytes, stream, handle)
+            return
         mine = self._void()
         dst, src = (mine, pointer) if to_device else (pointer, mine)
         if stream is None:

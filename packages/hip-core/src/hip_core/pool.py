@@ -11,6 +11,8 @@ the device supports pools, else a caching allocator over hipMalloc. Either way:
 - `limit` caps the bytes in use; an allocation above it, or one the device cannot satisfy,
   first releases cached memory (`trim()`), retries once, then raises HipOutOfMemoryError —
   after which the pool and the process keep working.
+- `enable_peer_access(peer)` lets kernels on another device use the pool's allocations
+  (hip_core.peer). Pool allocations cannot be shared with other processes (hip_core.ipc).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hip_core import _capture
+from hip_core import _capture, peer
 from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import Resource
@@ -31,6 +33,7 @@ from hip_core.memory import DeviceBuffer
 from hip_core.stream import Stream, checked_handle
 from hip_ffi.constants import (
     ERROR_CODES,
+    MEM_ACCESS_FLAGS,
     MEM_ALLOCATION_TYPE_PINNED,
     MEM_LOCATION_TYPE_DEVICE,
     MEM_POOL_ATTRIBUTES,
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 
 _OUT_OF_MEMORY = ERROR_CODES["hipErrorOutOfMemory"]
 _GRANULE = 512  # the caching allocator rounds sizes up to this many bytes
+_READ_WRITE = MEM_ACCESS_FLAGS["ProtReadWrite"]
 _REUSE_DEPTH = 8  # blocks of one size the pool keeps itself for same-size reuse
 
 
@@ -237,6 +241,33 @@ class MemoryPool(Resource):
         self._flush()
         self._backend.trim()
 
+    def enable_peer_access(self, peer_device: Device) -> None:
+        """Let kernels on `peer_device` read and write this pool's allocations, present and
+        future (a HIP pool: hipMemPoolSetAccess; the caching allocator: the peer's access to
+        this pool's device, `peer_device.enable_peer_access(pool.device)`). Idempotent;
+        HipError (hipErrorPeerAccessUnsupported) where the two devices cannot be linked."""
+        self._set_peer_access(peer_device, True)
+
+    def disable_peer_access(self, peer_device: Device) -> None:
+        """Undo `enable_peer_access` (idempotent); allocations in use stay valid here."""
+        self._set_peer_access(peer_device, False)
+
+    def _set_peer_access(self, peer_device: Device, enabled: bool) -> None:
+        self._check_open()
+        what = "MemoryPool.enable_peer_access" if enabled else "MemoryPool.disable_peer_access"
+        peer.checked_peer(self.device, peer_device, what)
+        if enabled:
+            peer.require_capable(self.device, peer_device, what)
+        self._backend.set_peer_access(peer_device, enabled)
+
+    def peer_access(self, peer_device: Device) -> bool:
+        """Whether kernels on `peer_device` may access this pool's allocations (a HIP pool:
+        hipMemPoolGetAccess answers read-write; the caching allocator: this process enabled
+        the peer's access to the pool's device through hip-core)."""
+        self._check_open()
+        peer.checked_peer(self.device, peer_device, "MemoryPool.peer_access")
+        return self._backend.peer_access(peer_device)
+
     def __repr__(self) -> str:
         if self.closed:
             return f"<MemoryPool {self.backend} closed>"
@@ -308,6 +339,20 @@ class _HipPool:
     def trim(self) -> None:
         self.device.synchronize()  # frees queued on streams must land before they can be trimmed
         check(self.api.hipMemPoolTrimTo(self.handle, 0), "hipMemPoolTrimTo")
+
+    def set_peer_access(self, device: Device, enabled: bool) -> None:
+        ffi = self.api.ffi
+        desc = ffi.new("hipMemAccessDesc*")
+        desc.location.type, desc.location.id = MEM_LOCATION_TYPE_DEVICE, device.ordinal
+        desc.flags = _READ_WRITE if enabled else MEM_ACCESS_FLAGS["ProtNone"]
+        check(self.api.hipMemPoolSetAccess(self.handle, desc, 1), "hipMemPoolSetAccess")
+
+    def peer_access(self, device: Device) -> bool:
+        ffi = self.api.ffi
+        flags = ffi.new("hipMemAccessFlags*")
+        location = ffi.new("hipMemLocation*", (MEM_LOCATION_TYPE_DEVICE, device.ordinal))
+        check(self.api.hipMemPoolGetAccess(flags, self.handle, location), "hipMemPoolGetAccess")
+        return bool(flags[0] == _READ_WRITE)
 
     def destroy(self) -> None:
         with self.lock:
@@ -387,3 +432,14 @@ class _CachingAllocator:
     def destroy(self) -> None:
         self.destroyed = True
         self.trim()
+
+    def set_peer_access(self, device: Device, enabled: bool) -> None:
+        """Blocks are plain hipMalloc memory: what `device` reaches is what its own peer
+        access to this allocator's device allows."""
+        if enabled:
+            peer.enable_peer_access(device, self.device)
+        else:
+            peer.disable_peer_access(device, self.device)
+
+    def peer_access(self, device: Device) -> bool:
+        return peer.enabled(device, self.device)
