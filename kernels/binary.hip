@@ -6,11 +6,13 @@
 //   would otherwise limit the occupancy of every other op)
 //
 // op (hip_runtime/ops/pointwise.py's BINARY_OPS, in this order): 0 add, 1 sub, 2 mul, 3 div,
-// 4 maximum, 5 minimum, 6 swiglu (silu(a) * b). div and swiglu are for floats only (the host
-// refuses integers). `scalar`: 0 none, 1 a, 2 b is the value fs (floats) / is (integers).
+// 4 maximum, 5 minimum, 6 swiglu (silu(a) * b), 7 bias_gelu_erf and 8 bias_gelu_tanh
+// (gelu(a + b), the sum in the compute type). div, swiglu and the GELUs are for floats only
+// (the host refuses integers). `scalar`: 0 none, 1 a, 2 b is the value fs (floats) / is (integers).
 // <t>: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u32. Integers wrap (two's complement, as numpy);
 // maximum/minimum propagate NaN (numpy's rule); pow of integers by squaring, and a negative
 // exponent gives 1 / a**|b| truncated: 0 unless a is 1 or -1.
+#include "gelu.h"
 #include "pointwise.h"
 
 namespace hipk {
@@ -43,6 +45,9 @@ template <typename C> struct Minimum {
 template <typename C> struct SwiGlu {  // the Llama MLP's gate: silu on a (the gate), not on b
     HIPK_DEVICE C operator()(C gate, C up) const { return gate / (C(1) + m_exp(-gate)) * up; }
 };
+template <typename C, typename Gelu> struct BiasGelu {  // gelu(x + bias), in one pass
+    HIPK_DEVICE C operator()(C x, C bias) const { return Gelu()(x + bias); }
+};
 
 template <typename C, int F = IsFloat<C>::value> struct Power {
     HIPK_DEVICE C operator()(C a, C b) const { return m_pow(a, b); }
@@ -60,11 +65,13 @@ template <typename C> struct Power<C, 0> {
     }
 };
 
-// Div and swiglu, for floats only: integers never ask for them, so they are not instantiated.
+// Div, swiglu and the GELUs, for floats only: integers never ask for them, so they are not instantiated.
 template <typename C, int F = IsFloat<C>::value> struct FloatOnly {
     template <typename Run> static HIPK_DEVICE void run(int op, const Run& run) {
         if (op == 3) run(Div<C>());
         if (op == 6) run(SwiGlu<C>());
+        if (op == 7) run(BiasGelu<C, GeluErf<C> >());
+        if (op == 8) run(BiasGelu<C, GeluTanh<C> >());
     }
 };
 template <typename C> struct FloatOnly<C, 0> {

@@ -8,6 +8,7 @@
 // 12 cos (x ** p is binary.hip's power)
 // f32 math for the 16-bit floats (loads widen, stores round once), f64 math for f64; p0 is
 // rounded to the compute type; q0 and q1 are unused. <t>: f32 f64 f16 bf16.
+#include "gelu.h"
 #include "pointwise.h"
 
 namespace hipk {
@@ -33,17 +34,6 @@ template <typename C> struct Sigmoid {
 };
 template <typename C> struct Silu {
     HIPK_DEVICE C operator()(C x) const { return x / (C(1) + m_exp(-x)); }
-};
-template <typename C> struct GeluErf {  // x/2 * (1 + erf(x / sqrt(2))), the exact GELU
-    HIPK_DEVICE C operator()(C x) const {
-        return C(0.5) * x * (C(1) + m_erf(x * C(0.70710678118654752440)));
-    }
-};
-template <typename C> struct GeluTanh {  // x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    HIPK_DEVICE C operator()(C x) const {
-        const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
-        return C(0.5) * x * (C(1) + m_tanh(inner));
-    }
 };
 template <typename C> struct Elu {
     C alpha;

@@ -65,6 +65,28 @@ def test_unary(
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_adds_a_bias_as_it_reads(
+    backend: HipBackend,
+    harness: KernelHarness,
+    approximate: str,
+    dtype: str,
+    shape: tuple[int, int],
+) -> None:
+    """gelu(x, bias=b) = gelu(x + b) in one pass, b a row of x's last axis; in place too."""
+    x, bias = harness.random(shape, dtype, 3.0), harness.random(shape[1], dtype)
+    dx = backend.from_numpy(x)
+    got = backend.gelu(dx, bias=backend.from_numpy(bias), approximate=approximate).to_numpy()
+    summed = x.astype(np.float64) + bias.astype(np.float64)
+    assert_close(got, testing.gelu(summed, approximate=approximate), dtype)
+    backend.gelu(dx, bias=backend.from_numpy(bias), approximate=approximate, out=dx)
+    assert_bits_equal(dx.to_numpy(), got)
+    with pytest.raises(ValueError, match="bias must have shape"):
+        backend.gelu(dx, bias=backend.from_numpy(np.zeros(shape[1] + 1, x.dtype)))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", TYPES)
 def test_add_row_bias(
     backend: HipBackend, harness: KernelHarness, dtype: str, shape: tuple[int, int]
 ) -> None:

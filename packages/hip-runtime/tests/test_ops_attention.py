@@ -400,7 +400,7 @@ extern "C" void run(int which, int gx, int gy, int gz, const void* q, const void
 # the condition that compiles the path.
 PATHS = {
     "mma": ("attention_mma.h", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800",
-            "// D += A B for one m16n8k16", "// What chunk c of row r is XORed", MMA_PRIMITIVES, 32),
+            "// D += A B for one m16n8k16", "// What chunk c of row r", MMA_PRIMITIVES, 32),
     "mfma": ("attention_mfma.h", "#if defined(__gfx90a__) || defined(__gfx942__)",
              "typedef short hipk_short4", "// Keys per LDS tile", MFMA_PRIMITIVES, 64),
 }  # fmt: skip
@@ -473,8 +473,9 @@ def emulate(lib: Any, q: np.ndarray, k: np.ndarray, v: np.ndarray, **how: Any) -
 
 # (dtype, D, B, Hq, Hkv, Sq, Skv, causal, mask, views): two query blocks, several key tiles
 # (more than the stages: the pipeline wraps), GQA, the causal diagonal with an offset, queries
-# that see nothing, both masks, [B, S, H, D]; several heads and batches (D 128's grid-wide
-# block order).
+# that see nothing, both masks, key-padding masks [B, 1, 1, Skv] (which D 32 reads once per
+# key, a batch of them masked whole), [B, S, H, D]; several heads and batches (D 128's
+# grid-wide block order).
 EMULATED = [
     ("bf16", 128, 2, 2, 1, 150, 140, True, "none", True),
     ("f16", 64, 2, 2, 1, 70, 90, True, "additive", False),
@@ -483,6 +484,8 @@ EMULATED = [
     ("bf16", 128, 2, 1, 1, 140, 90, True, "bool", True),
     ("bf16", 32, 2, 2, 1, 150, 140, True, "bool", True),
     ("f16", 32, 1, 2, 2, 70, 200, False, "additive", False),
+    ("bf16", 32, 2, 2, 1, 130, 100, False, "keys", True),
+    ("f16", 32, 2, 1, 1, 60, 150, True, "keys-additive", False),
 ]
 
 
@@ -493,11 +496,14 @@ def test_the_matrix_core_paths_in_a_host_emulation(emulated: Any, path: str) -> 
         q = testing.random(rng, (batch, heads, sq, d), dtype)
         k, v = (testing.random(rng, (batch, kv_heads, skv, d), dtype) for _ in range(2))
         mask = None
-        if kind != "none":
+        if kind.startswith("keys"):  # [B, 1, 1, Skv]: the same for every query (key padding)
+            mask = rng.random((batch, 1, 1, skv)) > 0.3
+            mask[0, ..., :] = False  # batch 0 sees nothing
+        elif kind != "none":
             mask = rng.random((sq, skv)) > 0.3
             mask[sq // 3] = False  # a query that sees nothing
-            if kind == "additive":
-                mask = np.where(mask, testing.random(rng, (sq, skv), "f32"), -np.inf)
-                mask = mask.astype(q.dtype)
+        if kind.endswith("additive"):
+            values = testing.random(rng, mask.shape, "f32")
+            mask = np.where(mask, values, -np.inf).astype(q.dtype)
         got = emulate(emulated[path], q, k, v, causal=causal, mask=mask, views=views)
         testing.assert_close(got, testing.attention(q, k, v, causal=causal, mask=mask), dtype)

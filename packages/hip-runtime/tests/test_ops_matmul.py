@@ -350,3 +350,48 @@ def test_mlp_swiglu_reads_strided_x_and_weights(backend: HipBackend, dtype: str)
             backend.from_numpy(wu),
             backend.from_numpy(wd.repeat(2, 1))[:, ::2],
         )
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_linear_adds_a_residual(backend: HipBackend, calls: Calls, dtype: str) -> None:
+    """linear(x, w, bias, residual=r) = x wᵀ + bias + r: the addends first, BLAS adding the
+    product to them (one gemm, beta 1); with and without a bias, into a new tensor and in
+    place (out=r), by the checked path and again by the plan (the same bits)."""
+    rng = np.random.default_rng(secrets.randbits(32))
+    x, w = random(rng, (3, 4, 12), dtype), random(rng, (6, 12), dtype)
+    bias, residual = random(rng, 6, dtype), random(rng, (3, 4, 6), dtype)
+    out, acc = ROUNDING[dtype]
+    dx, dw, db = backend.from_numpy(x), backend.from_numpy(w), backend.from_numpy(bias)
+    for with_bias in (True, False):
+        expected = testing.linear(x, w, bias if with_bias else None)
+        value = expected.value + residual.astype(np.float64)
+        magnitude = expected.magnitude + np.abs(residual.astype(np.float64))
+        first = None
+        for in_place in (False, False, True):  # the second call takes the plan
+            dr = backend.from_numpy(residual)
+            got = backend.linear(
+                dx, dw, db if with_bias else None, residual=dr, out=dr if in_place else None
+            ).to_numpy()
+            assert (
+                np.abs(got.astype(np.float64) - value) <= (4 * out + 30 * acc) * magnitude
+            ).all()
+            if first is None:
+                first = got
+            testing.assert_bits_equal(got, first)
+            if in_place:
+                testing.assert_bits_equal(dr.to_numpy(), got)
+            else:
+                testing.assert_bits_equal(dr.to_numpy(), residual)  # the residual is read only
+    assert calls.copies == 0 and all(spec.m == 12 for spec, _ in calls.gemms)
+    dr = backend.from_numpy(residual)
+    with pytest.raises(ValueError, match="residual has shape"):
+        backend.linear(dx, dw, residual=backend.from_numpy(residual[:, :2].copy()))
+    with pytest.raises(ValueError, match=r"residual\.contiguous\(\)"):
+        backend.linear(
+            dx, dw, residual=backend.from_numpy(residual.transpose(1, 0, 2).copy()).permute(1, 0, 2)
+        )
+    storage = backend.from_numpy(np.zeros(80, x.dtype))
+    with pytest.raises(ValueError, match="overlap"):  # out shares memory with the residual
+        backend.linear(
+            dx, dw, residual=storage[:72].reshape(3, 4, 6), out=storage[8:].reshape(3, 4, 6)
+        )

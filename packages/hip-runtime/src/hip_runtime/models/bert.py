@@ -243,15 +243,23 @@ class BertEncoder(Resource):
             backend.scaled_dot_product_attention(
                 q, k, v, mask=keep, out=context.permute(0, 2, 1, 3)
             )  # the heads written straight into [B, S, heads, D]: merging them is a reshape
-            attended = backend.linear(context.reshape(batch, seq, c.hidden_size), *layer.output)
-            backend.add(attended, x, out=attended)
+            # The residual and the bias are the product's addends (one pass, not three).
+            attended = backend.linear(
+                context.reshape(batch, seq, c.hidden_size), *layer.output, residual=x
+            )
             x = backend.layernorm(attended, *layer.attention_norm, eps=c.layer_norm_eps)
-            inner = backend.linear(x, *layer.intermediate)
-            self._activation(inner, out=inner, **self._activation_options)
-            out = backend.linear(inner, *layer.down)
-            backend.add(out, x, out=out)
+            inner = self._activated(x, *layer.intermediate)
+            out = backend.linear(inner, *layer.down, residual=x)
             x = backend.layernorm(out, *layer.output_norm, eps=c.layer_norm_eps)
         return x
+
+    def _activated(self, x: DeviceTensor, weight: DeviceTensor, bias: Any) -> DeviceTensor:
+        """activation(x @ weightᵀ + bias): a GELU adds the bias as it reads the product."""
+        if self._activation == self.backend.gelu and bias is not None:
+            inner = self.backend.linear(x, weight)
+            return self.backend.gelu(inner, bias=bias, out=inner, **self._activation_options)
+        inner = self.backend.linear(x, weight, bias)
+        return self._activation(inner, out=inner, **self._activation_options)  # type: ignore[no-any-return]
 
     def _pooler(self, hidden: DeviceTensor) -> DeviceTensor:
         assert self.weights.pooler is not None

@@ -82,12 +82,14 @@ class LinalgOps(OpsBase):
         self._keep_plan(call, (*plan_head((a, b), y), found, data_type, fast))
         return y
 
-    def _prepare_gemm(self, found: MatmulPlan, data_type: int, alpha: Any) -> Any:
+    def _prepare_gemm(
+        self, found: MatmulPlan, data_type: int, alpha: Any, beta: float = 0.0
+    ) -> Any:
         """What `_prepared_gemm` runs for a plan of one BLAS call on the operands as they are
         (no copies): (the prepared call, its alpha, swap, the offsets), else None."""
         if len(found.offsets) != 1 or found.copy_a or found.copy_b or found.copy_out:
             return None
-        prepared = self.blas.prepare(found.spec, data_type, alpha=float(alpha))
+        prepared = self.blas.prepare(found.spec, data_type, alpha=float(alpha), beta=beta)
         return None if prepared is None else (prepared, alpha, found.swap, found.offsets[0])
 
     def _matmul_out(
@@ -119,22 +121,26 @@ class LinalgOps(OpsBase):
         y: DeviceTensor,
         data_type: int,
         alpha: float = 1.0,
+        *,
+        beta: float = 0.0,
     ) -> None:
         """Queue a validated plan: copies where it says so, then its BLAS calls (k == 0:
-        the result is zeros)."""
+        the result is zeros, or y as it is with beta 1)."""
         if found.copy_a:
             a = a.contiguous()
         if found.copy_b:
             b = b.contiguous()
-        result = self._output(None, y.shape, y.dtype) if found.copy_out else y
+        result = y
+        if found.copy_out:
+            result = y.contiguous() if beta else self._output(None, y.shape, y.dtype)
         if not found.offsets:
-            if result.size:
+            if result.size and not beta:
                 result.region().fill(0, stream=self.stream)
         else:
             first, second = (b, a) if found.swap else (a, b)
             self.blas.gemm(
                 found.spec, first.ptr, second.ptr, result.ptr, data_type, alpha=alpha,
-                offsets=found.offsets,
+                beta=beta, offsets=found.offsets,
             )  # fmt: skip
         if result is not y:
             y.copy_(result)
@@ -145,37 +151,68 @@ class LinalgOps(OpsBase):
         weight: DeviceTensor,
         bias: DeviceTensor | None = None,
         *,
+        residual: DeviceTensor | None = None,
         out: DeviceTensor | None = None,
     ) -> DeviceTensor:
-        """x @ weightᵀ + bias, as torch.nn.Linear: x [..., in], weight [out, in], bias [out]
-        (f32/f16/bf16). x and weight may be strided views BLAS can read (a slice of columns,
-        a transposed weight, leading axes of any strides); others are refused with a
+        """x @ weightᵀ + bias (+ residual), as torch.nn.Linear: x [..., in], weight [out, in],
+        bias [out] (f32/f16/bf16). x and weight may be strided views BLAS can read (a slice of
+        columns, a transposed weight, leading axes of any strides); others are refused with a
         ValueError pointing at `.contiguous()`. Queued on the backend's stream. A repeated
-        call of the same layouts is served by a plan (`OpsBase._planned`)."""
-        call = plan_key(x, weight, bias, out)
+        call of the same layouts is served by a plan (`OpsBase._planned`).
+
+        `residual`: a contiguous tensor of the result's shape and dtype added too (a
+        transformer's skip connection), which `out` may be (in place). The addends go first,
+        `residual + bias` in one pass, and BLAS adds the product to them (beta = 1): one pass
+        over the result instead of three."""
+        call = plan_key(x, weight, bias, residual, out)
         if call is not None:
             call = ("linear", *call)
             planned = self._planned(call)
             if planned is not None:
                 y = self._planned_output(planned, (x, weight, bias), out)
-                if y is not None:
+                if y is not None and (residual is None or self._addends(y, bias, residual)):
+                    beta = 0.0 if residual is None else 1.0
                     if planned[6] is None:
-                        self._gemm(planned[4], x, weight, y, planned[5])
+                        self._gemm(planned[4], x, weight, y, planned[5], beta=beta)
                     else:
                         _prepared_gemm(planned[6], x, weight, y)
-                    if bias is not None:
+                    if bias is not None and residual is None:
                         self.add(y, bias, out=y)
                     return y
         found, t = self._linear_plan(x, weight, "weight")
         if bias is not None:
             self._same(x, bias, "bias", (weight.shape[0],))
-        y = self._output(out, found.shape, x.dtype, distinct_from=(x, weight, bias))
-        self._gemm(found, x, weight, y, t.hip_data_type)
-        if bias is not None:
+        if residual is not None:  # (contiguous: _same refuses views)
+            self._same(x, residual, "residual", found.shape)
+        y = self._output(
+            out, found.shape, x.dtype, inputs=(residual,), distinct_from=(x, weight, bias)
+        )
+        beta = 0.0
+        if residual is not None:
+            self._addends(y, bias, residual)
+            beta = 1.0
+        self._gemm(found, x, weight, y, t.hip_data_type, beta=beta)
+        if bias is not None and residual is None:
             self.add(y, bias, out=y)  # [..., out] + [out]: the broadcast row, in place
-        fast = self._prepare_gemm(found, t.hip_data_type, 1.0)
+        fast = self._prepare_gemm(found, t.hip_data_type, 1.0, beta)
         self._keep_plan(call, (*plan_head((x, weight, bias), y), found, t.hip_data_type, fast))
         return y
+
+    def _addends(self, y: DeviceTensor, bias: Any, residual: DeviceTensor) -> bool:
+        """y = residual + bias (bias may be None), what a linear with a residual adds its
+        product to; False when residual and y overlap other than being the same tensor (the
+        checked path then refuses them)."""
+        same = residual.ptr == y.ptr and residual._strides == y._strides
+        if not same and residual.size:
+            low, high = residual.span()
+            first, end = y.span()
+            if first < high and low < end:
+                return False
+        if bias is not None:
+            self.add(residual, bias, out=y)
+        elif not same:
+            y.copy_(residual)
+        return True
 
     def _linear_plan(
         self, x: Any, weight: Any, name: str, inner: tuple[int, ...] | None = None,

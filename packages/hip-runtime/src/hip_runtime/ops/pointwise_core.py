@@ -38,7 +38,9 @@ _PAD = (0,) * _RANK
 Operand = Any  # a DeviceTensor, or a Python (or numpy) number
 
 #: binary.hip's op codes, by position (power_<t> is pow's own kernel).
-BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum", "swiglu")
+BINARY_OPS = (
+    "add", "sub", "mul", "div", "maximum", "minimum", "swiglu", "bias_gelu_erf", "bias_gelu_tanh",
+)  # fmt: skip
 #: compare.hip's op codes.
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 #: unary.hip's op codes: the first six take integers too.
