@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hip_ffi
-from hip_ffi.platforms.cpu import arena, faults
+from hip_ffi.platforms.cpu import arena, faults, ipc
 from hip_ffi.platforms.cpu.free_ranges import FreeRanges
 
 MIB = 1 << 20
@@ -87,6 +87,10 @@ def test_a_forked_child_has_device_memory_of_its_own(hip: Any) -> None:
     out = ffi.new("void**")
     assert hip.hipMalloc(out, 1 << 16) == 0
     ffi.memmove(out[0], b"parent", 6)
+    exported = ffi.new("hipIpcMemHandle_t*")
+    assert hip.hipIpcGetMemHandle(exported, out[0]) == 0
+    before = ipc.unpack(bytes(ffi.buffer(exported.reserved)))
+    assert before is not None
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no HIP call that waits for streams (their threads are gone)
@@ -97,6 +101,11 @@ def test_a_forked_child_has_device_memory_of_its_own(hip: Any) -> None:
             ffi.memmove(out[0], b"child!", 6)
             more = ffi.new("void**")
             assert hip.hipMalloc(more, 1 << 16) == 0
+            # Exported again from here, an inherited allocation names this process's memfd:
+            assert hip.hipIpcGetMemHandle(exported, out[0]) == 0
+            after = ipc.unpack(bytes(ffi.buffer(exported.reserved)))
+            assert after is not None and after.pid == os.getpid() != before.pid
+            assert after.serial > before.serial and after.token != before.token
             ffi.memmove(more[0], b"\x5a" * (1 << 16), 1 << 16)
             os.write(write, seen + int(ffi.cast("uintptr_t", more[0])).to_bytes(8, "little"))
             code = 0

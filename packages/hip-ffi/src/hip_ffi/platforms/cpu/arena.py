@@ -66,12 +66,13 @@ def map_file(fd: int, offset: int, length: int, *, at: int = 0, private: bool = 
 
 
 class _Slots:
-    """The indices of one table of the header, handed out and taken back, with serials."""
+    """The indices of one table of the header, handed out and taken back, with serials (which
+    go on counting across a fork: a slot of before never has the serial of one of after)."""
 
-    def __init__(self) -> None:
+    def __init__(self, serials: itertools.count[int] | None = None) -> None:
         self._free = list(range(TABLE_SLOTS - 1, -1, -1))
         self._taken: set[int] = set()
-        self._serials = itertools.count(1)
+        self.serials = serials or itertools.count(1)
 
     def take(self) -> tuple[int, int] | None:
         """(index, serial), or None when all are taken."""
@@ -80,7 +81,7 @@ class _Slots:
         except IndexError:
             return None
         self._taken.add(index)
-        return index, next(self._serials)
+        return index, next(self.serials)
 
     def give(self, index: int) -> None:
         if index in self._taken:  # (a slot of before a fork is not this table's)
@@ -100,7 +101,9 @@ class Arena:
         self.ranges = FreeRanges((length - HEADER_BYTES) // UNIT)
         self.exports = _Slots()
         self.events = _Slots()
-        self.lock = threading.Lock()
+        # Re-entrant: a finalizer that frees an exported allocation may run inside (a
+        # collection at any allocation), and the tables' operations do not interleave badly.
+        self.lock = threading.RLock()
 
     @classmethod
     def create(cls) -> Arena | None:
@@ -156,11 +159,16 @@ class Arena:
         entry[0] = serial  # last: an importer reading the slot sees a whole entry or none
         return taken
 
-    def unexport(self, index: int) -> None:
+    def exported(self, index: int, serial: int) -> bool:
+        """Whether slot `index` of the export table still holds the export `serial`."""
+        return bool(ffi.cast("uint64_t*", self.base + index * SLOT_BYTES)[0] == serial)
+
+    def unexport(self, index: int, serial: int) -> None:
         """Withdraw an exported allocation (hipFree): handles of it no longer open."""
-        ffi.cast("uint64_t*", self.base + index * SLOT_BYTES)[0] = 0
         with self.lock:
-            self.exports.give(index)
+            if self.exported(index, serial):
+                ffi.cast("uint64_t*", self.base + index * SLOT_BYTES)[0] = 0
+                self.exports.give(index)
 
     def event_slot(self) -> tuple[int, int, int] | None:
         """(slot, serial, address) of a zeroed event slot, serial written; None when full."""
@@ -185,7 +193,7 @@ class Arena:
         """In a fork() child: the same addresses over a memfd of the child's own, holding a
         copy of the event slots and of every range in use. Should that fail, the mapping
         becomes a private copy-on-write one (no export from this child then)."""
-        self.lock = threading.Lock()  # (another thread of the parent may have held it)
+        self.lock = threading.RLock()  # (another thread of the parent may have held it)
         self.ranges.after_fork()
         old_fd, token = self.fd, int.from_bytes(os.urandom(8), "little")
         fd = -1
@@ -210,7 +218,7 @@ class Arena:
             return
         os.close(old_fd)
         self.fd, self.token, self.pid = fd, token, os.getpid()
-        self.exports = _Slots()
+        self.exports = _Slots(self.exports.serials)
 
 
 def _copy_out(fd: int, address: int, offset: int, length: int) -> None:

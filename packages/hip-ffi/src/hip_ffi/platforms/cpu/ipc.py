@@ -177,14 +177,12 @@ def hipIpcGetMemHandle(out: Any, pointer: Any) -> int:
     shared = arena.get()
     if shared is None or not found.shared or shared.pid != os.getpid():
         return status.NOT_SUPPORTED
-    with _export_lock:
-        if found.exported < 0:
-            taken = shared.export(found.base, found.size)
-            if taken is None:
+    with _export_lock:  # (exported before a fork: this process's table does not list it)
+        if found.exported is None or not shared.exported(*found.exported):
+            found.exported = shared.export(found.base, found.size)
+            if found.exported is None:
                 return status.OUT_OF_MEMORY
-            found.exported = taken[0]
-    index = found.exported
-    serial = int(ffi.cast("uint64_t*", shared.base + index * arena.SLOT_BYTES)[0])
+    index, serial = found.exported
     offset = found.base - shared.base
     _write(out, _exporter(shared, _MEMORY, offset, found.size, serial, index, found.device))
     return status.SUCCESS

@@ -69,7 +69,7 @@ class Allocation:
     mapping: tuple[int, int] | None = None  # its own mapping (start, length): checked, IMPORTED
     device: int = 0
     shared: bool = False  # in the arena (exportable)
-    exported: int = -1  # its slot in the arena's export table, once exported
+    exported: tuple[int, int] | None = None  # (slot, serial) in the arena's export table
 
     @property
     def end(self) -> int:
@@ -169,10 +169,10 @@ def _unregister(allocation: Allocation) -> None:
     ALLOCATIONS.remove(allocation.base)
     if allocation.pool is not None:
         allocation.pool.used -= allocation.size
-    if allocation.exported >= 0:  # handles of it stop opening from now on
+    if allocation.exported is not None:  # handles of it stop opening from now on
         shared = arena.get()
         if shared is not None:
-            shared.unexport(allocation.exported)
+            shared.unexport(*allocation.exported)
 
 
 def release(allocation: Allocation) -> None:
