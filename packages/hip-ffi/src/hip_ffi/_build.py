@@ -24,6 +24,7 @@ CDEF_FILES = (
     "cuda.h",  # CUDA driver/runtime/nvrtc/cuBLAS entry points for the nvidia platform
     "miopen.h",  # miopen* (a subset: handles, descriptors, convolution, pooling)
     "cudnn.h",  # cuDNN legacy entry points the nvidia platform translates miopen* to
+    "nccl.h",  # RCCL / NCCL collectives (nccl* names on every platform)
 )
 
 

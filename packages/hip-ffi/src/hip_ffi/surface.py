@@ -176,4 +176,32 @@ MIOPEN = (
     "miopenDestroyPoolingDescriptor",
 )
 
-ALL = RUNTIME + HIPRTC + HIPBLAS + MIOPEN
+#: Collectives: RCCL / NCCL under their own names (cdef/nccl.h; RCCL keeps NCCL's names and
+#: numbering). librccl on amd, libnccl on nvidia, both opened at the first call (a missing
+#: library is an error then, never at load); a shared-memory implementation on cpu
+#: (platforms/cpu/collectives.py). They return ncclResult_t, not hipError_t.
+COLLECTIVES = (
+    "ncclGetVersion",
+    "ncclGetUniqueId",
+    "ncclCommInitRank",
+    "ncclCommInitAll",
+    "ncclCommDestroy",
+    "ncclCommAbort",
+    "ncclCommGetAsyncError",
+    "ncclCommCount",
+    "ncclCommCuDevice",
+    "ncclCommUserRank",
+    "ncclGetErrorString",
+    "ncclGetLastError",
+    "ncclAllReduce",
+    "ncclBroadcast",
+    "ncclReduce",
+    "ncclAllGather",
+    "ncclReduceScatter",
+    "ncclSend",
+    "ncclRecv",
+    "ncclGroupStart",
+    "ncclGroupEnd",
+)
+
+ALL = RUNTIME + HIPRTC + HIPBLAS + MIOPEN + COLLECTIVES

@@ -11,6 +11,7 @@ from hip_ffi._shims import launch_host_func, launch_kernel_ex, memcpy_with_strea
 from hip_ffi.api import HipApi, Unavailable
 from hip_ffi.errors import LibraryNotFoundError
 from hip_ffi.libraries import LibrarySpec, env_dirs, missing_library, open_library
+from hip_ffi.platforms.amd.rccl import bind as bind_rccl
 from hip_ffi.platforms.amd.rtc import with_prologue
 from hip_ffi.platforms.amd.wrappers import bind_gemm, hipblas_major, rocm5_pointer_attributes
 
@@ -121,6 +122,7 @@ def load() -> HipApi:
         libraries["miopen"] = dnn_path
         opened.append(dnn)
         _bind(functions, dnn, surface.MIOPEN, release)
+    functions.update(bind_rccl(ffi))  # librccl: opened by the first nccl* call
 
     return HipApi(
         platform="amd",

@@ -43,6 +43,7 @@ def load() -> HipApi:
     from hip_ffi._ffi import ffi
     from hip_ffi.platforms.cpu import (
         blas,
+        collectives,
         compiler,
         copies,
         device,
@@ -70,8 +71,9 @@ def load() -> HipApi:
         name: status.track_errors(function) for name, function in runtime.items()
     }
     # The error functions read and reset the error track_errors keeps, so they are not tracked;
-    # hiprtc and hipBLAS return their own status types, which hipGetLastError does not see.
-    for part in (status, compiler, blas, dnn):
+    # hiprtc, hipBLAS, MIOpen and the collectives return their own status types, which
+    # hipGetLastError does not see.
+    for part in (status, compiler, blas, dnn, collectives):
         functions.update(_defined(part))
 
     cxx = toolchain.find_compiler()

@@ -26,6 +26,7 @@ CUDART_NAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
 NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
 CUBLAS_NAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so")
 CUDNN_NAMES = ("libcudnn.so.9", "libcudnn.so")
+NCCL_NAMES = ("libnccl.so.2", "libnccl.so")
 LIBCUDA_NAMES = ("libcuda.so.1", "libcuda.so")
 SYSTEM_CUDA_ROOT = "/usr/local/cuda"
 SYSTEM_CUDA = (f"{SYSTEM_CUDA_ROOT}/lib64", f"{SYSTEM_CUDA_ROOT}/lib")
@@ -126,6 +127,13 @@ def cudnn_spec() -> LibrarySpec:
     from its own folder on first use): NVIDIA's `nvidia-cudnn-cu13` / `-cu12` wheels put it in
     `nvidia/cudnn/lib`, which step 4 finds (torch's own copy, when torch is loaded, step 2)."""
     return _toolkit_spec("cuDNN (libcudnn)", "HIP_FFI_CUDNN_PATH", CUDNN_NAMES)
+
+
+def nccl_spec() -> LibrarySpec:
+    """NCCL 2: NVIDIA's `nvidia-nccl-cu13` / `-cu12` wheels put it in `nvidia/nccl/lib`, which
+    step 4 finds (torch's venv has one; torch's own mapped copy, once torch.distributed has
+    loaded it, step 2), else a system NCCL through the dynamic linker."""
+    return _toolkit_spec("NCCL (libnccl)", "HIP_FFI_NCCL_PATH", NCCL_NAMES)
 
 
 def cuda_include_dir(library_path: str) -> str | None:

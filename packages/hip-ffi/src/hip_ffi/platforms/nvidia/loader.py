@@ -27,6 +27,7 @@ from hip_ffi.platforms.nvidia.libraries import (
     libcuda_spec,
     nvrtc_spec,
 )
+from hip_ffi.platforms.nvidia.nccl import bind as bind_nccl
 from hip_ffi.platforms.nvidia.rtc import bind as bind_rtc
 from hip_ffi.platforms.nvidia.tables import ATTRIBUTE_TO_CUDA
 from hip_ffi.platforms.nvidia.wrappers import (
@@ -198,6 +199,7 @@ def load() -> HipApi:
             libraries[role] = path
             opened.append(library)
             functions.update(bind(library, path))
+    functions.update(bind_nccl(ffi))  # libnccl: opened by the first nccl* call
 
     return HipApi(
         platform="nvidia",

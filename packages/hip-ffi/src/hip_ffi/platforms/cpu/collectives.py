@@ -1,0 +1,438 @@
+"""The RCCL / NCCL surface on the cpu platform: communicators over shared memory, in stream order.
+
+Ranks are host threads of one process (ncclCommInitAll, or ncclCommInitRank in a group), or
+processes of one host (ncclCommInitRank with a unique id handed over by any means); both meet
+in a shared file (collective_rendezvous.py) and run the algorithms of collective_ops.py.
+
+Semantics, as NCCL's where it defines them:
+- A collective is queued on its stream (NULL: the null stream of the communicator's device)
+  and runs when the stream gets there, on the stream's worker, in stream order with the other
+  work of that device; the call returns once it is queued. The ops of one communicator run one
+  at a time in a process, in the order their streams reach them; each rank must call the same
+  collectives in the same order, as NCCL requires (a mismatch is ncclInvalidUsage, not a
+  hang: collective_ops.py).
+- Arguments are checked at the call (ncclInvalidArgument: a bad communicator, type, operation,
+  root or peer, NULL buffers, a stream of another device; ncclInvalidUsage: a stream being
+  captured, which the cpu platform cannot replay collectives from), and nothing is queued.
+- A failure while running (a peer that left, failed or exited; the timeout; a mismatch) makes
+  the operation fail like a kernel: the stream's next synchronize returns
+  hipErrorLaunchFailure, with what happened as its detail (HipApi.error_detail). The
+  communicator then reports the ncclResult_t from ncclCommGetAsyncError and from every later
+  call, and ncclGetLastError says why; its peers fail too (ncclRemoteError), at once.
+- ncclGroupStart / ncclGroupEnd: calls in between are queued at the outermost ncclGroupEnd,
+  the ops of each (communicator, stream) as one stream operation (collectives in order, then
+  sends and receives together); ncclCommInitRank calls in a group wait for their peers there.
+- ncclCommDestroy waits for the communicator's queued operations; ncclCommAbort makes them
+  fail at once. Neither is collective.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from typing import Any
+
+from hip_ffi._ffi import ffi
+from hip_ffi.collective_constants import (
+    DATA_TYPE_NAMES,
+    INVALID_ARGUMENT,
+    INVALID_USAGE,
+    MESSAGES,
+    REDUCTION_OP_NAMES,
+    REMOTE_ERROR,
+    SUCCESS,
+    SYSTEM_ERROR,
+    pack_version,
+)
+from hip_ffi.platforms.cpu import collective_ops as ops
+from hip_ffi.platforms.cpu import ordinals, status
+from hip_ffi.platforms.cpu.collective_rendezvous import (
+    FAILED,
+    ID_BYTES,
+    LEFT,
+    STATE,
+    PeerFailure,
+    Segment,
+    new_id,
+    timeout_seconds,
+)
+from hip_ffi.platforms.cpu.handles import Registry, address, is_null, items, takes_handle
+from hip_ffi.platforms.cpu.streams import ENGINE, LEGACY_STREAM, Stream
+
+#: The NCCL API level this implementation follows (ncclAvg and bfloat16 came with 2.10,
+#: ncclGetLastError with 2.13).
+VERSION = pack_version(2, 21, 0)
+
+
+class Comm:
+    """One rank of a communicator in this process."""
+
+    def __init__(self, segment: Segment, device: int) -> None:
+        self.segment = segment
+        self.device = device
+        self.async_error = SUCCESS
+        self.last_error = ""
+        self.lock = threading.Lock()  # its operations run one at a time in this process
+        self.idle = threading.Condition()
+        self.pending = 0  # operations queued and not finished
+        self.closing = False
+        self.handle = 0
+
+    def fail(self, result: int, message: str) -> None:
+        """Record a failure; the peers learn of it from this rank's state."""
+        if not self.async_error:
+            self.async_error, self.last_error = result, message
+        if self.segment.address:
+            self.segment.control(self.segment.rank)[STATE] = FAILED
+
+    def wait_idle(self) -> None:
+        with self.idle:
+            self.idle.wait_for(lambda: self.pending == 0)
+
+
+COMMS: Registry[Comm] = Registry("ncclComm_t")
+on_comm = takes_handle(COMMS.get, INVALID_ARGUMENT)
+
+
+class _Group(threading.local):
+    depth = 0
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Comm, Stream, ops.Call]] = []
+        self.joins: list[Comm] = []
+        self.error = ""  # the calling thread's last error (ncclGetLastError)
+
+
+_thread = _Group()
+_strings: dict[str, Any] = {}  # text -> its char[] (a const char* must outlive the call)
+
+
+def _refuse(result: int, message: str) -> int:
+    _thread.error = message
+    return result
+
+
+def _c_string(text: str) -> Any:
+    found = _strings.get(text)
+    if found is None:
+        found = _strings[text] = ffi.new("char[]", text.encode())
+        if len(_strings) > 256:  # ncclGetLastError's texts: keep the recent ones only
+            _strings.pop(next(iter(_strings)))
+    return found
+
+
+# ---- versions, ids, errors -----------------------------------------------------------------
+def ncclGetVersion(version: Any) -> int:
+    if is_null(version):
+        return _refuse(INVALID_ARGUMENT, "ncclGetVersion: version is NULL")
+    version[0] = VERSION
+    return SUCCESS
+
+
+def ncclGetUniqueId(unique_id: Any) -> int:
+    if is_null(unique_id):
+        return _refuse(INVALID_ARGUMENT, "ncclGetUniqueId: uniqueId is NULL")
+    try:
+        raw = new_id()
+    except PeerFailure as failure:
+        return _refuse(failure.result, str(failure))
+    ffi.memmove(unique_id.internal, raw, ID_BYTES)
+    return SUCCESS
+
+
+def ncclGetErrorString(result: int) -> Any:
+    return _c_string(MESSAGES.get(result, "unknown result code"))
+
+
+def ncclGetLastError(comm: Any) -> Any:
+    found = None if is_null(comm) else COMMS.get(comm)
+    return _c_string((found.last_error if found is not None else "") or _thread.error)
+
+
+# ---- communicators ---------------------------------------------------------------------------
+def _id_bytes(unique_id: Any) -> bytes:
+    if isinstance(unique_id, bytes | bytearray):
+        return bytes(unique_id)
+    return bytes(ffi.buffer(unique_id.internal))
+
+
+def _join(raw: bytes, ranks: int, rank: int, device: int) -> Comm:
+    """This process's rank `rank` (not waited for yet); PeerFailure when it cannot join."""
+    segment = Segment(raw, ranks, rank, timeout_seconds())
+    for other in COMMS.values():  # two ranks of one stream worker would wait for each other
+        if other.segment.token == segment.token and other.device == device:
+            segment.close()
+            raise PeerFailure(
+                INVALID_USAGE, f"ranks {other.segment.rank} and {rank} both on device {device}"
+            )
+    return Comm(segment, device)
+
+
+def _joined(comm: Comm) -> int:
+    try:
+        comm.segment.wait_joined()
+    except PeerFailure as failure:
+        comm.segment.forget_file()
+        comm.segment.close(FAILED)
+        return _refuse(failure.result, f"ncclCommInitRank: {failure}")
+    return SUCCESS
+
+
+def ncclCommInitRank(comm_out: Any, ranks: int, unique_id: Any, rank: int) -> int:
+    if is_null(comm_out):
+        return _refuse(INVALID_ARGUMENT, "ncclCommInitRank: comm is NULL")
+    if ranks < 1 or not 0 <= rank < ranks:
+        return _refuse(INVALID_ARGUMENT, f"ncclCommInitRank: rank {rank} of {ranks} ranks")
+    try:
+        comm = _join(_id_bytes(unique_id), ranks, rank, ordinals.current())
+    except PeerFailure as failure:
+        return _refuse(failure.result, f"ncclCommInitRank: {failure}")
+    if _thread.depth:
+        _thread.joins.append(comm)
+    else:
+        result = _joined(comm)
+        if result:
+            return result
+    comm_out[0] = _register(comm)
+    return SUCCESS
+
+
+def ncclCommInitAll(comms: Any, count: int, devices: Any) -> int:
+    if is_null(comms) or count < 1:
+        return _refuse(INVALID_ARGUMENT, f"ncclCommInitAll: {count} devices or comms NULL")
+    listed = range(count) if is_null(devices) else items(devices, count)
+    ordinal_list = [int(d) for d in listed]
+    if len(set(ordinal_list)) != count:
+        return _refuse(INVALID_USAGE, f"ncclCommInitAll: duplicate devices in {ordinal_list}")
+    if not all(ordinals.valid(d) for d in ordinal_list):
+        return _refuse(INVALID_ARGUMENT, f"ncclCommInitAll: no device among {ordinal_list}")
+    made: list[Comm] = []
+    try:
+        raw = new_id()
+        for rank, device in enumerate(ordinal_list):
+            made.append(_join(raw, count, rank, device))
+    except PeerFailure as failure:
+        for comm in made:
+            comm.segment.close(FAILED)
+        return _refuse(failure.result, f"ncclCommInitAll: {failure}")
+    for comm in made:  # every rank joined: these waits return at once
+        result = _joined(comm)
+        if result:
+            return result
+    for rank, comm in enumerate(made):
+        comms[rank] = _register(comm)
+    return SUCCESS
+
+
+def _register(comm: Comm) -> Any:
+    comm.handle = COMMS.add(comm)
+    return COMMS.cdata(comm.handle)
+
+
+def _close(comm: Comm, state: int) -> None:
+    comm.closing = True  # nothing more is queued
+    comm.wait_idle()
+    COMMS.remove(comm.handle)
+    comm.segment.close(state)
+
+
+@on_comm
+def ncclCommDestroy(comm: Comm) -> int:
+    _close(comm, LEFT)
+    return SUCCESS
+
+
+@on_comm
+def ncclCommAbort(comm: Comm) -> int:
+    comm.segment.aborted = True  # its running and queued operations fail at their next look
+    comm.fail(REMOTE_ERROR, "the communicator was aborted")
+    _close(comm, FAILED)
+    return SUCCESS
+
+
+@on_comm
+def ncclCommGetAsyncError(comm: Comm, result: Any) -> int:
+    if is_null(result):
+        return _refuse(INVALID_ARGUMENT, "ncclCommGetAsyncError: asyncError is NULL")
+    result[0] = comm.async_error
+    return SUCCESS
+
+
+@on_comm
+def ncclCommCount(comm: Comm, count: Any) -> int:
+    count[0] = comm.segment.ranks
+    return SUCCESS
+
+
+@on_comm
+def ncclCommCuDevice(comm: Comm, device: Any) -> int:
+    device[0] = comm.device
+    return SUCCESS
+
+
+@on_comm
+def ncclCommUserRank(comm: Comm, rank: Any) -> int:
+    rank[0] = comm.segment.rank
+    return SUCCESS
+
+
+# ---- queueing ------------------------------------------------------------------------------
+def _stream(comm: Comm, handle: Any) -> Stream | None:
+    """The stream of a call: NULL (and hipStreamLegacy) is the null stream of the
+    communicator's device, whichever device is current (NCCL switches to the comm's device)."""
+    if address(handle) in (0, LEGACY_STREAM):
+        return ENGINE.nulls[comm.device]
+    return ENGINE.resolve(handle)
+
+
+def _queue(comm: Comm, handle: Any, call: ops.Call) -> int:
+    """Check what the call's arguments cannot tell alone, then queue it (or keep it for the
+    group's end)."""
+    name = ops.NAMES[call.kind]
+    if comm.async_error:
+        return _refuse(comm.async_error, f"{name}: the communicator failed: {comm.last_error}")
+    if comm.closing:
+        return _refuse(INVALID_USAGE, f"{name}: the communicator is being destroyed")
+    stream = _stream(comm, handle)
+    if stream is None or stream.device != comm.device:
+        where = "no stream" if stream is None else f"a stream of device {stream.device}"
+        return _refuse(INVALID_ARGUMENT, f"{name}: {where}, not of device {comm.device}")
+    if stream.capture is not None:
+        return _refuse(INVALID_USAGE, f"{name}: the cpu platform cannot capture collectives")
+    if call.kind in ops.REDUCING and importlib.util.find_spec("numpy") is None:
+        return _refuse(SYSTEM_ERROR, f"{name}: the cpu platform reduces with numpy: install it")
+    if _thread.depth:
+        _thread.calls.append((comm, stream, call))
+        return SUCCESS
+    return _submit(comm, stream, [call])
+
+
+def _submit(comm: Comm, stream: Stream, calls: list[ops.Call]) -> int:
+    with comm.idle:
+        comm.pending += 1
+
+    def work() -> int:
+        try:
+            with comm.lock:
+                if comm.async_error:  # an earlier operation failed, or an abort
+                    raise PeerFailure(comm.async_error, comm.last_error)
+                ops.run(comm.segment, calls)
+            return status.SUCCESS
+        except PeerFailure as failure:
+            what = ", ".join(call.describe() for call in calls)
+            message = f"{what} on rank {comm.segment.rank}: {failure}"
+            comm.fail(failure.result, message)
+            status.note_failure(message)
+            return status.LAUNCH_FAILURE
+        finally:
+            with comm.idle:
+                comm.pending -= 1
+                comm.idle.notify_all()
+
+    return ENGINE.submit(stream, work)
+
+
+def ncclGroupStart() -> int:
+    _thread.depth += 1
+    return SUCCESS
+
+
+def ncclGroupEnd() -> int:
+    if _thread.depth == 0:
+        return _refuse(INVALID_USAGE, "ncclGroupEnd without ncclGroupStart")
+    _thread.depth -= 1
+    if _thread.depth:
+        return SUCCESS
+    joins, _thread.joins = _thread.joins, []
+    calls, _thread.calls = _thread.calls, []
+    result = SUCCESS
+    for comm in joins:  # (all joined by now, or they time out: the waits run one by one)
+        result = _joined(comm) or result
+    batches: dict[tuple[int, int], tuple[Comm, Stream, list[ops.Call]]] = {}
+    for comm, stream, call in calls:
+        batches.setdefault((id(comm), id(stream)), (comm, stream, []))[2].append(call)
+    for comm, stream, batch in batches.values():
+        result = _submit(comm, stream, batch) or result
+    return result
+
+
+# ---- collectives -----------------------------------------------------------------------------
+def _needs(call: ops.Call, rank: int) -> tuple[int, ...]:
+    """The buffers a rank's call reads or writes (NCCL ignores broadcast's send buffer and
+    reduce's receive buffer off the root)."""
+    kind = call.kind
+    if kind == ops.SEND:
+        return (call.send,)
+    if kind == ops.RECV:
+        return (call.recv,)
+    if kind == ops.BROADCAST and rank != call.root:
+        return (call.recv,)
+    if kind == ops.REDUCE and rank != call.root:
+        return (call.send,)
+    return call.send, call.recv
+
+
+def _collective(handle: Any, call: ops.Call, stream: Any) -> int:
+    """Check a call's own arguments (ncclInvalidArgument, nothing queued), then queue it."""
+    name = ops.NAMES[call.kind]
+    comm = COMMS.get(handle)
+    if comm is None:
+        return _refuse(INVALID_ARGUMENT, f"{name}: not a communicator")
+    ranks, rank = comm.segment.ranks, comm.segment.rank
+    why = ""
+    if call.data_type not in DATA_TYPE_NAMES:
+        why = f"no data type {call.data_type}"
+    elif call.kind in ops.REDUCING and call.op not in REDUCTION_OP_NAMES:
+        why = f"no reduction operation {call.op}"
+    elif (call.kind in ops.ROOTED or call.kind in (ops.SEND, ops.RECV)) and not (
+        0 <= call.root < ranks
+    ):
+        why = f"no rank {call.root} in a communicator of {ranks}"
+    elif call.count and not all(_needs(call, rank)):
+        why = f"a NULL buffer for {call.count} elements"
+    if why:
+        return _refuse(INVALID_ARGUMENT, f"{name}: {why}")
+    return _queue(comm, stream, call)
+
+
+def ncclAllReduce(
+    send: Any, recv: Any, count: int, data_type: int, op: int, comm: Any, stream: Any
+) -> int:
+    call = ops.Call(ops.ALL_REDUCE, address(send), address(recv), count, data_type, op)
+    return _collective(comm, call, stream)
+
+
+def ncclBroadcast(
+    send: Any, recv: Any, count: int, data_type: int, root: int, comm: Any, stream: Any
+) -> int:
+    call = ops.Call(ops.BROADCAST, address(send), address(recv), count, data_type, root=root)
+    return _collective(comm, call, stream)
+
+
+def ncclReduce(
+    send: Any, recv: Any, count: int, data_type: int, op: int, root: int, comm: Any, stream: Any
+) -> int:
+    call = ops.Call(ops.REDUCE, address(send), address(recv), count, data_type, op, root)
+    return _collective(comm, call, stream)
+
+
+def ncclAllGather(send: Any, recv: Any, count: int, data_type: int, comm: Any, stream: Any) -> int:
+    call = ops.Call(ops.ALL_GATHER, address(send), address(recv), count, data_type)
+    return _collective(comm, call, stream)
+
+
+def ncclReduceScatter(
+    send: Any, recv: Any, count: int, data_type: int, op: int, comm: Any, stream: Any
+) -> int:
+    call = ops.Call(ops.REDUCE_SCATTER, address(send), address(recv), count, data_type, op)
+    return _collective(comm, call, stream)
+
+
+def ncclSend(send: Any, count: int, data_type: int, peer: int, comm: Any, stream: Any) -> int:
+    call = ops.Call(ops.SEND, address(send), 0, count, data_type, root=peer)
+    return _collective(comm, call, stream)
+
+
+def ncclRecv(recv: Any, count: int, data_type: int, peer: int, comm: Any, stream: Any) -> int:
+    call = ops.Call(ops.RECV, 0, address(recv), count, data_type, root=peer)
+    return _collective(comm, call, stream)
