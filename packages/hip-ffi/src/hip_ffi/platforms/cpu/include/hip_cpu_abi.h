@@ -64,7 +64,9 @@ typedef struct hipcpu_runtime {
     /* Scratch memory of the calling OS thread, at least `bytes`, 64-byte aligned. */
     void* (*scratch)(unsigned long long bytes);
     /* The calling OS thread's bad-access slot (its record while it runs blocks), once the
-     * thread has an alternate signal stack (so that a stack overflow is caught too). */
+     * thread has an alternate signal stack (so that a stack overflow is caught too). An
+     * initial-exec thread-local: code objects find their block through its offset from the
+     * thread pointer (hip_cpu_block.h), the same on every thread. */
     hipcpu_fault** (*fault_slot)(void);
     /* Make the whole pages inside [start, start + bytes) inaccessible (0) or read-write (1). */
     void (*protect)(void* start, unsigned long long bytes, int accessible);

@@ -3,11 +3,12 @@
  *
  * A wait hands the OS thread to the next thread of the same warp when that one has not
  * arrived yet: a few stores and one fiber switch (hip_cpu_fiber.h), inlined where the kernel
- * waits, so the compiler keeps only the kernel's live values across it, and a prefetch of the
- * stack top of the thread after it (a round visits every thread's stack: without it each
- * switch waits for L2). Everything else (the
- * end of a warp or of a round, the first wait of a block, a thread's end) takes the slow path,
- * hip_cpu_sched.h, which is compiled after the program with the executor.
+ * waits, so the compiler keeps only the kernel's live values across it. It reaches the block
+ * without a thread_local of the code object: those are dynamic TLS (the code object is
+ * dlopened), one __tls_get_addr call each, and the switch, which clobbers every register,
+ * made the compiler call it again after every wait. Everything else (the end of a warp or of
+ * a round, the first wait of a block, a thread's end) takes the slow path, hip_cpu_sched.h,
+ * which is compiled after the program with the executor.
  */
 #ifndef HIP_CPU_BLOCK_H
 #define HIP_CPU_BLOCK_H
@@ -15,16 +16,16 @@
 #include "hip_cpu_abi.h"
 #include "hip_cpu_fiber.h"
 
+/* The most threads of a block (the platform's limit, launch.py): the states array's size. */
+#define HIPCPU_MAX_BLOCK_THREADS 1024
+
 namespace hipcpu {
 
 enum : unsigned char { RUN = 0, AT_WARP = 1, AT_BLOCK = 2, DONE = 3 };
 
-/* What a barrier round reads of each thread: kept small (24 bytes), so that a round over a
- * block stays in L1 with the threads' stack tops. */
 struct fiber {
     void* sp;  // saved stack pointer (asm) or ucontext_t* (fallback)
     uint3 idx;
-    unsigned char state;
 };
 struct lane_slots {
     alignas(16) unsigned char v[2][16];  // a lane's shuffle values, by its warp's round parity
@@ -32,6 +33,7 @@ struct lane_slots {
 
 struct warp_state {
     unsigned round;
+    unsigned live;                        // lanes not DONE
     unsigned long long mask[2], bits[2];  // lanes at the sync and their predicates, by parity
 };
 
@@ -48,73 +50,108 @@ struct grid_state {
 };
 
 struct block {
-    fiber* f = nullptr;
+    /* This OS thread's bad-access record while the block runs. First: the runtime's fault slot
+     * points at it, and current_block() reads the block from that slot. */
+    hipcpu_fault fault{};
+    fiber* f = nullptr;       // [n] once the launch waited on this OS thread
+    uint3* tid = nullptr;     // this OS thread's threadIdx: a switch sets it for the next thread
+    unsigned n = 1;           // threads in the block
+    unsigned warps = 1;       // warps in the block
+    unsigned cur = 0;         // thread now running (meaningful once `fibers`)
+    unsigned first = 0;       // no thread before it is live
+    unsigned live_warps = 0;  // warps with a live lane
+    unsigned complete = 0;    // of those, warps whose live lanes all wait at the block barrier
+    bool fibers = false;      // the threads run as fibers (from the first wait on)
+    bool waits = false;       // a block waited: later ones start as fibers (run_fibers)
+    unsigned made = 0;        // fibers of threads [made, n) are parked, ready to start again
+    bool grid_sync = false;   // the barrier round in progress is a grid sync
+    unsigned acc = 0, result = 0;
     warp_state* w = nullptr;
     lane_slots* s = nullptr;
-    unsigned n = 1;          // threads in the block
-    unsigned warps = 1;      // warps in the block
-    unsigned cur = 0;        // thread now running (meaningful once `fibers`)
-    int live = 0;            // fibers not DONE
-    bool fibers = false;     // converted from the plain loop
-    bool grid_sync = false;  // the barrier round in progress is a grid sync
-    unsigned acc = 0, result = 0;
     void* sched_sp = nullptr;  // the plain loop, waiting for the last fiber
+    char* stacks = nullptr;    // this OS thread's fiber stacks (the runtime's)
+    unsigned long long stride = 0;
     void (*thunk)(void*) = nullptr;
     void* grid = nullptr;
     grid_state* state = nullptr;
     const hipcpu_runtime* rt = nullptr;
-    hipcpu_fault* fault = nullptr;  // this OS thread's bad-access record
     bool unwound_in_fiber = false;  // the last unwind came from a fiber (past a barrier)
-    void* jmp[5];  // __builtin_setjmp buffer: unwinds a failing block
+    void* jmp[5];                   // __builtin_setjmp buffer: unwinds a failing block
+    /* Each thread's RUN/AT_WARP/AT_BLOCK/DONE, and a DONE sentinel at [n] (a wait needs no
+     * bound check). Bytes side by side: the end of a round resets them as a vector. */
+    unsigned char st[HIPCPU_MAX_BLOCK_THREADS + 64];
 };
 
-static thread_local block* tl_block;
+static thread_local block* tl_block;  // this OS thread's block (the executor's cold paths)
 
-/* Where switch_fiber saves the current context: the asm switch stores the stack pointer into
- * `slot` itself; ucontext fills the ucontext_t that `copy` (a copy of `slot`) points at. */
-#ifdef HIPCPU_FIBER_ASM
-#define HIPCPU_SAVE_SLOT(slot, copy) (&(slot))
+#if defined(__x86_64__)
+/* The runtime's fault slot (hipcpu_runtime.fault_slot) is an initial-exec thread-local: at
+ * the same offset from the thread pointer on every thread. While a block runs it points at
+ * block::fault, so one %fs-relative load finds the block. */
+static long g_fault_slot_offset;
+
+/* The block this OS thread runs. Not volatile: it cannot change while a kernel runs (its
+ * fibers all stay on the OS thread), so the compiler may reuse it. */
+static inline __attribute__((always_inline)) block& current_block() {
+    block* b;
+    asm("movq %%fs:(%1), %0" : "=r"(b) : "r"(g_fault_slot_offset));
+    return *b;
+}
+/* Records the slot's offset (the first thread to run a block of this code object stores it,
+ * the others race to store the same value); false when this thread's differs. */
+static bool track_fault_slot(hipcpu_fault** slot) {
+    char* tp;
+    asm("movq %%fs:0, %0" : "=r"(tp));
+    long known = 0, offset = (char*)slot - tp;
+    __atomic_compare_exchange_n(&g_fault_slot_offset, &known, offset, false, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
+    return known == 0 || known == offset;
+}
 #else
-#define HIPCPU_SAVE_SLOT(slot, copy) (&(copy))
+static inline block& current_block() { return *tl_block; }
+static bool track_fault_slot(hipcpu_fault**) { return true; }
+#endif
+
+#ifndef HIPCPU_FIBER_ASM
 static thread_local ucontext_t* tl_contexts;  // [n] per block thread, then one for the loop
 static thread_local unsigned tl_context_capacity;
 #endif
 
-/* The slow paths (hip_cpu_sched.h): thread c waits in the state already recorded; returns
- * when it runs again. `wait_first` also converts a plain-loop block into fibers. */
-__attribute__((noinline)) void wait_slow(block& b, unsigned c);
+/* The slow paths (hip_cpu_sched.h). `wait_target`: thread c waits (its state recorded) and
+ * c + 1 cannot run: the thread to run next (c itself when the round c waits for is complete).
+ * `convert` turns a plain-loop block into fibers. */
+__attribute__((noinline)) unsigned wait_target(block& b, unsigned c);
 __attribute__((noinline)) void convert(block& b);
 
-/* Thread c has recorded its wait: run c + 1 when it is of the same warp and has not arrived. */
+/* Thread c has recorded its wait: run c + 1 when it is of the same warp and has not arrived,
+ * else the thread the slow path picks. One switch site, whichever it is: the kernel's code
+ * after a wait then has one way in, and the compiler reloads its values once. */
 static inline __attribute__((always_inline)) void wait(block& b, unsigned c) {
     unsigned to = c + 1;
+    if (__builtin_expect(to % HIPCPU_WARP_SIZE == 0 || b.st[to] != RUN, 0)) to = wait_target(b, c);
     fiber* f = b.f;
-    if (__builtin_expect(to % HIPCPU_WARP_SIZE != 0 && to < b.n && f[to].state == RUN, 1)) {
-        // The thread after `to` most likely runs next: fetch the top of its stack (what its
-        // switch pops and its kernel reloads) while `to` runs. (Any address may be fetched.)
-        const char* later = (const char*)f[to + 1 < b.n ? to + 1 : to].sp;
-        __builtin_prefetch(later);
-        __builtin_prefetch(later + 64);
-        b.cur = to;
-        threadIdx = f[to].idx;
-        void* self = f[c].sp;  // ucontext: the context to fill; asm: overwritten with the sp
-        switch_fiber(HIPCPU_SAVE_SLOT(f[c].sp, self), f[to].sp);
-        return;
-    }
-    wait_slow(b, c);
+    // The thread after `to` most likely runs next: fetch the top of its stack (what its
+    // switch pops and its kernel reloads) while `to` runs. (f[n] exists; any address may be
+    // fetched.)
+    const char* later = (const char*)f[to + 1].sp;
+    __builtin_prefetch(later);
+    __builtin_prefetch(later + 64);
+    b.cur = to;
+    *b.tid = f[to].idx;
+    switch_fiber(&f[c].sp, &f[to].sp);
 }
 
 /* __syncthreads_count(count != 0) and friends: waits until every live thread of the block
  * has arrived; returns how many passed a nonzero count. */
 static inline __attribute__((always_inline)) int block_barrier(int count) {
-    block& b = *tl_block;
+    block& b = current_block();
     if (__builtin_expect(!b.fibers, 0)) {
         if (b.n == 1 && !b.grid_sync) return count;
         convert(b);
     }
     unsigned c = b.cur;
     b.acc += (unsigned)count;
-    b.f[c].state = AT_BLOCK;
+    b.st[c] = AT_BLOCK;
     wait(b, c);
     return (int)b.result;
 }
@@ -123,7 +160,7 @@ static inline __attribute__((always_inline)) int block_barrier(int count) {
  * waits until every live lane of the warp waits too. */
 static inline __attribute__((always_inline)) warp_view warp_exchange(const void* value, unsigned size,
                                                                    int predicate) {
-    block& b = *tl_block;
+    block& b = current_block();
     if (__builtin_expect(!b.fibers, 0)) convert(b);
     unsigned c = b.cur, w = c / HIPCPU_WARP_SIZE, lane = c % HIPCPU_WARP_SIZE;
     warp_state& ws = b.w[w];
@@ -131,7 +168,7 @@ static inline __attribute__((always_inline)) warp_view warp_exchange(const void*
     if (size) std::memcpy(b.s[c].v[p], value, size);
     ws.mask[p] |= 1ull << lane;
     if (predicate) ws.bits[p] |= 1ull << lane;
-    b.f[c].state = AT_WARP;
+    b.st[c] = AT_WARP;
     wait(b, c);
     return warp_view{&b.s[w * HIPCPU_WARP_SIZE].v[p][0], (unsigned)sizeof(lane_slots), ws.mask[p],
                      ws.bits[p], lane};

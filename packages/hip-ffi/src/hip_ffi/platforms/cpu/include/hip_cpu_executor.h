@@ -127,6 +127,10 @@ template <auto K> struct grid {
      * threadIdx in registers across the loop (and vectorize it); `Fenced` stores it before
      * each thread's code, so that a fault finds the faulting thread's index in memory. */
     template <bool Fenced> __attribute__((noinline)) static void plain(grid& g, block& b) {
+        if (b.waits) {
+            run_fibers(b);
+            return;
+        }
         for (unsigned z = 0; z < g.bdim.z; ++z)
             for (unsigned y = 0; y < g.bdim.y; ++y)
                 for (unsigned x = 0; x < g.bdim.x; ++x) {
@@ -142,14 +146,15 @@ template <auto K> struct grid {
     /* Run block b with `Fenced`; false when it was unwound (fail(), or a fault: b.fault). */
     template <bool Fenced> __attribute__((noinline)) static bool attempt(grid& g, block& b) {
         if (__builtin_setjmp(b.jmp)) {
-            b.fault->jmp = nullptr;
+            b.fault.jmp = nullptr;
             b.unwound_in_fiber = b.fibers;
             b.fibers = false;
+            b.made = b.n;  // the fibers stopped mid-thread: none can start again
             return false;
         }
-        b.fault->jmp = b.jmp;  // from here a fault is this block's
+        b.fault.jmp = b.jmp;  // from here a fault is this block's
         plain<Fenced>(g, b);
-        b.fault->jmp = nullptr;
+        b.fault.jmp = nullptr;
         return true;
     }
     /* Block b faulted. The launch fails with the first failure of the grid; if that is this
@@ -159,19 +164,19 @@ template <auto K> struct grid {
      * block's threads before the faulting one twice: the outputs of a failed launch are
      * undefined, as on a GPU.) */
     __attribute__((noinline, cold)) static void report(grid& g, block& b) {
-        hipcpu_fault first = *b.fault;
-        b.fault->signal = 0;
+        hipcpu_fault first = b.fault;
+        b.fault.signal = 0;
         int code = first.signal == 8 /* SIGFPE */ ? 719 /* hipErrorLaunchFailure */
                                                  : 700 /* hipErrorIllegalAddress */;
         if (!claim(g.state, code)) return;
-        bool known = b.unwound_in_fiber || (!attempt<true>(g, b) && b.fault->signal == first.signal);
-        b.fault->signal = 0;
+        bool known = b.unwound_in_fiber || (!attempt<true>(g, b) && b.fault.signal == first.signal);
+        b.fault.signal = 0;
         describe_fault(first, known, g.state.message, g.state.message_size);
     }
     /* Run block b; false when it failed (the launch's status says how). */
     static bool guarded(grid& g, block& b) {
         if (attempt<false>(g, b)) return true;
-        if (b.fault->signal) report(g, b);
+        if (b.fault.signal) report(g, b);
         return false;
     }
     static void run_range(void* gp, unsigned long long begin, unsigned long long end) {
@@ -182,10 +187,15 @@ template <auto K> struct grid {
         b.grid = gp;
         b.state = &g.state;
         b.rt = g.rt;
-        hipcpu_fault fault{};
+        b.tid = &threadIdx;
         hipcpu_fault** slot = g.rt->fault_slot();
+        if (!track_fault_slot(slot)) {  // current_block() could not find the block
+            record(g.state, 719 /* hipErrorLaunchFailure */,
+                   "the runtime's fault slot is not at the same offset on every thread");
+            return;
+        }
         hipcpu_fault* outer_fault = *slot;
-        *slot = b.fault = &fault;
+        *slot = &b.fault;
         block* outer = tl_block;
         tl_block = &b;
         blockDim = g.bdim;

@@ -49,17 +49,18 @@ extern "C" void hipcpu_fiber_start() __attribute__((visibility("hidden")));
 namespace hipcpu {
 
 #ifdef HIPCPU_FIBER_ASM
-/* Saves the current fiber's stack pointer in *save and resumes the fiber whose stack pointer
- * is `load`; returns when something switches back. It pushes right under the stack pointer:
- * code objects are built with -mno-red-zone (toolchain.py), so nothing lives there. rbp is
- * saved by hand (it may be the frame pointer, which asm cannot clobber). */
-static inline __attribute__((always_inline)) void switch_fiber(void** save, void* load) {
+/* Saves the current fiber's context (its stack pointer) in *save and resumes the one in
+ * *load, read after the save: save == load resumes the current fiber. Returns when something
+ * switches back. It pushes right under the stack pointer: code objects are built with
+ * -mno-red-zone (toolchain.py), so nothing lives there. rbp is saved by hand (it may be the
+ * frame pointer, which asm cannot clobber). */
+static inline __attribute__((always_inline)) void switch_fiber(void** save, void** load) {
     asm volatile(
         "pushq %%rbp\n\t"
         "leaq 1f(%%rip), %%rax\n\t"
         "pushq %%rax\n\t"
         "movq %%rsp, (%0)\n\t"
-        "movq %1, %%rsp\n\t"
+        "movq (%1), %%rsp\n\t"
         "popq %%rax\n\t"
         "jmpq *%%rax\n"
         "1:\n\t"
@@ -81,10 +82,10 @@ static inline void* make_fiber(char* stack_high, void (*entry)(void*), void* arg
     return sp;  // three pops later rsp is 16-byte aligned again, as a call needs
 }
 #else
-/* With ucontext a fiber's context is a ucontext_t: *save points at the one to fill, `load`
- * is the one to resume. */
-static inline void switch_fiber(void** save, void* load) {
-    swapcontext((ucontext_t*)*save, (ucontext_t*)load);
+/* With ucontext a fiber's context is a ucontext_t: *save points at the one to fill, *load at
+ * the one to resume. */
+static inline void switch_fiber(void** save, void** load) {
+    if (save != load) swapcontext((ucontext_t*)*save, (ucontext_t*)*load);
 }
 #endif
 

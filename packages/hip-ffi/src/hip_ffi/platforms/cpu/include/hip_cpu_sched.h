@@ -7,7 +7,10 @@
  * __syncwarp) or grid sync turns the block into fibers (hip_cpu_fiber.h): the thread that got
  * there keeps the OS thread's stack, every thread after it gets a fiber that starts at the
  * beginning of the kernel, and the threads before it have already returned without meeting
- * anyone (threads that exited, which barriers do not wait for).
+ * anyone (threads that exited, which barriers do not wait for). From then on the launch's
+ * later blocks on this OS thread start as fibers: a fiber whose thread ended parks, and runs
+ * the same thread of the next block (no stack to set up again, no plain-loop thread to
+ * convert).
  *
  * Threads are grouped in warps of HIPCPU_WARP_SIZE consecutive linear ids. Fibers run in
  * thread order, each until it waits:
@@ -17,6 +20,8 @@
  *   next shuffle writes the other set, while later lanes still read this one;
  * - at a block barrier: the warp's next lane runs; when the whole warp waits there, the next
  *   warp; when every live thread waits, all resume (the barrier's count is then known).
+ *   Counted, not searched: a warp whose lanes all wait there is `complete`, and the round
+ *   ends when every warp with a live lane is.
  * Each wait is one fiber switch; a barrier round over a block of n threads is n switches, a
  * shuffle round over a warp is warpSize switches. Lanes that wait at different places (a
  * shuffle inside a branch that some lanes skip) never deadlock: a warp sync completes with
@@ -29,38 +34,46 @@
 
 namespace hipcpu {
 
-static inline uint3 unlinear(unsigned t, uint3 d) {
-    return uint3{t % d.x, (t / d.x) % d.y, t / (d.x * d.y)};
-}
-
-/* Switch from fiber `from` (its context saved in *save) to fiber `to`. */
+/* Switch from the fiber whose context goes to *save to fiber `to`. */
 static inline __attribute__((always_inline)) void resume(block& b, void** save, unsigned to) {
     b.cur = to;
-    threadIdx = b.f[to].idx;
-    switch_fiber(save, b.f[to].sp);
+    *b.tid = b.f[to].idx;
+    switch_fiber(save, &b.f[to].sp);
 }
 
-static inline unsigned first_in_block(const block& b) {
-    for (unsigned t = 0; t < b.n; ++t)
-        if (b.f[t].state == RUN) return t;
+/* The first thread in [lo, hi) that has not arrived (RUN), ~0u when none; eight states a
+ * step (RUN is 0: the lowest zero byte of a word). st is readable up to hi rounded up to 8. */
+static inline unsigned first_run(const unsigned char* st, unsigned lo, unsigned hi) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (unsigned at = lo & ~7u; at < hi; at += 8) {
+        unsigned long long x;
+        std::memcpy(&x, st + at, 8);
+        if (at < lo) x |= (1ull << 8 * (lo - at)) - 1;     // before lo: not to be found
+        if (hi - at < 8) x |= ~0ull << 8 * (hi - at);      // from hi on: same
+        unsigned long long zero = (x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull;
+        if (zero) return at + (unsigned)__builtin_ctzll(zero) / 8;  // exact for the lowest
+    }
+#else
+    for (unsigned l = lo; l < hi; ++l)
+        if (st[l] == RUN) return l;
+#endif
     return ~0u;
 }
-static inline unsigned first_in(const block& b, unsigned w, unsigned char state) {
+static inline unsigned first_in(const block& b, unsigned w) {
     unsigned end = (w + 1) * HIPCPU_WARP_SIZE < b.n ? (w + 1) * HIPCPU_WARP_SIZE : b.n;
-    for (unsigned l = w * HIPCPU_WARP_SIZE; l < end; ++l)
-        if (b.f[l].state == state) return l;
-    return ~0u;
+    return first_run(b.st, w * HIPCPU_WARP_SIZE, end);
 }
 
-/* Every live lane of warp w waits and some at a warp sync: they run again. */
+/* Every live lane of warp w waits and some at a warp sync (exactly the lanes of its mask):
+ * they run again. */
 static __attribute__((noinline)) unsigned release_warp(block& b, unsigned w) {
     warp_state& ws = b.w[w];
+    unsigned long long at = ws.mask[ws.round & 1];
     unsigned next = (++ws.round) & 1;
     ws.mask[next] = ws.bits[next] = 0;  // every lane has read the round before this one
-    unsigned end = (w + 1) * HIPCPU_WARP_SIZE < b.n ? (w + 1) * HIPCPU_WARP_SIZE : b.n;
-    for (unsigned l = w * HIPCPU_WARP_SIZE; l < end; ++l)
-        if (b.f[l].state == AT_WARP) b.f[l].state = RUN;
-    return first_in(b, w, RUN);
+    for (unsigned long long m = at; m; m &= m - 1)
+        b.st[w * HIPCPU_WARP_SIZE + (unsigned)__builtin_ctzll(m)] = RUN;
+    return w * HIPCPU_WARP_SIZE + (unsigned)__builtin_ctzll(at);
 }
 
 static void grid_barrier(block& b);
@@ -69,73 +82,86 @@ static void grid_barrier(block& b);
 static __attribute__((noinline)) unsigned release_block(block& b) {
     b.result = b.acc;
     b.acc = 0;
+    b.complete = 0;
     if (b.grid_sync) {
         b.grid_sync = false;
         grid_barrier(b);
     }
-    fiber* f = b.f;
-    for (unsigned t = 0; t < b.n; ++t)  // branch-free: the states are all AT_BLOCK or DONE
-        f[t].state = f[t].state == AT_BLOCK ? (unsigned char)RUN : f[t].state;
-    return first_in_block(b);
+    unsigned char* st = b.st;
+    unsigned first = b.first, n = b.n;  // locals: st may alias b's fields, which stops vectors
+    for (unsigned t = first; t < n; ++t)  // branch-free (vectorized): AT_BLOCK or DONE
+        st[t] = st[t] == AT_BLOCK ? (unsigned char)RUN : st[t];
+    b.first = first_run(st, first, n);  // threads only ever end: the first live one moves up
+    return b.first;
 }
 
 /* Thread c stopped running (it waits, or it is done): the thread to run next, ~0u when none
- * is left. May be c itself (the round it waits for is complete). */
+ * is left. May be c itself (the round it waits for is complete). Usually c ended its warp's
+ * round: the next warp's first lane runs. */
 static inline unsigned next_thread(block& b, unsigned c) {
     unsigned w = c / HIPCPU_WARP_SIZE, base = w * HIPCPU_WARP_SIZE;
     unsigned end = base + HIPCPU_WARP_SIZE < b.n ? base + HIPCPU_WARP_SIZE : b.n;
-    for (unsigned l = c + 1; l < end; ++l)  // usually the next lane (a thread's end, say)
-        if (b.f[l].state == RUN) return l;
-    bool at_warp = false;  // some lane of the warp waits at a warp sync
-    for (unsigned l = base; l < end; ++l) {  // any lane of the warp that has not arrived
-        unsigned char state = b.f[l].state;
-        if (state == RUN) return l;
-        at_warp |= state == AT_WARP;
+    unsigned l = first_run(b.st, c + 1, end);  // a lane after c that has not arrived
+    if (l == ~0u) l = first_run(b.st, base, c);  // one before it (released by a warp sync)
+    if (l != ~0u) return l;
+    warp_state& ws = b.w[w];
+    if (ws.mask[ws.round & 1]) return release_warp(b, w);
+    // Warp w is through this round: its live lanes all wait at the block barrier, and stay
+    // there until the round ends, so each warp gets here once a round.
+    if (ws.live == 0) b.live_warps -= 1;
+    else b.complete += 1;
+    if (b.complete < b.live_warps) {  // some other warp still runs: the next one after w
+        for (unsigned v = w + 1; v < b.warps; ++v) {
+            unsigned l = first_in(b, v);
+            if (l != ~0u) return l;
+        }
+        for (unsigned v = 0; v < w; ++v) {
+            unsigned l = first_in(b, v);
+            if (l != ~0u) return l;
+        }
     }
-    if (at_warp) return release_warp(b, w);
-    if (b.live == 0) return ~0u;
-    for (unsigned v = w + 1; v < b.warps; ++v) {  // the next warp with work to do
-        unsigned l = first_in(b, v, RUN);
-        if (l != ~0u) return l;
-    }
-    for (unsigned v = 0; v < w; ++v) {
-        unsigned l = first_in(b, v, RUN);
-        if (l != ~0u) return l;
-    }
+    if (b.live_warps == 0) return ~0u;
     return release_block(b);
 }
 
-static void fiber_main(void*) {
-    block& b = *tl_block;
-    b.thunk(b.grid);
+/* Thread c ends: the next one runs, or, after the last, the scheduler (finish_fibers,
+ * run_fibers). Its fiber parks here: the next block of the launch resumes it to run its
+ * thread there. */
+static void end_thread(block& b) {
     unsigned c = b.cur;
-    b.f[c].state = DONE;
-    b.live -= 1;
-    unsigned to = next_thread(b, c);
-    void* dead = b.f[c].sp;  // this fiber's context is never resumed: scribble on it
-    if (to == ~0u) switch_fiber(&dead, b.sched_sp);
-    resume(b, &dead, to);
-    __builtin_unreachable();
+    b.st[c] = DONE;
+    b.w[c / HIPCPU_WARP_SIZE].live -= 1;
+    unsigned to = c + 1;
+    if (to % HIPCPU_WARP_SIZE == 0 || b.st[to] != RUN) to = next_thread(b, c);
+    if (to == ~0u) switch_fiber(&b.f[c].sp, &b.sched_sp);
+    else resume(b, &b.f[c].sp, to);
+}
+
+static void fiber_main(void*) {
+    for (;;) {  // one GPU thread of each block
+        block& b = current_block();
+        b.thunk(b.grid);
+        end_thread(b);
+    }
 }
 #ifndef HIPCPU_FIBER_ASM
 static void fiber_main_uc() { fiber_main(nullptr); }
 #endif
 
-/* The running thread (on the OS thread's own stack) is the first of its block to wait. */
-__attribute__((noinline)) void convert(block& b) {
-    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    unsigned long long stride = 0;
-    char* stacks = b.rt->fiber_stacks(b.n, &stride);
+/* The first wait of the launch on this OS thread: the memory of its fibers. */
+static void setup_fibers(block& b) {
+    b.stacks = b.rt->fiber_stacks(b.n, &b.stride);
     b.warps = (b.n + HIPCPU_WARP_SIZE - 1) / HIPCPU_WARP_SIZE;
     unsigned long long fibers_bytes = ((unsigned long long)b.n * sizeof(fiber) + 63) / 64 * 64;
     unsigned long long slots_bytes = (unsigned long long)b.n * sizeof(lane_slots);
-    char* memory = (char*)b.rt->scratch(fibers_bytes + slots_bytes + b.warps * sizeof(warp_state));
-    if (stacks == nullptr || memory == nullptr)
+    // One fiber past the end: a wait reads f[n] (any value) for its prefetch.
+    char* memory = (char*)b.rt->scratch(fibers_bytes + sizeof(fiber) + slots_bytes +
+                                        b.warps * sizeof(warp_state));
+    if (b.stacks == nullptr || memory == nullptr)
         fail(2 /* hipErrorOutOfMemory */, "no memory for the fiber stacks of a block");
-    b.f = (fiber*)memory;
-    b.s = (lane_slots*)(memory + fibers_bytes);
-    b.w = (warp_state*)(memory + fibers_bytes + slots_bytes);
-    for (unsigned w = 0; w < b.warps; ++w) b.w[w] = warp_state{0, {0, 0}, {0, 0}};
+    b.s = (lane_slots*)memory;
+    b.w = (warp_state*)(memory + slots_bytes);
+    b.f = (fiber*)(memory + slots_bytes + b.warps * sizeof(warp_state));
 #ifndef HIPCPU_FIBER_ASM
     if (tl_context_capacity < b.n + 1) {
         free(tl_contexts);
@@ -145,21 +171,31 @@ __attribute__((noinline)) void convert(block& b) {
     }
     b.sched_sp = &tl_contexts[b.n];
 #endif
+    uint3 idx{0, 0, 0};
     for (unsigned j = 0; j < b.n; ++j) {
-        fiber& f = b.f[j];
-        f.state = j < t ? DONE : RUN;
-        f.idx = unlinear(j, blockDim);
-        if (j < t) continue;
-        char* low = stacks + j * stride;
+#ifndef HIPCPU_FIBER_ASM
+        b.f[j].sp = &tl_contexts[j];  // the converting thread's too: its wait fills it
+#endif
+        b.f[j].idx = idx;
+        if (++idx.x == blockDim.x) {  // the next thread's index, without dividing
+            idx.x = 0;
+            if (++idx.y == blockDim.y) idx.y = 0, ++idx.z;
+        }
+    }
+    b.made = b.n;
+}
+
+/* Fibers that start threads [lo, b.made) at the kernel's entry. */
+static void make_fibers(block& b, unsigned lo) {
+    for (unsigned j = lo; j < b.made; ++j) {
+        char* low = b.stacks + j * b.stride;
         // Stagger the stack tops by a cache line per fiber: with equal strides they would all
         // sit at the same page offset, hence in one L1 set, and every switch would miss.
-        char* high = low + stride - (j % 64) * 64;
+        char* high = low + b.stride - (j % 64) * 64;
 #ifdef HIPCPU_FIBER_ASM
-        if (j != t) f.sp = make_fiber(high, &fiber_main, nullptr);  // t keeps its stack
+        b.f[j].sp = make_fiber(high, &fiber_main, nullptr);
 #else
         ucontext_t* uc = &tl_contexts[j];
-        f.sp = uc;
-        if (j == t) continue;
         getcontext(uc);
         uc->uc_stack.ss_sp = low + 4096;  // above the guard page
         uc->uc_stack.ss_size = (size_t)(high - low) - 4096;
@@ -167,31 +203,57 @@ __attribute__((noinline)) void convert(block& b) {
         makecontext(uc, &fiber_main_uc, 0);
 #endif
     }
-    b.cur = t;
-    b.live = (int)(b.n - t);
+    b.made = lo < b.made ? lo : b.made;
+}
+
+/* The block's threads from t on are live and have not arrived anywhere; t runs. */
+static void start_round(block& b, unsigned t) {
+    std::memset(b.st, DONE, t);
+    std::memset(b.st + t, RUN, b.n - t);
+    b.st[b.n] = DONE;
+    for (unsigned w = 0; w < b.warps; ++w) {
+        unsigned low = w * HIPCPU_WARP_SIZE, high = low + HIPCPU_WARP_SIZE;
+        high = high < b.n ? high : b.n;
+        b.w[w] = warp_state{0, high > t ? high - (low > t ? low : t) : 0, {0, 0}, {0, 0}};
+    }
+    b.first = t;
+    b.live_warps = b.warps - t / HIPCPU_WARP_SIZE;
+    b.complete = 0;
     b.acc = 0;
+    b.cur = t;
     b.fibers = true;
 }
 
-/* Thread c waits (its state recorded) and the fast path of hip_cpu_block.h did not apply. */
-__attribute__((noinline)) void wait_slow(block& b, unsigned c) {
-    unsigned to = next_thread(b, c);
-    if (to == c) return;
-    void* self = b.f[c].sp;  // ucontext: the context to fill; asm: overwritten with the sp
-    resume(b, HIPCPU_SAVE_SLOT(b.f[c].sp, self), to);
+/* The running thread t (on the OS thread's own stack) is the first of its block to wait: the
+ * threads after it become fibers, and so will every thread of the launch's later blocks on
+ * this OS thread (run_fibers). */
+__attribute__((noinline)) void convert(block& b) {
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    if (b.f == nullptr) setup_fibers(b);
+    make_fibers(b, t + 1);
+    start_round(b, t);
+    b.waits = true;
 }
+
+/* A block of a launch that waits: every thread starts as a fiber (those of earlier blocks,
+ * parked at their ends, start again); returns when the last has ended. */
+static void run_fibers(block& b) {
+    make_fibers(b, 0);  // the converting thread and those before it had none
+    start_round(b, 0);
+    resume(b, &b.sched_sp, 0);
+    b.fibers = false;
+}
+
+__attribute__((noinline)) unsigned wait_target(block& b, unsigned c) { return next_thread(b, c); }
 
 /* The thread that converted the block returned into the plain loop: run the other fibers to
  * their ends; returns when the last of them has. */
 static void finish_fibers(block& b) {
     unsigned c = b.cur;
-    b.f[c].state = DONE;
-    b.live -= 1;
+    b.st[c] = DONE;
+    b.w[c / HIPCPU_WARP_SIZE].live -= 1;
     unsigned to = next_thread(b, c);
-    if (to != ~0u) {
-        void* self = b.sched_sp;
-        resume(b, HIPCPU_SAVE_SLOT(b.sched_sp, self), to);
-    }
+    if (to != ~0u) resume(b, &b.sched_sp, to);
     b.fibers = false;
 }
 
@@ -215,7 +277,7 @@ static void grid_barrier(block& b) {
 }
 
 __attribute__((noinline)) void grid_sync() {
-    block& b = *tl_block;
+    block& b = current_block();
     b.grid_sync = true;
     (void)block_barrier(0);
     if (b.grid_sync) {  // a one-thread block: no round to end
