@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
     from hip_core._hip import hip as hip_api
     from hip_core._hip import use_platform
     from hip_core._resource import ClosedError, Resource
+    from hip_core.collectives import Communicator, NcclError, UniqueId, rendezvous_file
     from hip_core.device import Device, devices
     from hip_core.errors import (
         HipblasError,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
 #: `import hip_core` costs a few milliseconds and a compile's modules load with the first one.
 _HOMES = {
     "ClosedError": "hip_core._resource",
+    "Communicator": "hip_core.collectives",
     "Device": "hip_core.device",
     "DeviceBuffer": "hip_core.memory",
     "DevicePointer": "hip_core.signature",
@@ -67,14 +69,17 @@ _HOMES = {
     "IpcHandle": "hip_core.ipc",
     "Kernel": "hip_core.kernel",
     "MemoryPool": "hip_core.pool",
+    "NcclError": "hip_core.collectives",
     "Module": "hip_core.module",
     "PinnedBuffer": "hip_core.memory",
     "PoolStats": "hip_core.pool",
     "Program": "hip_core.program",
     "Resource": "hip_core._resource",
     "Stream": "hip_core.stream",
+    "UniqueId": "hip_core.collectives",
     "capture": "hip_core.graph",
     "devices": "hip_core.device",
+    "rendezvous_file": "hip_core.collectives",
     "use_platform": "hip_core._hip",
 }
 _lazy_getattr, __dir__ = lazy_exports(__name__, _HOMES)
@@ -91,6 +96,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ClosedError",
+    "Communicator",
     "Device",
     "DeviceBuffer",
     "DevicePointer",
@@ -111,14 +117,17 @@ __all__ = [
     "Kernel",
     "MemoryPool",
     "Module",
+    "NcclError",
     "PinnedBuffer",
     "PoolStats",
     "Program",
     "Resource",
     "Stream",
+    "UniqueId",
     "__version__",
     "capture",
     "devices",
     "hip_api",
+    "rendezvous_file",
     "use_platform",
 ]

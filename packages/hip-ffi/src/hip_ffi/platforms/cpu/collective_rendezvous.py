@@ -184,7 +184,7 @@ class Segment:
                     )
             return absent
 
-        self.wait(missing, "for every rank to join the communicator")
+        self.wait(missing, "waiting for every rank to join the communicator")
         if self.rank == 0:
             self.forget_file()
 
@@ -260,7 +260,7 @@ class Segment:
             if now >= deadline:
                 raise PeerFailure(
                     SYSTEM_ERROR,
-                    f"timed out after {self.timeout:g} s waiting {what}: rank(s) "
+                    f"timed out after {self.timeout:g} s {what}: rank(s) "
                     f"{', '.join(map(str, pending))} did not come ({TIMEOUT_VARIABLE} sets it)",
                 )
             progress = (self.moves, tuple(pending))
@@ -279,6 +279,4 @@ class Segment:
             if pid == self.pid:
                 continue  # a rank of this process: it fails or leaves explicitly
             if _start_time(pid) != int(words[START]):
-                raise PeerFailure(
-                    REMOTE_ERROR, f"rank {other} (process {pid}) exited while waiting {what}"
-                )
+                raise PeerFailure(REMOTE_ERROR, f"rank {other} (process {pid}) exited {what}")

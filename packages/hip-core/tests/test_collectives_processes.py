@@ -1,0 +1,154 @@
+"""Collectives between processes: this process is rank 0, a spawned one (multiprocessing,
+spawn) rank 1; their unique id goes through a file (`rendezvous_file`). On the cpu platform
+(one device per process) and, marked `gpu`, on nvidia over NCCL with one GPU per process.
+Also what the cpu platform does where NCCL would hang: a rank that never comes (the timeout)
+and a peer process that dies (a clear error at once).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import pickle
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off (the H200s)
+
+from hip_core import (
+    Communicator,
+    Device,
+    HipLaunchError,
+    NcclError,
+    UniqueId,
+    rendezvous_file,
+    use_platform,
+)
+
+SPAWN = multiprocessing.get_context("spawn")
+HERE = str(Path(__file__).resolve().parent)
+#: Every collective; all five operations for the reducing ones; four types.
+CASES = [
+    (kind, dtype, op, 1000 + 3, 1)
+    for dtype in ("float32", "float16", "bfloat16", "int32")
+    for kind, ops in (
+        ("all_reduce", ("sum", "prod", "max", "min", "avg")),
+        ("reduce", ("sum", "prod", "max", "min", "avg")),
+        ("reduce_scatter", ("sum", "prod", "max", "min", "avg")),
+        ("broadcast", ("sum",)),
+        ("all_gather", ("sum",)),
+    )
+    for op in ops
+]
+
+
+@pytest.fixture(scope="module")
+def children() -> Iterator[ModuleType]:
+    """hip_core_collective_children, importable by name here and in spawned children."""
+    sys.path.insert(0, HERE)
+    try:
+        yield importlib.import_module("hip_core_collective_children")
+    finally:
+        sys.path.remove(HERE)
+
+
+@pytest.fixture
+def short_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cpu platform's collective timeout for this test and the processes it spawns."""
+    monkeypatch.setenv("HIP_FFI_CPU_COLLECTIVE_TIMEOUT", "30")
+
+
+def test_two_processes_run_every_collective(
+    platform: str, children: ModuleType, tmp_path: Path, short_timeout: None
+) -> None:
+    if platform != "cpu" and Device.count() < 2:
+        pytest.skip(f"one GPU per rank: the {platform} platform has {Device.count()}")
+    id_file = str(tmp_path / "unique.id")
+    results = SPAWN.Queue()
+    child = SPAWN.Process(
+        target=children.rank_main, args=(platform, id_file, 1, 2, 11, CASES, results)
+    )
+    child.start()
+    try:
+        device = children.device_for(platform, 0)
+        unique_id = rendezvous_file(id_file, 0)
+        with Communicator(device, unique_id, 0, 2) as comm:
+            assert (comm.rank, comm.size) == (0, 2)
+            wrong = children.run_cases(comm, device, 11, CASES)
+        answer = results.get(timeout=240)
+    finally:
+        child.join(60)
+    assert answer == ("ok", []), answer
+    assert wrong == []
+    assert child.exitcode == 0
+
+
+def test_unique_ids_pickle_and_are_checked(platform: str) -> None:
+    unique_id = UniqueId.new()
+    assert pickle.loads(pickle.dumps(unique_id)) == unique_id
+    assert UniqueId.fromhex(unique_id.hex()) == unique_id
+    assert unique_id.platform == platform
+    device = Device(0)
+    with pytest.raises(ValueError, match="rank 2"):
+        Communicator(device, unique_id, 2, 2)
+    with pytest.raises(ValueError, match="platform"):
+        Communicator(device, UniqueId(unique_id.raw, "elsewhere"), 0, 1)
+    with pytest.raises(ValueError, match="128 bytes"):
+        UniqueId(b"short", platform)
+    with pytest.raises(TypeError, match="UniqueId"):
+        Communicator(device, unique_id.raw, 0, 1)  # type: ignore[arg-type]
+    with Communicator(device, unique_id, 0, 1) as alone:  # one rank: a communicator too
+        buffer = device.allocate(16)
+        buffer.fill(3)
+        alone.all_reduce(buffer, buffer, 4, "int32", op="max")
+        alone.all_reduce(buffer, buffer, 4, "int32", op="avg")
+        out = bytearray(16)
+        buffer.copy_to(out)
+        assert out == b"\x03" * 16
+
+
+@pytest.fixture
+def cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The cpu platform, with a collective timeout of 1 s (here and in spawned processes)."""
+    monkeypatch.setenv("HIP_FFI_CPU_COLLECTIVE_TIMEOUT", "1")
+    with use_platform("cpu") as api:
+        yield api
+
+
+def test_a_rank_that_never_comes_is_a_timeout(cpu: Any) -> None:
+    start = time.monotonic()
+    with pytest.raises(NcclError, match="timed out after 1 s") as raised:
+        Communicator(Device(0), UniqueId.new(), 0, 2)
+    assert raised.value.name == "ncclSystemError" and not raised.value.recoverable
+    assert "ncclCommInitRank" in str(raised.value)
+    assert time.monotonic() - start < 5
+
+
+def test_a_peer_process_that_dies_is_an_error(cpu: Any, children: ModuleType) -> None:
+    unique_id = UniqueId.new()
+    results = SPAWN.Queue()
+    child = SPAWN.Process(target=children.join_then_die, args=("cpu", unique_id, 1, 2, results))
+    child.start()
+    try:
+        comm = Communicator(Device(0), unique_id, 0, 2)
+        assert results.get(timeout=240) == ("ok", "joined", 1)
+        child.join(60)
+        assert child.exitcode == 3
+        buffer = Device(0).allocate(64)
+        start = time.monotonic()
+        comm.all_reduce(buffer, buffer, 16, "float32")
+        with pytest.raises(HipLaunchError, match=r"rank 1 \(process \d+\) exited"):
+            Device(0).synchronize()
+        assert time.monotonic() - start < 0.9  # found dead, not timed out
+        error = comm.async_error()
+        assert error is not None and error.name == "ncclRemoteError"
+        comm.abort()
+    finally:
+        child.join(60)
