@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -187,8 +188,9 @@ def rocm_loader(root: str) -> list[str]:
     return [str(lib / "ld-linux-x86-64.so.2"), "--library-path", ":".join(search)]
 
 
-def rocm_matrix_env(release: dict[str, str]) -> dict[str, str]:
-    """What tests/rocm_matrix reads, and hip-ffi's overrides naming the root's libraries."""
+def rocm_matrix_env(release: dict[str, Any]) -> dict[str, str]:
+    """What tests/rocm_matrix reads (its conftest.py), and hip-ffi's overrides naming the
+    root's libraries (MIOpen's only where the release has one)."""
     lib = Path(release["root"]) / "usr/lib/x86_64-linux-gnu"
     env = {
         "HIP_PLATFORM": "amd",
@@ -196,11 +198,13 @@ def rocm_matrix_env(release: dict[str, str]) -> dict[str, str]:
         "HIP_FFI_ROCM_ROOT": release["root"],
         "HIP_FFI_ROCM_RELEASE": release["hip"],
         "HIP_FFI_ROCM_ARCHS": release["archs"],
+        "HIP_FFI_ROCM_NOT_CHECKED": json.dumps(release["not_checked"]),
         "HIP_FFI_AMDHIP64_PATH": str(lib / f"libamdhip64.so.{release['hip'].split('.')[0]}"),
     }
     for variable, stem in (
         ("HIP_FFI_HIPRTC_PATH", "libhiprtc"),
         ("HIP_FFI_HIPBLAS_PATH", "libhipblas"),
+        ("HIP_FFI_MIOPEN_PATH", "libMIOpen"),
     ):
         found = sorted(lib.glob(f"{stem}.so.[0-9]"))
         if found:
