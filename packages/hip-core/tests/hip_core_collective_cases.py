@@ -26,10 +26,11 @@ def numpy_dtype(name: str) -> Any:
     return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
 
 
-def inputs(seed: int, rank: int, count: int, dtype: str) -> Any:
-    """Rank `rank`'s input: `count` small integers (1..3 for unsigned types, -3..3 else)."""
+def inputs(seed: int, rank: int, count: int, dtype: str, op: str = "sum") -> Any:
+    """Rank `rank`'s input: `count` small integers (1..3 for unsigned types, -3..3 else; no
+    negative integers to average, whose rounding NCCL does not document)."""
     rng = np.random.default_rng([seed, rank])
-    low = 1 if dtype.startswith("u") else -3
+    low = 1 if dtype.startswith("u") or (op == "avg" and "int" in dtype) else -3
     return rng.integers(low, 4, count).astype(numpy_dtype(dtype))
 
 

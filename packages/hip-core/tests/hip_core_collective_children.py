@@ -46,7 +46,7 @@ def run_cases(comm: Communicator, device: Device, seed: int, cases: list[Case]) 
     wrong = []
     for index, (kind, dtype, op, count, root) in enumerate(cases):
         ranks = comm.size
-        every = [inputs(seed + index, r, input_count(kind, count, ranks), dtype)
+        every = [inputs(seed + index, r, input_count(kind, count, ranks), dtype, op)
                  for r in range(ranks)]  # fmt: skip
         source, target = buffers(device, every[comm.rank], output_count(kind, count, ranks))
         issue(comm, kind, source, target, count, dtype, op, root)

@@ -89,7 +89,7 @@ def run_everywhere(
     """Queue `kind` on every rank in one group, then compare each rank's output with numpy."""
     ranks = len(comms)
     root = ranks - 1
-    every = [inputs(seed, r, input_count(kind, count, ranks), dtype) for r in range(ranks)]
+    every = [inputs(seed, r, input_count(kind, count, ranks), dtype, op) for r in range(ranks)]
     made = [buffers(c.device, every[c.rank], output_count(kind, count, ranks)) for c in comms]
     with Communicator.group():
         for comm, (source, target) in zip(comms, made, strict=True):

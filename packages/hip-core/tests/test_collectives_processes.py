@@ -131,7 +131,10 @@ def test_a_rank_that_never_comes_is_a_timeout(cpu: Any) -> None:
     assert time.monotonic() - start < 5
 
 
-def test_a_peer_process_that_dies_is_an_error(cpu: Any, children: ModuleType) -> None:
+def test_a_peer_process_that_dies_is_an_error(
+    cpu: Any, children: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HIP_FFI_CPU_COLLECTIVE_TIMEOUT", "60")  # (the child may start slowly)
     unique_id = UniqueId.new()
     results = SPAWN.Queue()
     child = SPAWN.Process(target=children.join_then_die, args=("cpu", unique_id, 1, 2, results))
@@ -146,7 +149,7 @@ def test_a_peer_process_that_dies_is_an_error(cpu: Any, children: ModuleType) ->
         comm.all_reduce(buffer, buffer, 16, "float32")
         with pytest.raises(HipLaunchError, match=r"rank 1 \(process \d+\) exited"):
             Device(0).synchronize()
-        assert time.monotonic() - start < 0.9  # found dead, not timed out
+        assert time.monotonic() - start < 5  # found dead at once, not timed out
         error = comm.async_error()
         assert error is not None and error.name == "ncclRemoteError"
         comm.abort()

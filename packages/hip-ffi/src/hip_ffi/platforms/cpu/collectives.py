@@ -22,8 +22,10 @@ Semantics, as NCCL's where it defines them:
 - ncclGroupStart / ncclGroupEnd: calls in between are queued at the outermost ncclGroupEnd,
   the ops of each (communicator, stream) as one stream operation (collectives in order, then
   sends and receives together); ncclCommInitRank calls in a group wait for their peers there.
-- ncclCommDestroy waits for the communicator's queued operations; ncclCommAbort makes them
-  fail at once. Neither is collective.
+- ncclCommDestroy waits for the communicator's queued operations (at most the timeout, then
+  it aborts them; from a finalizer on a stream's worker, it is deferred until the work queued
+  before it is done); ncclCommAbort makes them fail at once. Neither is collective. Shared
+  memory is unmapped only while none of the communicator's operations runs.
 """
 
 from __future__ import annotations
@@ -85,9 +87,10 @@ class Comm:
         if self.segment.address:
             self.segment.control(self.segment.rank)[STATE] = FAILED
 
-    def wait_idle(self) -> None:
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait (at most `timeout` seconds) until its queued operations are done."""
         with self.idle:
-            self.idle.wait_for(lambda: self.pending == 0)
+            return self.idle.wait_for(lambda: self.pending == 0, timeout)
 
 
 COMMS: Registry[Comm] = Registry("ncclComm_t")
@@ -172,6 +175,7 @@ def _joined(comm: Comm) -> int:
     try:
         comm.segment.wait_joined()
     except PeerFailure as failure:
+        comm.fail(failure.result, f"ncclCommInitRank: {failure}")  # (a handle of a group's)
         comm.segment.forget_file()
         comm.segment.close(FAILED)
         return _refuse(failure.result, f"ncclCommInitRank: {failure}")
@@ -229,23 +233,35 @@ def _register(comm: Comm) -> Any:
     return COMMS.cdata(comm.handle)
 
 
+def _abort(comm: Comm, why: str) -> None:
+    comm.segment.aborted = True  # a running operation fails at its next look (within 1 ms)
+    comm.fail(REMOTE_ERROR, why)  # queued ones fail before touching the shared memory
+
+
 def _close(comm: Comm, state: int) -> None:
-    comm.closing = True  # nothing more is queued
-    comm.wait_idle()
+    """Unmap under the comm's lock: no operation runs meanwhile, and those that run later
+    find it unmapped (or failed) and fail without touching it."""
     COMMS.remove(comm.handle)
-    comm.segment.close(state)
+    with comm.lock:
+        comm.segment.close(state)
 
 
 @on_comm
 def ncclCommDestroy(comm: Comm) -> int:
+    comm.closing = True  # nothing more is queued
+    if ENGINE.must_not_wait():  # a finalizer on a stream's worker: after the work queued
+        ENGINE.release_later(lambda: _close(comm, LEFT))
+        return SUCCESS
+    if not comm.wait_idle(comm.segment.timeout):  # stuck behind other work: give up on it
+        _abort(comm, "destroyed with operations still queued")
     _close(comm, LEFT)
     return SUCCESS
 
 
 @on_comm
 def ncclCommAbort(comm: Comm) -> int:
-    comm.segment.aborted = True  # its running and queued operations fail at their next look
-    comm.fail(REMOTE_ERROR, "the communicator was aborted")
+    comm.closing = True
+    _abort(comm, "the communicator was aborted")
     _close(comm, FAILED)
     return SUCCESS
 
@@ -314,8 +330,9 @@ def _submit(comm: Comm, stream: Stream, calls: list[ops.Call]) -> int:
     def work() -> int:
         try:
             with comm.lock:
-                if comm.async_error:  # an earlier operation failed, or an abort
-                    raise PeerFailure(comm.async_error, comm.last_error)
+                if comm.async_error or not comm.segment.address:  # failed, aborted, closed
+                    why = comm.last_error or "the communicator was destroyed"
+                    raise PeerFailure(comm.async_error or REMOTE_ERROR, why)
                 ops.run(comm.segment, calls)
             return status.SUCCESS
         except PeerFailure as failure:
