@@ -11,6 +11,7 @@ import importlib
 import multiprocessing
 import os
 import pickle
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ from hip_core import (
 
 SPAWN = multiprocessing.get_context("spawn")
 HERE = str(Path(__file__).resolve().parent)
+EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "all_reduce.py"
 #: Every collective; all five operations for the reducing ones; four types.
 CASES = [
     (kind, dtype, op, 1000 + 3, 1)
@@ -155,3 +157,15 @@ def test_a_peer_process_that_dies_is_an_error(
         comm.abort()
     finally:
         child.join(60)
+
+
+def test_the_documented_example_runs(platform: str) -> None:
+    if platform != "cpu" and Device.count() < 2:
+        pytest.skip(f"the example runs one GPU per rank; {platform} has {Device.count()}")
+    env = {**os.environ, "HIP_PLATFORM": platform, "HIP_FFI_CPU_DEVICES": "2"}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "average on each rank: {0: 1.5, 1: 1.5}" in done.stdout
+    assert "sum over 2 devices: 2" in done.stdout
