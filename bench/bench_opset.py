@@ -16,8 +16,8 @@ stop. Writes bench_opset.jsonl, .md and .png (when matplotlib imports) under --o
 other geometries than the ops pick (threads per row, loads in flight per thread through a
 -DHIPK_REDUCE_LOADS compile, splits of the first axis in waves, finished by the last block or
 not: one_launch false times the first pass alone) and the transposing copy's paths (copy.hip's
-modes: element tiles, 16-byte tiles, V x V register blocks with 4 or 8 threads along the read
-axis) at three grid sizes, to tune them on the device.
+modes: element tiles, 16-byte tiles, element-pair tiles (2-byte units), V x V register blocks
+with 4 or 8 threads along the read axis) at three grid sizes, to tune them on the device.
 
     PYTHONPATH=... python3 bench/bench_opset.py [--quick] [--out DIR] [--size N] [--repeats R]
         [--sweep]
@@ -206,7 +206,7 @@ def sweep_dtype(backend: Any, n: int, dtype: str, row: Callable[..., None]) -> N
                         one_launch=ptrs[2] is not None)  # fmt: skip
     item = as_dtype(dtype).itemsize
     tiles = backend.kernels.get("copy.hip", f"copy_tiles_u{8 * item}")
-    for mode in (0, 1, 3, 4):  # copy.hip's paths (strided_copy.TILE_MODES)
+    for mode in (0, 1, 2, 3, 4) if item == 2 else (0, 1, 3, 4):  # copy.hip's paths (TILE_MODES)
         edge_a, edge_b = tile_edges(mode, item)
         for cap in (4, 16, 64):  # blocks per multiprocessor; blocks stride over the tiles
             grid = min(-(-n // edge_a) * -(-n // edge_b),

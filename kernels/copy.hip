@@ -16,8 +16,10 @@
 // the batch strides multiples of V = 16 / sizeof(u), both pointers 16-byte aligned): 0: 32 x 32
 // tiles, one element per access; 1: 64 x 64 tiles (32 x 32 for u64) read and written with
 // 16-byte accesses, each thread with all its loads of a tile in flight (4 for u32: 64 bytes),
-// through shared memory element by element; 3 and 4 (u16, u32 only): V x V blocks transposed
-// in registers (copy_tiles_reg below). The host (strided_copy.TILE_MODES) picks.
+// through shared memory element by element; 2 (u16 only): 64 x 128 tiles of element pairs,
+// a 2-byte transpose moved as a 4-byte one (copy_tiles_pairs below); 3 and 4 (u16, u32 only):
+// V x V blocks transposed in registers (copy_tiles_reg below). The host
+// (strided_copy.TILE_MODES) picks.
 //
 // Strides are in elements and may be negative or zero (a broadcast source); offsets are 64-bit.
 // Unused sizes are ignored. The host (hip_runtime.strided_copy) merges axes first, so most
@@ -216,6 +218,82 @@ HIPK_DEVICE void copy_tiles_reg(const T* src, T* dst, long long na, long long nb
     }
 }
 
+// The pair path (vec = 2; 2-byte units only): a 2-byte transpose moved as a 4-byte one. Each
+// thread reads 16-byte vectors of rows b and b + 1 (8 elements along a each) and packs them
+// into 8 words, element a + i of row b in the low half and of row b + 1 in the high one: in
+// dst, contiguous along b, each pair is one word. The tile holds those words, tile[a][b / 2],
+// and is written out as 16-byte vectors of 4 words along b: 4-byte shared accesses where
+// copy_tiles_vec makes 2-byte ones, each with a pack or unpack around it. A tile is 64 (a) x
+// 128 (b) elements: 2 row pairs (4 loads in flight) per thread in, 4 vectors out. Tile rows are
+// PAIR_STRIDE words (16-byte aligned for the vector reads), and the words of a-vector g = a / 8
+// sit 4 g columns further on (mod 64): a warp's stores (8 a-vectors x 4 row pairs) then fall
+// in 32 distinct banks, and every 8 lanes of a vector read in 8 distinct 16-byte bank groups.
+#define HIPK_PAIR_STRIDE 68
+#define HIPK_PAIR_BYTES (64 * HIPK_PAIR_STRIDE * 4)
+
+template <typename T>
+HIPK_DEVICE void copy_tiles_pairs(const T* src, T* dst, long long na, long long nb, long long sb,
+                                  long long da, long long m0, long long m1, long long ms0,
+                                  long long ms1, long long md0, long long md1, unsigned* tile) {
+    // A x B elements, W = B / 2 words per tile row; IN row pairs in, OUT vectors out per thread
+    enum { A = 64, W = 64, B = 2 * W, S = HIPK_PAIR_STRIDE, IN = A / 8 * W / 256, OUT = A * W / 4 / 256 };
+    const long long tiles_a = (na + A - 1) / A, tiles_b = (nb + B - 1) / B;
+    const long long tiles = m0 * m1 * tiles_a * tiles_b;
+    const int t = (int)threadIdx.x;
+    // The loop bounds are the same for every thread of the block, so all reach each barrier.
+    for (long long k = blockIdx.x; k < tiles; k += gridDim.x) {
+        const long long rest = k / tiles_b;
+        const long long b0 = (k - rest * tiles_b) * B;
+        const long long batch = rest / tiles_a;
+        const long long a0 = (rest - batch * tiles_a) * A;
+        const long long c0 = batch / m1, c1 = batch - c0 * m1;
+        const T* from = src + a0 + b0 * sb + c0 * ms0 + c1 * ms1;
+        T* to = dst + a0 * da + b0 + c0 * md0 + c1 * md1;
+        Vec<T, 8> low[IN] = {}, high[IN] = {};
+        HIPK_UNROLL
+        for (int p = 0; p < IN; ++p) {  // all of the thread's loads in flight at once
+            const int u = t + p * 256, a = u % 8 * 8, b = u / 8 * 2;
+            if (a0 + a < na && b0 + b < nb) {  // (nb is a multiple of 8: row b + 1 is there)
+                low[p] = *reinterpret_cast<const Vec<T, 8>*>(from + a + b * sb);
+                high[p] = *reinterpret_cast<const Vec<T, 8>*>(from + a + (b + 1) * sb);
+            }
+        }
+        HIPK_UNROLL
+        for (int p = 0; p < IN; ++p) {
+            const int u = t + p * 256, g = u % 8, column = (u / 8 + 4 * g) & (W - 1);
+            HIPK_UNROLL
+            for (int i = 0; i < 8; ++i)
+                tile[(g * 8 + i) * S + column] =
+                    (unsigned)low[p].v[i] | ((unsigned)high[p].v[i] << 16);
+        }
+        __syncthreads();
+        HIPK_UNROLL
+        for (int p = 0; p < OUT; ++p) {  // words 4 j .. 4 j + 3 of tile row a: b = 8 j .. + 7
+            const int q = t + p * 256, a = q / (W / 4), j = q % (W / 4);
+            if (a0 + a < na && b0 + 8 * j < nb) {
+                const int column = (4 * j + 4 * (a / 8)) & (W - 1);
+                *reinterpret_cast<Vec<unsigned, 4>*>(to + a * da + 8 * j) =
+                    *reinterpret_cast<const Vec<unsigned, 4>*>(tile + a * S + column);
+            }
+        }
+        __syncthreads();  // the tile is read out before the next one overwrites it
+    }
+}
+
+// copy_tiles_pairs exists for 2-byte units only; the host asks no other unit for it.
+template <typename T, int S = sizeof(T)> struct PairTiles {
+    static HIPK_DEVICE void run(const T*, T*, long long, long long, long long, long long,
+                                long long, long long, long long, long long, long long,
+                                long long, unsigned*) {}
+};
+template <typename T> struct PairTiles<T, 2> {
+    static HIPK_DEVICE void run(const T* src, T* dst, long long na, long long nb, long long sb,
+                                long long da, long long m0, long long m1, long long ms0,
+                                long long ms1, long long md0, long long md1, unsigned* tile) {
+        copy_tiles_pairs(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1, tile);
+    }
+};
+
 // copy_tiles_reg's paths exist for 2- and 4-byte units; the others never take them (the host).
 template <typename T, int S = sizeof(T)> struct RegTiles {
     static HIPK_DEVICE void run(const T*, T*, long long, long long, long long, long long,
@@ -234,17 +312,30 @@ template <typename T> struct RegTiles<T, 2> {
 };
 template <typename T> struct RegTiles<T, 4> : RegTiles<T, 2> {};
 
-// One shared buffer for both shared paths (static shared arrays of two paths would add up).
+// One shared buffer for the shared paths (static shared arrays of several paths would add
+// up), in bytes: the largest of the three tiles this unit's paths use.
+template <typename T> struct TileBytes {
+    enum {
+        VEC = CopyEdge<T>::value * (CopyEdge<T>::value + 1) * sizeof(T),
+        ELEMENT = HIPK_COPY_TILE * (HIPK_COPY_TILE + 1) * sizeof(T),
+        PAIRS = sizeof(T) == 2 ? HIPK_PAIR_BYTES : 0,
+        SHARED = VEC > ELEMENT ? VEC : ELEMENT,
+        value = PAIRS > SHARED ? PAIRS : SHARED
+    };
+};
+
 template <typename T>
 HIPK_DEVICE void copy_tiles_any(const T* src, T* dst, long long na, long long nb, long long sa,
                                 long long sb, long long da, long long db, long long m0,
                                 long long m1, long long ms0, long long ms1, long long md0,
                                 long long md1, int vec) {
-    enum { WORDS = CopyEdge<T>::value * (CopyEdge<T>::value + 1) };
-    __shared__ T tile[WORDS > HIPK_COPY_TILE * (HIPK_COPY_TILE + 1)
-                          ? WORDS : HIPK_COPY_TILE * (HIPK_COPY_TILE + 1)];
+    __shared__ __align__(16) unsigned char bytes[TileBytes<T>::value];
+    T* tile = reinterpret_cast<T*>(bytes);
     if (vec >= 3)
         RegTiles<T>::run(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1, vec);
+    else if (vec == 2)
+        PairTiles<T>::run(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1,
+                          reinterpret_cast<unsigned*>(bytes));
     else if (vec)
         copy_tiles_vec(src, dst, na, nb, sb, da, m0, m1, ms0, ms1, md0, md1, tile);
     else

@@ -139,15 +139,16 @@ def test_transposes_through_tiles(device: Device, dtype: Any) -> None:
     np.testing.assert_array_equal(tensor[1, 3:, ::-1].T.to_numpy(), host[1, 3:, ::-1].T)
 
 
-@pytest.mark.parametrize("mode", [0, 1, 3, 4])
+@pytest.mark.parametrize("mode", [0, 1, 2, 3, 4])
 @pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64])
 def test_transposes_through_16_byte_tiles(
     device: Device, dtype: Any, mode: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sizes and strides that are multiples of 16 bytes take the tile path TILE_MODES names
-    (`mode`: 0 element tiles; 1 64 x 64 16-byte tiles, 32 x 32 for 8-byte units; 3, 4 V x V
-    blocks transposed in registers, for 2- and 4-byte units), partial tiles and a batch axis
-    included; a source whose address is not 16-byte aligned falls back to the element path."""
+    (`mode`: 0 element tiles; 1 64 x 64 16-byte tiles, 32 x 32 for 8-byte units; 2 64 x 128
+    tiles of element pairs for 2-byte units (others take 1); 3, 4 V x V blocks transposed in
+    registers, for 2- and 4-byte units), partial tiles and a batch axis included; a source
+    whose address is not 16-byte aligned falls back to the element path."""
     monkeypatch.setattr(strided_copy, "TILE_MODES", {2: mode, 4: mode})
     host = (np.arange(2 * 80 * 144) % 251).astype(dtype).reshape(2, 80, 144)
     tensor = DeviceTensor.from_numpy(host, device=device)

@@ -41,11 +41,13 @@ _TILE_RANK = 4  # most axes the tiled kernel takes
 _TILE_MIN = 4  # shortest tile axis worth a tile (small enough that tests of small shapes use it)
 _BLOCKS_PER_MULTIPROCESSOR = 64  # as the op kernels' grid cap (ops.base.grid_cap)
 #: unit (bytes) -> copy.hip's path for 16-byte transposes (vec 1: 64 x 64 tiles through shared
-#: memory element by element; 3 and 4: V x V blocks transposed in registers, with 4 or 8
-#: threads of a warp along the read axis; 0, the element tiles, is allowed too). Units not
-#: named take 1. bench/bench_opset.py --sweep times them all; on the H200 (8192², % of the
-#: copy rate, best grid) f32: 1 73, 3 61, 0 61, 4 43; bf16: 0 32, 1 28, 3 19, 4 17.
-TILE_MODES = {2: 0, 4: 1}
+#: memory element by element; 2, 2-byte units only (others take 1): 64 x 128 tiles of element
+#: pairs packed into words, a 4-byte transpose; 3 and 4: V x V blocks transposed in registers,
+#: with 4 or 8 threads of a warp along the read axis; 0, the element tiles, is allowed too).
+#: Units not named take 1. bench/bench_opset.py --sweep times them all; on the H200 (8192², %
+#: of the copy rate, best grid) f32: 1 73, 3 61, 0 61, 4 43; bf16 (before mode 2): 0 32, 1 28,
+#: 3 19, 4 17.
+TILE_MODES = {2: 2, 4: 1}
 _caches: dict[tuple[int, int], tuple[KernelCache, int]] = {}
 
 
@@ -219,7 +221,7 @@ def _launch(
         vec = (shape[a] % per == 0 and shape[b] % per == 0 and src.ptr % 16 == 0
                and dst.ptr % 16 == 0 and src_strides[b] % per == 0 and dst_strides[a] % per == 0
                and all(s % per == 0 for s in (*src_batch, *dst_batch)))  # fmt: skip
-        mode = TILE_MODES.get(unit, 1) if vec else 0
+        mode = tile_mode(unit) if vec else 0
         edge_a, edge_b = tile_edges(mode, unit)
         tiles = sizes[0] * sizes[1] * -(-shape[a] // edge_a) * -(-shape[b] // edge_b)
         kernel.launch(min(tiles, grid_cap), _BLOCK, src, dst, shape[a], shape[b], 1,
@@ -243,10 +245,18 @@ def _launch(
                       *layout_args, stream=stream)  # fmt: skip
 
 
+def tile_mode(unit: int) -> int:
+    """copy.hip's tile path for 16-byte transposes of `unit`-byte elements (TILE_MODES)."""
+    mode = TILE_MODES.get(unit, 1)
+    return 1 if mode == 2 and unit != 2 else mode  # the pair path is for 2-byte units
+
+
 def tile_edges(mode: int, unit: int) -> tuple[int, int]:
     """The (a, b) edges in units of a tile of copy.hip's copy_tiles_u<unit> path `mode`."""
     if mode == 0:
         return _TILE, _TILE
+    if mode == 2:  # copy.hip's copy_tiles_pairs
+        return 64, 128
     if mode == 1:  # copy.hip's CopyEdge
         return (32, 32) if unit == 8 else (64, 64)
     per = 16 // unit  # a thread's V x V block; 4 (mode 3) or 8 (mode 4) threads along a
