@@ -42,7 +42,7 @@ def main() -> None:
         ]
         for process in ranks:
             process.start()
-        results = dict(answers.get(timeout=300) for _ in ranks)
+        results = dict(sorted(answers.get(timeout=300) for _ in ranks))
         for process in ranks:
             process.join()
     print("average on each rank:", results)  # (1 + 2) / 2 = 1.5 everywhere

@@ -1,39 +1,23 @@
 """What test_collectives_processes.py runs in spawned processes: one rank each.
 
-A spawned child imports its target by module name; the test puts this folder on sys.path
-(as test_ipc.py does for hip_core_ipc_children). Each function reports ("ok", result) or
+A spawned child imports its target by module name; the test puts this folder on sys.path.
+Each function reports (as hip_core_ipc_children's do) ("ok", result) or
 ("error", class name, message) on `results`, so a failing rank fails the test with its reason.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off (the H200s)
 
-from hip_core_collective_cases import (
-    buffers,
-    expected,
-    input_count,
-    inputs,
-    issue,
-    output_count,
-    read,
-)
+import hip_core_collective_cases as shared
+from hip_core_ipc_children import _report
 
 from hip_core import Communicator, Device, UniqueId, rendezvous_file, use_platform
 
 Case = tuple[str, str, str, int, int]  # kind, dtype, op, count, root
-
-
-def _report(results: Any, platform: str, work: Callable[[], object]) -> None:
-    try:
-        with use_platform(platform):
-            results.put(("ok", work()))
-    except BaseException as error:  # the parent reports it
-        results.put(("error", type(error).__name__, str(error)))
 
 
 def device_for(platform: str, rank: int) -> Device:
@@ -46,13 +30,14 @@ def run_cases(comm: Communicator, device: Device, seed: int, cases: list[Case]) 
     wrong = []
     for index, (kind, dtype, op, count, root) in enumerate(cases):
         ranks = comm.size
-        every = [inputs(seed + index, r, input_count(kind, count, ranks), dtype, op)
+        every = [shared.inputs(seed + index, r, shared.input_count(kind, count, ranks), dtype, op)
                  for r in range(ranks)]  # fmt: skip
-        source, target = buffers(device, every[comm.rank], output_count(kind, count, ranks))
-        issue(comm, kind, source, target, count, dtype, op, root)
-        want = expected(kind, every, comm.rank, op, dtype, root)
+        out_count = shared.output_count(kind, count, ranks)
+        source, target = shared.buffers(device, every[comm.rank], out_count)
+        shared.issue(comm, kind, source, target, count, dtype, op, root)
+        want = shared.expected(kind, every, comm.rank, op, dtype, root)
         if want is not None:
-            got = read(device, target, want.size, dtype)
+            got = shared.read(device, target, want.size, dtype)
             if got.tobytes() != want.tobytes():
                 wrong.append(f"{kind} {dtype} {op} on rank {comm.rank}")
         source.close()

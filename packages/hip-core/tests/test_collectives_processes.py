@@ -7,7 +7,6 @@ and a peer process that dies (a clear error at once).
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import pickle
@@ -16,7 +15,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -35,6 +33,9 @@ from hip_core import (
 
 SPAWN = multiprocessing.get_context("spawn")
 HERE = str(Path(__file__).resolve().parent)
+sys.path.insert(0, HERE)  # the ranks' module: importable here and in the spawned ranks
+import hip_core_collective_children as children  # noqa: E402
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "all_reduce.py"
 #: Every collective; all five operations for the reducing ones; four types.
 CASES = [
@@ -51,16 +52,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def children() -> Iterator[ModuleType]:
-    """hip_core_collective_children, importable by name here and in spawned children."""
-    sys.path.insert(0, HERE)
-    try:
-        yield importlib.import_module("hip_core_collective_children")
-    finally:
-        sys.path.remove(HERE)
-
-
 @pytest.fixture
 def short_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cpu platform's collective timeout for this test and the processes it spawns."""
@@ -68,7 +59,7 @@ def short_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_two_processes_run_every_collective(
-    platform: str, children: ModuleType, tmp_path: Path, short_timeout: None
+    platform: str, tmp_path: Path, short_timeout: None
 ) -> None:
     if platform != "cpu" and Device.count() < 2:
         pytest.skip(f"one GPU per rank: the {platform} platform has {Device.count()}")
@@ -133,9 +124,7 @@ def test_a_rank_that_never_comes_is_a_timeout(cpu: Any) -> None:
     assert time.monotonic() - start < 5
 
 
-def test_a_peer_process_that_dies_is_an_error(
-    cpu: Any, children: ModuleType, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_peer_process_that_dies_is_an_error(cpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIP_FFI_CPU_COLLECTIVE_TIMEOUT", "60")  # (the child may start slowly)
     unique_id = UniqueId.new()
     results = SPAWN.Queue()

@@ -22,14 +22,6 @@ FLOAT32, SUM = nccl.DATA_TYPES["float32"], nccl.REDUCTION_OPS["sum"]
 H2D, D2H = 1, 2
 
 
-@pytest.fixture(scope="module")
-def hip() -> Any:
-    api = hip_ffi.load("nvidia")
-    count = api.ffi.new("int*")
-    assert api.hipGetDeviceCount(count) == 0 and count[0] > 0, "the gpu tests need a GPU"
-    return api
-
-
 def test_nccl_opens_at_the_first_call(hip: Any) -> None:
     version = hip.ffi.new("int*")
     assert hip.ncclGetVersion(version) == 0

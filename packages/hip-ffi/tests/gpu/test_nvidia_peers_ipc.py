@@ -41,14 +41,6 @@ print(bytes(seen).hex())
 """
 
 
-@pytest.fixture(scope="module")
-def hip() -> Any:
-    api = hip_ffi.load("nvidia")
-    count = api.ffi.new("int*")
-    assert api.hipGetDeviceCount(count) == 0 and count[0] > 0, "the gpu tests need a GPU"
-    return api
-
-
 @pytest.fixture
 def pair(hip: Any) -> Any:
     count, _ = hip_ffi.device_count(hip)

@@ -174,7 +174,7 @@ class Segment:
             absent = []
             for other in range(self.ranks):
                 words = self.control(other)
-                if words[STATE] != JOINED:
+                if not words[STATE]:  # (one that joined and left already counts: it came)
                     absent.append(other)
                 elif words[RANKS] != self.ranks:
                     raise PeerFailure(

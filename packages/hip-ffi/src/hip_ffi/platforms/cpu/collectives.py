@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from hip_ffi._ffi import ffi
@@ -266,30 +267,25 @@ def ncclCommAbort(comm: Comm) -> int:
     return SUCCESS
 
 
-@on_comm
-def ncclCommGetAsyncError(comm: Comm, result: Any) -> int:
-    if is_null(result):
-        return _refuse(INVALID_ARGUMENT, "ncclCommGetAsyncError: asyncError is NULL")
-    result[0] = comm.async_error
-    return SUCCESS
+def _query(name: str, read: Callable[[Comm], int]) -> Callable[..., int]:
+    """ncclCommGetAsyncError, ncclCommCount, ncclCommCuDevice, ncclCommUserRank: one int of
+    the communicator written to the second argument."""
+
+    @on_comm
+    def query(comm: Comm, out: Any) -> int:
+        if is_null(out):
+            return _refuse(INVALID_ARGUMENT, f"{name}: the output pointer is NULL")
+        out[0] = read(comm)
+        return SUCCESS
+
+    query.__name__ = query.__qualname__ = name
+    return query
 
 
-@on_comm
-def ncclCommCount(comm: Comm, count: Any) -> int:
-    count[0] = comm.segment.ranks
-    return SUCCESS
-
-
-@on_comm
-def ncclCommCuDevice(comm: Comm, device: Any) -> int:
-    device[0] = comm.device
-    return SUCCESS
-
-
-@on_comm
-def ncclCommUserRank(comm: Comm, rank: Any) -> int:
-    rank[0] = comm.segment.rank
-    return SUCCESS
+ncclCommGetAsyncError = _query("ncclCommGetAsyncError", lambda comm: comm.async_error)
+ncclCommCount = _query("ncclCommCount", lambda comm: comm.segment.ranks)
+ncclCommCuDevice = _query("ncclCommCuDevice", lambda comm: comm.device)
+ncclCommUserRank = _query("ncclCommUserRank", lambda comm: comm.segment.rank)
 
 
 # ---- queueing ------------------------------------------------------------------------------
@@ -412,11 +408,21 @@ def _collective(handle: Any, call: ops.Call, stream: Any) -> int:
     return _queue(comm, stream, call)
 
 
-def ncclAllReduce(
-    send: Any, recv: Any, count: int, data_type: int, op: int, comm: Any, stream: Any
-) -> int:
-    call = ops.Call(ops.ALL_REDUCE, address(send), address(recv), count, data_type, op)
-    return _collective(comm, call, stream)
+def _reducing(kind: int, name: str) -> Callable[..., int]:
+    """ncclAllReduce and ncclReduceScatter, which take the same arguments."""
+
+    def call(
+        send: Any, recv: Any, count: int, data_type: int, op: int, comm: Any, stream: Any
+    ) -> int:
+        made = ops.Call(kind, address(send), address(recv), count, data_type, op)
+        return _collective(comm, made, stream)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+ncclAllReduce = _reducing(ops.ALL_REDUCE, "ncclAllReduce")
+ncclReduceScatter = _reducing(ops.REDUCE_SCATTER, "ncclReduceScatter")
 
 
 def ncclBroadcast(
@@ -435,13 +441,6 @@ def ncclReduce(
 
 def ncclAllGather(send: Any, recv: Any, count: int, data_type: int, comm: Any, stream: Any) -> int:
     call = ops.Call(ops.ALL_GATHER, address(send), address(recv), count, data_type)
-    return _collective(comm, call, stream)
-
-
-def ncclReduceScatter(
-    send: Any, recv: Any, count: int, data_type: int, op: int, comm: Any, stream: Any
-) -> int:
-    call = ops.Call(ops.REDUCE_SCATTER, address(send), address(recv), count, data_type, op)
     return _collective(comm, call, stream)
 
 
