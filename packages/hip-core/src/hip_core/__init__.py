@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
     from hip_core._hip import hip as hip_api
     from hip_core._hip import use_platform
     from hip_core._resource import ClosedError, Resource
-    from hip_core.collectives import Communicator, NcclError, UniqueId, rendezvous_file
+    from hip_core.collectives import Communicator
     from hip_core.device import Device, devices
     from hip_core.errors import (
         HipblasError,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
     from hip_core.kernel import Kernel
     from hip_core.memory import DeviceBuffer, PinnedBuffer
     from hip_core.module import Module
+    from hip_core.nccl import NcclError, UniqueId, rendezvous_file
     from hip_core.pool import MemoryPool, PoolStats
     from hip_core.program import Program
     from hip_core.signature import DevicePointer
@@ -69,17 +70,17 @@ _HOMES = {
     "IpcHandle": "hip_core.ipc",
     "Kernel": "hip_core.kernel",
     "MemoryPool": "hip_core.pool",
-    "NcclError": "hip_core.collectives",
+    "NcclError": "hip_core.nccl",
     "Module": "hip_core.module",
     "PinnedBuffer": "hip_core.memory",
     "PoolStats": "hip_core.pool",
     "Program": "hip_core.program",
     "Resource": "hip_core._resource",
     "Stream": "hip_core.stream",
-    "UniqueId": "hip_core.collectives",
+    "UniqueId": "hip_core.nccl",
     "capture": "hip_core.graph",
     "devices": "hip_core.device",
-    "rendezvous_file": "hip_core.collectives",
+    "rendezvous_file": "hip_core.nccl",
     "use_platform": "hip_core._hip",
 }
 _lazy_getattr, __dir__ = lazy_exports(__name__, _HOMES)

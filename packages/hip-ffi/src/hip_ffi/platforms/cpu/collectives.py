@@ -2,7 +2,8 @@
 
 Ranks are host threads of one process (ncclCommInitAll, or ncclCommInitRank in a group), or
 processes of one host (ncclCommInitRank with a unique id handed over by any means); both meet
-in a shared file (collective_rendezvous.py) and run the algorithms of collective_ops.py.
+in a shared file (collective_rendezvous.py) and run the algorithms of collective_ops.py. This
+file has the communicators, groups and queueing; the collective calls are collective_calls.py.
 
 Semantics, as NCCL's where it defines them:
 - A collective is queued on its stream (NULL: the null stream of the communicator's device)
@@ -37,11 +38,9 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.collective_constants import (
-    DATA_TYPE_NAMES,
     INVALID_ARGUMENT,
     INVALID_USAGE,
     MESSAGES,
-    REDUCTION_OP_NAMES,
     REMOTE_ERROR,
     SUCCESS,
     SYSTEM_ERROR,
@@ -111,7 +110,7 @@ _thread = _Group()
 _strings: dict[str, Any] = {}  # text -> its char[] (a const char* must outlive the call)
 
 
-def _refuse(result: int, message: str) -> int:
+def refuse(result: int, message: str) -> int:
     _thread.error = message
     return result
 
@@ -128,18 +127,18 @@ def _c_string(text: str) -> Any:
 # ---- versions, ids, errors -----------------------------------------------------------------
 def ncclGetVersion(version: Any) -> int:
     if is_null(version):
-        return _refuse(INVALID_ARGUMENT, "ncclGetVersion: version is NULL")
+        return refuse(INVALID_ARGUMENT, "ncclGetVersion: version is NULL")
     version[0] = VERSION
     return SUCCESS
 
 
 def ncclGetUniqueId(unique_id: Any) -> int:
     if is_null(unique_id):
-        return _refuse(INVALID_ARGUMENT, "ncclGetUniqueId: uniqueId is NULL")
+        return refuse(INVALID_ARGUMENT, "ncclGetUniqueId: uniqueId is NULL")
     try:
         raw = new_id()
     except PeerFailure as failure:
-        return _refuse(failure.result, str(failure))
+        return refuse(failure.result, str(failure))
     ffi.memmove(unique_id.internal, raw, ID_BYTES)
     return SUCCESS
 
@@ -179,19 +178,19 @@ def _joined(comm: Comm) -> int:
         comm.fail(failure.result, f"ncclCommInitRank: {failure}")  # (a handle of a group's)
         comm.segment.forget_file()
         comm.segment.close(FAILED)
-        return _refuse(failure.result, f"ncclCommInitRank: {failure}")
+        return refuse(failure.result, f"ncclCommInitRank: {failure}")
     return SUCCESS
 
 
 def ncclCommInitRank(comm_out: Any, ranks: int, unique_id: Any, rank: int) -> int:
     if is_null(comm_out):
-        return _refuse(INVALID_ARGUMENT, "ncclCommInitRank: comm is NULL")
+        return refuse(INVALID_ARGUMENT, "ncclCommInitRank: comm is NULL")
     if ranks < 1 or not 0 <= rank < ranks:
-        return _refuse(INVALID_ARGUMENT, f"ncclCommInitRank: rank {rank} of {ranks} ranks")
+        return refuse(INVALID_ARGUMENT, f"ncclCommInitRank: rank {rank} of {ranks} ranks")
     try:
         comm = _join(_id_bytes(unique_id), ranks, rank, ordinals.current())
     except PeerFailure as failure:
-        return _refuse(failure.result, f"ncclCommInitRank: {failure}")
+        return refuse(failure.result, f"ncclCommInitRank: {failure}")
     if _thread.depth:
         _thread.joins.append(comm)
     else:
@@ -204,13 +203,13 @@ def ncclCommInitRank(comm_out: Any, ranks: int, unique_id: Any, rank: int) -> in
 
 def ncclCommInitAll(comms: Any, count: int, devices: Any) -> int:
     if is_null(comms) or count < 1:
-        return _refuse(INVALID_ARGUMENT, f"ncclCommInitAll: {count} devices or comms NULL")
+        return refuse(INVALID_ARGUMENT, f"ncclCommInitAll: {count} devices or comms NULL")
     listed = range(count) if is_null(devices) else items(devices, count)
     ordinal_list = [int(d) for d in listed]
     if len(set(ordinal_list)) != count:
-        return _refuse(INVALID_USAGE, f"ncclCommInitAll: duplicate devices in {ordinal_list}")
+        return refuse(INVALID_USAGE, f"ncclCommInitAll: duplicate devices in {ordinal_list}")
     if not all(ordinals.valid(d) for d in ordinal_list):
-        return _refuse(INVALID_ARGUMENT, f"ncclCommInitAll: no device among {ordinal_list}")
+        return refuse(INVALID_ARGUMENT, f"ncclCommInitAll: no device among {ordinal_list}")
     made: list[Comm] = []
     try:
         raw = new_id()
@@ -219,7 +218,7 @@ def ncclCommInitAll(comms: Any, count: int, devices: Any) -> int:
     except PeerFailure as failure:
         for comm in made:
             comm.segment.close(FAILED)
-        return _refuse(failure.result, f"ncclCommInitAll: {failure}")
+        return refuse(failure.result, f"ncclCommInitAll: {failure}")
     for comm in made:  # every rank joined: these waits return at once
         result = _joined(comm)
         if result:
@@ -274,7 +273,7 @@ def _query(name: str, read: Callable[[Comm], int]) -> Callable[..., int]:
     @on_comm
     def query(comm: Comm, out: Any) -> int:
         if is_null(out):
-            return _refuse(INVALID_ARGUMENT, f"{name}: the output pointer is NULL")
+            return refuse(INVALID_ARGUMENT, f"{name}: the output pointer is NULL")
         out[0] = read(comm)
         return SUCCESS
 
@@ -297,22 +296,22 @@ def _stream(comm: Comm, handle: Any) -> Stream | None:
     return ENGINE.resolve(handle)
 
 
-def _queue(comm: Comm, handle: Any, call: ops.Call) -> int:
+def queue(comm: Comm, handle: Any, call: ops.Call) -> int:
     """Check what the call's arguments cannot tell alone, then queue it (or keep it for the
     group's end)."""
     name = ops.NAMES[call.kind]
     if comm.async_error:
-        return _refuse(comm.async_error, f"{name}: the communicator failed: {comm.last_error}")
+        return refuse(comm.async_error, f"{name}: the communicator failed: {comm.last_error}")
     if comm.closing:
-        return _refuse(INVALID_USAGE, f"{name}: the communicator is being destroyed")
+        return refuse(INVALID_USAGE, f"{name}: the communicator is being destroyed")
     stream = _stream(comm, handle)
     if stream is None or stream.device != comm.device:
         where = "no stream" if stream is None else f"a stream of device {stream.device}"
-        return _refuse(INVALID_ARGUMENT, f"{name}: {where}, not of device {comm.device}")
+        return refuse(INVALID_ARGUMENT, f"{name}: {where}, not of device {comm.device}")
     if stream.capture is not None:
-        return _refuse(INVALID_USAGE, f"{name}: the cpu platform cannot capture collectives")
+        return refuse(INVALID_USAGE, f"{name}: the cpu platform cannot capture collectives")
     if call.kind in ops.REDUCING and importlib.util.find_spec("numpy") is None:
-        return _refuse(SYSTEM_ERROR, f"{name}: the cpu platform reduces with numpy: install it")
+        return refuse(SYSTEM_ERROR, f"{name}: the cpu platform reduces with numpy: install it")
     if _thread.depth:
         _thread.calls.append((comm, stream, call))
         return SUCCESS
@@ -352,7 +351,7 @@ def ncclGroupStart() -> int:
 
 def ncclGroupEnd() -> int:
     if _thread.depth == 0:
-        return _refuse(INVALID_USAGE, "ncclGroupEnd without ncclGroupStart")
+        return refuse(INVALID_USAGE, "ncclGroupEnd without ncclGroupStart")
     _thread.depth -= 1
     if _thread.depth:
         return SUCCESS
@@ -367,88 +366,3 @@ def ncclGroupEnd() -> int:
     for comm, stream, batch in batches.values():
         result = _submit(comm, stream, batch) or result
     return result
-
-
-# ---- collectives -----------------------------------------------------------------------------
-def _needs(call: ops.Call, rank: int) -> tuple[int, ...]:
-    """The buffers a rank's call reads or writes (NCCL ignores broadcast's send buffer and
-    reduce's receive buffer off the root)."""
-    kind = call.kind
-    if kind == ops.SEND:
-        return (call.send,)
-    if kind == ops.RECV:
-        return (call.recv,)
-    if kind == ops.BROADCAST and rank != call.root:
-        return (call.recv,)
-    if kind == ops.REDUCE and rank != call.root:
-        return (call.send,)
-    return call.send, call.recv
-
-
-def _collective(handle: Any, call: ops.Call, stream: Any) -> int:
-    """Check a call's own arguments (ncclInvalidArgument, nothing queued), then queue it."""
-    name = ops.NAMES[call.kind]
-    comm = COMMS.get(handle)
-    if comm is None:
-        return _refuse(INVALID_ARGUMENT, f"{name}: not a communicator")
-    ranks, rank = comm.segment.ranks, comm.segment.rank
-    why = ""
-    if call.data_type not in DATA_TYPE_NAMES:
-        why = f"no data type {call.data_type}"
-    elif call.kind in ops.REDUCING and call.op not in REDUCTION_OP_NAMES:
-        why = f"no reduction operation {call.op}"
-    elif (call.kind in ops.ROOTED or call.kind in (ops.SEND, ops.RECV)) and not (
-        0 <= call.root < ranks
-    ):
-        why = f"no rank {call.root} in a communicator of {ranks}"
-    elif call.count and not all(_needs(call, rank)):
-        why = f"a NULL buffer for {call.count} elements"
-    if why:
-        return _refuse(INVALID_ARGUMENT, f"{name}: {why}")
-    return _queue(comm, stream, call)
-
-
-def _reducing(kind: int, name: str) -> Callable[..., int]:
-    """ncclAllReduce and ncclReduceScatter, which take the same arguments."""
-
-    def call(
-        send: Any, recv: Any, count: int, data_type: int, op: int, comm: Any, stream: Any
-    ) -> int:
-        made = ops.Call(kind, address(send), address(recv), count, data_type, op)
-        return _collective(comm, made, stream)
-
-    call.__name__ = call.__qualname__ = name
-    return call
-
-
-ncclAllReduce = _reducing(ops.ALL_REDUCE, "ncclAllReduce")
-ncclReduceScatter = _reducing(ops.REDUCE_SCATTER, "ncclReduceScatter")
-
-
-def ncclBroadcast(
-    send: Any, recv: Any, count: int, data_type: int, root: int, comm: Any, stream: Any
-) -> int:
-    call = ops.Call(ops.BROADCAST, address(send), address(recv), count, data_type, root=root)
-    return _collective(comm, call, stream)
-
-
-def ncclReduce(
-    send: Any, recv: Any, count: int, data_type: int, op: int, root: int, comm: Any, stream: Any
-) -> int:
-    call = ops.Call(ops.REDUCE, address(send), address(recv), count, data_type, op, root)
-    return _collective(comm, call, stream)
-
-
-def ncclAllGather(send: Any, recv: Any, count: int, data_type: int, comm: Any, stream: Any) -> int:
-    call = ops.Call(ops.ALL_GATHER, address(send), address(recv), count, data_type)
-    return _collective(comm, call, stream)
-
-
-def ncclSend(send: Any, count: int, data_type: int, peer: int, comm: Any, stream: Any) -> int:
-    call = ops.Call(ops.SEND, address(send), 0, count, data_type, root=peer)
-    return _collective(comm, call, stream)
-
-
-def ncclRecv(recv: Any, count: int, data_type: int, peer: int, comm: Any, stream: Any) -> int:
-    call = ops.Call(ops.RECV, 0, address(recv), count, data_type, root=peer)
-    return _collective(comm, call, stream)

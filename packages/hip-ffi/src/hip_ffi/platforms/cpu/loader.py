@@ -43,6 +43,7 @@ def load() -> HipApi:
     from hip_ffi._ffi import ffi
     from hip_ffi.platforms.cpu import (
         blas,
+        collective_calls,
         collectives,
         compiler,
         copies,
@@ -73,7 +74,7 @@ def load() -> HipApi:
     # The error functions read and reset the error track_errors keeps, so they are not tracked;
     # hiprtc, hipBLAS, MIOpen and the collectives return their own status types, which
     # hipGetLastError does not see.
-    for part in (status, compiler, blas, dnn, collectives):
+    for part in (status, compiler, blas, dnn, collectives, collective_calls):
         functions.update(_defined(part))
 
     cxx = toolchain.find_compiler()
