@@ -8,9 +8,15 @@ Measures (numbers from different runs are not comparable on shared machines):
   flags, on one thread and on every core;
 - a 256-thread block reduction of N floats (a shared-memory tree with __syncthreads) in three
   launch shapes: one element per thread (N/256 blocks: the classic form, bound by the barrier
-  cost), grid-stride with 4 blocks per core (the usual GPU form; here a thread's strided pass
-  runs alone, so it cannot share cache lines with its neighbours), and a contiguous 64 Ki-float
-  chunk per block — beside numpy `x.sum()` and plain C loops.
+  cost; also with warps of 64 lanes), grid-stride with 4 blocks per core (the usual GPU form;
+  here a thread's strided pass runs alone, so it cannot share cache lines with its
+  neighbours), and a contiguous 64 Ki-float chunk per block — beside numpy `x.sum()` and plain
+  C loops;
+- the other barrier-heavy kernels, one element per thread, each beside numpy: the same sum
+  with warp shuffles and one barrier (warps of 32 and 64 lanes), a 32 x 32 tiled transpose of
+  a square (one barrier), a softmax over rows of 1024 (one 256-thread block a row: two trees,
+  19 barriers); and the cost of a barrier round alone, in CPU ns per GPU thread (the process's
+  CPU time, all worker threads together: 33 rounds less 1, over 32).
 Kernel times are host wall time of launch + hipDeviceSynchronize (the hip_ffi call overhead
 included), median of repeats after a warm-up. Prints JSON lines, then a table; writes
 bench_cpu.jsonl and bench_cpu.md under --out.
@@ -22,11 +28,13 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,12 +47,15 @@ extern "C" __global__ void vector_add_f32(const float* a, const float* b, float*
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) c[i] = a[i] + b[i];
 }
-// The shared-memory tree of a block: thread t brings v, s[0] ends with the block's sum.
-__device__ void block_tree_sum(float* s, unsigned int t, float v) {
+// The shared-memory tree of a block: thread t brings v, s[0] ends with op over the block.
+struct Add { __device__ float operator()(float a, float b) const { return a + b; } };
+struct Max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+template <class Op = Add>
+__device__ void block_tree(float* s, unsigned int t, float v, Op op = {}) {
     s[t] = v;
     __syncthreads();
     for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
-        if (t < half) s[t] += s[t + half];
+        if (t < half) s[t] = op(s[t], s[t + half]);
         __syncthreads();
     }
 }
@@ -53,7 +64,7 @@ extern "C" __global__ void block_sum_f32(const float* x, float* partial, int n) 
     float v = 0.0f;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         v += x[i];
-    block_tree_sum(s, threadIdx.x, v);
+    block_tree(s, threadIdx.x, v);
     if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
 }
 // The same tree over a contiguous chunk per block (threads stride by blockDim.x inside it):
@@ -63,8 +74,54 @@ extern "C" __global__ void block_sum_chunk_f32(const float* x, float* partial, i
     const int begin = blockIdx.x * chunk, end = min(begin + chunk, n);
     float v = 0.0f;
     for (int i = begin + threadIdx.x; i < end; i += blockDim.x) v += x[i];
-    block_tree_sum(s, threadIdx.x, v);
+    block_tree(s, threadIdx.x, v);
     if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+// A warp's sum with shuffles, then the warps' sums through shared memory: one barrier.
+extern "C" __global__ void shuffle_sum_f32(const float* x, float* partial, int n) {
+    __shared__ float warps[32];
+    const unsigned int t = threadIdx.x;
+    const int i = blockIdx.x * blockDim.x + t;
+    float v = i < n ? x[i] : 0.0f;
+    for (int o = warpSize / 2; o > 0; o /= 2) v += __shfl_down(v, o);
+    if (t % warpSize == 0) warps[t / warpSize] = v;
+    __syncthreads();
+    if (t < warpSize) {
+        v = t < blockDim.x / warpSize ? warps[t] : 0.0f;
+        for (int o = warpSize / 2; o > 0; o /= 2) v += __shfl_down(v, o);
+        if (t == 0) partial[blockIdx.x] = v;
+    }
+}
+// A 32 x 32 tile through shared memory, 32 x 8 threads of 4 elements each: one barrier.
+extern "C" __global__ void transpose_f32(const float* in, float* out, int side) {
+    __shared__ float tile[32][33];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * side + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x;
+    y = blockIdx.x * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8) out[(y + j) * side + x] = tile[threadIdx.x][threadIdx.y + j];
+}
+// One row a block: its max and its sum of exponentials, each through the tree.
+extern "C" __global__ void softmax_rows_f32(const float* x, float* y, int cols) {
+    __shared__ float s[256];
+    const unsigned int t = threadIdx.x;
+    const float* row = x + (size_t)blockIdx.x * cols;
+    float* out = y + (size_t)blockIdx.x * cols;
+    float m = -INFINITY, sum = 0.0f;
+    for (int c = t; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
+    block_tree(s, t, m, Max());
+    m = s[0];
+    __syncthreads();  // s is filled again
+    for (int c = t; c < cols; c += blockDim.x) sum += expf(row[c] - m);
+    block_tree(s, t, sum);
+    const float scale = 1.0f / s[0];
+    for (int c = t; c < cols; c += blockDim.x) out[c] = expf(row[c] - m) * scale;
+}
+// `rounds` barriers and nothing else.
+extern "C" __global__ void barrier_rounds(int* out, int rounds) {
+    for (int r = 0; r < rounds; ++r) __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = rounds;
 }
 """
 
@@ -166,11 +223,14 @@ class Cpu:
         self.hip = hip_ffi.load("cpu")
         self.ffi = self.hip.ffi
         self.module = hip_module(self.hip, KERNELS, "bench.hip")
+        self.wide = hip_module(self.hip, KERNELS, "bench64.hip", ["-mwavefrontsize64"])
         self.cores = hip_ffi.device_properties(self.hip, 0).multiprocessors
 
-    def function(self, name: str) -> Any:
+    def function(self, name: str, warp: int = 0) -> Any:
+        """Kernel `name` of the program built for the device's warp size, or for `warp` (64)."""
         out = self.ffi.new("hipFunction_t*")
-        assert self.hip.hipModuleGetFunction(out, self.module, name.encode()) == 0
+        module = self.wide if warp == 64 else self.module
+        assert self.hip.hipModuleGetFunction(out, module, name.encode()) == 0
         return out[0]
 
     def device_copy(self, array: np.ndarray) -> Any:
@@ -180,15 +240,18 @@ class Cpu:
         return out[0]
 
     def launcher(
-        self, name: str, grid: int, block: int, *args: tuple[str, Any]
-    ) -> Callable[[], None]:
+        self, name: str, grid: int | tuple[int, int], block: int | tuple[int, int],
+        *args: tuple[str, Any], warp: int = 0,
+    ) -> Callable[[], None]:  # fmt: skip
         ffi, hip = self.ffi, self.hip
-        function = self.function(name)
+        function = self.function(name, warp)
         boxes = [ffi.new(ctype + "*", value) for ctype, value in args]
         params = ffi.new("void*[]", [ffi.cast("void*", box) for box in boxes])
+        gx, gy = (grid, 1) if isinstance(grid, int) else grid
+        bx, by = (block, 1) if isinstance(block, int) else block
 
         def launch() -> None:
-            status = hip.hipModuleLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, ffi.NULL,
+            status = hip.hipModuleLaunchKernel(function, gx, gy, 1, bx, by, 1, 0, ffi.NULL,
                                                params, ffi.NULL)  # fmt: skip
             assert status == 0 and hip.hipDeviceSynchronize() == 0
             assert boxes  # keeps the argument boxes alive with the closure
@@ -236,18 +299,88 @@ def bench_hip(n: int, repeats: int) -> None:
     _row("vector_add", "hip_ffi cpu kernel", n, median_ms(vector_add, repeats), 3 * a.nbytes, cores)
     partial = np.empty(blocks, dtype=np.float32)
     dp = cpu.device_copy(partial)
+    few = max(repeats // 4, 2)
     shapes = [
-        (f"{blocks} blocks (1 element per thread)", "block_sum_f32", blocks, (),
-         max(repeats // 4, 2)),
-        (f"{4 * cores} blocks (grid-stride)", "block_sum_f32", 4 * cores, (), repeats),
+        (f"{blocks} blocks (1 element per thread)", "block_sum_f32", blocks, (), few, 0),
+        (f"{blocks} blocks (1 element per thread), warps of 64", "block_sum_f32", blocks, (),
+         few, 64),
+        (f"{4 * cores} blocks (grid-stride)", "block_sum_f32", 4 * cores, (), repeats, 0),
         (f"{-(-n // 65536)} blocks (a 65536-float chunk each)", "block_sum_chunk_f32",
-         -(-n // 65536), (("int", 65536),), repeats),
+         -(-n // 65536), (("int", 65536),), repeats, 0),
     ]  # fmt: skip
-    for label, kernel, grid, extra, samples in shapes:
-        reduce = cpu.launcher(kernel, grid, 256, ("void*", da), ("void*", dp), ("int", n), *extra)
+    for label, kernel, grid, extra, samples, warp in shapes:
+        reduce = cpu.launcher(kernel, grid, 256, ("void*", da), ("void*", dp), ("int", n), *extra,
+                              warp=warp)  # fmt: skip
         ms = median_ms(reduce, samples)
         check_sum(cpu, partial, dp, grid, a)
         _row("block_reduce_256", f"hip_ffi cpu kernel, {label}", n, ms, a.nbytes, cores)
+
+
+def cpu_ms(fn: Callable[[], object], repeats: int) -> float:
+    """The least CPU time of one call, all of the process's threads together, in ms."""
+    fn()
+    spent = []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        spent.append(time.process_time() - start)
+    return min(spent) * 1e3
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return e
+
+
+def bench_barriers(n: int, repeats: int) -> None:
+    """The other barrier-heavy kernels, one element per thread, each checked and beside numpy;
+    and the CPU cost of a barrier round alone."""
+    cpu, x = Cpu(), _inputs(n)[0]
+    dx, blocks, cores, few = cpu.device_copy(x), n // 256, cpu.cores, max(repeats // 4, 2)
+    partial = np.empty(blocks, np.float32)
+    dp = cpu.device_copy(partial)
+    for warp in (32, 64):
+        shuffle = cpu.launcher("shuffle_sum_f32", blocks, 256, ("void*", dx), ("void*", dp),
+                               ("int", n), warp=warp)  # fmt: skip
+        ms = median_ms(shuffle, few)
+        check_sum(cpu, partial, dp, blocks, x[: blocks * 256])
+        label = f"hip_ffi cpu kernel, warps of {warp}, {blocks} blocks"
+        _row("shuffle_reduce_256", label, n, ms, x.nbytes, cores)
+    _row("shuffle_reduce_256", "numpy x.sum()", n, median_ms(x.sum, repeats), x.nbytes, cores)
+    side = math.isqrt(n) // 32 * 32
+    square, out = x[: side * side].reshape(side, side), np.empty((side, side), np.float32)
+    dy = cpu.device_copy(out)
+    transpose = cpu.launcher("transpose_f32", (side // 32, side // 32), (32, 8), ("void*", dx),
+                             ("void*", dy), ("int", side))  # fmt: skip
+    ms = median_ms(transpose, repeats)
+    assert np.array_equal(download(cpu, dy, out), square.T)
+    label = f"hip_ffi cpu kernel, {side // 32}^2 blocks of 32 x 8"
+    _row("transpose_32x32", label, side * side, ms, 2 * square.nbytes, cores)
+    ms = median_ms(lambda: np.copyto(out, square.T), repeats)
+    _row("transpose_32x32", "numpy copyto(out, x.T)", side * side, ms, 2 * square.nbytes, cores)
+    rows = n // 1024
+    table = x[: rows * 1024].reshape(rows, 1024)
+    rows_kernel = cpu.launcher("softmax_rows_f32", rows, 256, ("void*", dx), ("void*", dy),
+                               ("int", 1024))  # fmt: skip
+    ms = median_ms(rows_kernel, few)
+    got = download(cpu, dy, np.empty_like(table))
+    np.testing.assert_allclose(got, softmax(table), rtol=1e-4, atol=1e-7)
+    label = f"hip_ffi cpu kernel, {rows} blocks of 256 (19 barriers)"
+    _row("softmax_rows_1024", label, table.size, ms, 2 * table.nbytes, cores)
+    ms = median_ms(lambda: softmax(table), repeats)
+    _row("softmax_rows_1024", "numpy exp(x - max) / sum", table.size, ms, 2 * table.nbytes, cores)
+    for warp in (32, 64):
+        spent = [cpu_ms(cpu.launcher("barrier_rounds", blocks, 256, ("void*", dp), ("int", k),
+                                     warp=warp), few) for k in (1, 33)]  # fmt: skip
+        ns = (spent[1] - spent[0]) / 32 / (blocks * 256) * 1e6
+        emit(bench="barrier_round", impl=f"warps of {warp}", ns_per_thread=ns, cores=cores)
+
+
+def download(cpu: Cpu, device: Any, like: np.ndarray) -> np.ndarray:
+    """The device buffer `device` as an array shaped as `like` (written into it)."""
+    assert cpu.hip.hipMemcpy(cpu.ffi.from_buffer(like), device, like.nbytes, 2) == 0
+    return like
 
 
 def bench_numpy(n: int, repeats: int) -> None:
@@ -290,17 +423,22 @@ def table() -> str:
                 f"{r['cache_hits']} cache hits, {r['seconds']:.2f} s to first launch"
             )
     lines += [f"skipped: {r['impl']}: {r['reason']}" for r in ROWS if r["bench"] == "skipped"]
-    for bench in ("vector_add", "block_reduce_256"):
+    benches = ("vector_add", "block_reduce_256", "shuffle_reduce_256", "transpose_32x32",
+               "softmax_rows_1024")  # fmt: skip
+    for bench in benches:
         rows = [r for r in ROWS if r["bench"] == bench]
         numpy_ms = next((r["ms"] for r in rows if r["impl"].startswith("numpy")), None)
         if not rows or numpy_ms is None:
             continue
         lines.append(f"\n{bench}, {rows[0]['n']} floats, {rows[0]['cores']} cores")
-        lines.append(f"{'implementation':<62} {'ms':>9} {'GB/s':>7} {'/ numpy':>8}")
+        lines.append(f"{'implementation':<68} {'ms':>9} {'GB/s':>7} {'/ numpy':>8}")
         for r in rows:
             lines.append(
-                f"{r['impl']:<62} {r['ms']:>9.2f} {r['gb_s']:>7.2f} {r['ms'] / numpy_ms:>8.2f}"
+                f"{r['impl']:<68} {r['ms']:>9.2f} {r['gb_s']:>7.2f} {r['ms'] / numpy_ms:>8.2f}"
             )
+    rounds = [r for r in ROWS if r["bench"] == "barrier_round"]
+    lines += ["\na barrier round alone, CPU ns per GPU thread"] if rounds else []
+    lines += [f"{r['impl']:<68} {r['ns_per_thread']:>9.2f}" for r in rounds]
     return "\n".join(lines)
 
 
@@ -311,6 +449,7 @@ def main() -> None:
         [
             ("disk cache", bench_cache),
             ("hip_ffi cpu", lambda: bench_hip(n, repeats)),
+            ("hip_ffi cpu, barrier-heavy kernels", lambda: bench_barriers(n, repeats)),
             ("numpy", lambda: bench_numpy(n, repeats)),
             ("plain C", lambda: bench_plain_c(n, repeats)),
         ]

@@ -23,10 +23,6 @@ namespace hipcpu {
 
 enum : unsigned char { RUN = 0, AT_WARP = 1, AT_BLOCK = 2, DONE = 3 };
 
-struct fiber {
-    void* sp;  // saved stack pointer (asm) or ucontext_t* (fallback)
-    uint3 idx;
-};
 struct lane_slots {
     alignas(16) unsigned char v[2][16];  // a lane's shuffle values, by its warp's round parity
 };
@@ -53,7 +49,6 @@ struct block {
     /* This OS thread's bad-access record while the block runs. First: the runtime's fault slot
      * points at it, and current_block() reads the block from that slot. */
     hipcpu_fault fault{};
-    fiber* f = nullptr;       // [n] once the launch waited on this OS thread
     uint3* tid = nullptr;     // this OS thread's threadIdx: a switch sets it for the next thread
     unsigned n = 1;           // threads in the block
     unsigned warps = 1;       // warps in the block
@@ -77,9 +72,12 @@ struct block {
     const hipcpu_runtime* rt = nullptr;
     bool unwound_in_fiber = false;  // the last unwind came from a fiber (past a barrier)
     void* jmp[5];                   // __builtin_setjmp buffer: unwinds a failing block
-    /* Each thread's RUN/AT_WARP/AT_BLOCK/DONE, and a DONE sentinel at [n] (a wait needs no
-     * bound check). Bytes side by side: the end of a round resets them as a vector. */
+    /* Per thread, at fixed offsets from the block (a wait loads no pointer to find them):
+     * its RUN/AT_WARP/AT_BLOCK/DONE, DONE from [n] on (a wait needs no bound check, a warp's
+     * states are read whole); bytes side by side: the end of a round resets them as vectors. */
     unsigned char st[HIPCPU_MAX_BLOCK_THREADS + 64];
+    void* sp[HIPCPU_MAX_BLOCK_THREADS + 1];  // its context: stack pointer (asm), ucontext_t*
+    uint3 idx[HIPCPU_MAX_BLOCK_THREADS];     // its threadIdx
 };
 
 static thread_local block* tl_block;  // this OS thread's block (the executor's cold paths)
@@ -129,16 +127,13 @@ __attribute__((noinline)) void convert(block& b);
 static inline __attribute__((always_inline)) void wait(block& b, unsigned c) {
     unsigned to = c + 1;
     if (__builtin_expect(to % HIPCPU_WARP_SIZE == 0 || b.st[to] != RUN, 0)) to = wait_target(b, c);
-    fiber* f = b.f;
     // The thread after `to` most likely runs next: fetch the top of its stack (what its
-    // switch pops and its kernel reloads) while `to` runs. (f[n] exists; any address may be
-    // fetched.)
-    const char* later = (const char*)f[to + 1].sp;
-    __builtin_prefetch(later);
-    __builtin_prefetch(later + 64);
+    // switch pops and its kernel reloads first) while `to` runs. (sp[n] is null: any address
+    // may be fetched.)
+    __builtin_prefetch(b.sp[to + 1]);
     b.cur = to;
-    *b.tid = f[to].idx;
-    switch_fiber(&f[c].sp, &f[to].sp);
+    *b.tid = b.idx[to];
+    switch_fiber(&b.sp[c], &b.sp[to]);
 }
 
 /* __syncthreads_count(count != 0) and friends: waits until every live thread of the block

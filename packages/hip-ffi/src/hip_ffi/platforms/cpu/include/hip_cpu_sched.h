@@ -37,31 +37,42 @@ namespace hipcpu {
 /* Switch from the fiber whose context goes to *save to fiber `to`. */
 static inline __attribute__((always_inline)) void resume(block& b, void** save, unsigned to) {
     b.cur = to;
-    *b.tid = b.f[to].idx;
-    switch_fiber(save, &b.f[to].sp);
+    *b.tid = b.idx[to];
+    switch_fiber(save, &b.sp[to]);
 }
 
-/* The first thread in [lo, hi) that has not arrived (RUN), ~0u when none; eight states a
- * step (RUN is 0: the lowest zero byte of a word). st is readable up to hi rounded up to 8. */
-static inline unsigned first_run(const unsigned char* st, unsigned lo, unsigned hi) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (unsigned at = lo & ~7u; at < hi; at += 8) {
+/* The lanes of warp w that have not arrived (RUN), as a mask (lane l: bit l), from all of
+ * its states at once. The states are DONE from [n] on: lanes past the block never show. */
+static inline unsigned long long running(const block& b, unsigned w) {
+    static_assert(RUN == 0, "a search for RUN is a search for zero bytes");
+    const unsigned char* st = b.st + w * HIPCPU_WARP_SIZE;
+    unsigned long long mask = 0;
+#if defined(__AVX2__) && defined(__GNUC__) && HIPCPU_WARP_SIZE >= 32
+    typedef char bytes32 __attribute__((vector_size(32)));
+    for (unsigned g = 0; g < HIPCPU_WARP_SIZE; g += 32) {  // 32 states a compare
+        bytes32 x;
+        std::memcpy(&x, st + g, 32);
+        mask |= (unsigned long long)(unsigned)__builtin_ia32_pmovmskb256(x == 0) << g;
+    }
+#elif __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && HIPCPU_WARP_SIZE >= 8
+    const unsigned long long low7 = 0x7f7f7f7f7f7f7f7full;
+    for (unsigned g = 0; g < HIPCPU_WARP_SIZE; g += 8) {  // 8 states a word
         unsigned long long x;
-        std::memcpy(&x, st + at, 8);
-        if (at < lo) x |= (1ull << 8 * (lo - at)) - 1;     // before lo: not to be found
-        if (hi - at < 8) x |= ~0ull << 8 * (hi - at);      // from hi on: same
-        unsigned long long zero = (x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull;
-        if (zero) return at + (unsigned)__builtin_ctzll(zero) / 8;  // exact for the lowest
+        std::memcpy(&x, st + g, 8);
+        unsigned long long zero = ~(((x & low7) + low7) | x | low7);  // 0x80 in zero bytes
+        mask |= ((zero >> 7) * 0x0102040810204080ull) >> 56 << g;      // their bits, gathered
     }
 #else
-    for (unsigned l = lo; l < hi; ++l)
-        if (st[l] == RUN) return l;
+    for (unsigned l = 0; l < HIPCPU_WARP_SIZE; ++l)
+        mask |= (unsigned long long)(st[l] == RUN) << l;
 #endif
-    return ~0u;
+    return mask;
 }
-static inline unsigned first_in(const block& b, unsigned w) {
-    unsigned end = (w + 1) * HIPCPU_WARP_SIZE < b.n ? (w + 1) * HIPCPU_WARP_SIZE : b.n;
-    return first_run(b.st, w * HIPCPU_WARP_SIZE, end);
+
+/* The threads of st[0, count) that wait at `where` run again: branch-free, so that the
+ * compiler makes it a few vector compares (a block's, or a warp's, states side by side). */
+static inline void wake(unsigned char* st, unsigned count, unsigned char where) {
+    for (unsigned t = 0; t < count; ++t) st[t] = st[t] == where ? (unsigned char)RUN : st[t];
 }
 
 /* Every live lane of warp w waits and some at a warp sync (exactly the lanes of its mask):
@@ -71,8 +82,7 @@ static __attribute__((noinline)) unsigned release_warp(block& b, unsigned w) {
     unsigned long long at = ws.mask[ws.round & 1];
     unsigned next = (++ws.round) & 1;
     ws.mask[next] = ws.bits[next] = 0;  // every lane has read the round before this one
-    for (unsigned long long m = at; m; m &= m - 1)
-        b.st[w * HIPCPU_WARP_SIZE + (unsigned)__builtin_ctzll(m)] = RUN;
+    wake(b.st + w * HIPCPU_WARP_SIZE, HIPCPU_WARP_SIZE, AT_WARP);
     return w * HIPCPU_WARP_SIZE + (unsigned)__builtin_ctzll(at);
 }
 
@@ -87,23 +97,24 @@ static __attribute__((noinline)) unsigned release_block(block& b) {
         b.grid_sync = false;
         grid_barrier(b);
     }
-    unsigned char* st = b.st;
-    unsigned first = b.first, n = b.n;  // locals: st may alias b's fields, which stops vectors
-    for (unsigned t = first; t < n; ++t)  // branch-free (vectorized): AT_BLOCK or DONE
-        st[t] = st[t] == AT_BLOCK ? (unsigned char)RUN : st[t];
-    b.first = first_run(st, first, n);  // threads only ever end: the first live one moves up
-    return b.first;
+    unsigned first = b.first;
+    wake(b.st + first, b.n - first, AT_BLOCK);
+    for (unsigned w = first / HIPCPU_WARP_SIZE;; ++w) {  // threads only ever end: it moves up
+        unsigned long long m = running(b, w);
+        if (m) return b.first = w * HIPCPU_WARP_SIZE + (unsigned)__builtin_ctzll(m);
+    }
 }
 
 /* Thread c stopped running (it waits, or it is done): the thread to run next, ~0u when none
  * is left. May be c itself (the round it waits for is complete). Usually c ended its warp's
  * round: the next warp's first lane runs. */
 static inline unsigned next_thread(block& b, unsigned c) {
-    unsigned w = c / HIPCPU_WARP_SIZE, base = w * HIPCPU_WARP_SIZE;
-    unsigned end = base + HIPCPU_WARP_SIZE < b.n ? base + HIPCPU_WARP_SIZE : b.n;
-    unsigned l = first_run(b.st, c + 1, end);  // a lane after c that has not arrived
-    if (l == ~0u) l = first_run(b.st, base, c);  // one before it (released by a warp sync)
-    if (l != ~0u) return l;
+    unsigned w = c / HIPCPU_WARP_SIZE, lane = c % HIPCPU_WARP_SIZE;
+    unsigned long long run = running(b, w);
+    if (run) {  // the first lane after c that has not arrived, else one before it (released
+        unsigned long long after = run & (~1ull << lane);  // by a warp sync, say)
+        return w * HIPCPU_WARP_SIZE + (unsigned)__builtin_ctzll(after ? after : run);
+    }
     warp_state& ws = b.w[w];
     if (ws.mask[ws.round & 1]) return release_warp(b, w);
     // Warp w is through this round: its live lanes all wait at the block barrier, and stay
@@ -111,30 +122,31 @@ static inline unsigned next_thread(block& b, unsigned c) {
     if (ws.live == 0) b.live_warps -= 1;
     else b.complete += 1;
     if (b.complete < b.live_warps) {  // some other warp still runs: the next one after w
-        for (unsigned v = w + 1; v < b.warps; ++v) {
-            unsigned l = first_in(b, v);
-            if (l != ~0u) return l;
-        }
-        for (unsigned v = 0; v < w; ++v) {
-            unsigned l = first_in(b, v);
-            if (l != ~0u) return l;
+        for (unsigned k = 1; k < b.warps; ++k) {
+            unsigned v = w + k < b.warps ? w + k : w + k - b.warps;
+            unsigned long long m = running(b, v);
+            if (m) return v * HIPCPU_WARP_SIZE + (unsigned)__builtin_ctzll(m);
         }
     }
     if (b.live_warps == 0) return ~0u;
     return release_block(b);
 }
 
-/* Thread c ends: the next one runs, or, after the last, the scheduler (finish_fibers,
- * run_fibers). Its fiber parks here: the next block of the launch resumes it to run its
- * thread there. */
-static void end_thread(block& b) {
-    unsigned c = b.cur;
+/* Thread c is done: the thread to run next, ~0u when none is left. */
+static inline unsigned after_end(block& b, unsigned c) {
     b.st[c] = DONE;
     b.w[c / HIPCPU_WARP_SIZE].live -= 1;
     unsigned to = c + 1;
-    if (to % HIPCPU_WARP_SIZE == 0 || b.st[to] != RUN) to = next_thread(b, c);
-    if (to == ~0u) switch_fiber(&b.f[c].sp, &b.sched_sp);
-    else resume(b, &b.f[c].sp, to);
+    return to % HIPCPU_WARP_SIZE != 0 && b.st[to] == RUN ? to : next_thread(b, c);
+}
+
+/* The running fiber's thread ended: the next one runs, or, after the last, the scheduler
+ * (finish_fibers, run_fibers). The fiber parks here: the next block of the launch resumes it
+ * to run its thread there. */
+static void end_thread(block& b) {
+    unsigned c = b.cur, to = after_end(b, c);
+    if (to == ~0u) switch_fiber(&b.sp[c], &b.sched_sp);
+    else resume(b, &b.sp[c], to);
 }
 
 static void fiber_main(void*) {
@@ -152,16 +164,12 @@ static void fiber_main_uc() { fiber_main(nullptr); }
 static void setup_fibers(block& b) {
     b.stacks = b.rt->fiber_stacks(b.n, &b.stride);
     b.warps = (b.n + HIPCPU_WARP_SIZE - 1) / HIPCPU_WARP_SIZE;
-    unsigned long long fibers_bytes = ((unsigned long long)b.n * sizeof(fiber) + 63) / 64 * 64;
     unsigned long long slots_bytes = (unsigned long long)b.n * sizeof(lane_slots);
-    // One fiber past the end: a wait reads f[n] (any value) for its prefetch.
-    char* memory = (char*)b.rt->scratch(fibers_bytes + sizeof(fiber) + slots_bytes +
-                                        b.warps * sizeof(warp_state));
+    char* memory = (char*)b.rt->scratch(slots_bytes + b.warps * sizeof(warp_state));
     if (b.stacks == nullptr || memory == nullptr)
         fail(2 /* hipErrorOutOfMemory */, "no memory for the fiber stacks of a block");
     b.s = (lane_slots*)memory;
     b.w = (warp_state*)(memory + slots_bytes);
-    b.f = (fiber*)(memory + slots_bytes + b.warps * sizeof(warp_state));
 #ifndef HIPCPU_FIBER_ASM
     if (tl_context_capacity < b.n + 1) {
         free(tl_contexts);
@@ -174,14 +182,15 @@ static void setup_fibers(block& b) {
     uint3 idx{0, 0, 0};
     for (unsigned j = 0; j < b.n; ++j) {
 #ifndef HIPCPU_FIBER_ASM
-        b.f[j].sp = &tl_contexts[j];  // the converting thread's too: its wait fills it
+        b.sp[j] = &tl_contexts[j];  // the converting thread's too: its wait fills it
 #endif
-        b.f[j].idx = idx;
+        b.idx[j] = idx;
         if (++idx.x == blockDim.x) {  // the next thread's index, without dividing
             idx.x = 0;
             if (++idx.y == blockDim.y) idx.y = 0, ++idx.z;
         }
     }
+    b.sp[b.n] = nullptr;
     b.made = b.n;
 }
 
@@ -193,7 +202,7 @@ static void make_fibers(block& b, unsigned lo) {
         // sit at the same page offset, hence in one L1 set, and every switch would miss.
         char* high = low + b.stride - (j % 64) * 64;
 #ifdef HIPCPU_FIBER_ASM
-        b.f[j].sp = make_fiber(high, &fiber_main, nullptr);
+        b.sp[j] = make_fiber(high, &fiber_main, nullptr);
 #else
         ucontext_t* uc = &tl_contexts[j];
         getcontext(uc);
@@ -210,7 +219,7 @@ static void make_fibers(block& b, unsigned lo) {
 static void start_round(block& b, unsigned t) {
     std::memset(b.st, DONE, t);
     std::memset(b.st + t, RUN, b.n - t);
-    b.st[b.n] = DONE;
+    std::memset(b.st + b.n, DONE, 64);  // the rest of the last warp, and the sentinel
     for (unsigned w = 0; w < b.warps; ++w) {
         unsigned low = w * HIPCPU_WARP_SIZE, high = low + HIPCPU_WARP_SIZE;
         high = high < b.n ? high : b.n;
@@ -229,7 +238,7 @@ static void start_round(block& b, unsigned t) {
  * this OS thread (run_fibers). */
 __attribute__((noinline)) void convert(block& b) {
     unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    if (b.f == nullptr) setup_fibers(b);
+    if (b.stacks == nullptr) setup_fibers(b);
     make_fibers(b, t + 1);
     start_round(b, t);
     b.waits = true;
@@ -249,10 +258,7 @@ __attribute__((noinline)) unsigned wait_target(block& b, unsigned c) { return ne
 /* The thread that converted the block returned into the plain loop: run the other fibers to
  * their ends; returns when the last of them has. */
 static void finish_fibers(block& b) {
-    unsigned c = b.cur;
-    b.st[c] = DONE;
-    b.w[c / HIPCPU_WARP_SIZE].live -= 1;
-    unsigned to = next_thread(b, c);
+    unsigned to = after_end(b, b.cur);
     if (to != ~0u) resume(b, &b.sched_sp, to);
     b.fibers = false;
 }
