@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off (the H200s)
+os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast stays off (the H200s)
 
 import hip_core_collective_cases as shared
 from hip_core_ipc_children import _report

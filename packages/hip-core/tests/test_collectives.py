@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off (the H200s)
+os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast stays off (the H200s)
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared cases
 
 from hip_core_collective_cases import (

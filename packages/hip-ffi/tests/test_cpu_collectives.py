@@ -110,3 +110,17 @@ def test_a_missing_library_is_an_error_at_the_first_call_only(
     for _ in range(2):  # the second call says the same, without searching again
         with pytest.raises(FunctionUnavailableError, match=f"no {what} library.*{variable}"):
             functions["ncclGetVersion"](hip.ffi.new("int*"))
+
+
+def test_nccl_is_found_in_nvidias_wheel(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # nvidia-nccl-cu13 / -cu12 put libnccl.so.2 in site-packages/nvidia/nccl/lib (torch's venv)
+    folder = tmp_path / "site" / "nvidia" / "nccl" / "lib"
+    folder.mkdir(parents=True)
+    (folder / "libnccl.so.2").write_bytes(b"")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delenv("HIP_FFI_NCCL_PATH", raising=False)
+    from hip_ffi.platforms.nvidia.libraries import nccl_spec
+
+    candidates = nccl_spec().candidates()
+    assert str(folder / "libnccl.so.2") in candidates
+    assert candidates[-2:] == ["libnccl.so.2", "libnccl.so"]  # then the dynamic linker

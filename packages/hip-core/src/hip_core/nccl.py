@@ -56,9 +56,11 @@ def check_nccl(result: int, api: str, handle: Any = None) -> None:
 class UniqueId:
     """What the ranks of one communicator share to find each other (ncclUniqueId).
 
-    Plain data that pickles: make it once (`UniqueId.new()`, on one rank) and hand it to every
-    rank by any means: a multiprocessing queue, a file (`rendezvous_file`), the environment
-    (`hex()` / `fromhex()`), torch.distributed's store, MPI. One id makes one communicator.
+    Plain data that pickles: make it once (`UniqueId.new()`, on rank 0) and hand it to every
+    rank by any means: a multiprocessing queue, a file (`rendezvous_file`), text (`hex()` /
+    `fromhex()`) in torch.distributed's store, MPI. On nvidia and amd the process that made it
+    must live until every rank has joined (NCCL's bootstrap listens in it): so rank 0 makes
+    it, not a launcher that exits. One id makes one communicator.
     `platform` is where it was made: an id of another platform is a ValueError at use.
     """
 

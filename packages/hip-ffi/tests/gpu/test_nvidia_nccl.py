@@ -17,7 +17,7 @@ import hip_ffi
 from hip_ffi import collective_constants as nccl
 
 pytestmark = pytest.mark.gpu
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off
+os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast stays off
 FLOAT32, SUM = nccl.DATA_TYPES["float32"], nccl.REDUCTION_OPS["sum"]
 H2D, D2H = 1, 2
 
