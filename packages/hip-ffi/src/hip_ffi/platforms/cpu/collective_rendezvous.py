@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -74,6 +73,8 @@ class PeerFailure(Exception):
 
 def new_id() -> bytes:
     """The 128 bytes of a new unique id (a fresh random token in the shared-memory folder)."""
+    import tempfile  # (here: loading the platform should not pay for it)
+
     folder = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
     encoded = folder.encode()
     room = ID_BYTES - len(MAGIC) - _TOKEN_BYTES - 1
