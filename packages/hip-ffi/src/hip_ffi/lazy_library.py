@@ -53,7 +53,7 @@ class LazyLibrary:
             try:
                 library, path = open_library(self._ffi, spec)
             except LibraryNotFoundError as error:
-                tried = ", ".join(path for path, _ in error.tried) or "nothing"
+                tried = "; ".join(f"{path}: {why}" for path, why in error.tried) or "nothing"
                 self._failure = f"no {self.what} library (tried {tried}; {spec.env} picks one)"
                 raise FunctionUnavailableError(self._failure) from error
             self._library, self.path = library, path
