@@ -31,6 +31,7 @@ Semantics, as NCCL's where it defines them:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import threading
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.collective_constants import (
+    INTERNAL_ERROR,
     INVALID_ARGUMENT,
     INVALID_USAGE,
     MESSAGES,
@@ -154,9 +156,13 @@ def ncclGetLastError(comm: Any) -> Any:
 
 # ---- communicators ---------------------------------------------------------------------------
 def _id_bytes(unique_id: Any) -> bytes:
+    """The 128 bytes of an ncclUniqueId passed by value (or as bytes)."""
     if isinstance(unique_id, bytes | bytearray):
         return bytes(unique_id)
-    return bytes(ffi.buffer(unique_id.internal))
+    try:
+        return bytes(ffi.buffer(unique_id.internal))
+    except (AttributeError, TypeError) as error:
+        raise PeerFailure(INVALID_ARGUMENT, f"not an ncclUniqueId: {unique_id!r}") from error
 
 
 def _join(raw: bytes, ranks: int, rank: int, device: int) -> Comm:
@@ -222,6 +228,8 @@ def ncclCommInitAll(comms: Any, count: int, devices: Any) -> int:
     for comm in made:  # every rank joined: these waits return at once
         result = _joined(comm)
         if result:
+            for other in made:  # (closing one closed already is nothing)
+                other.segment.close(FAILED)
             return result
     for rank, comm in enumerate(made):
         comms[rank] = _register(comm)
@@ -288,6 +296,11 @@ ncclCommUserRank = _query("ncclCommUserRank", lambda comm: comm.segment.rank)
 
 
 # ---- queueing ------------------------------------------------------------------------------
+@functools.cache
+def _have_numpy() -> bool:
+    return importlib.util.find_spec("numpy") is not None
+
+
 def _stream(comm: Comm, handle: Any) -> Stream | None:
     """The stream of a call: NULL (and hipStreamLegacy) is the null stream of the
     communicator's device, whichever device is current (NCCL switches to the comm's device)."""
@@ -310,7 +323,7 @@ def queue(comm: Comm, handle: Any, call: ops.Call) -> int:
         return refuse(INVALID_ARGUMENT, f"{name}: {where}, not of device {comm.device}")
     if stream.capture is not None:
         return refuse(INVALID_USAGE, f"{name}: the cpu platform cannot capture collectives")
-    if call.kind in ops.REDUCING and importlib.util.find_spec("numpy") is None:
+    if call.kind in ops.REDUCING and not _have_numpy():
         return refuse(SYSTEM_ERROR, f"{name}: the cpu platform reduces with numpy: install it")
     if _thread.depth:
         _thread.calls.append((comm, stream, call))
@@ -330,7 +343,10 @@ def _submit(comm: Comm, stream: Stream, calls: list[ops.Call]) -> int:
                     raise PeerFailure(comm.async_error or REMOTE_ERROR, why)
                 ops.run(comm.segment, calls)
             return status.SUCCESS
-        except PeerFailure as failure:
+        except Exception as error:  # a bug or no memory: still fail the peers, never hang
+            failure = error if isinstance(error, PeerFailure) else PeerFailure(
+                INTERNAL_ERROR, f"{type(error).__name__}: {error}"
+            )  # fmt: skip
             what = ", ".join(call.describe() for call in calls)
             message = f"{what} on rank {comm.segment.rank}: {failure}"
             comm.fail(failure.result, message)
