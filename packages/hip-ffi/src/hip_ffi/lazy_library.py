@@ -53,7 +53,7 @@ class LazyLibrary:
             try:
                 library, path = open_library(self._ffi, spec)
             except LibraryNotFoundError as error:
-                tried = "; ".join(f"{path}: {why}" for path, why in error.tried) or "nothing"
+                tried = _tried(error.tried)
                 self._failure = f"no {self.what} library (tried {tried}; {spec.env} picks one)"
                 raise FunctionUnavailableError(self._failure) from error
             self._library, self.path = library, path
@@ -63,6 +63,16 @@ class LazyLibrary:
     def functions(self, names: Iterable[str]) -> dict[str, Callable[..., Any]]:
         """Stand-ins for `names` that open the library at their first call, then call it."""
         return {name: _LazyFunction(name, self) for name in names}
+
+
+def _tried(tried: list[tuple[str, str]]) -> str:
+    """What each candidate did: the ones that are not there in one list, the others (a missing
+    dependency, an old glibc) with their reasons."""
+    absent = [path for path, why in tried if "No such file" in why]
+    failed = [f"{path}: {why}" for path, why in tried if "No such file" not in why]
+    return "; ".join([*failed, *([f"not found: {', '.join(absent)}"] if absent else [])]) or (
+        "nothing"
+    )
 
 
 class _LazyFunction:
