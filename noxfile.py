@@ -30,6 +30,7 @@ TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24")
 # Reference implementations some packages' tests compare against (writers and dequantizers of
 # the checkpoint formats); never dependencies of the packages themselves.
 PACKAGE_TEST_DEPS: dict[str, tuple[str, ...]] = {
+    "hip-core": ("ml_dtypes>=0.4",),  # the collectives tests' bf16 references
     "hip-runtime": ("safetensors>=0.4", "gguf>=0.10"),
     "hip-backend": ("safetensors>=0.4", "gguf>=0.10"),
 }
