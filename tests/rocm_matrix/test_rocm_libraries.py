@@ -9,14 +9,10 @@ machine without an AMD GPU; what a handle does on a device stays unproven here.
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 from typing import Any
 
-#: What a future collectives binding needs of RCCL (NCCL's API, RCCL's library).
-RCCL_ENTRY_POINTS = (
-    "ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclAllReduce", "ncclAllGather",
-    "ncclReduceScatter", "ncclBroadcast", "ncclReduce", "ncclSend", "ncclRecv", "ncclGroupStart",
-    "ncclGroupEnd", "ncclCommDestroy", "ncclGetErrorString",
-)  # fmt: skip
+import pytest
 
 
 def _address(function: Any, api: Any) -> int:
@@ -111,20 +107,38 @@ def test_miopen_loads_and_makes_descriptors_without_a_device(api: Any, release: 
     assert api.miopenCreate(handle) == dc.MIOPEN_STATUSES["miopenStatusUnknownError"]
 
 
-def test_rccl_loads_and_reads_its_version(release: Any) -> None:
-    """RCCL has no hip-ffi binding yet: this proves that the soname a binding would try by
-    rule (librccl.so.N, newest major first) loads in the release and exports NCCL's API."""
-    from hip_ffi.platforms.amd.loader import sonames
+def _mapped(stem: str) -> set[str]:
+    """The files of this process's mappings whose name starts with `stem` (what was loaded)."""
+    lines = Path("/proc/self/maps").read_text().splitlines()
+    return {line.split()[-1] for line in lines if Path(line.split()[-1]).name.startswith(stem)}
+
+
+def test_rccl_loads_through_hip_ffi_and_reads_its_version(api: Any, release: Any) -> None:
+    """hip-ffi's collectives (surface.COLLECTIVES) open librccl at their first call, by the
+    soname rule (librccl.so.N, newest major first; no override is set here): it must be the
+    root's, export every collective entry point, and read its version with no device."""
+    from hip_ffi import surface
+    from hip_ffi.collective_constants import unpack_version
 
     release.skip_unless_packaged("RCCL")
-    found = [release.lib / name for name in sonames("librccl", oldest=1)]
-    path = next((str(p) for p in found if p.exists()), None)
-    assert path is not None, f"no librccl.so.N in {release.lib}"
-    missing = [name for name in RCCL_ENTRY_POINTS if _exported(path, name) is None]
+    version = api.ffi.new("int*")
+    assert api.ncclGetVersion(version) == 0  # ncclSuccess
+    # RCCL numbers itself as the NCCL it follows: 2.13.4 in RCCL 5.4.3, 2.27.7 in 7.2.4.
+    assert unpack_version(version[0])[0] == 2, version[0]
+    (path,) = _mapped("librccl.so")
+    assert path.startswith(str(release.lib)), path
+    missing = [name for name in surface.COLLECTIVES if _exported(path, name) is None]
     assert not missing, missing
-    rccl = ctypes.CDLL(path)
-    version = ctypes.c_int()
-    assert rccl.ncclGetVersion(ctypes.byref(version)) == 0  # ncclSuccess: no device needed
-    assert version.value // 10_000 == 2, version.value  # NCCL 2.x, as major*10000+minor*100+patch
-    rccl.ncclGetErrorString.restype = ctypes.c_char_p
-    assert rccl.ncclGetErrorString(0) == b"no error"
+    assert api.ffi.string(api.ncclGetErrorString(0)) == b"no error"
+
+
+def test_a_release_without_rccl_says_so_at_the_first_call(api: Any, release: Any) -> None:
+    """Where the release has no RCCL, hip-ffi loads all the same and the first nccl* call
+    raises, naming what it tried and the variable that picks a library."""
+    from hip_ffi.errors import FunctionUnavailableError
+
+    if "RCCL" not in release.not_checked:
+        pytest.skip("this release has RCCL: the test above loads it")
+    with pytest.raises(FunctionUnavailableError, match=r"no RCCL library.*HIP_FFI_RCCL_PATH"):
+        api.ncclGetVersion(api.ffi.new("int*"))
+    assert not _mapped("librccl.so")
