@@ -37,7 +37,7 @@ def test_swiglu_is_silu_of_the_gate(harness: KernelHarness) -> None:
 
 # --- the pointwise drivers (kernels/pointwise.h), launched by hand -------------------------
 
-ADD = 0  # binary.hip's op code of add (hip_runtime.ops.pointwise_core.BINARY_OPS)
+ADD = 0  # binary.hip's op code of add (hip_runtime.ops.pointwise_codes.BINARY_OPS)
 
 
 @pytest.mark.parametrize("shape", [(1, 8), (3, 1000), (7, 4096), (5, 16)], ids=str)

@@ -8,7 +8,8 @@ the backend's stream.
 
 from __future__ import annotations
 
-from hip_runtime.ops.pointwise_core import BINARY_CODE, FLOATS, MATH_CODE, PointwiseCore
+from hip_runtime.ops.pointwise_codes import BINARY_CODE, MATH_CODE
+from hip_runtime.ops.pointwise_core import FLOATS, PointwiseCore
 from hip_runtime.tensor import DeviceTensor
 
 _GELU = {kind: MATH_CODE[f"gelu_{kind}"] for kind in ("erf", "tanh")}

@@ -9,8 +9,8 @@ place) except for `cast`. Queued on the backend's stream.
 from __future__ import annotations
 
 from hip_runtime.dtypes import DTypeLike
+from hip_runtime.ops.pointwise_codes import BINARY_CODE
 from hip_runtime.ops.pointwise_core import (
-    BINARY_CODE,
     FLOATS,
     NUMBERS,
     Operand,

@@ -18,15 +18,17 @@ from typing import Any
 import numpy as np
 
 from hip_runtime.dtypes import bool_
-from hip_runtime.ops.pointwise_core import (
-    ALL,
+from hip_runtime.ops.pointwise_codes import (
     BINARY_CODE,
     COMPARE_CODE,
-    FLOATS,
     MATH_CODE,
-    NUMBERS,
     UNARY_CODE,
     UNARY_OPS,
+)
+from hip_runtime.ops.pointwise_core import (
+    ALL,
+    FLOATS,
+    NUMBERS,
     Operand,
     PointwiseCore,
     dtype_suffix,

@@ -29,6 +29,7 @@ from hip_runtime import dtypes
 from hip_runtime import strides as layout
 from hip_runtime.dtypes import SUFFIXES, DTypeLike, as_dtype
 from hip_runtime.ops.base import OpsBase, launch_pointers, plan_head
+from hip_runtime.ops.pointwise_codes import CAST_TARGETS
 from hip_runtime.tensor import DeviceTensor
 
 _BLOCK = 256
@@ -36,26 +37,6 @@ _RANK = 8  # axes the strided path takes (kernels/pointwise.h HIPK_PW_RANK)
 _PAD = (0,) * _RANK
 
 Operand = Any  # a DeviceTensor, or a Python (or numpy) number
-
-#: binary.hip's op codes, by position (power_<t> is pow's own kernel).
-BINARY_OPS = (
-    "add", "sub", "mul", "div", "maximum", "minimum", "swiglu", "bias_gelu_erf", "bias_gelu_tanh",
-)  # fmt: skip
-#: compare.hip's op codes.
-COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
-#: unary.hip's op codes: the first six take integers too.
-UNARY_OPS = ("abs", "neg", "sign", "sqr", "relu", "clamp", "recip", "floor", "ceil", "round",
-             "affine")  # fmt: skip
-#: math.hip's op codes (floats only).
-MATH_OPS = ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "gelu_erf", "gelu_tanh",
-            "elu", "erf", "sin", "cos")  # fmt: skip
-
-#: cast.hip's target codes, by dtype.
-CAST_TARGETS = {dtype: index for index, dtype in enumerate(SUFFIXES)}
-BINARY_CODE = {name: code for code, name in enumerate(BINARY_OPS)}
-COMPARE_CODE = {name: code for code, name in enumerate(COMPARE_OPS)}
-UNARY_CODE = {name: code for code, name in enumerate(UNARY_OPS)}
-MATH_CODE = {name: code for code, name in enumerate(MATH_OPS)}
 
 
 class PointwiseCore(OpsBase):
@@ -505,13 +486,9 @@ def _op() -> str:
 
 __all__ = [
     "ALL",
-    "BINARY_OPS",
-    "COMPARE_OPS",
     "FLOATS",
     "INTEGERS",
-    "MATH_OPS",
     "NUMBERS",
-    "UNARY_OPS",
     "Operand",
     "PointwiseCore",
     "scalar_args",
