@@ -49,7 +49,7 @@ struct block {
     /* This OS thread's bad-access record while the block runs. First: the runtime's fault slot
      * points at it, and current_block() reads the block from that slot. */
     hipcpu_fault fault{};
-    uint3* tid = nullptr;     // this OS thread's threadIdx: a switch sets it for the next thread
+    uint3* tid = nullptr;     // this OS thread's threadIdx (x86-64: set_thread_idx)
     unsigned n = 1;           // threads in the block
     unsigned warps = 1;       // warps in the block
     unsigned cur = 0;         // thread now running (meaningful once `fibers`)
@@ -121,6 +121,17 @@ static thread_local unsigned tl_context_capacity;
 __attribute__((noinline)) unsigned wait_target(block& b, unsigned c);
 __attribute__((noinline)) void convert(block& b);
 
+/* threadIdx becomes thread t's. x86-64: through the address the executor keeps in the block
+ * (thread_idx_address): an assignment to the code object's thread_local is a __tls_get_addr
+ * call, once a switch. */
+static inline __attribute__((always_inline)) void set_thread_idx(block& b, unsigned t) {
+#if defined(__x86_64__)
+    *b.tid = b.idx[t];
+#else
+    threadIdx = b.idx[t];
+#endif
+}
+
 /* Thread c has recorded its wait: run c + 1 when it is of the same warp and has not arrived,
  * else the thread the slow path picks. One switch site, whichever it is: the kernel's code
  * after a wait then has one way in, and the compiler reloads its values once. */
@@ -132,7 +143,7 @@ static inline __attribute__((always_inline)) void wait(block& b, unsigned c) {
     // may be fetched.)
     __builtin_prefetch(b.sp[to + 1]);
     b.cur = to;
-    *b.tid = b.idx[to];
+    set_thread_idx(b, to);
     switch_fiber(&b.sp[c], &b.sp[to]);
 }
 

@@ -60,6 +60,32 @@ static void record(grid_state& state, int code, const char* message) {
     __builtin_longjmp(b->jmp, 1);
 }
 
+#if defined(__x86_64__)
+/* This OS thread's threadIdx, for set_thread_idx. By the symbol's name (the prelude's static
+ * thread_local, mangled _ZL9threadIdx), not &threadIdx: once its address is taken anywhere in
+ * the program, the compiler no longer keeps threadIdx in registers across the plain loop, and
+ * stores it for every thread through a __tls_get_addr call (a small kernel without waits ran
+ * 5x slower). The stack is aligned for the call by hand: the asm does not know its frame. */
+__attribute__((noinline)) static uint3* thread_idx_address() {
+    uint3* address;
+    asm volatile(
+        "pushq %%rbp\n\t"
+        "movq %%rsp, %%rbp\n\t"
+        "andq $-16, %%rsp\n\t"
+        "leaq _ZL9threadIdx@tlsld(%%rip), %%rdi\n\t"
+        "call __tls_get_addr@PLT\n\t"
+        "leaq _ZL9threadIdx@dtpoff(%%rax), %%rax\n\t"
+        "movq %%rbp, %%rsp\n\t"
+        "popq %%rbp"
+        : "=a"(address)
+        :
+        : "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "memory", "cc", "xmm0", "xmm1",
+          "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+          "xmm12", "xmm13", "xmm14", "xmm15" HIPCPU_CLOBBER_AVX512);
+    return address;
+}
+#endif
+
 /* The message of bad access `f` of the GPU thread (blockIdx, threadIdx). */
 static void describe_fault(const hipcpu_fault& f, bool thread_known, char* text, size_t size) {
     char thread[48] = "unknown: it did not fault when run again";
@@ -187,7 +213,9 @@ template <auto K> struct grid {
         b.grid = gp;
         b.state = &g.state;
         b.rt = g.rt;
-        b.tid = &threadIdx;
+#if defined(__x86_64__)
+        b.tid = thread_idx_address();
+#endif
         hipcpu_fault** slot = g.rt->fault_slot();
         if (!track_fault_slot(slot)) {  // current_block() could not find the block
             record(g.state, 719 /* hipErrorLaunchFailure */,

@@ -16,9 +16,19 @@
 #ifndef HIP_CPU_FIBER_H
 #define HIP_CPU_FIBER_H
 
+/* The vector and mask registers past xmm15 (AVX-512), for asm that clobbers every register. */
+#if defined(__x86_64__) && defined(__AVX512F__)
+#define HIPCPU_CLOBBER_AVX512                                                                   \
+    , "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", \
+        "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k1", "k2", "k3", "k4", "k5", "k6", "k7"
+#else
+#define HIPCPU_CLOBBER_AVX512
+#endif
+
 #if defined(__x86_64__) && !defined(HIPCPU_FIBER_UCONTEXT)
 /* A new fiber's first switch lands here with [entry, argument] on its stack: it calls
- * entry(argument), which never returns (a finished fiber switches away for good). The section
+ * entry(argument), which never returns (a fiber runs a thread of each block in turn, and
+ * switches away at each thread's end). The section
  * is pushed and popped: the compiler does not know that a top-level asm switched it, and at
  * -O0 it would emit the next variable (a thread-local) into .text. */
 asm(R"(
@@ -36,14 +46,6 @@ hipcpu_fiber_start:
 )");
 extern "C" void hipcpu_fiber_start() __attribute__((visibility("hidden")));
 #define HIPCPU_FIBER_ASM 1
-
-#ifdef __AVX512F__
-#define HIPCPU_CLOBBER_AVX512                                                                   \
-    , "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", \
-        "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k1", "k2", "k3", "k4", "k5", "k6", "k7"
-#else
-#define HIPCPU_CLOBBER_AVX512
-#endif
 #endif
 
 namespace hipcpu {

@@ -37,7 +37,7 @@ namespace hipcpu {
 /* Switch from the fiber whose context goes to *save to fiber `to`. */
 static inline __attribute__((always_inline)) void resume(block& b, void** save, unsigned to) {
     b.cur = to;
-    *b.tid = b.idx[to];
+    set_thread_idx(b, to);
     switch_fiber(save, &b.sp[to]);
 }
 
