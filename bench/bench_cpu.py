@@ -18,7 +18,9 @@ Measures (numbers from different runs are not comparable on shared machines):
   19 barriers); and the cost of a barrier round alone, in CPU ns per GPU thread (the process's
   CPU time, all worker threads together: 33 rounds less 1, over 32).
 Kernel times are host wall time of launch + hipDeviceSynchronize (the hip_ffi call overhead
-included), median of repeats after a warm-up. Prints JSON lines, then a table; writes
+included), median of repeats after a warm-up; the hip_ffi kernels' rows also give the least CPU
+time of a launch (the process's, all worker threads together: on a shared machine the steadier
+figure). Prints JSON lines, then a table; writes
 bench_cpu.jsonl and bench_cpu.md under --out.
 
     python bench/bench_cpu.py [--quick] [--out DIR]     # --quick: 1M floats, fewer repeats
@@ -278,8 +280,18 @@ def pointer(array: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(array.ctypes.data)
 
 
-def _row(bench: str, impl: str, n: int, ms: float, traffic_bytes: int, cores: int) -> None:
-    emit(bench=bench, impl=impl, n=n, ms=ms, gb_s=traffic_bytes / ms / 1e6, cores=cores)
+def _row(
+    bench: str, impl: str, n: int, ms: float, traffic_bytes: int, cores: int,
+    cpu: float | None = None,
+) -> None:  # fmt: skip
+    extra = {} if cpu is None else {"cpu_ms": cpu}
+    emit(bench=bench, impl=impl, n=n, ms=ms, gb_s=traffic_bytes / ms / 1e6, cores=cores, **extra)
+
+
+def kernel_ms(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """(median wall ms, least CPU ms) of a launch: on a shared machine the CPU time, all
+    worker threads together, is the steadier of the two."""
+    return median_ms(fn, repeats), cpu_ms(fn, repeats)
 
 
 def _inputs(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -296,7 +308,8 @@ def bench_hip(n: int, repeats: int) -> None:
     cores, blocks = cpu.cores, -(-n // 256)
     vector_add = cpu.launcher("vector_add_f32", blocks, 256,
                               ("void*", da), ("void*", db), ("void*", dc), ("int", n))  # fmt: skip
-    _row("vector_add", "hip_ffi cpu kernel", n, median_ms(vector_add, repeats), 3 * a.nbytes, cores)
+    ms, spent = kernel_ms(vector_add, repeats)
+    _row("vector_add", "hip_ffi cpu kernel", n, ms, 3 * a.nbytes, cores, spent)
     partial = np.empty(blocks, dtype=np.float32)
     dp = cpu.device_copy(partial)
     few = max(repeats // 4, 2)
@@ -311,9 +324,9 @@ def bench_hip(n: int, repeats: int) -> None:
     for label, kernel, grid, extra, samples, warp in shapes:
         reduce = cpu.launcher(kernel, grid, 256, ("void*", da), ("void*", dp), ("int", n), *extra,
                               warp=warp)  # fmt: skip
-        ms = median_ms(reduce, samples)
+        ms, spent = kernel_ms(reduce, samples)
         check_sum(cpu, partial, dp, grid, a)
-        _row("block_reduce_256", f"hip_ffi cpu kernel, {label}", n, ms, a.nbytes, cores)
+        _row("block_reduce_256", f"hip_ffi cpu kernel, {label}", n, ms, a.nbytes, cores, spent)
 
 
 def cpu_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -343,31 +356,31 @@ def bench_barriers(n: int, repeats: int) -> None:
     for warp in (32, 64):
         shuffle = cpu.launcher("shuffle_sum_f32", blocks, 256, ("void*", dx), ("void*", dp),
                                ("int", n), warp=warp)  # fmt: skip
-        ms = median_ms(shuffle, few)
+        ms, spent = kernel_ms(shuffle, few)
         check_sum(cpu, partial, dp, blocks, x[: blocks * 256])
         label = f"hip_ffi cpu kernel, warps of {warp}, {blocks} blocks"
-        _row("shuffle_reduce_256", label, n, ms, x.nbytes, cores)
+        _row("shuffle_reduce_256", label, n, ms, x.nbytes, cores, spent)
     _row("shuffle_reduce_256", "numpy x.sum()", n, median_ms(x.sum, repeats), x.nbytes, cores)
     side = math.isqrt(n) // 32 * 32
     square, out = x[: side * side].reshape(side, side), np.empty((side, side), np.float32)
     dy = cpu.device_copy(out)
     transpose = cpu.launcher("transpose_f32", (side // 32, side // 32), (32, 8), ("void*", dx),
                              ("void*", dy), ("int", side))  # fmt: skip
-    ms = median_ms(transpose, repeats)
+    ms, spent = kernel_ms(transpose, repeats)
     assert np.array_equal(download(cpu, dy, out), square.T)
     label = f"hip_ffi cpu kernel, {side // 32}^2 blocks of 32 x 8"
-    _row("transpose_32x32", label, side * side, ms, 2 * square.nbytes, cores)
+    _row("transpose_32x32", label, side * side, ms, 2 * square.nbytes, cores, spent)
     ms = median_ms(lambda: np.copyto(out, square.T), repeats)
     _row("transpose_32x32", "numpy copyto(out, x.T)", side * side, ms, 2 * square.nbytes, cores)
     rows = n // 1024
     table = x[: rows * 1024].reshape(rows, 1024)
     rows_kernel = cpu.launcher("softmax_rows_f32", rows, 256, ("void*", dx), ("void*", dy),
                                ("int", 1024))  # fmt: skip
-    ms = median_ms(rows_kernel, few)
+    ms, spent = kernel_ms(rows_kernel, few)
     got = download(cpu, dy, np.empty_like(table))
     np.testing.assert_allclose(got, softmax(table), rtol=1e-4, atol=1e-7)
     label = f"hip_ffi cpu kernel, {rows} blocks of 256 (19 barriers)"
-    _row("softmax_rows_1024", label, table.size, ms, 2 * table.nbytes, cores)
+    _row("softmax_rows_1024", label, table.size, ms, 2 * table.nbytes, cores, spent)
     ms = median_ms(lambda: softmax(table), repeats)
     _row("softmax_rows_1024", "numpy exp(x - max) / sum", table.size, ms, 2 * table.nbytes, cores)
     for warp in (32, 64):
@@ -431,11 +444,11 @@ def table() -> str:
         if not rows or numpy_ms is None:
             continue
         lines.append(f"\n{bench}, {rows[0]['n']} floats, {rows[0]['cores']} cores")
-        lines.append(f"{'implementation':<68} {'ms':>9} {'GB/s':>7} {'/ numpy':>8}")
+        lines.append(f"{'implementation':<68} {'ms':>9} {'GB/s':>7} {'/ numpy':>8} {'CPU ms':>9}")
         for r in rows:
-            lines.append(
-                f"{r['impl']:<68} {r['ms']:>9.2f} {r['gb_s']:>7.2f} {r['ms'] / numpy_ms:>8.2f}"
-            )
+            cpu = f" {r['cpu_ms']:>9.2f}" if "cpu_ms" in r else ""
+            ratio = r["ms"] / numpy_ms
+            lines.append(f"{r['impl']:<68} {r['ms']:>9.2f} {r['gb_s']:>7.2f} {ratio:>8.2f}{cpu}")
     rounds = [r for r in ROWS if r["bench"] == "barrier_round"]
     lines += ["\na barrier round alone, CPU ns per GPU thread"] if rounds else []
     lines += [f"{r['impl']:<68} {r['ns_per_thread']:>9.2f}" for r in rounds]
