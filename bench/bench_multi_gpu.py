@@ -21,8 +21,10 @@ Prints JSON lines and a table; writes bench_multi_gpu.jsonl and bench_multi_gpu.
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import os
+import queue
 import socket
 import tempfile
 from collections.abc import Callable
@@ -39,6 +41,8 @@ from hip_core import Communicator, Device, rendezvous_file
 
 MiB = 1 << 20
 SPAWN = multiprocessing.get_context("spawn")
+#: The longest a collective rank may run (both libraries, every size) before it exits.
+RANK_SECONDS = float(os.environ.get("BENCH_RANK_SECONDS", "600"))
 
 
 def sizes(quick: bool, max_mib: int) -> list[int]:
@@ -104,6 +108,7 @@ def _rank_hip(
     """hip-core's collectives on this rank, size by size."""
     platform = Device(0)._api.platform
     device = Device(0 if platform == "cpu" else rank)
+    device.make_current()  # this rank's synchronous fills and copies on its own device
     comm = Communicator(device, rendezvous_file(id_file, rank), rank, size)
     if rank == 0:  # which library ran (the path NCCL was opened from)
         report("library", "hip_core", 0, 0.0, size, repr(device._api.ncclAllReduce))
@@ -177,8 +182,10 @@ def _rank_torch(
 def rank_main(
     rank: int, size: int, id_file: str, port: int, sizes_: list[int], quick: bool, rows: Any
 ) -> None:
-    """One rank: hip-core's collectives, then torch's, reporting rank 0's figures."""
+    """One rank: hip-core's collectives, then torch's, reporting rank 0's figures. A rank
+    still running after RANK_SECONDS prints its stacks and exits (NCCL waits forever)."""
     os.environ["NCCL_NVLS_ENABLE"] = "0"
+    faulthandler.dump_traceback_later(RANK_SECONDS, exit=True)
 
     def report(kind: str, impl: str, nbytes: int, us: float, ranks: int, note: str = "") -> None:
         if rank == 0 and note:
@@ -215,15 +222,26 @@ def collectives(sizes_: list[int], quick: bool, ranks: int = 2) -> None:
         ]
         for worker in workers:
             worker.start()
-        finished = 0
-        while finished < ranks:
-            row = rows.get(timeout=1800)
-            if row is None:
-                finished += 1
-            else:
-                emit(**row)
-        for worker in workers:
-            worker.join(120)
+        try:
+            finished = 0
+            while finished < ranks:
+                try:
+                    row = rows.get(timeout=1.0)
+                except queue.Empty:
+                    if any(w.exitcode not in (None, 0) for w in workers):
+                        codes = [w.exitcode for w in workers]
+                        emit(bench="skipped", impl="collectives", reason=f"a rank died: {codes}")
+                        return
+                    continue
+                if row is None:
+                    finished += 1
+                else:
+                    emit(**row)
+        finally:
+            for worker in workers:
+                worker.join(30)
+                if worker.is_alive():
+                    worker.kill()
 
 
 def table() -> str:

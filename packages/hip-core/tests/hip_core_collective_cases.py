@@ -88,11 +88,17 @@ def issue(
 
 
 def buffers(device: Device, data: Any, out_elements: int) -> tuple[DeviceBuffer, DeviceBuffer]:
-    """A buffer holding `data` and an output buffer of `out_elements` of its type (zeros)."""
-    source = device.allocate(max(data.nbytes, 1))
-    source.copy_from(data.view(np.uint8))  # (bfloat16 has no buffer-protocol format)
-    target = device.allocate(max(out_elements * data.itemsize, 1))
-    target.fill(0)
+    """A buffer holding `data` and an output buffer of `out_elements` of its type (zeros).
+
+    Written with `device` current: a synchronous copy or fill runs on the null stream of the
+    current device, and only that device's null stream orders it before the collective (on
+    nvidia a fill, and the end of a copy from pageable memory, may still run after the call
+    returns)."""
+    with device:
+        source = device.allocate(max(data.nbytes, 1))
+        source.copy_from(data.view(np.uint8))  # (bfloat16 has no buffer-protocol format)
+        target = device.allocate(max(out_elements * data.itemsize, 1))
+        target.fill(0)
     return source, target
 
 

@@ -7,7 +7,11 @@ Each function reports (as hip_core_ipc_children's do) ("ok", result) or
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import queue
+import sys
+import time
 from typing import Any
 
 os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast stays off (the H200s)
@@ -53,11 +57,49 @@ def rank_main(
 
     def work() -> list[str]:
         device = device_for(platform, rank)
-        unique_id = rendezvous_file(id_file, rank, timeout=60)
-        with Communicator(device, unique_id, rank, size) as comm:
-            return run_cases(comm, device, seed, cases)
+        # This rank's device is current for all its work: the synchronous copies and fills
+        # of its buffers then run on that device's null stream, before its collectives on it
+        # (from another device's null stream nothing would order them, and a process that
+        # touches GPU 0 from rank 1 also makes a context there).
+        with device:
+            unique_id = rendezvous_file(id_file, rank, timeout=60)
+            with Communicator(device, unique_id, rank, size) as comm:
+                return run_cases(comm, device, seed, cases)
 
+    watchdog(RANK_SECONDS)
     _report(results, platform, work)
+
+
+#: How long a rank may take before it prints every thread's stack and exits (NCCL has no
+#: timeout of its own: a rank waiting on a peer that never comes would wait forever).
+RANK_SECONDS = 200.0
+
+
+def watchdog(seconds: float) -> None:
+    """Dump this process's stacks to stderr and exit (code 1) after `seconds`."""
+    faulthandler.dump_traceback_later(seconds, exit=True, file=sys.stderr)
+
+
+def gather(results: Any, ranks: list[Any], timeout: float) -> list[Any]:
+    """One answer per rank from `results`, waiting at most `timeout` seconds in all:
+    TimeoutError naming the ranks that exited without answering or are still running."""
+    answers: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(answers) < len(ranks):
+        try:
+            answers.append(results.get(timeout=1.0))
+            continue
+        except queue.Empty:
+            pass
+        dead = [f"rank {i} exited with {r.exitcode}" for i, r in enumerate(ranks)
+                if not r.is_alive() and r.exitcode != 0]  # fmt: skip
+        if dead or time.monotonic() > deadline:
+            alive = [f"rank {i} still running" for i, r in enumerate(ranks) if r.is_alive()]
+            raise TimeoutError(
+                f"{len(answers)} of {len(ranks)} ranks answered in {timeout:g} s: "
+                + "; ".join(dead + alive)
+            )
+    return answers
 
 
 def join_then_die(platform: str, unique_id: UniqueId, rank: int, size: int, results: Any) -> None:

@@ -71,7 +71,7 @@ def test_two_processes_run_every_collective(
     for rank in ranks:
         rank.start()
     try:  # both ranks are children: a rank that hangs (NCCL has no timeout) is killed here
-        answers = [results.get(timeout=300) for _ in ranks]
+        answers = children.gather(results, ranks, timeout=children.RANK_SECONDS + 30)
     finally:
         for rank in ranks:
             rank.join(30)

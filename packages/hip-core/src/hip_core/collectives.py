@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import Resource
+from hip_core.device import current_ordinal
 from hip_core.nccl import ID_BYTES, NcclError, UniqueId, check_nccl, nccl_error
 from hip_ffi.collective_constants import (
     DATA_TYPES,
@@ -144,10 +145,13 @@ class Communicator(Resource):
             raise ValueError(f"all_for: devices {ordinals} repeat one")
         api = devices[0]._api
         comms = api.ffi.new("ncclComm_t[]", len(devices))
-        check_nccl(
-            api.ncclCommInitAll(comms, len(devices), api.ffi.new("int[]", ordinals)),
-            "ncclCommInitAll",
-        )
+        try:
+            check_nccl(
+                api.ncclCommInitAll(comms, len(devices), api.ffi.new("int[]", ordinals)),
+                "ncclCommInitAll",
+            )
+        finally:
+            _keep_current_device(api)
         made = []
         for rank, device in enumerate(devices):
             comm = cls.__new__(cls)
@@ -167,7 +171,10 @@ class Communicator(Resource):
         try:
             yield
         finally:
-            check_nccl(api.ncclGroupEnd(), "ncclGroupEnd")
+            try:
+                check_nccl(api.ncclGroupEnd(), "ncclGroupEnd")
+            finally:
+                _keep_current_device(api)
 
     # ---- collectives -------------------------------------------------------------------
     def all_reduce(
@@ -330,9 +337,26 @@ class Communicator(Resource):
             stream.keep_until_sync(tuple(b for b in keep if b is not None))
 
 
+def _keep_current_device(api: Any) -> None:
+    """Make this thread's current device the one hip-core tracks again (`with device:`
+    reads its own record, not the runtime's). The libraries switch devices while they launch
+    or set up the ranks of several devices: should one leave another device current (a failed
+    group end does), later synchronous copies would go to that device's null stream."""
+    out = api.ffi.new("int*")
+    ordinal = current_ordinal()
+    if api.hipGetDevice(out) == 0 and out[0] != ordinal:
+        api.hipSetDevice(ordinal)
+
+
 def _destroy(api: Any, handle: Any) -> None:
-    check_nccl(api.ncclCommDestroy(handle), "ncclCommDestroy")
+    try:
+        check_nccl(api.ncclCommDestroy(handle), "ncclCommDestroy")
+    finally:
+        _keep_current_device(api)
 
 
 def _abort(api: Any, handle: Any) -> None:
-    check_nccl(api.ncclCommAbort(handle), "ncclCommAbort")
+    try:
+        check_nccl(api.ncclCommAbort(handle), "ncclCommAbort")
+    finally:
+        _keep_current_device(api)

@@ -16,12 +16,17 @@ the cpu platform, where every device is the host and nothing faults: test such c
 
 Peer copies are what `DeviceBuffer.copy_from` / `copy_to` do between buffers of different
 devices, with the same checks before anything reaches a device (both open, the source no
-larger than the destination). Without `stream=`, the copy is ordered like the null streams of
-both devices: after all work queued before it on either device, before any queued after it on
-either; as for a copy between two buffers of one device, the host may go on before the bytes
-land (on nvidia and amd), but every later operation of either device, and a later synchronous
-copy to the host, sees them. With `stream=` (a stream of either device), it is ordered on that
-stream only and returns at once.
+larger than the destination). The first copy between two devices turns peer access on both
+ways where the pair supports it (as torch does): without it, CUDA stages a peer copy through
+host memory. A pair whose access the program disabled (`disable_peer_access`) is left as it
+is: its copies still work, staged.
+
+Without `stream=`, the copy is ordered like the null streams of both devices: after all work
+queued before it on either device, before any queued after it on either; as for a copy
+between two buffers of one device, the host may go on before the bytes land (on nvidia and
+amd), but every later operation of either device, and a later synchronous copy to the host,
+sees them. With `stream=` (a stream of either device), it is ordered on that stream only and
+returns at once.
 
 Pools: `MemoryPool.enable_peer_access(peer)` makes a pool's allocations, present and future,
 accessible to kernels on `peer` (hipMemPoolSetAccess for a HIP pool; the device's own peer
@@ -34,7 +39,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
-from hip_core.errors import check, error_for
+from hip_core.errors import HipError, check, error_for
 from hip_ffi.constants import ERROR_CODES
 
 if TYPE_CHECKING:
@@ -48,6 +53,10 @@ _UNSUPPORTED = ERROR_CODES["hipErrorPeerAccessUnsupported"]
 
 #: (id of the HipApi, device, peer) for each pair this process enabled through hip-core.
 _enabled: set[tuple[int, int, int]] = set()
+#: (id of the HipApi, lower ordinal, higher ordinal): pairs a peer copy already linked.
+_linked: set[tuple[int, int, int]] = set()
+#: (id of the HipApi, device, peer): access the program disabled; copies never re-enable it.
+_declined: set[tuple[int, int, int]] = set()
 _lock = threading.Lock()
 
 
@@ -89,6 +98,7 @@ def enable_peer_access(device: Device, peer: Device) -> None:
             check(status, "hipDeviceEnablePeerAccess")
     with _lock:
         _enabled.add((id(api), device.ordinal, peer.ordinal))
+        _declined.discard((id(api), device.ordinal, peer.ordinal))
 
 
 def disable_peer_access(device: Device, peer: Device) -> None:
@@ -103,6 +113,7 @@ def disable_peer_access(device: Device, peer: Device) -> None:
             check(status, "hipDeviceDisablePeerAccess")
     with _lock:
         _enabled.discard((id(api), device.ordinal, peer.ordinal))
+        _declined.add((id(api), device.ordinal, peer.ordinal))
 
 
 def enabled(device: Device, peer: Device) -> bool:
@@ -124,6 +135,10 @@ def copy(
     """`nbytes` from the start of `src` to the start of `dst`, buffers of different devices
     (checked by the caller: DeviceBuffer._copy); `handle` is `stream`'s hipStream_t."""
     api = hip()
+    low, high = sorted((dst.device.ordinal, src.device.ordinal))
+    pair = (id(api), low, high)
+    if pair not in _linked:
+        _link(dst.device, src.device, pair)
     to, source = dst._void(), src._void()
     if stream is None:
         status = api.hipMemcpyPeer(to, dst.device.ordinal, source, src.device.ordinal, nbytes)
@@ -134,3 +149,21 @@ def copy(
     )
     check(status, "hipMemcpyPeerAsync")
     stream.keep_until_sync((dst, src))
+
+
+def _link(a: Device, b: Device, pair: tuple[int, int, int]) -> None:
+    """Peer access between `a` and `b`, both ways where the pair supports it and the program
+    has not disabled it: what lets a peer copy run device to device (NVLink / PCIe P2P)
+    instead of through host memory. Once per pair; a pair that cannot link copies staged."""
+    with _lock:
+        if pair in _linked:
+            return
+        _linked.add(pair)
+    for device, peer in ((a, b), (b, a)):
+        key = (id(device._api), device.ordinal, peer.ordinal)
+        if key in _declined or key in _enabled or not can_access_peer(device, peer):
+            continue
+        try:
+            enable_peer_access(device, peer)
+        except HipError:  # (e.g. hipErrorTooManyPeers: the copy still works, through the host)
+            device._api.hipGetLastError()
