@@ -19,6 +19,7 @@ from hip_core import Communicator, Device, hip_api, rendezvous_file
 def rank_main(rank: int, size: int, id_file: str, answers: multiprocessing.Queue) -> None:
     # One GPU per process; the cpu platform's processes each use their device 0.
     device = Device(0 if hip_api().platform == "cpu" else rank)
+    device.make_current()  # this process's synchronous copies run on its own device
     unique_id = rendezvous_file(id_file, rank)  # rank 0 writes it, the others read it
     with Communicator(device, unique_id, rank, size) as comm:
         grads = np.full(1024, rank + 1, dtype=np.float32)  # this rank's "gradients"
@@ -52,12 +53,15 @@ def main() -> None:
     if len(devices) > 1:  # one process, several devices: one rank per device
         comms = Communicator.all_for(devices)
         buffers = [d.allocate(4 * 256) for d in devices]
+        for device, buffer in zip(devices, buffers, strict=True):
+            with device:  # a synchronous copy runs on the current device's null stream
+                buffer.copy_from(np.ones(256, np.int32))
         with Communicator.group():  # every rank's call issued together from this thread
             for comm, buffer in zip(comms, buffers, strict=True):
-                buffer.copy_from(np.ones(256, np.int32))
-                comm.all_reduce(buffer, buffer, 256, "int32")  # on the null stream
+                comm.all_reduce(buffer, buffer, 256, "int32")  # on its device's null stream
         out = np.empty(256, np.int32)
-        buffers[-1].copy_to(out)  # (a synchronous copy: after the all-reduce)
+        with devices[-1]:  # a synchronous copy on that device: after its all-reduce
+            buffers[-1].copy_to(out)
         print("sum over", len(devices), "devices:", int(out[0]))
         assert (out == len(devices)).all()
         for comm in comms:
