@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
         LoadReport,
         LoadResult,
     )
+    from hip_runtime.loading.sharding import Split, TensorLayout
     from hip_runtime.model_runtime import ModelRuntime
     from hip_runtime.scratch import ScratchArena
     from hip_runtime.staging import StagedCopier
@@ -72,7 +73,9 @@ _HOMES = {
     "LoadResult": "hip_runtime.loading.loader",
     "ModelRuntime": "hip_runtime.model_runtime",
     "ScratchArena": "hip_runtime.scratch",
+    "Split": "hip_runtime.loading.sharding",
     "StagedCopier": "hip_runtime.staging",
+    "TensorLayout": "hip_runtime.loading.sharding",
     "TensorRecord": "hip_runtime.loading.formats",
     "bfloat16": "hip_runtime.dtypes",
     "float16": "hip_runtime.dtypes",
@@ -102,7 +105,9 @@ __all__ = [
     "LoadResult",
     "ModelRuntime",
     "ScratchArena",
+    "Split",
     "StagedCopier",
+    "TensorLayout",
     "TensorRecord",
     "__version__",
     "bfloat16",

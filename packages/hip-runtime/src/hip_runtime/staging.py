@@ -10,6 +10,12 @@ completed. Memory in flight is bounded by the pool, so files larger than RAM str
     copier = StagedCopier.default(device)
     copier.run(chunks)              # returns once every chunk has been read and queued
 
+Several devices: `StagedCopier(device, more_devices=[...])` copies each piece to the device its
+`Piece.target` names, on that device's own streams, from the one staged chunk (portable pinned
+memory), so a file read once feeds every device (sharded loading). A chunk's `scatter` lays the
+file's bytes out in the chunk in another order (one `preadv` over many buffers), so that what
+one device takes from strided rows is one contiguous piece.
+
 Stream semantics: copies run on the copier's own non-blocking streams. `run` returns when the
 last copy is queued, not done; pass `ordered_with=stream` to order later work on `stream` after
 them (on the device, no host wait), or call `synchronize()` to wait on the host.
@@ -24,11 +30,12 @@ from __future__ import annotations
 import os
 import threading
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hip_core import ClosedError, Device, Event, PinnedBuffer, Resource, Stream
+from hip_ffi.constants import HOST_MALLOC_DEFAULT, HOST_MALLOC_PORTABLE
 
 MiB = 1 << 20
 CHUNK_BYTES = 16 * MiB  # big enough that per-chunk Python costs (~30 µs) vanish, small enough
@@ -36,18 +43,21 @@ CHUNK_BYTES = 16 * MiB  # big enough that per-chunk Python costs (~30 µs) vanis
 DEFAULT_THREADS = 8  # eight readers saturate page-cache copies on the H200's host (≈45 GB/s)
 DEFAULT_STREAMS = 4
 POLL_SECONDS = 0.05  # a thread waiting for others wakes this often (see join_threads)
+IOV_MAX = 1024  # buffers one preadv call takes at most (Linux's UIO_MAXIOV)
 
 
 @dataclass
 class Piece:
-    """`nbytes` bytes at `chunk_offset` in a staged chunk go to device address `dst`; `key`
-    names what they belong to (e.g. a tensor index) for checksums."""
+    """`nbytes` bytes at `chunk_offset` in a staged chunk go to device address `dst` on the
+    copier's device `target` (an index into `StagedCopier.devices`); `key` names what they
+    belong to (e.g. a tensor index) for checksums."""
 
     chunk_offset: int
     dst: int
     nbytes: int
     key: int = 0
     key_offset: int = 0
+    target: int = 0
 
 
 class ShortReadError(EOFError):
@@ -62,25 +72,35 @@ class ShortReadError(EOFError):
 @dataclass
 class Chunk:
     """One staged read: `nbytes` bytes from `source` (an open file descriptor read at `offset`,
-    or a 1-D uint8 numpy array read from `offset`) scattered to the device as `pieces`."""
+    or a 1-D uint8 numpy array read from `offset`) scattered to the device as `pieces`.
+
+    `scatter`, when given: where the consecutive bytes read land in the chunk, as runs of
+    (chunk offset, nbytes) in the source's order, covering `nbytes` (None: in order from 0)."""
 
     source: Any
     offset: int
     nbytes: int
     pieces: list[Piece] = field(default_factory=list)
+    scatter: list[tuple[int, int]] | None = None
 
 
 class _Slot:
-    __slots__ = ("buffer", "event", "view")
+    """A pinned chunk and, per device, the event recorded after the copies that read it."""
 
-    def __init__(self, device: Device, size: int) -> None:
-        self.buffer = PinnedBuffer.allocate(size)
+    __slots__ = ("buffer", "events", "view")
+
+    def __init__(self, devices: Sequence[Device], size: int) -> None:
+        # Portable: pinned for every device's copies, not only the current one's (a no-op
+        # where unified addressing already makes it so).
+        flags = HOST_MALLOC_PORTABLE if len(devices) > 1 else HOST_MALLOC_DEFAULT
+        self.buffer = PinnedBuffer.allocate(size, flags)
         self.view = self.buffer.memoryview()
-        self.event = Event(device, timing=False)
+        self.events = [Event(device, timing=False) for device in devices]
 
     def close(self) -> None:
         self.view.release()
-        self.event.close()
+        for event in self.events:
+            event.close()
         self.buffer.close()
 
 
@@ -89,8 +109,10 @@ class StagedCopier(Resource):
 
     Args:
         device: the destination device.
+        more_devices: further destination devices (a piece's `target` indexes `devices`:
+            `device` first, then these), each with `streams` streams of its own.
         threads: reader threads (each fills a chunk, then queues its copy).
-        streams: copy streams, shared round-robin by the threads.
+        streams: copy streams per device, shared round-robin by the threads.
         chunk_bytes: size of one pinned chunk.
         max_chunks: pinned chunks at most (allocated on demand: in practice about one per
             thread of each run in progress; default 3 per thread).
@@ -102,13 +124,14 @@ class StagedCopier(Resource):
     the copier.
     """
 
-    _defaults: ClassVar[dict[Device, StagedCopier]] = {}
+    _defaults: ClassVar[dict[tuple[Device, ...], StagedCopier]] = {}
     _defaults_lock = threading.Lock()
 
     def __init__(
         self,
         device: Device,
         *,
+        more_devices: Sequence[Device] = (),
         threads: int = DEFAULT_THREADS,
         streams: int = DEFAULT_STREAMS,
         chunk_bytes: int = CHUNK_BYTES,
@@ -117,26 +140,35 @@ class StagedCopier(Resource):
         if threads < 1 or streams < 1 or chunk_bytes < 4096:
             raise ValueError("threads and streams must be >= 1 and chunk_bytes >= 4096")
         self.device = device
+        self.devices = [device, *more_devices]
+        if len(set(self.devices)) != len(self.devices):
+            raise ValueError(f"a copier's devices must differ: {self.devices}")
         self.threads = threads
         self.chunk_bytes = chunk_bytes
         self.max_chunks = max_chunks or 3 * threads
-        self.streams = [device.create_stream(non_blocking=True) for _ in range(streams)]
-        self._free: list[_Slot] = []  # most recently freed last
+        self.streams: list[Stream] = []  # `streams` per device, in `devices` order
         self._slots: list[_Slot] = []
+        self._own(_release, self._slots, self.streams)  # (frees the streams made if one fails)
+        for target in self.devices:
+            self.streams += [target.create_stream(non_blocking=True) for _ in range(streams)]
+        self._per_device = streams
+        self._free: list[_Slot] = []  # most recently freed last
         self._available = threading.Condition()
         self._runs = 0  # runs and reader threads in progress (close() refuses while any is)
-        self._own(_release, self._slots, self.streams)
 
     @classmethod
-    def default(cls, device: Device) -> StagedCopier:
-        """The process's copier for `device` (created on first use, reused after)."""
+    def default(cls, device: Device, more_devices: Sequence[Device] = ()) -> StagedCopier:
+        """The process's copier for `device` (and `more_devices`, in that order; created on
+        first use, reused after)."""
         # Devices compare equal across threads, not across platforms (tests switch platforms
-        # in-process), so this is one copier per device of each platform.
+        # in-process), so this is one copier per device list of each platform.
+        key = (device, *more_devices)
         with cls._defaults_lock:
-            found = cls._defaults.get(device)
+            found = cls._defaults.get(key)
             if found is None or found.closed:
                 threads = min(DEFAULT_THREADS, os.cpu_count() or 1)
-                found = cls._defaults[device] = cls(device, threads=threads)
+                found = cls._defaults[key] = cls(device, more_devices=more_devices,
+                                                 threads=threads)  # fmt: skip
             return found
 
     @property
@@ -172,7 +204,7 @@ class StagedCopier(Resource):
             self._runs += 1
         try:
             if ordered_with is not None:
-                mark = ordered_with.record(Event(self.device, timing=False))
+                mark = ordered_with.record(Event(ordered_with.device, timing=False))
                 for stream in self.streams:
                     stream.wait(mark)
             try:
@@ -203,11 +235,13 @@ class StagedCopier(Resource):
                 return next(work, None)
 
         def reader(index: int) -> None:
-            stream = self.streams[index % len(self.streams)]
+            # This thread's stream of each device: streams[target * per_device + lane].
+            lane = index % self._per_device
+            streams = self.streams[lane :: self._per_device]
             try:
                 with self.device:
                     while (chunk := next_chunk()) is not None:
-                        self._stage(chunk, stream, checksums)
+                        self._stage(chunk, streams, checksums)
                         if on_chunk is not None:
                             with callback_lock:
                                 on_chunk(chunk)
@@ -241,25 +275,32 @@ class StagedCopier(Resource):
             raise errors[0]
 
     def _stage(
-        self, chunk: Chunk, stream: Stream, checksums: dict[tuple[int, int], tuple[int, int]] | None
+        self,
+        chunk: Chunk,
+        streams: list[Stream],
+        checksums: dict[tuple[int, int], tuple[int, int]] | None,
     ) -> None:
+        """Fill a chunk and queue its pieces' copies, each on `streams[piece.target]`."""
         if chunk.nbytes > self.chunk_bytes:
             raise ValueError(f"a chunk of {chunk.nbytes} bytes exceeds {self.chunk_bytes}")
         slot = self._acquire()
-        queued = False
+        queued: set[int] = set()
         try:
             staged = slot.view[: chunk.nbytes]
             _fill(staged, chunk)
-            copy, base = stream.copy_from_host, slot.buffer.ptr
+            base = slot.buffer.ptr
             for piece in chunk.pieces:
                 if checksums is not None:
                     part = staged[piece.chunk_offset : piece.chunk_offset + piece.nbytes]
                     checksums[(piece.key, piece.key_offset)] = (zlib.crc32(part), piece.nbytes)
-                copy(piece.dst, base + piece.chunk_offset, piece.nbytes)
-                queued = True
+                streams[piece.target].copy_from_host(
+                    piece.dst, base + piece.chunk_offset, piece.nbytes
+                )
+                queued.add(piece.target)
         finally:
-            if queued:  # even on a later failure: the chunk is not refilled before it is read
-                slot.event.record(stream)
+            # Even on a later failure: the chunk is not refilled before every copy read it.
+            for target in queued:
+                slot.events[target].record(streams[target])
             self._release(slot)
 
     def _acquire(self) -> _Slot:
@@ -277,9 +318,10 @@ class StagedCopier(Resource):
             if self._free:
                 slot = self._free.pop()
             else:
-                slot = _Slot(self.device, self.chunk_bytes)
+                slot = _Slot(self.devices, self.chunk_bytes)
                 self._slots.append(slot)
-        slot.event.sync()  # the copy that last read this chunk has finished
+        for event in slot.events:
+            event.sync()  # the copies that last read this chunk have finished
         return slot
 
     def _release(self, slot: _Slot) -> None:
@@ -292,7 +334,7 @@ class StagedCopier(Resource):
     def _then(self, stream: Stream) -> None:
         """Make work queued later on `stream` wait for every copy queued so far (device-side)."""
         for copy_stream in self.streams:
-            stream.wait(copy_stream.record(Event(self.device, timing=False)))
+            stream.wait(copy_stream.record(Event(copy_stream.device, timing=False)))
 
     def synchronize(self) -> None:
         """Block until every copy queued so far has finished. ClosedError once closed (close()
@@ -358,18 +400,28 @@ def wait_for(event: threading.Event) -> None:
 
 def _fill(staged: memoryview, chunk: Chunk) -> None:
     """Fill `staged` from the chunk's source; the copy itself runs without the GIL."""
+    runs = chunk.scatter if chunk.scatter is not None else [(0, len(staged))]
     if isinstance(chunk.source, int):
-        done = 0
-        while done < len(staged):
-            got = os.preadv(chunk.source, [staged[done:]], chunk.offset + done)
+        buffers = [staged[at : at + n] for at, n in runs if n]
+        done, first = 0, 0  # bytes read so far; the first buffer not yet full
+        while first < len(buffers):
+            got = os.preadv(chunk.source, buffers[first : first + IOV_MAX], chunk.offset + done)
             if got == 0:
                 raise ShortReadError(chunk.source, chunk.offset + done, len(staged) - done)
             done += got
+            while first < len(buffers) and got >= len(buffers[first]):
+                got -= len(buffers[first])
+                first += 1
+            if got:  # a short read stopped inside a buffer: the rest of it next
+                buffers[first] = buffers[first][got:]
     else:
         import numpy as np
 
-        source = chunk.source[chunk.offset : chunk.offset + len(staged)]
-        np.copyto(np.frombuffer(staged, np.uint8), source)
+        into = np.frombuffer(staged, np.uint8)
+        start = chunk.offset
+        for at, n in runs:
+            np.copyto(into[at : at + n], chunk.source[start : start + n])
+            start += n
 
 
 def split_host_copy(host: Any, dst: int, chunk_bytes: int) -> list[Chunk]:

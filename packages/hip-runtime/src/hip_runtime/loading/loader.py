@@ -5,12 +5,15 @@
     job.progress                          # (bytes_done, bytes_total, tensors_done, tensors_total)
     loaded = job.result()                 # waits; LoadResult with .tensors, .report
     loader.load("model.gguf")             # start(...).result() in one call
+    AsyncLoader(devices=[0, 1]).load("model/", shard={"*.up_proj.weight": "column"})
 
 The checkpoint's layout is validated before anything is allocated (a FormatError names the file
 and tensor). The destination is one 256-byte-aligned arena per checkpoint (or one buffer per
 tensor); reader threads fill pinned chunks with `preadv` and queue their copies on several
 streams (`hip_runtime.staging`). Quantized GGUF tensors land raw in a scratch buffer and are
-dequantized on the device at the end; the scratch is freed before `result()` returns.
+dequantized on the device at the end; the scratch is freed before `result()` returns. A loader
+of several devices places each tensor whole on some of them or splits it (`shard=`, see
+`hip_runtime.loading.sharding`), reading the file once; `LoadResult.shards[k]` is device k's.
 
 Stream semantics: `result()` returns once every copy and dequantization has finished (it waits
 for the loader's streams, not the device), so the tensors are ready for any stream. If the
@@ -32,7 +35,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +44,13 @@ from hip_runtime._device_arg import as_device
 from hip_runtime.loading.checksum import combine_parts
 from hip_runtime.loading.formats import Checkpoint, FormatError, open_checkpoint
 from hip_runtime.loading.formats.records import check_checkpoint, open_regular
-from hip_runtime.loading.placement import Placement, plan_chunks
+from hip_runtime.loading.sharding import (
+    ShardedPlacement,
+    ShardRule,
+    TensorLayout,
+    resolve_devices,
+    resolve_layouts,
+)
 from hip_runtime.staging import Chunk, ShortReadError, StagedCopier, join_threads, wait_for
 from hip_runtime.tensor import DeviceTensor
 
@@ -64,7 +73,7 @@ class LoadReport:
     files: int
     tensors: int
     file_bytes: int
-    device_bytes: int
+    device_bytes: int  # on all the load's devices together
     seconds: float
 
     @property
@@ -74,36 +83,56 @@ class LoadReport:
 
 @dataclass
 class LoadResult:
-    """The loaded tensors by name (views of `arena` when there is one) and the report."""
+    """The loaded tensors by name (views of `arena` when there is one) and the report.
+
+    With several devices, `shards[k]` / `arenas[k]` are device k's (the tensors and parts it
+    holds); `tensors` and `arena` are device 0's. With one, shards == [tensors]. `layouts`:
+    where each tensor went (which devices, split along which axis)."""
 
     tensors: dict[str, DeviceTensor]
     report: LoadReport
     arena: DeviceBuffer | None
     checksums: dict[str, int] = field(default_factory=dict)
+    shards: list[dict[str, DeviceTensor]] = field(default_factory=list)
+    arenas: list[DeviceBuffer | None] = field(default_factory=list)
+    layouts: dict[str, TensorLayout] = field(default_factory=dict)
 
 
 class AsyncLoader:
-    """Loads checkpoints onto one device through a StagedCopier: the one given, else the
-    device's shared one (`StagedCopier.default`, replaced by a new one if it is ever closed).
-    Reusing a loader reuses its pinned memory."""
+    """Loads checkpoints onto one device, or several (`devices=`: ordinals or Devices), through
+    a StagedCopier: the one given (made for the same devices, in order), else the devices'
+    shared one (`StagedCopier.default`, replaced by a new one if it is ever closed). Reusing a
+    loader reuses its pinned memory. ValueError for devices that do not exist or repeat."""
 
     def __init__(
-        self, device: Device | int | None = None, *, copier: StagedCopier | None = None
+        self,
+        device: Device | int | None = None,
+        *,
+        copier: StagedCopier | None = None,
+        devices: Sequence[Device | int] | None = None,
     ) -> None:
-        self.device = as_device(device)
+        if devices is not None and device is not None:
+            raise ValueError("give device= or devices=, not both")
+        self.devices = resolve_devices(devices) if devices is not None else [as_device(device)]
+        self.device = self.devices[0]
+        if copier is not None and copier.devices != self.devices:
+            raise ValueError(f"{copier!r} copies to {copier.devices}, not to {self.devices}")
         self._copier = copier
 
     @property
     def copier(self) -> StagedCopier:
         """The copier the next load goes through."""
-        return self._copier if self._copier is not None else StagedCopier.default(self.device)
+        if self._copier is not None:
+            return self._copier
+        return StagedCopier.default(self.device, self.devices[1:])
 
     def start(
         self,
         source: str | os.PathLike[str] | Checkpoint,
         *,
         arena: bool = True,
-        stream: Stream | None = None,
+        shard: Mapping[str, ShardRule] | None = None,
+        stream: Stream | Sequence[Stream] | None = None,
         progress: ProgressCallback | None = None,
         progress_bar: bool = False,
         checksum: bool = False,
@@ -114,18 +143,23 @@ class AsyncLoader:
 
         Args:
             source: a path (see `open_checkpoint`) or an already opened Checkpoint.
-            arena: one allocation for all tensors (True) or one per tensor.
-            stream: the stream the tensors will carry (the device's null stream if None).
+            arena: one allocation per device for all its tensors (True) or one per tensor.
+            shard: with several devices, name pattern -> rule: where each tensor goes, whole
+                or split (`hip_runtime.loading.sharding`); None replicates every tensor.
+            stream: the stream the tensors will carry (the device's null stream if None);
+                with several devices, one stream per device, in order.
             progress: called as progress(bytes_done, bytes_total, tensors_done, tensors_total)
                 from the loader's threads (one call at a time) as data is read and queued.
             progress_bar: show a tqdm bar on stderr.
             checksum: compute each tensor's CRC-32 (zlib) of its file bytes into
                 `LoadResult.checksums`.
             expected_checksums: name -> CRC-32; a mismatch fails the load with ChecksumError.
+                Neither is offered when a tensor is split (ValueError).
             dequantize_to: dtype of dequantized GGUF tensors (float32, float16 or bfloat16).
 
         Raises FileNotFoundError / FormatError / ClosedError (the copier given to this loader
-        was closed) with nothing allocated, or HipOutOfMemoryError.
+        was closed) / ValueError (a bad shard rule or stream) with nothing allocated, or
+        HipOutOfMemoryError (after freeing what it had allocated on every device).
         """
         copier = self.copier
         if copier.closed:
@@ -135,13 +169,27 @@ class AsyncLoader:
             check_checkpoint(checkpoint)  # one made by hand gets the checks the readers make
         else:
             checkpoint = open_checkpoint(source, dequantize_to=dequantize_to)
+        layouts = resolve_layouts(checkpoint, self.devices, shard)
+        checksum = checksum or expected_checksums is not None
+        if checksum and any(layout.axis is not None for layout in layouts):
+            raise ValueError("checksums are not offered for loads that split tensors")
         return LoadJob(
-            self, checkpoint, copier=copier, arena=arena,
-            stream=stream or self.device.default_stream,
+            self, checkpoint, copier=copier,
+            placement=lambda: ShardedPlacement(self.devices, checkpoint, layouts, arena=arena),
+            streams=self._streams(stream),
             progress=progress, progress_bar=progress_bar,
-            checksum=checksum or expected_checksums is not None,
-            expected_checksums=expected_checksums,
+            checksum=checksum, expected_checksums=expected_checksums,
         )  # fmt: skip
+
+    def _streams(self, stream: Stream | Sequence[Stream] | None) -> list[Stream]:
+        """One stream per device: `stream` checked, or the devices' null streams."""
+        if stream is None:
+            return [device.default_stream for device in self.devices]
+        streams = [stream] if isinstance(stream, Stream) else list(stream)
+        found = [s.device for s in streams if isinstance(s, Stream)]
+        if found != self.devices:
+            raise ValueError(f"stream= must give one Stream of each of {self.devices}, in order")
+        return streams
 
     def load(self, source: str | os.PathLike[str] | Checkpoint, **options: Any) -> LoadResult:
         """`start(source, **options).result()`."""
@@ -157,8 +205,8 @@ class LoadJob:
         checkpoint: Checkpoint,
         *,
         copier: StagedCopier,
-        arena: bool,
-        stream: Stream,
+        placement: Callable[[], ShardedPlacement],
+        streams: list[Stream],
         progress: ProgressCallback | None,
         progress_bar: bool,
         checksum: bool,
@@ -167,7 +215,7 @@ class LoadJob:
         self.checkpoint = checkpoint
         self.loader = loader
         self.copier = copier
-        self._stream = stream
+        self._streams = streams
         self._started = time.perf_counter()
         self._cancel = threading.Event()
         self._checksums: dict[tuple[int, int], tuple[int, int]] | None = {} if checksum else None
@@ -186,7 +234,12 @@ class LoadJob:
         self._abandoned = False
         self._released = threading.Event()
         self._finishing = False
-        self._placement = Placement(loader.device, checkpoint, arena=arena)  # may raise OOM
+        self._placement = placement()  # may raise OOM (having freed what it allocated)
+        # Progress counts a replicated tensor's bytes once: those bound for its first device.
+        self._counted = [
+            None if layout.axis is not None else layout.targets[0]
+            for layout in self._placement.layouts
+        ]
         try:
             for path in checkpoint.files:  # regular files only: one swapped for a FIFO since
                 self._files.append(open_regular(path))  # validation must not block here
@@ -234,7 +287,7 @@ class LoadJob:
                 raise LoadCancelledError(f"loading {self._name} was cancelled")
             checksums = self._verify_checksums()
             self._finishing = True  # dequantizations may be queued on the stream from here
-            tensors = self._placement.finish(self._stream)
+            shards = self._placement.finish(self._streams)
         except BaseException as error:
             self._fail(error)
             raise
@@ -243,10 +296,13 @@ class LoadJob:
             len(c.files),
             len(c.tensors),
             c.file_bytes,
-            c.device_bytes,
+            sum(p.checkpoint.device_bytes for p in self._placement.placements),
             time.perf_counter() - self._started,
         )
-        self._finished = LoadResult(tensors, report, self._placement.arena, checksums)
+        arenas = self._placement.arenas
+        layouts = dict(zip((t.name for t in c.tensors), self._placement.layouts, strict=True))
+        self._finished = LoadResult(shards[0], report, arenas[0], checksums,
+                                    shards=shards, arenas=arenas, layouts=layouts)  # fmt: skip
         return self._finished
 
     # --- background reading ------------------------------------------------------------------
@@ -254,7 +310,7 @@ class LoadJob:
     def _read(self) -> None:
         try:
             self.copier.run(
-                plan_chunks(self.checkpoint, self._files, self._placement, self.copier),
+                self._placement.chunks(self._files, self.copier.chunk_bytes),
                 cancelled=self._cancel.is_set, on_chunk=self._chunk_done,
                 checksums=self._checksums,
             )  # fmt: skip
@@ -305,16 +361,20 @@ class LoadJob:
             with contextlib.suppress(Exception):
                 self._wait_for_copies()
                 if self._finishing:
-                    self._stream.sync()
+                    for stream in self._streams:
+                        stream.sync()
         finally:
             self._cleanup()
             self._released.set()
 
     def _chunk_done(self, chunk: Chunk) -> None:
+        queued = 0
         for piece in chunk.pieces:
+            if self._counted[piece.key] not in (None, piece.target):
+                continue  # a replicated tensor's bytes, counted for its first device
             self._remaining[piece.key] -= piece.nbytes
             self._tensors_done += self._remaining[piece.key] == 0
-        queued = sum(p.nbytes for p in chunk.pieces)
+            queued += piece.nbytes
         self._bytes_done += queued
         if self._bar is not None:
             self._bar.update(queued)

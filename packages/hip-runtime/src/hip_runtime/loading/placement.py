@@ -2,8 +2,9 @@
 
 `Placement` allocates the destination (one 256-byte-aligned arena, or a buffer per tensor, plus
 a scratch buffer for quantized tensors' raw blocks) and builds the tensors once the bytes have
-arrived. `plan_chunks` turns the checkpoint's records into staged reads of at most one chunk
-each, in file order: neighbouring small tensors share a read, large ones are split.
+arrived. `ChunkPlanner` turns file ranges into staged reads of at most one chunk each, in file
+order: neighbouring small tensors share a read, large ones are split (`sharding` plans a load's
+reads with it, for one device or several).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Iterable, Iterator
 
 from hip_core import Device, DeviceBuffer, Stream
 from hip_runtime.kernel_cache import KernelCache
-from hip_runtime.loading.formats import Checkpoint, TensorRecord
+from hip_runtime.loading.formats import Checkpoint
 from hip_runtime.ops.quantized import dequantize_into
-from hip_runtime.staging import Chunk, Piece, StagedCopier
+from hip_runtime.staging import Chunk, Piece
 from hip_runtime.tensor import DeviceTensor
 
 ALIGNMENT = 256  # every tensor starts at a multiple of this in the arena
@@ -94,45 +95,66 @@ def aligned_offsets(sizes: Iterable[int]) -> tuple[list[int], int]:
     return offsets, total
 
 
-def plan_chunks(
-    checkpoint: Checkpoint, files: list[int], placement: Placement, copier: StagedCopier
-) -> Iterator[Chunk]:
-    """Reads in file order, up to one staging chunk each; neighbouring small tensors share a
-    read, large ones are split."""
-    descriptor = dict(zip(checkpoint.files, files, strict=True))
-    order = sorted(
+class ChunkPlanner:
+    """Staged reads of at most `limit` bytes each, built in file order: `span` adds a run of a
+    file's bytes bound for one or more (device target, address) destinations; neighbouring
+    runs of one file share a read across gaps up to _COALESCE_GAP, long ones are split."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunk: Chunk | None = None
+
+    def span(
+        self,
+        fd: int,
+        offset: int,
+        nbytes: int,
+        destinations: list[tuple[int, int]],
+        *,
+        key: int,
+        key_offset: int = 0,
+    ) -> Iterator[Chunk]:
+        """The chunks completed by reading `nbytes` at `offset` of `fd` into each
+        (target, address) of `destinations` (the same bytes to each: read once)."""
+        chunk = self.chunk
+        if chunk is not None and (
+            chunk.source != fd or offset - (chunk.offset + chunk.nbytes) > _COALESCE_GAP
+        ):
+            yield chunk
+            chunk = None
+        done = 0
+        while done < nbytes:
+            start = offset + done
+            if chunk is None:
+                chunk = Chunk(fd, start, 0)
+            at = start - chunk.offset
+            size = min(self.limit - at, nbytes - done)
+            if size <= 0:
+                yield chunk
+                chunk = None
+                continue
+            for target, address in destinations:
+                chunk.pieces.append(Piece(at, address + done, size, key, key_offset + done, target))
+            chunk.nbytes = at + size
+            done += size
+        self.chunk = chunk
+
+    def flush(self) -> Iterator[Chunk]:
+        """The chunk being built, if any (call before a chunk of one's own, and at the end)."""
+        if self.chunk is not None:
+            yield self.chunk
+            self.chunk = None
+
+
+def file_order(checkpoint: Checkpoint) -> list[int]:
+    """The checkpoint's tensor indices in the order their bytes lie in its files."""
+    return sorted(
         range(len(checkpoint.tensors)),
         key=lambda i: (
             checkpoint.files.index(checkpoint.tensors[i].path),
             checkpoint.tensors[i].offset,
         ),
     )
-    limit = copier.chunk_bytes
-    chunk: Chunk | None = None
-    for index in order:
-        record: TensorRecord = checkpoint.tensors[index]
-        fd = descriptor[record.path]
-        if chunk is not None and (
-            chunk.source != fd or record.offset - (chunk.offset + chunk.nbytes) > _COALESCE_GAP
-        ):
-            yield chunk
-            chunk = None
-        done = 0
-        while done < record.nbytes:
-            start = record.offset + done
-            if chunk is None:
-                chunk = Chunk(fd, start, 0)
-            at = start - chunk.offset
-            size = min(limit - at, record.nbytes - done)
-            if size <= 0:
-                yield chunk
-                chunk = None
-                continue
-            chunk.pieces.append(Piece(at, placement.raw_at[index] + done, size, index, done))
-            chunk.nbytes = at + size
-            done += size
-    if chunk is not None:
-        yield chunk
 
 
-__all__ = ["ALIGNMENT", "Placement", "aligned_offsets", "plan_chunks"]
+__all__ = ["ALIGNMENT", "ChunkPlanner", "Placement", "aligned_offsets", "file_order"]
