@@ -19,7 +19,8 @@ def test_quick_bench_json_has_every_group(cli: Cli) -> None:
     report = json.loads(done.stdout)
     assert report["quick"] is True and report["platform"]
     rows = report["rows"]
-    assert {row["group"] for row in rows} == set(GROUPS)
+    groups = {row["group"] for row in rows}  # collectives: only with two or more devices
+    assert set(GROUPS) - {"collectives"} <= groups <= set(GROUPS)
     for row in rows:
         assert row["skipped"] is None, row  # ModelRuntime and hipBLAS exist on every platform
         assert row["us"] > 0, row

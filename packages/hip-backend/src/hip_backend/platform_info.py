@@ -64,13 +64,35 @@ def _devices(count: int) -> list[dict[str, Any]]:
     return found
 
 
+def _peer_links(count: int) -> list[dict[str, Any]]:
+    """For each ordered pair of devices, whether kernels on `device` can reach `peer`'s memory
+    once peer access is enabled (hipDeviceCanAccessPeer). Whether the link is NVLink / xGMI or
+    PCIe is not known here: hip-ffi binds no hipDeviceGetP2PAttribute."""
+    from hip_core import Device
+
+    links = []
+    for a in range(count):
+        for b in range(count):
+            if a == b:
+                continue
+            link: dict[str, Any] = {"device": a, "peer": b}
+            try:
+                link["can_access"] = Device(a).can_access_peer(Device(b))
+            except Exception as error:  # a pair that cannot say is still listed
+                link["can_access"] = None
+                link["error"] = str(error)
+            links.append(link)
+    return links
+
+
 def platform_info() -> dict[str, Any]:
     """Everything `hip-backend info` reports about the process's platform (hip_ffi.load()).
 
     Keys: version (hip-backend's), platform, platform_version, versions {runtime, driver,
     hiprtc}, libraries [{role, path, resolved, version}], unavailable {function: reason},
     device_count, device_error (why there are none, or None), devices [{ordinal, name, arch,
-    total_memory, free_memory, ...}] — sizes in bytes, clock in kHz.
+    total_memory, free_memory, ...}] — sizes in bytes, clock in kHz — and peer_links
+    [{device, peer, can_access}] for each ordered pair of devices (empty with fewer than two).
     """
     import hip_ffi
 
@@ -86,6 +108,7 @@ def platform_info() -> dict[str, Any]:
         "device_count": count,
         "device_error": why or None,
         "devices": _devices(count),
+        "peer_links": _peer_links(count),
     }
 
 

@@ -1,5 +1,6 @@
-"""The `hip-backend bench` measurements: launch latency, copies, ops and checkpoint loading on
-the current platform, at sizes that finish in seconds even on the cpu platform.
+"""The `hip-backend bench` measurements: launch latency, copies, ops, checkpoint loading and,
+with two or more devices, an all-reduce across all of them, on the current platform, at sizes
+that finish in seconds even on the cpu platform.
 
 Each measurement yields `Row`s; one that cannot run here (no ModelRuntime yet, a platform
 without hipBLAS) yields a row with `skipped` set to the reason instead of stopping the run.
@@ -32,14 +33,15 @@ class Sizes:
     cols: int
     matmul: int
     checkpoint_bytes: int
+    all_reduce_bytes: int
 
     @classmethod
     def of(cls, quick: bool) -> Sizes:
         if quick:
             return cls(launches=200, copy_bytes=1 << 20, rows=16, cols=1024, matmul=64,
-                       checkpoint_bytes=4 << 20)  # fmt: skip
+                       checkpoint_bytes=4 << 20, all_reduce_bytes=1 << 20)  # fmt: skip
         return cls(launches=2000, copy_bytes=16 << 20, rows=256, cols=4096, matmul=256,
-                   checkpoint_bytes=64 << 20)  # fmt: skip
+                   checkpoint_bytes=64 << 20, all_reduce_bytes=64 << 20)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -157,11 +159,56 @@ def loading(device: Any, sizes: Sizes) -> Iterator[Row]:
     yield Row("load", name, size, report["seconds"] * 1e6, report["gb_per_s"], "GB/s")
 
 
+def collectives(device: Any, sizes: Sizes) -> Iterator[Row]:
+    """With two or more devices: a sum all-reduce of f32 across every device of the platform,
+    one process driving them (Communicator.all_for, each rank's call issued in one group, on a
+    stream of its device). The rate is the bus bandwidth as nccl-tests reports it: bytes /
+    time · 2(n-1)/n, what each device's links carry. No row with one device."""
+    from hip_core import Communicator, Device
+
+    count = Device.count()
+    if count < 2:
+        return
+    devices = [Device(i) for i in range(count)]
+    nbytes = sizes.all_reduce_bytes
+    elements = nbytes // 4
+    name = f"all_reduce float32 sum, {count} devices (bus bandwidth)"
+    size = f"{nbytes >> 20} MiB"
+    try:
+        comms = Communicator.all_for(devices)
+    except Exception as error:  # e.g. no NCCL / RCCL library on this machine
+        yield Row("collectives", name, size, skipped=f"{type(error).__name__}: {error}")
+        return
+    buffers, streams = [], []
+    try:
+        for d in devices:
+            buffers.append(d.allocate(nbytes))
+            buffers[-1].copy_from(np.ones(elements, np.float32))
+            streams.append(d.create_stream())
+
+        def all_reduce() -> None:
+            with Communicator.group():
+                for comm, buffer, stream in zip(comms, buffers, streams, strict=True):
+                    comm.all_reduce(buffer, buffer, elements, "float32", stream=stream)
+
+        def sync() -> None:
+            for stream in streams:
+                stream.sync()
+
+        timing = per_call(all_reduce, 5, sync)
+        bus = gb_per_s(nbytes, timing.median_us) * 2 * (count - 1) / count
+        yield Row("collectives", name, size, timing.median_us, bus, "GB/s")
+    finally:
+        for resource in (*comms, *streams, *buffers):
+            resource.close()
+
+
 GROUPS: dict[str, Callable[[Any, Sizes], Iterator[Row]]] = {
     "launch": launch,
     "copy": copies,
     "op": ops,
     "load": loading,
+    "collectives": collectives,
 }
 
 
@@ -175,4 +222,14 @@ def run_bench(device: Any, *, quick: bool = False, groups: tuple[str, ...] = ())
             for row in measure(device, sizes)]  # fmt: skip
 
 
-__all__ = ["GROUPS", "Row", "Sizes", "copies", "launch", "loading", "ops", "run_bench"]
+__all__ = [
+    "GROUPS",
+    "Row",
+    "Sizes",
+    "collectives",
+    "copies",
+    "launch",
+    "loading",
+    "ops",
+    "run_bench",
+]

@@ -9,11 +9,12 @@ from typing import Any
 from hip_backend.cli._common import output, select_device, table
 
 NAME = "bench"
-HELP = "measure launch latency, copies, ops and loading"
+HELP = "measure launch latency, copies, ops, loading and collectives"
 DESCRIPTION = (
     "Measure, on device 0 of the current platform: empty-kernel launch latency, host<->device "
     "and device-to-device copies, HipBackend ops (effective GB/s, matmul TFLOP/s) and "
-    "ModelRuntime checkpoint loading. Host wall time of back-to-back calls plus one "
+    "ModelRuntime checkpoint loading; with two or more devices, an f32 all-reduce across all "
+    "of them (bus bandwidth GB/s). Host wall time of back-to-back calls plus one "
     "synchronize, median of repeats. Sizes are modest (seconds on the cpu platform); the "
     "repository's bench/ scripts measure at full size beside anchors."
 )

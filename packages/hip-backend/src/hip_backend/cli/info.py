@@ -9,10 +9,11 @@ from typing import Any
 from hip_backend.cli._common import human_bytes, output, select_platform, table
 
 NAME = "info"
-HELP = "platform, libraries and devices"
+HELP = "platform, libraries, devices and peer links"
 DESCRIPTION = (
-    "Show the selected HIP platform, the libraries it loaded (paths and versions) and the "
-    "properties of every device it sees. A platform without devices is reported, not an error."
+    "Show the selected HIP platform, the libraries it loaded (paths and versions), the "
+    "properties of every device it sees and, with two or more, which devices can access each "
+    "other's memory (peer access). A platform without devices is reported, not an error."
 )
 
 
@@ -51,7 +52,20 @@ def render(report: dict[str, Any]) -> str:
     lines += ["", f"devices: {count}{why}"]
     for device in report["devices"]:
         lines.append(_device(device))
+    if report["peer_links"]:
+        lines += ["", _peer_links(report["peer_links"], count)]
     return "\n".join(lines)
+
+
+def _peer_links(links: list[dict[str, Any]], count: int) -> str:
+    """A matrix: row a, column b says whether kernels on device a can access device b's
+    memory once `enable_peer_access` is called (the link's kind is not known here)."""
+    answer = {True: "yes", False: "no", None: "?"}
+    cells = {(link["device"], link["peer"]): answer[link["can_access"]] for link in links}
+    rows = [[f"[{a}]"] + [cells.get((a, b), "-") for b in range(count)] for a in range(count)]
+    note = "peer access (row: the device whose kernels read and write; column: the peer):"
+    failures = [f"  [{x['device']}] -> [{x['peer']}]: {x['error']}" for x in links if "error" in x]
+    return "\n".join([note, table(["", *(f"[{b}]" for b in range(count))], rows), *failures])
 
 
 def _path(lib: dict[str, Any]) -> str:
