@@ -4,6 +4,9 @@
 #pragma once
 
 #define HIPK_DECODE_MERGE_LOADS 8  // chunks whose partials one thread loads at once
+#ifndef HIPK_DECODE_MERGE_TOGETHER  // 0: the fused merge takes a row group's rows one by one
+#define HIPK_DECODE_MERGE_TOGETHER 1  // (bench sweeps compile both)
+#endif
 
 namespace hipk {
 namespace decode {
@@ -19,46 +22,81 @@ struct Max {
     }
 };
 
-// One row's n chunks merged into o: weights w_c = exp2(m_c - max) in shared memory, then the
-// block's threads split as (chunk slice, 4-column vector) sum w_c * part_c over their chunks.
-// Ends with a barrier (a block may merge several rows in turn).
+// `count` rows (rows[r] -> o[r], r < count <= HIPK_DECODE_ROWS), each of n chunks, merged at
+// once: every load of the merge (the chunks' statistics, then their partial sums) is issued
+// for all the rows together, so the merge costs two rounds of load latency however many rows
+// it has (row after row, the last block's merge of a row group was 4 x that, on the critical
+// path of the whole launch: H100, B1 Hq32/Hkv8 KV32768 D128). count * n <= HIPK_DECODE_MAX_CHUNKS
+// (the caller passes one row at a time otherwise). Steps: the rows' maxima and the weights
+// w_c = exp2(m_c - max) in shared memory; then the block's threads split as (chunk slice, row,
+// 4-column vector) and sum w_c * part_c over their chunks. Ends with a barrier (a block may
+// merge several groups of rows in turn).
 template <typename T>
-HIPK_DEVICE void combine_row(const float* part, const float* stats, long long row, int n, int d,
-                             int chunks, T* o) {
-    __shared__ float weight[HIPK_DECODE_MAX_CHUNKS];
+HIPK_DEVICE void combine_rows(const float* part, const float* stats, const long long* rows,
+                              T* const* o, int count, int n, int d, int chunks) {
+    enum { R = HIPK_DECODE_ROWS };
+    __shared__ float weight[HIPK_DECODE_MAX_CHUNKS], sum_of[HIPK_DECODE_MAX_CHUNKS];
     __shared__ float sums[HIPK_DECODE_COMBINE * 4];
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const int tid = (int)threadIdx.x, threads = (int)blockDim.x;
     const int dp = (d + 3) & ~3;
-    stats += row * chunks * 2;
-    part += row * chunks * dp;
     BlockReducer reducer = {scratch, 0, tid, threads, 0};
-    float top = neg_inf();
-    for (int c = tid; c < n; c += threads) top = fmaxf(top, stats[2 * c]);
-    Floats<1> found = {{top}};
-    const float base = finite_or_zero(reducer.reduce(found, Max()).v[0]);
-    float total = 0.0f;
-    for (int c = tid; c < n; c += threads) {
-        weight[c] = exp2f(stats[2 * c] - base);
-        total += weight[c] * stats[2 * c + 1];
+    float top[R], total[R];
+    HIPK_UNROLL
+    for (int r = 0; r < R; ++r) {
+        top[r] = neg_inf();
+        total[r] = 0.0f;
     }
-    total = reducer.sum(total);  // its barrier also publishes weight[]
-    // (slice, vector) jobs: one per thread, or (blocks narrower than a row's vectors: the
-    // fused combine on the cpu platform) one slice with several vectors per thread.
-    const int vectors = dp / 4, slices = threads >= vectors ? threads / vectors : 1;
-    for (int job = tid; job < slices * vectors; job += threads) {
-        const int vector = job % vectors, slice = job / vectors;
+    for (int j = tid; j < count * n; j += threads) {  // j = r * n + c
+        const int r = j / n, c = j - r * n;
+        const float* at = stats + (rows[r] * chunks + c) * 2;
+        weight[j] = at[0];
+        sum_of[j] = at[1];
+        HIPK_UNROLL
+        for (int q = 0; q < R; ++q)
+            if (q == r) top[q] = fmaxf(top[q], at[0]);
+    }
+    HIPK_UNROLL
+    for (int r = 0; r < R; ++r) {
+        if (r >= count) break;  // (block-uniform)
+        Floats<1> found = {{top[r]}};
+        top[r] = finite_or_zero(reducer.reduce(found, Max()).v[0]);  // the row's base
+    }
+    for (int j = tid; j < count * n; j += threads) {
+        const int r = j / n;
+        float base = 0.0f;
+        HIPK_UNROLL
+        for (int q = 0; q < R; ++q)
+            if (q == r) base = top[q];
+        const float w = exp2f(weight[j] - base);
+        weight[j] = w;
+        HIPK_UNROLL
+        for (int q = 0; q < R; ++q)
+            if (q == r) total[q] += w * sum_of[j];
+    }
+    HIPK_UNROLL
+    for (int r = 0; r < R; ++r) {
+        if (r >= count) break;
+        total[r] = reducer.sum(total[r]);  // the barriers also publish weight[]
+    }
+    // (slice, row, vector) jobs: one per thread, or (blocks narrower than the rows' vectors:
+    // the fused combine on the cpu platform) one slice with several jobs per thread.
+    const int vectors = dp / 4, jobs = count * vectors;
+    const int slices = threads >= jobs ? threads / jobs : 1;
+    for (int job = tid; job < slices * jobs; job += threads) {
+        const int vector = job % vectors, r = job / vectors % count, slice = job / jobs;
+        const float* p = part + rows[r] * chunks * dp + vector * 4;
+        const float* w_of = weight + r * n;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        // HIPK_DECODE_MERGE_LOADS chunks per pass, their loads issued together (one latency
-        // for all: the fused merge runs its rows one after another in one block, at the end).
+        // HIPK_DECODE_MERGE_LOADS chunks per pass, their loads issued together.
         enum { N = HIPK_DECODE_MERGE_LOADS };
         for (int c0 = slice; c0 < n; c0 += N * slices) {
             float x[N][4], w[N];
             HIPK_UNROLL
             for (int j = 0; j < N; ++j) {  // past n: chunk c0 again (written), weighted 0
                 const int c = c0 + j * slices < n ? c0 + j * slices : c0;
-                w[j] = c0 + j * slices < n ? weight[c] : 0.0f;
-                load_floats<float, 4>(part + (long long)c * dp + vector * 4, x[j]);
+                w[j] = c0 + j * slices < n ? w_of[c] : 0.0f;
+                load_floats<float, 4>(p + (long long)c * dp, x[j]);
             }
             HIPK_UNROLL
             for (int j = 0; j < N; ++j) {
@@ -67,14 +105,18 @@ HIPK_DEVICE void combine_row(const float* part, const float* stats, long long ro
             }
         }
         HIPK_UNROLL
-        for (int e = 0; e < 4; ++e) sums[slice * dp + vector * 4 + e] = acc[e];
+        for (int e = 0; e < 4; ++e) sums[(slice * count + r) * dp + vector * 4 + e] = acc[e];
     }
     __syncthreads();
-    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
-    for (int t = tid; t < d; t += threads) {
+    for (int t = tid; t < count * d; t += threads) {
+        const int r = t / d, col = t - r * d;
+        float inverse = 0.0f;
+        HIPK_UNROLL
+        for (int q = 0; q < R; ++q)
+            if (q == r) inverse = total[q] > 0.0f ? 1.0f / total[q] : 0.0f;
         float sum = 0.0f;
-        for (int s = 0; s < slices; ++s) sum += sums[s * dp + t];
-        o[t] = from_float<T>(sum * inverse);
+        for (int s = 0; s < slices; ++s) sum += sums[(s * count + r) * dp + col];
+        o[r][col] = from_float<T>(sum * inverse);
     }
     __syncthreads();
 }
@@ -92,7 +134,8 @@ HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengt
     const long long row = blockIdx.x;
     const int i = (int)(row % sq), h = (int)(row / sq % heads), b = (int)(row / sq / heads);
     const int n = chunks_written(clamped_length(lengths, b, smax), chunk, chunks);
-    combine_row<T>(part, stats, row, n, d, chunks, out + b * ob + h * oh + i * os);
+    T* const o = out + b * ob + h * oh + i * os;
+    combine_rows<T>(part, stats, &row, &o, 1, n, d, chunks);
 }
 
 // The combine fused (counters given, one per row group, kv head and batch): the last of the
@@ -118,13 +161,21 @@ HIPK_DEVICE void merge_if_last(const float* part, const float* stats, T* out,
     __syncthreads();
     if (!last) return;
     __threadfence();
+    long long rows[HIPK_DECODE_ROWS];
+    T* outs[HIPK_DECODE_ROWS];
+    int count = 0;
     for (int r = 0; r < HIPK_DECODE_ROWS; ++r) {
         const int rho = rg * HIPK_DECODE_ROWS + r, g = rho / a.sq, i = rho - g * a.sq;
         const int h = hk * per_kv + g;
-        if (rho >= group_rows) break;  // the whole block
-        const long long row = ((long long)b * a.heads + h) * a.sq + i;
-        combine_row<T>(part, stats, row, n, a.d, a.chunks, out + b * a.ob + h * a.oh + i * a.os);
+        if (rho >= group_rows) break;  // rows in order: the rest are absent too
+        rows[count] = ((long long)b * a.heads + h) * a.sq + i;
+        outs[count++] = out + b * a.ob + h * a.oh + i * a.os;
     }
+    // All the rows at once where their chunks' weights fit the shared array, else one by one.
+    const int together = HIPK_DECODE_MERGE_TOGETHER && count * n <= HIPK_DECODE_MAX_CHUNKS;
+    const int step = together ? count : 1;
+    for (int r = 0; r < count; r += step)
+        combine_rows<T>(part, stats, rows + r, outs + r, step, n, a.d, a.chunks);
 }
 
 }  // namespace decode

@@ -43,7 +43,13 @@
 #if HIPK_GPU
 #define HIPK_REDUCE_SLOTS 256
 #ifndef HIPK_REDUCE_LOADS    // (bench_opset.py --sweep compiles other values)
-#define HIPK_REDUCE_LOADS 4  // loads in flight per thread in the main loops (arg: half)
+#define HIPK_REDUCE_LOADS 4  // loads in flight per thread in the rows loop (arg: half)
+#endif
+#ifndef HIPK_REDUCE_COLS_LOADS  // the same in the cols loop, whose threads are 8 rows of 32
+#define HIPK_REDUCE_COLS_LOADS 4  // lanes: fewer, as many blocks resident
+#endif
+#ifndef HIPK_REDUCE_FINISH_VEC  // 1: the last block reads a split's partials in the first
+#define HIPK_REDUCE_FINISH_VEC 1  // pass's vectors and rows of threads (0: one column a thread)
 #endif
 #ifndef HIPK_REDUCE_FINISH  // loads in flight per thread walking the partials of a split (or
 #define HIPK_REDUCE_FINISH 16  // scalar columns): the last block's walk is all latency (H200:
@@ -54,6 +60,8 @@
 #else
 #define HIPK_REDUCE_SLOTS 1024  // one slot per thread: no shuffles on the CPU platform
 #define HIPK_REDUCE_LOADS 1     // (the unrolled loops only slow the host compiler down)
+#define HIPK_REDUCE_COLS_LOADS 1
+#define HIPK_REDUCE_FINISH_VEC 1
 #define HIPK_UNROLL4
 // At -O3 g++ took 6 s over reduce.hip and 10 s over reduce_arg.hip, at -O1 2.5 and 3 s (the
 // tests use small shapes on the CPU platform).
@@ -152,7 +160,8 @@ template <typename In, typename Acc, typename Out> struct SumOp {
     typedef In in_type;
     typedef Acc acc_type;
     enum { loads = Unrolled<In>::value ? HIPK_REDUCE_LOADS : 1, wide_cols = 1,
-           spread = Unrolled<In>::value };
+           spread = Unrolled<In>::value,
+           cols_loads = Unrolled<In>::value ? HIPK_REDUCE_COLS_LOADS : 1 };
     Out* y;
     Acc* part;
     long long count;  // mean: divide by it at the end
@@ -183,7 +192,7 @@ template <typename T> struct ExtremeOp {
     typedef Best<typename Compute<T>::type> acc_type;
     // branchy, and 3 registers an accumulator: fewer loads in flight, one accumulator per row
     enum { loads = Unrolled<T>::value ? (HIPK_REDUCE_LOADS + 1) / 2 : 1, wide_cols = 0,
-           spread = 0 };
+           spread = 0, cols_loads = Unrolled<T>::value ? (HIPK_REDUCE_COLS_LOADS + 1) / 2 : 1 };
     typedef typename Compute<T>::type V;
     T* y;                 // the values (results or partials), or null
     long long* y_index;   // the indices (results or partials), or null
@@ -265,7 +274,8 @@ template <typename T> struct MaxOp {
     typedef typename Compute<T>::type acc_type;
     typedef Extreme<acc_type> E;
     enum { loads = Unrolled<T>::value ? HIPK_REDUCE_LOADS : 1, wide_cols = 1,
-           spread = Unrolled<T>::value };
+           spread = Unrolled<T>::value,
+           cols_loads = Unrolled<T>::value ? HIPK_REDUCE_COLS_LOADS : 1 };
     T* y;  // results, or partials (part_at) when `partial`
     int lowest;
     int partial;
@@ -349,7 +359,7 @@ HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout&
         const long long base = o * l.so + i0 * l.si;
         if (N > 1) {  // si = 1; i0, so, sr multiples of N
             long long r = r0 + down;
-            const int U = Op::loads;
+            const int U = Op::cols_loads;
             for (; r + (U - 1) * height < r1; r += U * height) {  // U loads in flight
                 Vec<In, N> p[U];
                 HIPK_UNROLL
@@ -431,7 +441,9 @@ HIPK_DEVICE void reduce_split(const Op& op, const Op2& op2, const typename Op::i
                               const Layout& l, int by_cols, int vec) {
     typedef typename Op::acc_type Acc;
     typedef typename Op2::acc_type Acc2;
-    enum { B1 = Widths<Op>::SLOTS * sizeof(Acc), B2 = HIPK_REDUCE_SLOTS * sizeof(Acc2) };
+    enum { B1 = Widths<Op>::SLOTS * sizeof(Acc),
+           B2 = (HIPK_REDUCE_SLOTS > 256 * Widths<Op>::NC ? HIPK_REDUCE_SLOTS
+                                                          : 256 * Widths<Op>::NC) * sizeof(Acc2) };
     __shared__ long long words[((B1 > B2 ? B1 : B2) + 7) / 8];  // both passes' slots, in turn
     __shared__ int last;
     reduce_block(op, x, l, by_cols, vec, reinterpret_cast<Acc*>(words), blockIdx.x, blockIdx.y);
@@ -443,13 +455,22 @@ HIPK_DEVICE void reduce_split(const Op& op, const Op2& op2, const typename Op::i
     if (!last) return;
     __threadfence();
     // The partials as the input of one more pass over this block's outputs: [O, S, I] with S
-    // as the reduced axis, one element per thread per row, the same tiling (rows: the block's
-    // outputs; cols: its lanes * NC columns, as lanes).
-    const int lanes = by_cols && vec ? l.lanes * Widths<Op>::NC : l.lanes;
-    const Layout p = {l.O, l.S, l.I, l.S * l.I, by_cols ? l.I : 1, by_cols ? 1 : 0, 1, l.S, lanes};
+    // as the reduced axis, the same tiling. Cols with vectors read them in the first pass's
+    // vectors with its rows of threads, each thread walking S / rows partials (H100, 8192^2
+    // first axis: one column a thread walking all S, with few loads in flight, cost ~0.3 us a
+    // split on the launch's critical path); scalar cols one element per thread per row; rows
+    // one output per group of lanes.
     Acc2* slots = reinterpret_cast<Acc2*>(words);
-    if (by_cols) cols<1>(op2, part, p, slots, blockIdx.x, 0);
-    else rows<1>(op2, part, p, slots, blockIdx.x, 0);
+    if (by_cols && vec && HIPK_REDUCE_FINISH_VEC) {
+        const Layout p = {l.O, l.S, l.I, l.S * l.I, l.I, 1, 1, l.S, l.lanes};
+        cols<Widths<Op>::NC>(op2, part, p, slots, blockIdx.x, 0);
+    } else {
+        const int lanes = by_cols && vec ? l.lanes * Widths<Op>::NC : l.lanes;
+        const Layout p = {l.O, l.S, l.I, l.S * l.I, by_cols ? l.I : 1, by_cols ? 1 : 0, 1, l.S,
+                          lanes};
+        if (by_cols) cols<1>(op2, part, p, slots, blockIdx.x, 0);
+        else rows<1>(op2, part, p, slots, blockIdx.x, 0);
+    }
     if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }
 

@@ -196,19 +196,25 @@ class AttentionDecodeOps(OpsBase):
         return counters if blocks <= _COUNTERS else None
 
 
-def _decode_split(smax: int, blocks_per_chunk: int, multiprocessors: int) -> tuple[int, int]:
+def _decode_split(
+    smax: int, blocks_per_chunk: int, multiprocessors: int, *, per_sm: float | None = None,
+    unsplit_above: float | None = None,
+) -> tuple[int, int]:  # fmt: skip
     """(keys per chunk, chunks) of a cache of `smax` positions, chosen from the shapes alone
     (the lengths stay on the device). Blocks past a sequence's length return at once.
+    `per_sm` and `unsplit_above` default to _BLOCKS_PER_MULTIPROCESSOR and _UNSPLIT_ABOVE.
 
     When `blocks_per_chunk` (batch · kv heads · row groups) exceeds the multiprocessors
-    (_UNSPLIT_ABOVE per multiprocessor), one chunk: the grid fills the device already, and a
+    (`unsplit_above` per multiprocessor), one chunk: the grid fills the device already, and a
     split only adds partials and their merge
     (H200, tensor-core block, bf16 B32 Hq32/Hkv8 KV4096 D128: 4195 GB/s unsplit against 3610
-    in 2 chunks, 3421 in 5). Otherwise chunks for about _BLOCKS_PER_MULTIPROCESSOR blocks per
-    multiprocessor in all (B1 Hq32/Hkv8 KV32768 D128: 2117 GB/s at 4, 1969 at 2, 1871 at 8)."""
-    if blocks_per_chunk > multiprocessors * _UNSPLIT_ABOVE:
+    in 2 chunks, 3421 in 5). Otherwise chunks for about `per_sm` blocks per multiprocessor in
+    all (B1 Hq32/Hkv8 KV32768 D128: see _BLOCKS_PER_MULTIPROCESSOR)."""
+    per_sm = _BLOCKS_PER_MULTIPROCESSOR if per_sm is None else per_sm
+    unsplit_above = _UNSPLIT_ABOVE if unsplit_above is None else unsplit_above
+    if blocks_per_chunk > multiprocessors * unsplit_above:
         return max(1, smax), 1
-    wanted = max(1, _ceil(multiprocessors * _BLOCKS_PER_MULTIPROCESSOR, blocks_per_chunk))
+    wanted = max(1, _ceil(int(multiprocessors * per_sm), blocks_per_chunk))
     chunk = max(_MIN_CHUNK, _ceil(_ceil(smax, wanted), _CHUNK_STEP) * _CHUNK_STEP)
     chunk = max(chunk, _ceil(smax, _MAX_CHUNKS))
     return chunk, max(1, _ceil(smax, chunk))

@@ -24,6 +24,7 @@ ValueError before anything is queued. Everything is queued on the backend's stre
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,9 @@ _PER_THREAD = 8  # vectors a row thread reads at least before another one is add
 _INT64 = np.dtype(np.int64)
 _SHORT = 32  # rows of at most this many strided elements: one thread per output
 _ROWS_PER_THREAD = 16  # rows a cols thread walks at least before another split is added
+#: Waves of resident blocks a split fills (H100, 8192^2 over the first axis, the last block
+#: finishing in the same launch, % of copy: f32 sum ... ).
+_SPLIT_WAVES = 1.0
 Geometry = tuple[int, int, int, int, int, int]  # blocks, splits, chunk, lanes, vec, by_cols
 # op -> (source, entry point prefix): the first pass's kernel, whose occupancy sizes the split
 _KERNELS = {
@@ -64,6 +68,54 @@ def _sum_acc(dtype: np.dtype[Any]) -> np.dtype[Any]:
 
 def _is_float(dtype: np.dtype[Any]) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def reduce_geometry(
+    m: Merged, itemsize: int, *, aligned: bool, wide: bool,
+    wave: Callable[[int], int] | None, waves: float | None = None,
+) -> tuple[Merged, Geometry]:  # fmt: skip
+    """The view and (blocks, splits, chunk, lanes, vec, by_cols) of a reduction pass over `m`
+    (elements of `itemsize` bytes; `aligned`: the input starts 16-byte aligned; `wide`: the
+    kernel takes 16-byte cols loads of 16-bit types). Rows (I = 1) that take 16-byte loads get
+    `lanes` threads each; others go to the cols layout, as I = 1 with one block per output, or
+    with the outputs as i when rows are short. `wave(block)`: blocks of `block` threads the
+    device runs at once (the kernel's occupancy times the multiprocessors; None: never split).
+    When the blocks leave the device short of a wave, the reduced axis is split so that the
+    blocks make `waves` waves (`_SPLIT_WAVES` by default: more would leave a partly filled last
+    wave and more partials to merge) while each thread still walks a few rows or vectors."""
+    n = max(min(16 // itemsize, 8), 1)
+    if m.I == 1 and aligned and m.sr == 1 and m.so % n == 0 and m.R % n == 0:
+        lanes = min(pow2(-(-m.R // n // _PER_THREAD)), _BLOCK)
+        per_block = _BLOCK // lanes if lanes < 64 else 1
+        blocks, width, vec, by_cols = -(-m.O // per_block), n, 1, 0
+        most = -(-m.R // n) // (lanes * 4)  # splits that leave each thread 4 vectors
+    else:
+        if m.I == 1 and m.R <= _SHORT:
+            m = Merged(1, m.R, m.O, 0, m.sr, m.so)
+        n = min(n, 8 if wide and itemsize == 2 else 4)  # as reduce.h's NC
+        vec = int(aligned and m.I % n == 0 and m.si == 1 and m.so % n == 0 and m.sr % n == 0)
+        width = n if vec else 1
+        lanes = min(pow2(-(-m.I // width)), 32)
+        blocks, by_cols = m.O * -(-m.I // (lanes * width)), 1
+        most = m.R // (_BLOCK // lanes * _ROWS_PER_THREAD)
+    splits = 1
+    if wave is not None and most > 1:
+        resident = wave(lanes if not by_cols and lanes >= 64 else _BLOCK)
+        splits = split_count(blocks, resident, most, _SPLIT_WAVES if waves is None else waves)
+    chunk = -(-m.R // splits)
+    if not by_cols:  # rows split at whole vectors
+        chunk = -(-chunk // width) * width
+    splits = max(-(-m.R // chunk), 1) if m.R else 1
+    return m, (blocks, splits, chunk, lanes, vec, by_cols)
+
+
+def split_count(blocks: int, wave: int, most: int, waves: float) -> int:
+    """Blocks sharing each output so that `blocks` of them make about `waves` waves of `wave`
+    resident blocks (at most `most`, at most the grid's 65535 rows); 1 when the blocks fill
+    half a wave already."""
+    if blocks * 2 > wave:
+        return 1
+    return max(min(int(wave * waves) // blocks, most, 65535), 1)
 
 
 class ReductionOps(OpsBase):
@@ -229,40 +281,11 @@ class ReductionOps(OpsBase):
         self, kernel: Any, x: DeviceTensor, m: Merged, *, scalar: bool = False,
         wide: bool = False,
     ) -> tuple[Merged, Geometry]:  # fmt: skip
-        """The view and (blocks, splits, chunk, lanes, vec, by_cols) of a pass of `kernel` over
-        `m`. Rows (I = 1) that take 16-byte loads get `lanes` threads each; others go to the
-        cols layout, as I = 1 with one block per output, or with the outputs as i when rows
-        are short. When the blocks leave the device short of one full wave (the kernel's
-        occupancy times the multiprocessors), the reduced axis is split so that the blocks
-        make one wave (not more: a second, partly filled wave would cost a whole block's time)
-        while each thread still walks a few rows or vectors."""
-        n = max(min(16 // x.dtype.itemsize, 8), 1)
+        """`reduce_geometry` of a pass of `kernel` over x's view `m` on this device (no split
+        when `kernel` is None: a second pass)."""
+        wave = None if kernel is None else lambda block: self._reduce_wave(kernel, block)
         aligned = x.ptr % 16 == 0 and not scalar
-        if m.I == 1 and aligned and m.sr == 1 and m.so % n == 0 and m.R % n == 0:
-            lanes = min(pow2(-(-m.R // n // _PER_THREAD)), _BLOCK)
-            per_block = _BLOCK // lanes if lanes < 64 else 1
-            blocks, width, vec, by_cols = -(-m.O // per_block), n, 1, 0
-            most = -(-m.R // n) // (lanes * 4)  # splits that leave each thread 4 vectors
-        else:
-            if m.I == 1 and m.R <= _SHORT:
-                m = Merged(1, m.R, m.O, 0, m.sr, m.so)
-            n = min(n, 8 if wide and x.dtype.itemsize == 2 else 4)  # as reduce.h's NC
-            vec = int(aligned and m.I % n == 0 and m.si == 1 and m.so % n == 0
-                      and m.sr % n == 0)  # fmt: skip
-            width = n if vec else 1
-            lanes = min(pow2(-(-m.I // width)), 32)
-            blocks, by_cols = m.O * -(-m.I // (lanes * width)), 1
-            most = m.R // (_BLOCK // lanes * _ROWS_PER_THREAD)
-        splits = 1
-        if kernel is not None and most > 1:
-            wave = self._reduce_wave(kernel, lanes if not by_cols and lanes >= 64 else _BLOCK)
-            if blocks * 2 <= wave:
-                splits = min(wave // blocks, most, 65535)
-        chunk = -(-m.R // splits)
-        if not by_cols:  # rows split at whole vectors
-            chunk = -(-chunk // width) * width
-        splits = max(-(-m.R // chunk), 1) if m.R else 1
-        return m, (blocks, splits, chunk, lanes, vec, by_cols)
+        return reduce_geometry(m, x.dtype.itemsize, aligned=aligned, wide=wide, wave=wave)
 
     def _reduce_counters(self, blocks: int, dtype: np.dtype[Any]) -> DeviceTensor | None:
         """The counters of a split finished by its last block (reduce.h's reduce_split): zeroed
@@ -325,4 +348,4 @@ class ReductionOps(OpsBase):
                      extra, source=source)  # fmt: skip
 
 
-__all__ = ["ReductionOps"]
+__all__ = ["ReductionOps", "reduce_geometry", "split_count"]
