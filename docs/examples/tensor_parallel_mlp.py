@@ -52,10 +52,10 @@ def tensor_parallel_mlp(runtime: ModelRuntime, comms: list, x: np.ndarray) -> np
     """The MLP of `x` ([tokens, HIDDEN] f32) with the weights sharded over runtime.devices:
     each device computes its partial output on its backend's stream, one all-reduce (queued
     on the same streams, issued together as a group) sums them in place on every device."""
-    partials = [
-        mlp(backend, shard, backend.from_numpy(x))  # activations replicated, weights split
-        for backend, shard in zip(runtime.backends, runtime.shards, strict=True)
-    ]
+    partials = []
+    for backend, shard in zip(runtime.backends, runtime.shards, strict=True):
+        with backend.device:  # launches and BLAS calls go to the current device, as in CUDA
+            partials.append(mlp(backend, shard, backend.from_numpy(x)))  # x replicated
     with Communicator.group():  # one thread drives every rank: their calls go in together
         for comm, backend, partial in zip(comms, runtime.backends, partials, strict=True):
             region = partial.region()

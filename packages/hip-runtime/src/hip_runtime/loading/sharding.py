@@ -249,8 +249,13 @@ class ShardedPlacement:
         yield from planner.flush()
 
     def finish(self, streams: Sequence[Stream]) -> list[dict[str, DeviceTensor]]:
-        """Each device's tensors (carrying its stream of `streams`), after dequantizing."""
-        return [p.finish(s) for p, s in zip(self.placements, streams, strict=True)]
+        """Each device's tensors (carrying its stream of `streams`), after dequantizing (on
+        that device, current while its kernels launch)."""
+        shards = []
+        for placement, stream in zip(self.placements, streams, strict=True):
+            with placement.device:
+                shards.append(placement.finish(stream))
+        return shards
 
     def release(self) -> None:
         """Free everything allocated on every device (after the copies into it finished)."""
