@@ -70,6 +70,36 @@ def rank_main(
     _report(results, platform, work)
 
 
+def wait_for_a_silent_peer(
+    platform: str, id_file: str, rank: int, done: Any, results: Any
+) -> None:  # fmt: skip
+    """Rank 0 queues an all-reduce that rank 1 never calls and waits for it with a timeout
+    of 2 s; rank 1 joins, then stays alive and silent until rank 0 is done (`done`)."""
+
+    def work() -> object:
+        device = device_for(platform, rank)
+        with device:
+            comm = Communicator(device, rendezvous_file(id_file, rank, timeout=60), rank, 2)
+            if rank == 1:
+                done.wait(RANK_SECONDS)
+                comm.abort()
+                return "silent"
+            buffer = device.allocate(64)
+            stream = device.create_stream()
+            comm.all_reduce(buffer, buffer, 16, "float32", stream=stream)
+            start = time.monotonic()
+            try:
+                comm.wait(stream, timeout=2)
+            except TimeoutError:
+                return ("timed out", round(time.monotonic() - start), comm.closed)
+            finally:
+                done.set()
+            return "no timeout"
+
+    watchdog(RANK_SECONDS)
+    _report(results, platform, work)
+
+
 #: How long a rank may take before it prints every thread's stack and exits (NCCL has no
 #: timeout of its own: a rank waiting on a peer that never comes would wait forever).
 RANK_SECONDS = float(os.environ.get("HIP_CORE_TEST_RANK_SECONDS", "200"))

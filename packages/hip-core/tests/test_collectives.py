@@ -152,10 +152,54 @@ def test_collectives_are_ordered_on_their_stream(comms: list[Communicator]) -> N
         for comm, buffer, stream in zip(comms, made, streams, strict=True):
             buffer.fill(1, stream=stream)  # before the collective on the same stream
             comm.all_reduce(buffer, buffer, 256, "uint8", stream=stream)
+    # A second group: NCCL may run the calls of one group concurrently (the H100s ran a
+    # sum and a max of one buffer in one group that way), so a call that reads what another
+    # writes goes in a later group, ordered by the stream.
+    with Communicator.group():
+        for comm, buffer, stream in zip(comms, made, streams, strict=True):
             comm.all_reduce(buffer, buffer, 256, "uint8", op="max", stream=stream)
     for comm, buffer, stream in zip(comms, made, streams, strict=True):
         stream.sync()
         np.testing.assert_array_equal(read(comm.device, buffer, 256, "uint8"), ranks)
+
+
+def test_wait_returns_once_the_stream_is_past_the_collective(comms: list[Communicator]) -> None:
+    ranks = len(comms)
+    streams = [c.device.create_stream() for c in comms]
+    data = [np.full(1 << 16, r + 1, np.float32) for r in range(ranks)]
+    made = [buffers(c.device, data[c.rank], 1 << 16)[0] for c in comms]
+    with Communicator.group():
+        for comm, buffer, stream in zip(comms, made, streams, strict=True):
+            comm.all_reduce(buffer, buffer, 1 << 16, "float32", stream=stream)
+    for comm, buffer, stream in zip(comms, made, streams, strict=True):
+        comm.wait(stream, timeout=60)
+        assert stream.done and not comm.closed
+        with comm.device:
+            got = np.empty(1 << 16, np.float32)
+            buffer.copy_to(got, stream=stream)  # ordered after the all-reduce on `stream`
+            stream.sync()
+        np.testing.assert_array_equal(got, sum(range(1, ranks + 1)))
+    first = comms[0]
+    with pytest.raises(ValueError, match="timeout must be"):
+        first.wait(streams[0], timeout=-1)
+    with pytest.raises(ValueError, match="a stream of device 1"):
+        first.wait(streams[1], timeout=1)
+    with pytest.raises(TypeError, match="stream must be"):
+        first.wait(0, timeout=1)  # type: ignore[arg-type]
+
+
+def test_wait_gives_up_on_a_peer_that_never_calls(cpu_comms: list[Communicator]) -> None:
+    first = cpu_comms[0]
+    buffer = first.device.allocate(64)
+    stream = first.device.create_stream()
+    first.all_reduce(buffer, buffer, 16, "float32", stream=stream)  # rank 1 never calls it
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"rank 0 of 2 .* not done after 0.5 s"):
+        first.wait(stream, timeout=0.5)
+    assert 0.5 <= time.monotonic() - start < 5
+    assert first.closed  # aborted: its work ended
+    with pytest.raises(HipLaunchError, match="aborted"):  # (the cpu platform says why)
+        stream.sync()
 
 
 def test_arguments_are_checked_before_the_device(comms: list[Communicator]) -> None:

@@ -82,6 +82,31 @@ def test_two_processes_run_every_collective(
     assert [rank.exitcode for rank in ranks] == [0, 0]
 
 
+def test_a_wait_gives_up_on_a_silent_peer(
+    platform: str, tmp_path: Path, short_timeout: None
+) -> None:
+    """NCCL waits on a peer forever; `Communicator.wait(timeout=)` does not."""
+    if platform != "cpu" and Device.count() < 2:
+        pytest.skip(f"one GPU per rank: the {platform} platform has {Device.count()}")
+    id_file, done, results = str(tmp_path / "unique.id"), SPAWN.Event(), SPAWN.Queue()
+    ranks = [
+        SPAWN.Process(target=children.wait_for_a_silent_peer,
+                      args=(platform, id_file, r, done, results))
+        for r in range(2)
+    ]  # fmt: skip
+    for rank in ranks:
+        rank.start()
+    try:
+        answers = children.gather(results, ranks, timeout=children.RANK_SECONDS + 30)
+    finally:
+        for rank in ranks:
+            rank.join(30)
+            if rank.is_alive():
+                rank.kill()
+                rank.join()
+    assert sorted(answers, key=str) == [("ok", "silent"), ("ok", ("timed out", 2, True))]
+
+
 def test_unique_ids_pickle_and_are_checked(platform: str) -> None:
     unique_id = UniqueId.new()
     assert pickle.loads(pickle.dumps(unique_id)) == unique_id

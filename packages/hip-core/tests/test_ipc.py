@@ -139,11 +139,31 @@ def test_handles_are_checked_before_reaching_the_device(device: Device, platform
         buffer.ipc_handle()
 
 
+def test_a_child_writes_into_a_caching_pool_buffer(
+    device: Device, platform: str, children: ModuleType
+) -> None:
+    with MemoryPool(device, backend="caching") as pool:
+        first = pool.allocate(4096, stream=None)  # (a block that a second one follows)
+        buffer = pool.allocate(1 << 16, stream=None)
+        buffer.fill(1)
+        handle = buffer.view(512, 4096).ipc_handle()  # a view of a pool block
+        assert (handle.offset, handle.size) == (512, 4096)
+        payload = np.arange(256, dtype=np.int32).tobytes()
+        answer = run(children.write_then_read, platform, handle, payload)
+        assert answer == ("ok", payload + b"\x01" * (4096 - len(payload))), answer
+        out = bytearray(1 << 16)
+        buffer.copy_to(out)  # the child wrote into the pool's block
+        assert out == b"\x01" * 512 + payload + b"\x01" * ((1 << 16) - 512 - len(payload))
+        buffer.close()
+        first.close()
+
+
 def test_only_plain_buffers_and_interprocess_events_export(device: Device) -> None:
     with MemoryPool(device) as pool:
         pooled = pool.allocate(4096, stream=None)
-        with pytest.raises(ValueError, match=r"Device\.allocate"):
-            pooled.ipc_handle()
+        if pool.backend == "hip":  # stream-ordered memory: no IPC without shareable pools
+            with pytest.raises(ValueError, match="backend='caching'"):
+                pooled.view(0, 64).ipc_handle()
         pooled.close()
     owned = device.allocate(64)
     wrapped = DeviceBuffer.wrap(owned.ptr, 64, device)

@@ -19,10 +19,13 @@ on the cpu platform (docs/platforms/cpu.md says what it costs).
 Stream semantics (every collective and send / recv): the operation is queued on `stream` (a
 Stream of the communicator's device; None: the device's null stream) and the call returns once
 it is queued. It runs after the work queued before it on that stream and before the work queued
-after; its output is ready once the stream gets past it (`stream.sync()`, an event). Every rank
-must queue the same collectives in the same order, each on some stream of its own; a rank's
-collective waits on the device for its peers. Buffers given with `stream=` are kept referenced
-until that stream's next sync.
+after; its output is ready once the stream gets past it (`stream.sync()`, an event,
+`comm.wait(stream, timeout=)`). The calls of one `group()` are one launch: NCCL may run them
+concurrently, so none may read what another of the same group writes (use a later group).
+Every rank must queue the same collectives in the same order, each on some stream of its own;
+a rank's collective waits on the device for its peers, without end on NCCL and RCCL:
+`comm.wait(stream, timeout=)` is the wait that gives up (and aborts). Buffers given with
+`stream=` are kept referenced until that stream's next sync.
 
 Checks before anything reaches the device: the communicator is open (ClosedError), buffers
 are open DeviceBuffers of the communicator's device (TypeError / ClosedError / ValueError) large
@@ -39,6 +42,7 @@ and `async_error()` is the NcclError).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -262,6 +266,47 @@ class Communicator(Resource):
         self._buffers((buffer, count * size))
         self._call("ncclRecv", stream, (buffer,), buffer, count, code, peer)
 
+    # ---- waiting -------------------------------------------------------------------------
+    def wait(self, stream: Stream | None = None, *, timeout: float) -> None:
+        """Block until the work queued so far on `stream` (None: the device's null stream) is
+        done, at most `timeout` seconds, watching this communicator meanwhile.
+
+        NCCL and RCCL never give up on a peer: a rank whose peers do not call the same
+        collective waits on the device forever, and so would `stream.sync()`. This polls the
+        stream (hipStreamQuery, every 50 µs at first, then up to every 2 ms) and the
+        communicator (ncclCommGetAsyncError): NcclError at once when its work failed (a peer
+        aborted or died where the library can tell); after `timeout` seconds the communicator
+        is aborted (ncclCommAbort: its kernels end, the stream can be used again, this object
+        is closed) and TimeoutError says so. What the stream holds for its work
+        (`keep_until_sync`) is let go as after a sync.
+        """
+        from hip_core.stream import Stream, checked_handle
+
+        self._check_open()
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
+        if stream is not None:
+            checked_handle(stream)  # a Stream, open (TypeError, ClosedError)
+            checked_stream_of(self, stream, "wait")
+        waited = Stream.null(self.device) if stream is None else stream
+        deadline = time.monotonic() + timeout
+        pause = 50e-6
+        while not waited.done:
+            error = self.async_error()
+            if error is not None:
+                raise error
+            if time.monotonic() >= deadline:
+                what = f"rank {self.rank} of {self.size} on device {self.device.ordinal}"
+                self.abort()
+                raise TimeoutError(
+                    f"{what}: the work queued on {waited!r} was not done after {timeout:g} s "
+                    "(a peer that never called the same collective?); the communicator was "
+                    "aborted (ncclCommAbort)"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 2e-3)
+        waited.sync()  # done already: returns at once and lets go of what the stream kept
+
     # ---- state ---------------------------------------------------------------------------
     def async_error(self) -> NcclError | None:
         """The failure of work already queued (ncclCommGetAsyncError), or None."""
@@ -322,11 +367,8 @@ class Communicator(Resource):
         from hip_core.stream import checked_handle
 
         handle = checked_handle(stream)
-        if stream is not None and stream.device.ordinal != self.device.ordinal:
-            raise ValueError(
-                f"{name}: a stream of device {stream.device.ordinal} for the rank on device "
-                f"{self.device.ordinal}"
-            )
+        if stream is not None:
+            checked_stream_of(self, stream, name)
         ffi = self._api.ffi
         pointers = [ffi.NULL if a is None else a._void() if hasattr(a, "_void") else a
                     for a in args]  # fmt: skip
@@ -335,6 +377,15 @@ class Communicator(Resource):
             check_nccl(function(*pointers, self._handle, handle), name, self._handle)
         if stream is not None:
             stream.keep_until_sync(tuple(b for b in keep if b is not None))
+
+
+def checked_stream_of(comm: Communicator, stream: Stream, what: str) -> None:
+    """ValueError unless `stream` is a stream of `comm`'s device."""
+    if stream.device.ordinal != comm.device.ordinal:
+        raise ValueError(
+            f"{what}: a stream of device {stream.device.ordinal} for the rank on device "
+            f"{comm.device.ordinal}"
+        )
 
 
 def _keep_current_device(api: Any) -> None:

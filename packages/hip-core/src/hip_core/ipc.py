@@ -16,11 +16,15 @@ importer uses the memory: on HIP, freeing it first is undefined (the importer ma
 or reused memory, or fault); nothing here can enforce it across processes. The same holds for
 events (HIP: operations on an imported event after its exporter destroyed it are undefined).
 
-What can be exported: buffers from `Device.allocate` (hipMalloc) and views of them; the
-handle names the allocation and the view's range in it. Pool allocations (`MemoryPool`) cannot
-(HIP and CUDA export stream-ordered memory only through a pool's shareable handles, which
-hip-core does not bind): ValueError, saying to use a plain buffer. Events must be created
-with `interprocess=True` (and `timing=False`, which HIP requires with it).
+What can be exported: buffers from `Device.allocate` (hipMalloc), allocations of a
+`MemoryPool(backend="caching")` (each block is its own hipMalloc), and views of either; the
+handle names the allocation and the view's range in it. A pool buffer's memory goes back to
+its pool when the buffer is closed and may then serve another allocation: the importers would
+see that one's bytes (keep the buffer open, as for any export). Allocations of a HIP pool
+(`backend="hip"`, stream-ordered) cannot be exported (HIP and CUDA share those only from a
+pool created with a shareable handle type, which MemoryPool does not create): ValueError,
+saying to use a caching pool or a plain buffer. Events must be created with
+`interprocess=True` (and `timing=False`, which HIP requires with it).
 
 Checks made before any HIP call: the handle's fields (a digest over them: a handle altered in
 transit is a ValueError), the platform (a cpu handle cannot open on nvidia), and the process
@@ -158,16 +162,40 @@ def _close(api: Any, device: Device, pointer: Any) -> None:
         check(api.hipIpcCloseMemHandle(pointer), "hipIpcCloseMemHandle")
 
 
+def _allocation_base(buffer: DeviceBuffer) -> int:
+    """The address hipMalloc returned for the allocation `buffer` lies in: a buffer from
+    Device.allocate, a caching-allocator pool's block, or a view of either; ValueError for
+    anything else (before any HIP call)."""
+    from hip_core.memory import _ITSELF
+    from hip_core.pool import MemoryPool
+
+    base = buffer._malloc_base()
+    if base is not None:
+        return base
+    whole: Any = buffer if buffer._owner is _ITSELF else buffer._owner
+    # A pool's buffer is released through its pool's bound method (MemoryPool._give_back).
+    pool = getattr(getattr(whole, "_releaser", None), "__self__", None)
+    if isinstance(pool, MemoryPool):
+        if pool.backend == "caching":
+            return int(whole.ptr)  # the block's own hipMalloc address
+        raise ValueError(
+            "a buffer of a MemoryPool with the 'hip' backend cannot be exported: HIP and CUDA "
+            "share stream-ordered pool memory only from a pool created with a shareable "
+            "handle type, which MemoryPool does not create; use MemoryPool(device, "
+            "backend='caching') (its blocks are hipMalloc memory) or Device.allocate"
+        )
+    raise ValueError(
+        "only memory from Device.allocate (hipMalloc) or a caching MemoryPool can be "
+        "exported; this buffer is memory made elsewhere (wrapped, DLPack, opened from another "
+        "process): allocate a plain buffer with Device.allocate for what other processes "
+        "should see, and copy into it"
+    )
+
+
 def export_buffer(buffer: DeviceBuffer) -> IpcHandle:
     """`buffer.ipc_handle()` (see there)."""
     buffer._check_open()
-    base = buffer._malloc_base()
-    if base is None:
-        raise ValueError(
-            "only memory from Device.allocate (hipMalloc) can be exported; this buffer is a "
-            "pool allocation or memory made elsewhere: allocate a plain buffer with "
-            "Device.allocate for what other processes should see, and copy into it"
-        )
+    base = _allocation_base(buffer)
     api = hip()
     out = api.ffi.new("hipIpcMemHandle_t*")
     with buffer.device:
