@@ -1,8 +1,10 @@
 """Sharded loading (ModelRuntime.load / AsyncLoader with devices= and shard=): every rule
 against numpy's slices of the saved tensors, chunk boundaries inside rows and rows longer than
 a chunk, per-tensor buffers, bad input refused before anything is allocated, and a failure on
-either device freeing everything on both. On the cpu platform with two devices and, marked
-`gpu`, on two GPUs.
+either device freeing everything on both; and docs/examples/tensor_parallel_mlp.py, a
+tensor-parallel MLP over such a load summed by hip_core's Communicator, equal to the one-device
+MLP and a float64 numpy one. On the cpu platform with two devices and, marked `gpu`, on two
+GPUs.
 
 The cpu platform reads its device count once per process, so
 `test_in_a_process_with_two_cpu_devices` runs this file again in a subprocess started with
@@ -11,20 +13,35 @@ HIP_FFI_CPU_DEVICES=2; in a process with fewer than two devices the tests are sk
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
+import gguf
 import ml_dtypes
 import numpy as np
 import pytest
 
-from hip_core import Device, HipOutOfMemoryError
+from hip_core import Communicator, Device, HipOutOfMemoryError
 from hip_core.errors import error_for
 from hip_ffi.constants import ERROR_CODES
-from hip_ffi.platforms.cpu import ordinals, testing
-from hip_runtime import AsyncLoader, ModelRuntime, save_safetensors
+from hip_ffi.platforms.cpu import ordinals
+from hip_ffi.platforms.cpu import testing as cpu_testing
+from hip_runtime import AsyncLoader, ModelRuntime, save_safetensors, testing
 from hip_runtime.loading.sharding import Split
 from hip_runtime.staging import StagedCopier
+
+Q8_0 = gguf.GGMLQuantizationType.Q8_0
+EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "tensor_parallel_mlp.py"
+
+
+def load_example() -> Any:
+    spec = importlib.util.spec_from_file_location("tensor_parallel_mlp", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 SHARD = {
     "up.weight": "column",  # [64, 48] f32: axis 0, a contiguous half each
@@ -50,8 +67,8 @@ def two(platform: str) -> list[Device]:
 def test_in_a_process_with_two_cpu_devices() -> None:
     if ordinals.count() >= 2:
         pytest.skip("this process has several cpu devices: the tests of this file ran in it")
-    passed, _ = testing.rerun_with_devices(2, __file__)
-    assert passed >= 8
+    passed, _ = cpu_testing.rerun_with_devices(2, __file__)
+    assert passed >= 10
 
 
 @pytest.fixture
@@ -114,12 +131,7 @@ def test_every_rule_places_what_numpy_slices(
             assert result.layouts["head.weight"].targets == (1,)
             assert result.report.file_bytes == sum(v.nbytes for v in tensors.values())
         finally:
-            for held, arena_buffer in zip(result.shards, result.arenas, strict=True):
-                if arena_buffer is not None:
-                    arena_buffer.close()
-                else:
-                    for tensor in held.values():
-                        tensor.buffer.close()
+            result.free()
 
 
 def test_model_runtime_holds_a_backend_and_a_shard_per_device(
@@ -196,18 +208,54 @@ def _never(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("allocated before the arguments were checked")
 
 
-@pytest.fixture
-def allocations(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every buffer Device.allocate makes from here on."""
-    made: list[Any] = []
-    allocate = Device.allocate
+def test_reads_of_many_short_rows_take_several_preadv_calls(
+    two: list[Device], tmp_path: Path
+) -> None:
+    # [3000, 8] f32 split along axis 1: 16-byte parts, 2048 rows (4096 buffers) per 64 KiB
+    # chunk: more than the 1024 buffers one preadv takes.
+    value = np.arange(3000 * 8, dtype=np.float32).reshape(3000, 8)
+    path = tmp_path / "rows.safetensors"
+    save_safetensors(path, {"rows": value})
+    with StagedCopier(two[0], more_devices=[two[1]], chunk_bytes=1 << 16, threads=2) as copier:
+        loaded = AsyncLoader(devices=two, copier=copier).load(path, shard={"rows": "row"})
+        for k in range(2):
+            np.testing.assert_array_equal(
+                loaded.shards[k]["rows"].to_numpy(), value[:, 4 * k :][:, :4]
+            )
+        loaded.free()
 
-    def tracked(self: Device, size: int) -> Any:
-        made.append(allocate(self, size))
-        return made[-1]
 
-    monkeypatch.setattr(Device, "allocate", tracked)
-    return made
+def test_quantized_tensors_are_placed_whole_and_dequantized_there(
+    two: list[Device], tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(9)
+    values = {name: rng.standard_normal((4, 64)).astype(np.float32) for name in ("q", "r", "f")}
+    quantized = {n: np.asarray(gguf.quants.quantize(values[n], Q8_0)) for n in ("q", "r")}
+    path = tmp_path / "model.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for name, blocks in quantized.items():
+        writer.add_tensor(name, blocks, raw_dtype=Q8_0)
+    writer.add_tensor("f", values["f"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ValueError, match="q8_0 tensors are placed whole, never split"):
+        ModelRuntime.load(path, devices=two, shard={"q": "column"})
+    shard = {"q": 1, "f": "column"}  # r: replicated, dequantized on both devices
+    with ModelRuntime.load(path, devices=two, shard=shard) as runtime:
+        assert sorted(runtime.shards[0]) == ["f", "r"] and sorted(runtime.shards[1]) == [
+            "f",
+            "q",
+            "r",
+        ]
+        for k, name in ((1, "q"), (0, "r"), (1, "r")):
+            expected = gguf.quants.dequantize(quantized[name], Q8_0)
+            np.testing.assert_array_equal(runtime.shards[k][name].to_numpy(), expected)
+        for k in range(2):
+            np.testing.assert_array_equal(
+                runtime.shards[k]["f"].to_numpy(), values["f"][2 * k : 2 * k + 2]
+            )
 
 
 def test_out_of_memory_on_the_second_device_frees_the_first(
@@ -247,3 +295,38 @@ def test_a_read_failing_midway_frees_both_devices(
             job.result()
     assert {b.device.ordinal for b in allocations} == {0, 1}
     assert all(buffer.closed for buffer in allocations)
+
+
+def test_the_tensor_parallel_mlp_equals_one_device_and_numpy(
+    two: list[Device], tmp_path: Path
+) -> None:
+    example = load_example()
+    path = str(tmp_path / "mlp.safetensors")
+    weights = example.write_checkpoint(path, seed=3)
+    x = np.random.default_rng(4).standard_normal((5, example.HIDDEN)).astype(np.float32)
+    with ModelRuntime.load(path, devices=two, shard=example.SHARD) as runtime:
+        half = example.INTERMEDIATE // 2
+        assert runtime.shards[1]["mlp.up_proj.weight"].shape == (half, example.HIDDEN)
+        assert runtime.shards[1]["mlp.down_proj.weight"].shape == (example.HIDDEN, half)
+        comms = Communicator.all_for(two)
+        try:
+            parallel = example.tensor_parallel_mlp(runtime, comms, x)
+        finally:
+            for comm in comms:
+                comm.close()
+    with ModelRuntime.load(path, device=0) as single:
+        backend = single.backend
+        whole = example.mlp(backend, single.weights, backend.from_numpy(x)).to_numpy()
+    f = {name: w.astype(np.float64) for name, w in weights.items()}
+    x64 = x.astype(np.float64)
+    hidden = testing.swiglu(x64 @ f["mlp.gate_proj.weight"].T, x64 @ f["mlp.up_proj.weight"].T)
+    expected = hidden @ f["mlp.down_proj.weight"].T
+    np.testing.assert_allclose(parallel, whole, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(parallel, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_the_example_runs_as_a_script(
+    two: list[Device], capsys: pytest.CaptureFixture[str]
+) -> None:
+    load_example().main()
+    assert "over 2 devices matches one device" in capsys.readouterr().out

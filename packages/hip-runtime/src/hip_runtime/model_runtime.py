@@ -142,7 +142,7 @@ class ModelRuntime(Resource):
                 raise ValueError(f"weights already loaded under these names: {clash[:5]}")
             self._loads.append(result)  # close() frees it from here on
         except BaseException:
-            _free(result)
+            result.free()
             raise
         for held, loaded in zip(self.shards, result.shards, strict=True):
             held.update(loaded)
@@ -213,7 +213,7 @@ class ModelRuntime(Resource):
             if not backend.closed:
                 backend.synchronize()
         for result in self._loads:
-            _free(result)
+            result.free()
         self._loads.clear()
         for held in self.shards:
             held.clear()
@@ -237,15 +237,6 @@ class ModelRuntime(Resource):
 
 def _parts_free_themselves() -> None:
     """The runtime's own release: nothing, as close() has freed the parts (see ModelRuntime)."""
-
-
-def _free(result: LoadResult) -> None:
-    for arena, tensors in zip(result.arenas, result.shards, strict=True):
-        if arena is not None:
-            arena.close()
-        else:
-            for tensor in tensors.values():
-                tensor.buffer.close()
 
 
 __all__ = ["ModelRuntime"]

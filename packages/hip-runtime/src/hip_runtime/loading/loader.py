@@ -97,6 +97,16 @@ class LoadResult:
     arenas: list[DeviceBuffer | None] = field(default_factory=list)
     layouts: dict[str, TensorLayout] = field(default_factory=dict)
 
+    def free(self) -> None:
+        """Free the tensors' device memory on every device (each arena, else each tensor's
+        buffer) once nothing uses them: the caller has waited for the streams that read them."""
+        for arena, tensors in zip(self.arenas, self.shards, strict=True):
+            if arena is not None:
+                arena.close()
+            else:
+                for tensor in tensors.values():
+                    tensor.buffer.close()
+
 
 class AsyncLoader:
     """Loads checkpoints onto one device, or several (`devices=`: ordinals or Devices), through
