@@ -10,7 +10,8 @@ Several devices (tensor parallelism): `ModelRuntime.load(path, devices=[0, 1], s
 makes a HipBackend per device (`backends`) and loads each tensor whole onto some of them or
 split along an axis (`shard=`: hip_runtime.loading.sharding says the rules), reading the file
 once. `shards[k]` holds what device k holds (a split tensor's part under the tensor's name),
-`layouts[name]` where each tensor went, and `weights` is `shards[0]`.
+`layouts[name]` where each tensor went, and `weights` is `shards[0]`. The scratch arena and the
+KV cache are device 0's (on `backend`, which is backends[0]).
 
 Stream semantics: the weights, the scratch arena and the KV cache all carry the backend's
 stream, so ops on them are ordered with each other (device k's: backends[k]'s stream). `load`
