@@ -73,20 +73,24 @@ def rank_main(
 def wait_for_a_silent_peer(
     platform: str, id_file: str, rank: int, done: Any, results: Any
 ) -> None:  # fmt: skip
-    """Rank 0 queues an all-reduce that rank 1 never calls and waits for it with a timeout
-    of 2 s; rank 1 joins, then stays alive and silent until rank 0 is done (`done`)."""
+    """Both ranks run one all-reduce together (NCCL connects the ranks at a collective's first
+    call: until then that call blocks on the host for its peers); then rank 0 queues a second
+    one that rank 1 never calls and waits for it with a timeout of 2 s, while rank 1 stays
+    alive and silent until rank 0 is done (`done`)."""
 
     def work() -> object:
         device = device_for(platform, rank)
         with device:
             comm = Communicator(device, rendezvous_file(id_file, rank, timeout=60), rank, 2)
+            buffer = device.allocate(64)
+            stream = device.create_stream()
+            comm.all_reduce(buffer, buffer, 16, "float32", stream=stream)
+            comm.wait(stream, timeout=60)
             if rank == 1:
                 done.wait(RANK_SECONDS)
                 comm.abort()
                 return "silent"
-            buffer = device.allocate(64)
-            stream = device.create_stream()
-            comm.all_reduce(buffer, buffer, 16, "float32", stream=stream)
+            comm.all_reduce(buffer, buffer, 16, "float32", stream=stream)  # rank 1: never
             start = time.monotonic()
             try:
                 comm.wait(stream, timeout=2)

@@ -278,7 +278,9 @@ class Communicator(Resource):
         aborted or died where the library can tell); after `timeout` seconds the communicator
         is aborted (ncclCommAbort: its kernels end, the stream can be used again, this object
         is closed) and TimeoutError says so. What the stream holds for its work
-        (`keep_until_sync`) is let go as after a sync.
+        (`keep_until_sync`) is let go as after a sync. It bounds waits on the device only:
+        NCCL connects the ranks at a collective's first call, which blocks on the host until
+        the peers make that call too (NCCL_RUNTIME_CONNECT=0 connects them all at init).
         """
         from hip_core.stream import Stream, checked_handle
 
