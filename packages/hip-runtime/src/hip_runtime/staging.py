@@ -12,9 +12,9 @@ completed. Memory in flight is bounded by the pool, so files larger than RAM str
 
 Several devices: `StagedCopier(device, more_devices=[...])` copies each piece to the device its
 `Piece.target` names, on that device's own streams, from the one staged chunk (portable pinned
-memory), so a file read once feeds every device (sharded loading). A chunk's `scatter` lays the
-file's bytes out in the chunk in another order (one `preadv` over many buffers), so that what
-one device takes from strided rows is one contiguous piece.
+memory), so a file read once feeds every device (sharded loading). A chunk's `scatter`
+(`Interleaved`) lays the file's bytes out in the chunk in another order (one `preadv` over many
+buffers), so that what one device takes from strided rows is one contiguous piece.
 
 Stream semantics: copies run on the copier's own non-blocking streams. `run` returns when the
 last copy is queued, not done; pass `ordered_with=stream` to order later work on `stream` after
@@ -69,25 +69,43 @@ class ShortReadError(EOFError):
         self.source, self.offset, self.missing = source, offset, missing
 
 
+@dataclass(frozen=True)
+class Interleaved:
+    """A read's layout in its chunk: the source holds `rows` rows, each of `parts` runs of
+    `part` bytes; the chunk gets them grouped by run: run k of row j at (k·rows + j)·part, so
+    that run k of every row is one contiguous block (e.g. one device's columns of a matrix)."""
+
+    rows: int
+    parts: int
+    part: int
+
+    def runs(self) -> list[tuple[int, int]]:
+        """(chunk offset, nbytes) of each run, in the source's order."""
+        rows, part = self.rows, self.part
+        return [((k * rows + j) * part, part) for j in range(rows) for k in range(self.parts)]
+
+
 @dataclass
 class Chunk:
     """One staged read: `nbytes` bytes from `source` (an open file descriptor read at `offset`,
     or a 1-D uint8 numpy array read from `offset`) scattered to the device as `pieces`.
 
-    `scatter`, when given: where the consecutive bytes read land in the chunk, as runs of
-    (chunk offset, nbytes) in the source's order, covering `nbytes` (None: in order from 0)."""
+    `scatter`, when given: where the consecutive bytes read land in the chunk (covering
+    `nbytes`; None: in order from 0)."""
 
     source: Any
     offset: int
     nbytes: int
     pieces: list[Piece] = field(default_factory=list)
-    scatter: list[tuple[int, int]] | None = None
+    scatter: Interleaved | None = None
 
 
 class _Slot:
-    """A pinned chunk and, per device, the event recorded after the copies that read it."""
+    """A pinned chunk and, per device, the event recorded after the copies that read it; and
+    the read buffers of the last `Interleaved` layout filled into it (successive chunks of a
+    tensor share one: made once, not for every chunk, as their Python cost is not small)."""
 
-    __slots__ = ("buffer", "events", "view")
+    __slots__ = ("buffer", "events", "layout", "view", "views")
 
     def __init__(self, devices: Sequence[Device], size: int) -> None:
         # Portable: pinned for every device's copies, not only the current one's (a no-op
@@ -96,8 +114,18 @@ class _Slot:
         self.buffer = PinnedBuffer.allocate(size, flags)
         self.view = self.buffer.memoryview()
         self.events = [Event(device, timing=False) for device in devices]
+        self.layout: Interleaved | None = None
+        self.views: list[memoryview] = []
+
+    def scattered(self, layout: Interleaved) -> list[memoryview]:
+        """The chunk's buffers, in the source's order, for a read laid out as `layout`."""
+        if layout != self.layout:
+            self.views = [self.view[at : at + n] for at, n in layout.runs()]
+            self.layout = layout
+        return self.views
 
     def close(self) -> None:
+        self.views = []
         self.view.release()
         for event in self.events:
             event.close()
@@ -287,7 +315,10 @@ class StagedCopier(Resource):
         queued: set[int] = set()
         try:
             staged = slot.view[: chunk.nbytes]
-            _fill(staged, chunk)
+            if chunk.scatter is None:
+                _fill(staged, chunk)
+            else:
+                _fill_scattered(slot.scattered(chunk.scatter), chunk)
             base = slot.buffer.ptr
             for piece in chunk.pieces:
                 if checksums is not None:
@@ -400,28 +431,36 @@ def wait_for(event: threading.Event) -> None:
 
 def _fill(staged: memoryview, chunk: Chunk) -> None:
     """Fill `staged` from the chunk's source; the copy itself runs without the GIL."""
-    runs = chunk.scatter if chunk.scatter is not None else [(0, len(staged))]
     if isinstance(chunk.source, int):
-        buffers = [staged[at : at + n] for at, n in runs if n]
-        done, first = 0, 0  # bytes read so far; the first buffer not yet full
-        while first < len(buffers):
-            got = os.preadv(chunk.source, buffers[first : first + IOV_MAX], chunk.offset + done)
+        done = 0
+        while done < len(staged):
+            got = os.preadv(chunk.source, [staged[done:]], chunk.offset + done)
             if got == 0:
                 raise ShortReadError(chunk.source, chunk.offset + done, len(staged) - done)
             done += got
-            while first < len(buffers) and got >= len(buffers[first]):
-                got -= len(buffers[first])
-                first += 1
-            if got:  # a short read stopped inside a buffer: the rest of it next
-                buffers[first] = buffers[first][got:]
     else:
         import numpy as np
 
-        into = np.frombuffer(staged, np.uint8)
-        start = chunk.offset
-        for at, n in runs:
-            np.copyto(into[at : at + n], chunk.source[start : start + n])
-            start += n
+        source = chunk.source[chunk.offset : chunk.offset + len(staged)]
+        np.copyto(np.frombuffer(staged, np.uint8), source)
+
+
+def _fill_scattered(buffers: list[memoryview], chunk: Chunk) -> None:
+    """Fill `buffers` in order from the chunk's file (IOV_MAX of them a `preadv`)."""
+    if not isinstance(chunk.source, int):
+        raise TypeError("a scattered read comes from a file descriptor")
+    done, first, total = 0, 0, chunk.nbytes  # bytes read so far; the first buffer not yet full
+    while first < len(buffers):
+        got = os.preadv(chunk.source, buffers[first : first + IOV_MAX], chunk.offset + done)
+        if got == 0:
+            raise ShortReadError(chunk.source, chunk.offset + done, total - done)
+        done += got
+        while first < len(buffers) and got >= len(buffers[first]):
+            got -= len(buffers[first])
+            first += 1
+        if got:  # a short read stopped inside a buffer: the rest of it next (on a copy: the
+            buffers = [*buffers]  # list is the slot's, kept for its next chunk)
+            buffers[first] = buffers[first][got:]
 
 
 def split_host_copy(host: Any, dst: int, chunk_bytes: int) -> list[Chunk]:

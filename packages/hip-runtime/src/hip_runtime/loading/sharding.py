@@ -50,7 +50,7 @@ from fnmatch import fnmatchcase
 from hip_core import Device, DeviceBuffer, Stream
 from hip_runtime.loading.formats import Checkpoint, TensorRecord
 from hip_runtime.loading.placement import ChunkPlanner, Placement, file_order
-from hip_runtime.staging import Chunk, Piece
+from hip_runtime.staging import Chunk, Interleaved, Piece
 from hip_runtime.tensor import DeviceTensor
 
 
@@ -280,7 +280,7 @@ def _interleaved(
     per_chunk = max(1, limit // row)
     for first in range(0, outer, per_chunk):
         rows = min(per_chunk, outer - first)
-        scatter = [(k * rows * part + j * part, part) for j in range(rows) for k in range(parts)]
+        scatter = Interleaved(rows, parts, part)
         pieces = [
             Piece(k * rows * part, address + first * part, rows * part, key, first * row, target)
             for k, (target, address) in enumerate(addresses)
