@@ -94,8 +94,8 @@ def wait_for_a_silent_peer(
             start = time.monotonic()
             try:
                 comm.wait(stream, timeout=2)
-            except TimeoutError:
-                return ("timed out", round(time.monotonic() - start), comm.closed)
+            except TimeoutError:  # (the abort after it takes its time: 2.5-3.5 s on H100s)
+                return ("timed out", 2 <= time.monotonic() - start < 10, comm.closed)
             finally:
                 done.set()
             return "no timeout"
