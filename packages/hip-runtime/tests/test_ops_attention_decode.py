@@ -166,16 +166,18 @@ def test_chunking_fills_the_device_from_the_shapes(monkeypatch: pytest.MonkeyPat
     for smax, blocks, sms in [(4096, 256, 132), (32768, 8, 132), (1 << 22, 1, 132), (1, 1, 132)]:
         chunk, chunks = split(smax, blocks, sms)
         assert chunks <= decode_module._MAX_CHUNKS and (chunks - 1) * chunk < smax <= chunk * chunks
-    assert split(32768, 8, 132) == (512, 64)  # one long sequence: about 4 blocks per SM
+    assert split(32768, 8, 132) == (1024, 32)  # one long sequence: one wave of 2 blocks per SM
+    assert split(16384, 32, 132) == (2048, 8)  # B4: 256 blocks, not 288 (a second wave)
     assert split(1 << 22, 1, 1000) == (4096, decode_module._MAX_CHUNKS)  # at most 1024
     assert split(100, 8, 132) == (256, 1)  # chunks of at least _MIN_CHUNK keys
     # A grid that fills the device unsplit stays one chunk (B32 Hkv8 on an H200: 256 blocks).
     assert split(4096, 256, 132) == (4096, 1) and split(4096, 133, 132)[1] == 1
-    assert split(4096, 132, 132)[1] == 4  # not more blocks than multiprocessors: split
+    assert split(4096, 132, 132)[1] == 2  # not more blocks than multiprocessors: split
     monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 8)
     assert split(32768, 8, 132) == (256, 128)
     monkeypatch.setattr(decode_module, "_UNSPLIT_ABOVE", 4)  # the override: split it anyway
-    assert split(4096, 256, 132) == (896, 5)
+    assert split(4096, 256, 132) == (1024, 4)
+    assert split(4096, 256, 132, per_sm=2, unsplit_above=1) == (4096, 1)  # the arguments win
 
 
 def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:

@@ -22,6 +22,7 @@ from hypothesis.extra import numpy as hnp
 from hip_core import Device
 from hip_runtime import HipBackend
 from hip_runtime.ops import reductions
+from hip_runtime.ops.reduce_layout import Merged
 
 DTYPES = [
     np.dtype(t)
@@ -182,15 +183,47 @@ def test_splits_finish_in_one_launch_or_two(
         if is_float(dtype):
             x[1, 4000] = np.nan
         tensor = backend.from_numpy(x)
+        # contiguous columns of 16 elements: the 16-byte cols path, split (finished in vectors)
+        wide = (rng.standard_normal((4096, 16)) * 40).astype(dtype)
         for op in ("sum", "max", "min") + (("mean",) if is_float(dtype) else ()):
             # one long row (a split even on a 2-core CPU), columns, everything
             for view, host, axis in (
                 (tensor[1:2], x[1:2], 1),
                 (tensor.T, x.T, 0),
                 (tensor, x, None),
+                (backend.from_numpy(wide), wide, 0),
             ):
                 for _ in range(2):
                     check(op, getattr(backend, op)(view, axis).to_numpy(), host, axis)
+
+
+def test_geometry_splits_to_one_wave() -> None:
+    """reduce_geometry from the view, dtype and resident blocks alone (H100 figures: 132
+    multiprocessors, 4 or 5 resident blocks of 256 threads)."""
+    first_axis = Merged(1, 8192, 8192, 0, 8192, 1)  # 8192^2 reduced over axis 0
+    geometry = reductions.reduce_geometry
+    _, (blocks, splits, chunk, lanes, vec, by_cols) = geometry(
+        first_axis, 4, aligned=True, wide=True, wave=lambda block: 4 * 132
+    )
+    # f32: 32 lanes x 4 columns per block, 64 blocks; 8 splits of 1024 rows fill one wave
+    assert (blocks, lanes, vec, by_cols) == (64, 32, 1, 1) and (splits, chunk) == (8, 1024)
+    _, (blocks, splits, chunk, *_) = geometry(
+        first_axis, 2, aligned=True, wide=True, wave=lambda block: 5 * 132, waves=2.0
+    )
+    assert blocks == 32 and splits == 41 and (splits - 1) * chunk < 8192 <= splits * chunk
+    # unaligned: element loads, 32 columns a block; no occupancy known: no split
+    _, (blocks, splits, *_, vec, _) = geometry(first_axis, 4, aligned=False, wide=True, wave=None)
+    assert (blocks, splits, vec) == (256, 1, 0)
+    # rows fill the device already: never split
+    rows = Merged(8192, 8192, 1, 8192, 1, 0)
+    _, (blocks, splits, _, lanes, _, by_cols) = geometry(
+        rows, 4, aligned=True, wide=True, wave=lambda block: 8 * 132
+    )
+    assert (blocks, splits, lanes, by_cols) == (8192, 1, 256, 0)
+    split = reductions.split_count
+    assert split(64, 528, 64, 1.0) == 8 and split(64, 528, 4, 1.0) == 4  # at most `most`
+    assert split(300, 528, 64, 1.0) == 1  # more than half a wave already
+    assert split(1, 10**6, 10**6, 1.0) == 65535  # the grid's y limit
 
 
 def test_semantics(backend: HipBackend) -> None:

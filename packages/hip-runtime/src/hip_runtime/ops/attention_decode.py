@@ -26,17 +26,20 @@ _ROWS = 4  # query rows per block (HIPK_DECODE_ROWS)
 _MAX_QUERIES = 16
 _MAX_GRID_YZ = 65535  # kv heads and batches are grid axes y and z
 #: Chunk sizing (see _decode_split): no split when one chunk already gives more than
-#: _UNSPLIT_ABOVE blocks per multiprocessor; otherwise about _BLOCKS_PER_MULTIPROCESSOR blocks
-#: per multiprocessor in all (two fit at once on an H200 either way), chunks of at least
-#: _MIN_CHUNK keys rounded to _CHUNK_STEP (whole steps of the kernels' key loops), at most
-#: _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS). Fewer, longer chunks cost less in the merge
-#: (one row's chunks are its serial work).
+#: _UNSPLIT_ABOVE blocks per multiprocessor; otherwise as many chunks as keep the blocks within
+#: _BLOCKS_PER_MULTIPROCESSOR per multiprocessor (one wave: the tensor-core block's 236
+#: registers leave two resident on an H100 or H200; a second, partly filled wave costs a
+#: block's whole time), chunks of at least _MIN_CHUNK keys rounded to _CHUNK_STEP (whole steps
+#: of the kernels' key loops), at most _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS).
 _UNSPLIT_ABOVE = 1
-_BLOCKS_PER_MULTIPROCESSOR = 4
+_BLOCKS_PER_MULTIPROCESSOR = 2
 _MIN_CHUNK = 256
 _CHUNK_STEP = 128
 _MAX_CHUNKS = 1024
 _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
+#: Whether the split's last block of each row group merges its chunks (one launch) rather
+#: than the combine kernel (a second launch); the combine kernel runs anyway without counters.
+_FUSED_MERGE = True
 #: Warps per block of the `attention_decode_mma_*` entry points (head tiles up to 128, rows in
 #: 16-byte vectors): the tensor-core block of kernels/attention_decode_mma.h for 16-bit types on
 #: NVIDIA sm_80+, the portable block elsewhere. At most HIPK_DECODE_MMA_WARPS (H200, bf16 B32
@@ -175,7 +178,7 @@ class AttentionDecodeOps(OpsBase):
         if partials is not None:  # the keys are split: f32 partials from the pool
             part = self._output(None, (partials[0],), float32)
             stats = self._output(None, (partials[1],), float32)
-            counters = self._attention_decode_counters(blocks)
+            counters = self._attention_decode_counters(blocks) if _FUSED_MERGE else None
         pointers = launch_pointers((q, k, v, lengths, y, part, stats, counters))
         kernel.launch(grid, threads, *pointers, *ints, stream=self.stream)
         if partials is not None and counters is None:
@@ -208,13 +211,16 @@ def _decode_split(
     (`unsplit_above` per multiprocessor), one chunk: the grid fills the device already, and a
     split only adds partials and their merge
     (H200, tensor-core block, bf16 B32 Hq32/Hkv8 KV4096 D128: 4195 GB/s unsplit against 3610
-    in 2 chunks, 3421 in 5). Otherwise chunks for about `per_sm` blocks per multiprocessor in
-    all (B1 Hq32/Hkv8 KV32768 D128: see _BLOCKS_PER_MULTIPROCESSOR)."""
+    in 2 chunks, 3421 in 5; H100: 0.97 of cuDNN unsplit, 0.895 in 2). Otherwise the most
+    chunks whose blocks stay within `per_sm` per multiprocessor, i.e. one wave (H100, bf16,
+    fused merge, x cuDNN: B1 Hq32/Hkv8 KV32768 D128 0.858 in 32 chunks of 1024 (2 per SM),
+    0.783 in 64 (4 per SM), 0.715 in 37 (1.1 waves); B4 KV16384 0.90 in 7 or 8 chunks, 0.81
+    in 9 (1.1 waves))."""
     per_sm = _BLOCKS_PER_MULTIPROCESSOR if per_sm is None else per_sm
     unsplit_above = _UNSPLIT_ABOVE if unsplit_above is None else unsplit_above
     if blocks_per_chunk > multiprocessors * unsplit_above:
         return max(1, smax), 1
-    wanted = max(1, _ceil(int(multiprocessors * per_sm), blocks_per_chunk))
+    wanted = max(1, int(multiprocessors * per_sm) // blocks_per_chunk)
     chunk = max(_MIN_CHUNK, _ceil(_ceil(smax, wanted), _CHUNK_STEP) * _CHUNK_STEP)
     chunk = max(chunk, _ceil(smax, _MAX_CHUNKS))
     return chunk, max(1, _ceil(smax, chunk))
