@@ -50,7 +50,7 @@ def run_cases(comm: Communicator, device: Device, seed: int, cases: list[Case]) 
 
 
 def rank_main(
-    platform: str, id_file: str, rank: int, size: int, seed: int, cases: list[Case],
+    platform: str, id_file: str, size: int, seed: int, cases: list[Case], rank: int,
     results: Any,
 ) -> None:  # fmt: skip
     """Rank `rank`: its unique id from `id_file` (rank 0 writes it), then `cases`."""
@@ -71,7 +71,7 @@ def rank_main(
 
 
 def wait_for_a_silent_peer(
-    platform: str, id_file: str, rank: int, done: Any, results: Any
+    platform: str, id_file: str, done: Any, rank: int, results: Any
 ) -> None:  # fmt: skip
     """Both ranks run one all-reduce together (NCCL connects the ranks at a collective's first
     call: until then that call blocks on the host for its peers); then rank 0 queues a second

@@ -57,43 +57,13 @@ def short_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIP_FFI_CPU_COLLECTIVE_TIMEOUT", "30")
 
 
-def test_two_processes_run_every_collective(
-    platform: str, tmp_path: Path, short_timeout: None
-) -> None:
-    if platform != "cpu" and Device.count() < 2:
-        pytest.skip(f"one GPU per rank: the {platform} platform has {Device.count()}")
-    id_file = str(tmp_path / "unique.id")
+def run_ranks(target: Any, *args: Any) -> tuple[list[Any], list[int | None]]:
+    """`target(*args, rank, results)` in two spawned processes (ranks 0 and 1): their answers
+    in the order they came, and their exit codes. Both ranks are children: one that hangs
+    (NCCL has no timeout) is killed here, and one that dies without answering ends the wait
+    at once."""
     results = SPAWN.Queue()
-    ranks = [
-        SPAWN.Process(target=children.rank_main, args=(platform, id_file, r, 2, 11, CASES, results))
-        for r in range(2)
-    ]
-    for rank in ranks:
-        rank.start()
-    try:  # both ranks are children: a rank that hangs (NCCL has no timeout) is killed here
-        answers = children.gather(results, ranks, timeout=children.RANK_SECONDS + 30)
-    finally:
-        for rank in ranks:
-            rank.join(30)
-            if rank.is_alive():
-                rank.kill()
-                rank.join()
-    assert answers == [("ok", []), ("ok", [])], answers
-    assert [rank.exitcode for rank in ranks] == [0, 0]
-
-
-def test_a_wait_gives_up_on_a_silent_peer(
-    platform: str, tmp_path: Path, short_timeout: None
-) -> None:
-    """NCCL waits on a peer forever; `Communicator.wait(timeout=)` does not."""
-    if platform != "cpu" and Device.count() < 2:
-        pytest.skip(f"one GPU per rank: the {platform} platform has {Device.count()}")
-    id_file, done, results = str(tmp_path / "unique.id"), SPAWN.Event(), SPAWN.Queue()
-    ranks = [
-        SPAWN.Process(target=children.wait_for_a_silent_peer,
-                      args=(platform, id_file, r, done, results))
-        for r in range(2)
-    ]  # fmt: skip
+    ranks = [SPAWN.Process(target=target, args=(*args, r, results)) for r in range(2)]
     for rank in ranks:
         rank.start()
     try:
@@ -104,6 +74,27 @@ def test_a_wait_gives_up_on_a_silent_peer(
             if rank.is_alive():
                 rank.kill()
                 rank.join()
+    return answers, [rank.exitcode for rank in ranks]
+
+
+def test_two_processes_run_every_collective(
+    platform: str, tmp_path: Path, short_timeout: None
+) -> None:
+    if platform != "cpu" and Device.count() < 2:
+        pytest.skip(f"one GPU per rank: the {platform} platform has {Device.count()}")
+    answers, codes = run_ranks(children.rank_main, platform, str(tmp_path / "id"), 2, 11, CASES)
+    assert answers == [("ok", []), ("ok", [])], answers
+    assert codes == [0, 0]
+
+
+def test_a_wait_gives_up_on_a_silent_peer(
+    platform: str, tmp_path: Path, short_timeout: None
+) -> None:
+    """NCCL waits on a peer forever; `Communicator.wait(timeout=)` does not."""
+    if platform != "cpu" and Device.count() < 2:
+        pytest.skip(f"one GPU per rank: the {platform} platform has {Device.count()}")
+    done = SPAWN.Event()
+    answers, _ = run_ranks(children.wait_for_a_silent_peer, platform, str(tmp_path / "id"), done)
     assert sorted(answers, key=str) == [("ok", "silent"), ("ok", ("timed out", True, True))]
 
 
