@@ -12,6 +12,9 @@ Measures on the current platform (two H100s/H200s through the nvidia platform):
   (n x bytes per rank) / time x (n-1)/n;
 - the ratios hip / torch for each (the goal: >= 0.95).
 NCCL's NVLink multicast is kept off (NCCL_NVLS_ENABLE=0, here and in the ranks' environment).
+Each rank makes its GPU current first (its synchronous fills then run on its own device), and
+never hangs the run: after BENCH_RANK_SECONDS (600) it prints its stacks and exits, and the
+parent stops waiting as soon as a rank has died (a `skipped` row says so).
 `--quick` runs small sizes anywhere, the cpu platform included (two cpu devices for the copy,
 two processes for the collectives); torch rows are `skipped` where torch has no two GPUs.
 Prints JSON lines and a table; writes bench_multi_gpu.jsonl and bench_multi_gpu.md under --out.
