@@ -182,8 +182,9 @@ def collectives(device: Any, sizes: Sizes) -> Iterator[Row]:
     buffers, streams = [], []
     try:
         for d in devices:
-            buffers.append(d.allocate(nbytes))
-            buffers[-1].copy_from(np.ones(elements, np.float32))
+            with d:  # a synchronous copy runs on the current device's null stream
+                buffers.append(d.allocate(nbytes))
+                buffers[-1].copy_from(np.ones(elements, np.float32))
             streams.append(d.create_stream())
 
         def all_reduce() -> None:
