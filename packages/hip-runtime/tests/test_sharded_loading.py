@@ -14,6 +14,7 @@ HIP_FFI_CPU_DEVICES=2; in a process with fewer than two devices the tests are sk
 from __future__ import annotations
 
 import importlib.util
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from hip_core.errors import error_for
 from hip_ffi.constants import ERROR_CODES
 from hip_ffi.platforms.cpu import ordinals
 from hip_ffi.platforms.cpu import testing as cpu_testing
-from hip_runtime import AsyncLoader, ModelRuntime, save_safetensors, testing
+from hip_runtime import AsyncLoader, LoadCancelledError, ModelRuntime, save_safetensors, testing
 from hip_runtime.loading.sharding import Split
 from hip_runtime.staging import StagedCopier
 
@@ -66,7 +67,7 @@ def test_in_a_process_with_two_cpu_devices() -> None:
     if ordinals.count() >= 2:
         pytest.skip("this process has several cpu devices: the tests of this file ran in it")
     passed, _ = cpu_testing.rerun_with_devices(2, __file__)
-    assert passed >= 10
+    assert passed >= 15
 
 
 @pytest.fixture
@@ -294,6 +295,31 @@ def test_a_read_failing_midway_frees_both_devices(
         job = AsyncLoader(devices=two, copier=copier).start(path, shard=SHARD)
         with pytest.raises(OSError, match="the disk went away"):
             job.result()
+    assert {b.device.ordinal for b in allocations} == {0, 1}
+    assert all(buffer.closed for buffer in allocations)
+
+
+def test_a_cancelled_load_frees_both_devices(
+    two: list[Device], checkpoint: Any, allocations: list[Any]
+) -> None:
+    path, tensors = checkpoint
+    jobs: list[Any] = []
+    seen: list[int] = []
+
+    started = threading.Event()  # the reader may call back before start() has returned
+
+    def cancel_at_first_chunk(done: int, *_: int) -> None:
+        seen.append(done)
+        assert started.wait(60)
+        jobs[0].cancel()
+
+    with StagedCopier(two[0], more_devices=[two[1]], chunk_bytes=4096, threads=1) as copier:
+        loader = AsyncLoader(devices=two, copier=copier)
+        jobs.append(loader.start(path, shard=SHARD, progress=cancel_at_first_chunk, arena=False))
+        started.set()
+        with pytest.raises(LoadCancelledError):
+            jobs[0].result()
+    assert len(seen) == 1 and seen[0] < sum(v.nbytes for v in tensors.values())
     assert {b.device.ordinal for b in allocations} == {0, 1}
     assert all(buffer.closed for buffer in allocations)
 
