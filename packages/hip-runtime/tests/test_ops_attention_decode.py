@@ -136,6 +136,32 @@ def test_lengths_around_chunk_boundaries(
         testing.assert_bits_equal(run(backend, q, k, v, lengths, "bshd"), got)
 
 
+@pytest.mark.parametrize(("chunk", "fused"), [(256, True), (512, False)], ids=["short", "long"])
+def test_long_chunks_take_the_combine_kernel(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, chunk: int, fused: bool
+) -> None:
+    """Chunks shorter than _FUSED_MERGE_BELOW keys are merged in the split launch (it asks
+    for the counters), longer ones by the combine kernel (it does not): the same results."""
+    monkeypatch.setattr(decode_module, "_UNSPLIT_ABOVE", 1 << 20)
+    monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 1 << 20)
+    monkeypatch.setattr(decode_module, "_MIN_CHUNK", chunk)
+    asked: list[int] = []
+    counters = type(backend)._attention_decode_counters
+
+    def recorded(self: HipBackend, blocks: int) -> Any:
+        asked.append(blocks)
+        return counters(self, blocks)
+
+    monkeypatch.setattr(type(backend), "_attention_decode_counters", recorded)
+    lengths = np.array([1100, 700, 1])
+    rng = np.random.default_rng(13)
+    q = testing.random(rng, (3, 4, 1, 16), "f32")
+    k, v = (testing.random(rng, (3, 2, 1100, 16), "f32") for _ in range(2))
+    got = run(backend, q, k, v, lengths, "contiguous")
+    testing.assert_close(got, expected(q, k, v, lengths), "f32")
+    assert bool(asked) == fused
+
+
 def test_empty_sequences_give_zeros_and_out_is_written(backend: HipBackend) -> None:
     rng = np.random.default_rng(3)
     q = testing.random(rng, (2, 2, 4, 16), "bf16")
@@ -216,7 +242,9 @@ def test_large_decode_matches_the_reference(
     on an H200, merged in the split launch or by the combine kernel; four: 192, unsplit)."""
     if platform == "cpu":
         pytest.skip("a GPU-sized shape")
-    if not fused:
+    if fused:  # whatever the chunks' length
+        monkeypatch.setattr(decode_module, "_FUSED_MERGE_BELOW", 1 << 30)
+    else:
         monkeypatch.setattr(type(backend), "_attention_decode_counters", lambda *_: None)
     rng = np.random.default_rng(11)
     lengths = np.array([4096, 1, 0, 2049, 777, 4000])

@@ -37,9 +37,14 @@ _MIN_CHUNK = 256
 _CHUNK_STEP = 128
 _MAX_CHUNKS = 1024
 _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
-#: Whether the split's last block of each row group merges its chunks (one launch) rather
-#: than the combine kernel (a second launch); the combine kernel runs anyway without counters.
-_FUSED_MERGE = True
+#: Chunks shorter than this many keys are merged by the split's last block of each row group
+#: (one launch); longer ones by the combine kernel (a second launch), which costs the device
+#: less: H100, bf16 Hq32/Hkv8 D128, x cuDNN in the same run, fused / combine kernel: B1 KV32768
+#: (32 chunks of 1024) 0.868 / 0.907, B4 KV16384 (8 of 2048) 0.910 / 0.927, B1 KV131072 (32 of
+#: 4096) 0.937 / 0.949; B1 KV8192 (32 of 256: a first pass of 11 us, the step bound by the
+#: host's 16 us a call) 1.33 / 1.19, where the second launch's host cost shows. The combine
+#: kernel also runs without counters (see _attention_decode_counters).
+_FUSED_MERGE_BELOW = 512
 #: Warps per block of the `attention_decode_mma_*` entry points (head tiles up to 128, rows in
 #: 16-byte vectors): the tensor-core block of kernels/attention_decode_mma.h for 16-bit types on
 #: NVIDIA sm_80+, the portable block elsewhere. At most HIPK_DECODE_MMA_WARPS (H200, bf16 B32
@@ -76,13 +81,15 @@ class AttentionDecodeOps(OpsBase):
                 the inputs.
 
         One float dtype for q, k, v (f32, f16, bf16), f32 accumulation; D at most 256. A query
-        that sees no key (a sequence of length 0) gives zeros, not NaN. One launch: when the
-        keys are split in chunks, the last block of each row group to finish merges them (a
-        second launch only without the combine's counters: see _attention_decode_counters).
+        that sees no key (a sequence of length 0) gives zeros, not NaN. When the keys are split
+        in chunks, short chunks are merged by the last block of each row group to finish (one
+        launch), long ones by a second, combine kernel (see _FUSED_MERGE_BELOW; also without
+        the fused merge's counters: see _attention_decode_counters).
         """
         key = plan_key(q, k, v, kv_lengths, out)
         if key is not None:  # what the chunking reads is part of the key (tests change it)
-            knobs = (_UNSPLIT_ABOVE, _BLOCKS_PER_MULTIPROCESSOR, _MIN_CHUNK, _CHUNK_STEP)
+            knobs = (_UNSPLIT_ABOVE, _BLOCKS_PER_MULTIPROCESSOR, _MIN_CHUNK, _CHUNK_STEP,
+                     _FUSED_MERGE_BELOW)  # fmt: skip
             key = ("attention_decode", *key, scale, *knobs, _MMA_WARPS)
             plan = self._planned(key)
             if plan is not None:
@@ -154,7 +161,7 @@ class AttentionDecodeOps(OpsBase):
             (heads, kv_heads, sq, d, smax, chunk, chunks, int(vec), factor,
              *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3]),
             (rows * chunks * dp, rows * chunks * 2) if chunks > 1 else None,
-            batch * kv_heads * row_groups,
+            batch * kv_heads * row_groups if chunk < _FUSED_MERGE_BELOW else None,
             self._kernel("attention_decode.hip", f"attention_decode_combine_{t.suffix}"),
             (rows, heads, sq, d, smax, chunk, chunks, *y.strides[:3]),
         )  # fmt: skip
@@ -178,7 +185,7 @@ class AttentionDecodeOps(OpsBase):
         if partials is not None:  # the keys are split: f32 partials from the pool
             part = self._output(None, (partials[0],), float32)
             stats = self._output(None, (partials[1],), float32)
-            counters = self._attention_decode_counters(blocks) if _FUSED_MERGE else None
+            counters = None if blocks is None else self._attention_decode_counters(blocks)
         pointers = launch_pointers((q, k, v, lengths, y, part, stats, counters))
         kernel.launch(grid, threads, *pointers, *ints, stream=self.stream)
         if partials is not None and counters is None:
