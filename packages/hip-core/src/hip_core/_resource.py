@@ -17,6 +17,9 @@ from typing import Any
 generation = 0
 
 
+_is_finalizing = sys.is_finalizing  # (read at every collection: one global, not two lookups)
+
+
 def _bump_generation() -> None:
     global generation
     generation += 1
@@ -99,7 +102,7 @@ class Resource:
             release = self._releaser or self._deferred
         except AttributeError:  # never owned anything (its constructor raised first)
             return
-        if release is None or release is nothing or sys.is_finalizing():
+        if release is None or release is nothing or _is_finalizing():
             return
         self._releaser = self._deferred = None
         try:  # (not contextlib.suppress: a context manager per collection costs 0.4 µs)

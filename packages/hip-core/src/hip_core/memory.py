@@ -191,30 +191,6 @@ class DeviceBuffer(_BufferBase):
         """Wrap an allocation made elsewhere (e.g. a pool) whose owner frees it."""
         return cls(owner, owner.ptr, owner.size, device)
 
-    @classmethod
-    def _owning(
-        cls, ptr: int, size: int, device: Device, release: Callable[..., Any], *args: Any
-    ) -> DeviceBuffer:
-        """A whole buffer that owns its allocation itself: `release(*args)` frees it, exactly
-        once, at `close()`, `with` exit or collection (a graph holding it defers that as for
-        any Resource); its views hold it as they would an `_Allocation`.
-
-        One object instead of a buffer and an `_Allocation`, made without the general
-        constructor's calls (issue 15: a pool's op outputs are made and dropped at every
-        call). Every slot is set here as `__init__` and `_own` set them."""
-        buffer = object.__new__(cls)
-        buffer._owner = _ITSELF
-        buffer.ptr = ptr
-        buffer.size = size
-        buffer.is_view = False
-        buffer._address = None
-        buffer.device = device
-        buffer._releaser_args = args
-        buffer._releaser = release
-        buffer._holders = 0
-        buffer._deferred = None
-        return buffer
-
     def view(self, offset: int, size: int | None = None) -> DeviceBuffer:
         """Bytes [offset, offset+size) of this buffer, sharing its memory and keeping it alive."""
         ptr, size = self._view_range(offset, size)
@@ -410,6 +386,34 @@ def _fast_memcpy_of(api: Any) -> tuple[Any, Any]:
     global _fast_memcpy
     _fast_memcpy = (api, api.fast("hipMemcpy"))
     return _fast_memcpy
+
+
+def owning_buffer(
+    ptr: int, size: int, device: Device, release: Callable[..., Any], args: tuple[Any, ...]
+) -> DeviceBuffer:
+    """A whole DeviceBuffer that owns its allocation itself: `release(*args)` frees it, exactly
+    once, at `close()`, `with` exit or collection (a graph holding it defers that as for any
+    Resource); its views hold it as they would an `_Allocation`.
+
+    One object instead of a buffer and an `_Allocation`, made without the general
+    constructor's calls, and a plain function (not a classmethod taking `*args`: issue 15, a
+    pool's op outputs are made and dropped at every call). Every slot is set here as
+    `__init__` and `_own` set them."""
+    buffer = _new(DeviceBuffer)
+    buffer._owner = _ITSELF
+    buffer.ptr = ptr
+    buffer.size = size
+    buffer.is_view = False
+    buffer._address = None
+    buffer.device = device
+    buffer._releaser_args = args
+    buffer._releaser = release
+    buffer._holders = 0
+    buffer._deferred = None
+    return buffer
+
+
+_new = object.__new__
 
 
 def _hip_free(api: Any, pointer: Any) -> None:

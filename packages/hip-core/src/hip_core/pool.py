@@ -18,7 +18,7 @@ the device supports pools, else a caching allocator over hipMalloc. Either way:
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +29,7 @@ from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import Resource
 from hip_core.errors import HipOutOfMemoryError, check, error_for
-from hip_core.memory import DeviceBuffer
+from hip_core.memory import DeviceBuffer, owning_buffer
 from hip_core.stream import Stream, checked_handle
 from hip_ffi.constants import (
     ERROR_CODES,
@@ -111,7 +111,7 @@ class MemoryPool(Resource):
     backends below lock their own state. A free-threaded build would need the lock back.
     """
 
-    __slots__ = ("_backend", "_in_use", "_peak", "_reuse", "device", "limit")
+    __slots__ = ("_backend", "_give_back", "_in_use", "_peak", "_reuse", "device", "limit")
     _named_by_launches = False  # a pool is never a kernel's argument
 
     def __init__(
@@ -131,8 +131,12 @@ class MemoryPool(Resource):
         self._backend: _HipPool | _CachingAllocator = (
             _HipPool(device) if backend == "hip" else _CachingAllocator(device)
         )
-        # size -> [(address, stream released on)]: the same-size reuse cache.
-        self._reuse: dict[int, list[tuple[int, Stream]]] = {}
+        # size -> [(address, stream released on)]: the same-size reuse cache. Deques, not
+        # lists: a list that goes from one entry to none and back at every call (an op's
+        # output allocated and dropped) reallocates its array both ways; a deque keeps its
+        # block.
+        self._reuse: dict[int, deque[tuple[int, Stream]]] = {}
+        self._give_back = self._release
         self._own(self._destroy)
 
     @property
@@ -175,8 +179,9 @@ class MemoryPool(Resource):
         in_use = self._in_use = self._in_use + size
         if in_use > self._peak:
             self._peak = in_use
-        # One object that frees itself (not a buffer and an _Allocation: issue 15).
-        return DeviceBuffer._owning(ptr, size, self.device, self._release, ptr, size, stream)
+        # One object that frees itself (not a buffer and an _Allocation: issue 15), released
+        # through the bound method made once (`_give_back`), not one per allocation.
+        return owning_buffer(ptr, size, self.device, self._give_back, (ptr, size, stream))
 
     def _reordered(self, ptr: int, size: int, released_on: Stream, stream: Stream) -> int | None:
         """A reused block released on another stream, ordered for `stream` (an event), or
@@ -213,7 +218,7 @@ class MemoryPool(Resource):
         if self._releaser is not None and stream._releaser is not None:  # (both open)
             blocks = self._reuse.get(size)
             if blocks is None:
-                blocks = self._reuse.setdefault(size, [])
+                blocks = self._reuse.setdefault(size, deque())
             if len(blocks) < _REUSE_DEPTH or _capture.kept_for(stream) is not None:
                 blocks.append((ptr, stream))
                 return

@@ -93,6 +93,7 @@ class HipBackend(
         harmless. Tensors stay valid (their memory and stream live as long as they do)."""
         if not self.closed:
             self.stream.sync()
+            self._plans = None  # (with the outputs they keep for reuse: back to the pool)
             super().close()
 
     def synchronize(self) -> None:

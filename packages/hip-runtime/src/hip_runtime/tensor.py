@@ -78,13 +78,17 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
     """
 
     __slots__ = (
-        "__weakref__", "_strides", "buffer", "dtype", "offset", "pool", "ptr", "shape", "stream",
+        "__weakref__", "_layout", "_strides", "buffer", "dtype", "offset", "pool", "ptr", "shape",
+        "stream",
     )  # fmt: skip
 
     _strides: Strides | None  # None: C-contiguous (the common case costs no stride arithmetic)
     #: Device address of the first element (index 0 on every axis): `buffer.ptr + offset`,
     #: kept (both are fixed at construction) since every launch reads it.
     ptr: int
+    #: What launch plans know this tensor's layout by (hip_runtime.ops.base.layout_id): 0
+    #: until first asked.
+    _layout: int
 
     def __init__(
         self,
@@ -114,6 +118,7 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
         self.ptr = buffer.ptr + offset
         self.stream = stream if stream is not None else buffer.device.default_stream
         self.pool: MemoryPool | None = None
+        self._layout = 0
 
     @classmethod
     def _make(
@@ -132,6 +137,7 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
         tensor.buffer, tensor.shape, tensor.dtype, tensor.offset = buffer, shape, dtype, offset
         tensor._strides, tensor.stream, tensor.pool = strides, stream, pool
         tensor.ptr = buffer.ptr + offset
+        tensor._layout = 0
         return tensor
 
     def _derive(

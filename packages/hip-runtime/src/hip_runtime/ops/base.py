@@ -8,8 +8,10 @@ ValueError naming the op and pointing at `.contiguous()`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
+from _weakref import getweakrefcount as _weakrefs
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,11 +27,15 @@ from hip_runtime.strided_copy import check_writable
 from hip_runtime.strides import broadcast_to, collapse
 from hip_runtime.tensor import DeviceTensor, Shape, as_shape
 
+_refcount = sys.getrefcount
+
 INT_MAX = 2**31 - 1
 _BLOCK = 256  # elementwise block size: 16-byte accesses, 8 warps (4 wavefronts)
 _BLOCKS_PER_MULTIPROCESSOR = 64  # grid cap for grid-stride kernels: several passes per thread
 _ROW_ELEMENTS_PER_THREAD = 32  # f32 elements a row kernel holds per thread (16-bit: twice)
 PLAN_LIMIT = 4096  # plans a backend keeps (`_keep_plan`)
+RECYCLE_BYTES = 1 << 20  # the largest output a plan keeps for reuse (`PlanOutput`)
+RECYCLE_BUDGET = 32 << 20  # the bytes a backend's plans keep at most, together
 
 
 class OpsBase(Resource):
@@ -48,6 +54,8 @@ class OpsBase(Resource):
     #: Launch plans by the layouts of a call (ops/pointwise_core.py `_pw_cached`); made on
     #: first use (HipBackend's __init__ is not this file's).
     _plans: dict[tuple[Any, ...], tuple[Any, ...]] | None = None
+    #: Bytes of the outputs its plans keep for reuse (`PlanOutput`), at most RECYCLE_BUDGET.
+    _recycled_bytes = 0
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A backend's stream marks the tensors it makes: Python operators on them find the
@@ -162,6 +170,11 @@ class OpsBase(Resource):
             plans = self._plans = {}
         elif len(plans) >= PLAN_LIMIT:
             plans.clear()  # a program of ever-new shapes: start over rather than grow
+            self._recycled_bytes = 0  # (the outputs they kept go with them)
+        else:
+            replaced = plans.get(key)
+            if replaced is not None and replaced[2].last is not None:
+                self._recycled_bytes -= replaced[2].nbytes
         plans[key] = plan
 
     def _planned_output(
@@ -174,18 +187,45 @@ class OpsBase(Resource):
         that depend on what the key holds passed when the plan was made, so only what can
         differ between calls of one key is checked here: the memory is open and on this
         device, and out= shares no byte with an input it is not (the key says which input it
-        is). A new output comes from the pool. None when anything is in doubt: the caller
-        then takes the checked path, which raises where it should."""
+        is). A new output is the plan's last one when nothing else holds it any more
+        (`PlanOutput`), else comes from the pool. None when anything is in doubt: the
+        caller then takes the checked path, which raises where it should."""
         device = self.device
         for t in inputs:
             if t is not None:
                 b = t.buffer
                 if b._releaser is None or b._owner._releaser is None or b.device is not device:
                     return None
-        if out is None:  # (what DeviceTensor._allocated does, of a size worked out once)
+        if out is None:
+            kept: PlanOutput = plan[2]
+            y = kept.last
+            if y is not None:
+                # (the counts: kept.last, this local and the call's argument; the buffer's:
+                # the tensor's slot, this local and the argument)
+                b = y.buffer
+                if (
+                    _refcount(y) == 3
+                    and _refcount(b) == 3
+                    and b._releaser is not None
+                    and not _weakrefs(y)
+                    and not _weakrefs(b)
+                    and not _capture.captures
+                ):
+                    return y
+            # (what DeviceTensor._allocated does, of a size worked out once)
             stream, pool = self.stream, self.pool
-            buffer = pool.allocate(plan[2], stream=stream)
-            return DeviceTensor._make(buffer, plan[0], plan[1], 0, None, stream, pool)
+            buffer = pool.allocate(kept.nbytes, stream=stream)
+            y = DeviceTensor._make(buffer, plan[0], plan[1], 0, None, stream, pool)
+            if _capture.captures:
+                return y  # (the graph's memory: never kept)
+            if kept.last is not None:
+                kept.last = y  # (the last one is still held: keep the newest instead)
+            elif kept.nbytes <= RECYCLE_BYTES:
+                spent = self._recycled_bytes + kept.nbytes
+                if spent <= RECYCLE_BUDGET:
+                    self._recycled_bytes = spent
+                    kept.last = y
+            return y
         b = out.buffer
         spans = plan[3]
         if b._releaser is None or b._owner._releaser is None or b.device is not device:
@@ -232,16 +272,39 @@ class OpsBase(Resource):
         return min(max(64, -(-cols // per_thread // 64) * 64), self._max_block)
 
 
+_LAYOUTS: dict[tuple[Any, ...], int] = {}  # (dtype, shape, strides, address mod 16) -> id
+_LAYOUT_LIMIT = 1 << 16  # ids kept; past it the table starts over (ids are never reused)
+_next_layout = itertools.count(1)
+
+
+def layout_id(t: DeviceTensor) -> int:
+    """One int for what of `t` decides a launch plan: its dtype, shape, strides and address
+    mod 16 (vector access). Equal layouts get equal ids while the table holds them; an id
+    never names two layouts (the counter never goes back), so a plan keyed by ids is never
+    served a layout it was not made for. Read as `t._layout or layout_id(t)`: worked out
+    once per tensor (a tensor's layout is fixed when it is made), and a plan's key is then
+    a tuple of small ints (issue 15: hashing dtypes and shapes at every call cost more
+    than the look-up)."""
+    key = (t.dtype, t.shape, t._strides, t.ptr & 15)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        if len(_LAYOUTS) >= _LAYOUT_LIMIT:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[key] = next(_next_layout)
+    t._layout = found
+    return found
+
+
 def plan_key(*tensors: Any) -> tuple[Any, ...] | None:
-    """What of each operand (None, or a DeviceTensor; the output last) decides a plan: dtype,
-    shape, strides and address mod 16 (vector access), and which operand the output is.
-    None when one is anything else (the checked path then says what is wrong)."""
+    """What of each operand (None, or a DeviceTensor; the output last) decides a plan: its
+    layout (`layout_id`: dtype, shape, strides, address mod 16), and which operand the output
+    is. None when one is anything else (the checked path then says what is wrong)."""
     key: list[Any] = []
     for t in tensors:
         if t is None:
             key.append(None)
         elif type(t) is DeviceTensor:
-            key.append((t.dtype, t.shape, t._strides, t.ptr & 15))
+            key.append(t._layout or layout_id(t))
         else:
             return None
     out = tensors[-1]
@@ -250,11 +313,32 @@ def plan_key(*tensors: Any) -> tuple[Any, ...] | None:
     return tuple(key)
 
 
+class PlanOutput:
+    """What a plan knows of its new outputs: their bytes (`nbytes`, what the pool is asked
+    for), and the last one it returned (`last`), which the next call returns again when
+    nothing else holds it or its memory any more: no reference but the plan's (so no view,
+    no other tensor's operand, no graph, no DLPack export), no weak reference, not closed,
+    and no capture running. Its memory then has no other user, exactly as when a dropped
+    output's block goes back to the pool and the next call of the same size gets it back
+    on the same stream, and the call skips the pool, the new tensor and the dropped one's
+    release (issue 15: most of a small op's host cost).
+
+    Kept only up to RECYCLE_BYTES an output and RECYCLE_BUDGET a backend (such outputs stay
+    in the pool's `in_use` while a plan keeps them); a plan that is dropped drops it."""
+
+    __slots__ = ("last", "nbytes")
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+        self.last: DeviceTensor | None = None
+
+
 def plan_head(inputs: Sequence[DeviceTensor | None], y: DeviceTensor) -> tuple[Any, ...]:
-    """What every plan starts with (`_planned_output` reads it): y's shape, dtype and bytes to
-    allocate, and the bytes each input and y span where all are contiguous (the cheap out=
-    overlap check; None otherwise: out= then takes the checked path)."""
-    head = (y.shape, y.dtype, max(y.nbytes, 1))  # (an empty tensor gets an address too)
+    """What every plan starts with (`_planned_output` reads it): y's shape, dtype and its
+    `PlanOutput` (the bytes to allocate), and the bytes each input and y span where all are
+    contiguous (the cheap out= overlap check; None otherwise: out= then takes the checked
+    path)."""
+    head = (y.shape, y.dtype, PlanOutput(max(y.nbytes, 1)))  # (an empty tensor: an address)
     if y._strides is not None:
         return (*head, None)
     sizes = []
@@ -347,9 +431,11 @@ def grid_cap(device: Device) -> int:
 __all__ = [
     "INT_MAX",
     "OpsBase",
+    "PlanOutput",
     "address_of",
     "grid_cap",
     "launch_pointers",
+    "layout_id",
     "not_contiguous",
     "plan_head",
     "plan_key",

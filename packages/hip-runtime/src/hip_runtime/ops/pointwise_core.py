@@ -28,7 +28,7 @@ from hip_core import Kernel
 from hip_runtime import dtypes
 from hip_runtime import strides as layout
 from hip_runtime.dtypes import SUFFIXES, DTypeLike, as_dtype
-from hip_runtime.ops.base import OpsBase, launch_pointers, plan_head
+from hip_runtime.ops.base import OpsBase, launch_pointers, layout_id, plan_head
 from hip_runtime.ops.pointwise_codes import CAST_TARGETS
 from hip_runtime.tensor import DeviceTensor
 
@@ -125,9 +125,9 @@ class PointwiseCore(OpsBase):
         Two tensors: a repeated call of the same layouts is served by a plan (`_pw_cached`)."""
         key = None
         if type(a) is DeviceTensor is type(b) and (out is None or type(out) is DeviceTensor):
-            key = (family, code, types, result, a.dtype, a.shape, a._strides, a.ptr & 15,
-                   b.dtype, b.shape, b._strides, b.ptr & 15,
-                   None if out is None else (*_pw_layout(out), out is a, out is b))  # fmt: skip
+            key = (family, code, types, result, a._layout or layout_id(a),
+                   b._layout or layout_id(b),
+                   None if out is None else (_pw_layout(out), out is a, out is b))  # fmt: skip
             y = self._pw_cached(key, (a, b), out, _NO_SCALAR)
             if y is not None:
                 return y
@@ -161,8 +161,8 @@ class PointwiseCore(OpsBase):
         plan (`_pw_cached`)."""
         key = None
         if type(x) is DeviceTensor and (out is None or type(out) is DeviceTensor):
-            key = (source, code, types, x.dtype, x.shape, x._strides, x.ptr & 15,
-                   None if out is None else (*_pw_layout(out), out is x))  # fmt: skip
+            key = (source, code, types, x._layout or layout_id(x),
+                   None if out is None else (_pw_layout(out), out is x))  # fmt: skip
             y = self._pw_cached(key, (x,), out, params)
             if y is not None:
                 return y
@@ -182,8 +182,8 @@ class PointwiseCore(OpsBase):
             and (out is None or type(out) is DeviceTensor)
             and isinstance(dtype, (type, str, np.dtype))  # (what can be a key's part)
         ):
-            key = ("cast", dtype, x.dtype, x.shape, x._strides, x.ptr & 15,
-                   None if out is None else (*_pw_layout(out), out is x))  # fmt: skip
+            key = ("cast", dtype, x._layout or layout_id(x),
+                   None if out is None else (_pw_layout(out), out is x))  # fmt: skip
             y = self._pw_cached(key, (x,), out, ())
             if y is not None:
                 return y
@@ -385,7 +385,7 @@ def scalar_plan_key(
     for v in operands:
         kind = type(v)
         if kind is DeviceTensor:
-            key.append((v.dtype, v.shape, v._strides, v.ptr & 15))
+            key.append(v._layout or layout_id(v))
             tensor = True
         elif (kind is float and v) or kind is int or kind is bool:
             key.append((kind, v))
@@ -394,7 +394,7 @@ def scalar_plan_key(
     if not tensor or (out is not None and type(out) is not DeviceTensor):
         return None
     if out is not None:
-        key.append((*_pw_layout(out), *(out is v for v in operands)))
+        key.append((_pw_layout(out), *(out is v for v in operands)))
     return tuple(key)
 
 
@@ -403,9 +403,10 @@ def scalar_slots(operands: Sequence[Any]) -> list[DeviceTensor | None]:
     return [v if type(v) is DeviceTensor else None for v in operands]
 
 
-def _pw_layout(t: DeviceTensor) -> tuple[Any, ...]:
-    """What of a tensor decides a pointwise plan: dtype, shape, strides, address mod 16."""
-    return t.dtype, t.shape, t._strides, t.ptr & 15
+def _pw_layout(t: DeviceTensor) -> int:
+    """What of a tensor decides a pointwise plan (`layout_id`: dtype, shape, strides, address
+    mod 16)."""
+    return t._layout or layout_id(t)
 
 
 def _aligned(
