@@ -14,7 +14,10 @@
 //
 // One thread per output, or per 16-byte run of channels (consecutive threads take consecutive
 // outputs: along ow in NCHW, along the channels in NHWC, both coalesced), f32 accumulation,
-// grid-stride over any 1-D grid.
+// grid-stride over any 1-D grid. Max pooling over 2x2 and 3x3 windows has a variant of its own
+// whose taps are all loaded before the first is compared: the general loop, with its window
+// known only at run time, keeps one load in flight per thread (H100, ResNet's 3x3/2 pool on
+// [32, 64, 112, 112] bf16 NHWC: 0.58 of the copy rate).
 #include "spatial.h"
 
 namespace hipk {
@@ -88,16 +91,76 @@ HIPK_DEVICE void pool2d_v(const T* x, T* y, long long nb, int C, int H, int W, i
     }
 }
 
+// Max over a KH x KW window (taps outside the image skipped), every tap's load issued first.
+template <typename I, typename T, int V, int KH, int KW>
+HIPK_DEVICE void max_pool2d_fixed(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
+                                  int Wo, int sh, int sw, int ph, int pw, int dh, int dw,
+                                  int channels_last) {
+    const int runs = C / V;
+    const I n_all = (I)(nb * runs * Ho * Wo);
+    for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
+        const Pixel<I> o = output_pixel(i, runs, Ho, Wo, channels_last);
+        const Plane in = plane((long long)o.n, o.c * V, C, H, W, channels_last);
+        Vec<T, V> taps[KH * KW];
+        bool inside[KH * KW];
+        HIPK_UNROLL
+        for (int r = 0; r < KH; ++r) {
+            const int h = o.oh * sh - ph + r * dh;
+            HIPK_UNROLL
+            for (int s = 0; s < KW; ++s) {
+                const int w = o.ow * sw - pw + s * dw;
+                const int t = r * KW + s;
+                inside[t] = h >= 0 && h < H && w >= 0 && w < W;
+                if (inside[t])
+                    taps[t] = *reinterpret_cast<const Vec<T, V>*>(x + in.base + h * in.hstep +
+                                                                   w * in.wstep);
+            }
+        }
+        float acc[V];
+        HIPK_UNROLL
+        for (int j = 0; j < V; ++j) acc[j] = neg_inf();
+        HIPK_UNROLL
+        for (int t = 0; t < KH * KW; ++t) {
+            if (!inside[t]) continue;
+            HIPK_UNROLL
+            for (int j = 0; j < V; ++j) {
+                const float v = to_float(taps[t].v[j]);
+                acc[j] = v > acc[j] || v != v ? v : acc[j];  // a NaN wins and stays
+            }
+        }
+        store_floats<T, V>(y + (long long)i * V, acc);
+    }
+}
+
+template <typename I, typename T, int V>
+HIPK_DEVICE bool max_pool2d_small(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
+                                  int Wo, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                                  int dw, int mode, int channels_last) {
+    if (mode != 0 || kh != kw || (kh != 2 && kh != 3)) return false;
+    if (kh == 3)
+        max_pool2d_fixed<I, T, V, 3, 3>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                        channels_last);
+    else
+        max_pool2d_fixed<I, T, V, 2, 2>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                        channels_last);
+    return true;
+}
+
 template <typename I, typename T>
 HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
                         int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int mode,
                         int channels_last, int vec) {
-    if (vec == Lanes16<T>::value)
-        pool2d_v<I, T, Lanes16<T>::value>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh,
-                                          dw, mode, channels_last);
-    else
+    constexpr int L = Lanes16<T>::value;
+    if (vec == L) {
+        if (!max_pool2d_small<I, T, L>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw,
+                                       mode, channels_last))
+            pool2d_v<I, T, L>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
+                              channels_last);
+    } else if (!max_pool2d_small<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh,
+                                          dw, mode, channels_last)) {
         pool2d_v<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
                           channels_last);
+    }
 }
 
 }  // namespace hipk

@@ -37,6 +37,8 @@ class FakeCudnn:
             if name.startswith("cudnnCreate"):
                 self._next += 16
                 args[0][0] = ffi.cast(ffi.typeof(args[0]).item, self._next)
+            if name.startswith("cudnnBackend"):
+                return self._backend(name, args)
             if name.startswith(("cudnnGetConvolution", "cudnnFindConvolution")) and (
                 "Algorithm" in name
             ):
@@ -53,6 +55,35 @@ class FakeCudnn:
 
     def named(self, name: str) -> list[tuple[Any, ...]]:
         return [args for called, args in self.calls if called == name]
+
+    # The backend (graph) API: descriptors are counters whose kind is remembered; the engine
+    # heuristics answer `configs` configurations, whose plans `plan_status` finalizes (first
+    # to last) with `plan_workspace` bytes each.
+    configs = 2
+    plan_status: tuple[int, ...] = (0, 0)
+    plan_workspace = 512
+    kinds: dict[int, int]
+
+    def _backend(self, name: str, args: tuple[Any, ...]) -> int:
+        if name == "cudnnBackendCreateDescriptor":
+            self._next += 16
+            args[1][0] = ffi.cast("void*", self._next)
+            self.__dict__.setdefault("kinds", {})[self._next] = args[0]
+        elif name == "cudnnBackendFinalize" and self.kind(args[0]) == 5:  # an execution plan
+            finalized = len([a for a in self.named(name) if self.kind(a[0]) == 5]) - 1
+            return self.plan_status[finalized % len(self.plan_status)]
+        elif name == "cudnnBackendGetAttribute" and args[1] == 202:  # ENGINEHEUR_RESULTS
+            args[4][0] = self.configs if args[5] == ffi.NULL else min(args[3], self.configs)
+        elif name == "cudnnBackendGetAttribute" and args[1] == 402:  # plan workspace
+            args[5][0] = self.plan_workspace
+        return self.status.get(name, 0)
+
+    def kind(self, descriptor: Any) -> int:
+        return self.kinds[int(ffi.cast("uintptr_t", descriptor))]
+
+    def made(self, kind: int) -> int:
+        """Descriptors of `kind` (cudnnBackendDescriptorType_t) made so far."""
+        return sum(1 for args in self.named("cudnnBackendCreateDescriptor") if args[0] == kind)
 
 
 def _ints(*values: int) -> Any:
@@ -225,3 +256,124 @@ def test_cudnn_older_than_9_makes_the_surface_unavailable() -> None:
     assert set(functions) == set(surface.MIOPEN)
     assert all(isinstance(f, Unavailable) for f in functions.values())
     assert "cuDNN >= 9" in functions["miopenCreate"].reason
+
+
+def _find_and_forward(api: Any, handle: Any, conv: Any, x: Any, w: Any, y: Any,
+                      exhaustive: bool = False) -> Any:  # fmt: skip
+    """Find (4096 bytes of workspace) then one Forward of x at 0x1000 (w 0x2000, y 0x3000)
+    with the memory Find reported; the perf record."""
+    perf, count = ffi.new("miopenConvAlgoPerf_t[1]"), ffi.new("int*")
+    px, pw, py = (ffi.cast("void*", a) for a in (0x1000, 0x2000, 0x3000))
+    assert api["miopenFindConvolutionForwardAlgorithm"](
+        handle, x, px, w, pw, conv, y, py, 1, count, perf, ffi.NULL, 4096, exhaustive
+    ) == 0  # fmt: skip
+    alpha, beta = ffi.new("float*", 1.0), ffi.new("float*", 0.0)
+    assert api["miopenConvolutionForward"](
+        handle, alpha, x, px, w, pw, conv, perf[0].fwd_algo, beta, y, py, ffi.NULL,
+        perf[0].memory,
+    ) == 0  # fmt: skip
+    return perf
+
+
+@pytest.fixture
+def graph_setup(setup) -> Any:  # type: ignore[no-untyped-def]
+    fake = setup[0]
+    api = dnn.bind(fake, graph=True)
+    handle, conv = ffi.new("miopenHandle_t*"), ffi.new("miopenConvolutionDescriptor_t*")
+    assert api["miopenCreate"](handle) == 0 and api["miopenCreateConvolutionDescriptor"](conv) == 0
+    assert api["miopenInitConvolutionNdDescriptor"](conv[0], 2, _ints(1, 1), _ints(1, 1),
+                                                   _ints(1, 1), 0) == 0  # fmt: skip
+    x = _tensor(api, (2, 8, 6, 6), (288, 1, 48, 8), dc.MIOPEN_BFLOAT16)
+    w = _tensor(api, (4, 8, 3, 3), (72, 1, 24, 8), dc.MIOPEN_BFLOAT16)
+    y = _tensor(api, (2, 4, 6, 6), (144, 1, 24, 4), dc.MIOPEN_BFLOAT16)
+    return fake, api, handle[0], conv[0], x, w, y
+
+
+def test_16_bit_convolutions_run_one_graph_plan_per_problem(graph_setup) -> None:  # type: ignore[no-untyped-def]
+    fake, api, handle, conv, x, w, y = graph_setup
+    size = ffi.new("size_t*")
+    assert api["miopenConvolutionForwardGetWorkSpaceSize"](handle, w, x, conv, y, size) == 0
+    assert size[0] == 4096  # the legacy candidates' 4096 covers the plan's 512
+    perf = _find_and_forward(api, handle, conv, x, w, y)
+    assert perf[0].memory == 4096  # the heuristic's own (at least the plan's)
+    assert not fake.named("cudnnConvolutionForward")  # the legacy call is not made
+    (run,) = fake.named("cudnnBackendExecute")
+    assert fake.kind(run[1]) == 5 and fake.kind(run[2]) == 16  # plan, variant pack
+    (heuristic,) = [a for a in fake.named("cudnnBackendSetAttribute") if a[1] == 200]
+    assert heuristic[4][0] == dnn_tables.HEUR_MODE_A
+    dims = [list(a[4][0:4]) for a in fake.named("cudnnBackendSetAttribute") if a[1] == 902]
+    assert dims[:3] == [[2, 8, 6, 6], [4, 8, 3, 3], [2, 4, 6, 6]]  # x, w, y: logical NCHW
+    pointers = [a[4] for a in fake.named("cudnnBackendSetAttribute") if a[1] == 1001]
+    assert [int(ffi.cast("uintptr_t", p)) for p in pointers[0][0:3]] == [0x1000, 0x2000, 0x3000]
+    # A repeated call makes nothing; other addresses make a variant pack, not a plan.
+    plans, packs = fake.made(5), fake.made(16)
+    _find_and_forward(api, handle, conv, x, w, y)
+    assert (fake.made(5), fake.made(16)) == (plans, packs)
+    alpha, beta = ffi.new("float*", 1.0), ffi.new("float*", 0.0)
+    moved = ffi.cast("void*", 0x5000)
+    assert api["miopenConvolutionForward"](
+        handle, alpha, x, moved, w, moved, conv, perf[0].fwd_algo, beta, y, moved, ffi.NULL,
+        perf[0].memory,
+    ) == 0  # fmt: skip
+    assert (fake.made(5), fake.made(16)) == (plans, packs + 1)
+    # A scaled output (beta 1) is the legacy call's.
+    assert api["miopenConvolutionForward"](
+        handle, alpha, x, moved, w, moved, conv, perf[0].fwd_algo, alpha, y, moved, ffi.NULL,
+        perf[0].memory,
+    ) == 0  # fmt: skip
+    assert len(fake.named("cudnnConvolutionForward")) == 1
+    # The handle's destruction destroys every backend descriptor made for it.
+    assert api["miopenDestroy"](handle) == 0
+    destroyed = fake.named("cudnnBackendDestroyDescriptor")
+    assert len(destroyed) == len(fake.named("cudnnBackendCreateDescriptor"))
+
+
+def test_graph_path_falls_back_to_the_legacy_calls(graph_setup) -> None:  # type: ignore[no-untyped-def]
+    fake, api, handle, conv, x, w, y = graph_setup
+    # An engine that does not finalize is skipped; one needing more workspace than the call
+    # has too; none left: the legacy call runs the problem.
+    fake.plan_status, fake.plan_workspace = (3000, 0), 8192
+    _find_and_forward(api, handle, conv, x, w, y)
+    assert fake.named("cudnnConvolutionForward") and not fake.named("cudnnBackendExecute")
+    # A timed Find's algorithm runs as found (the legacy call), and so does f32.
+    fake.plan_status, fake.plan_workspace = (0,), 0
+    fake.calls.clear()
+    _find_and_forward(api, handle, conv, x, w, y, exhaustive=True)
+    assert fake.named("cudnnConvolutionForward") and not fake.named("cudnnBackendExecute")
+    for desc, dims, strides in (
+        (x, (2, 8, 6, 6), (288, 1, 48, 8)),
+        (w, (4, 8, 3, 3), (72, 1, 24, 8)),
+        (y, (2, 4, 6, 6), (144, 1, 24, 4)),
+    ):
+        assert api["miopenSetTensorDescriptor"](desc, dc.MIOPEN_FLOAT, 4, _ints(*dims),
+                                                _ints(*strides)) == 0  # fmt: skip
+    fake.calls.clear()
+    _find_and_forward(api, handle, conv, x, w, y)
+    assert fake.named("cudnnConvolutionForward") and not fake.made(5)
+    # f16: the graph again; a failing execute is the call's status, as MIOpen's.
+    for desc, dims, strides in (
+        (x, (2, 8, 6, 6), (288, 1, 48, 8)),
+        (w, (4, 8, 3, 3), (72, 1, 24, 8)),
+        (y, (2, 4, 6, 6), (144, 1, 24, 4)),
+    ):
+        assert api["miopenSetTensorDescriptor"](desc, dc.MIOPEN_HALF, 4, _ints(*dims),
+                                                _ints(*strides)) == 0  # fmt: skip
+    fake.status["cudnnBackendExecute"] = 3002
+    alpha, beta = ffi.new("float*", 1.0), ffi.new("float*", 0.0)
+    px = ffi.cast("void*", 0x7000)
+    forward = (handle, alpha, x, px, w, px, conv, 5, beta, y, px, ffi.NULL, 4096)
+    assert api["miopenConvolutionForward"](*forward) == dc.NOT_IMPLEMENTED
+    assert fake.named("cudnnBackendExecute")
+    # A failing backend call while making the graph (NCHW now: another problem): no graph,
+    # the legacy call, for good.
+    for desc, dims in ((x, (2, 8, 6, 6)), (w, (4, 8, 3, 3)), (y, (2, 4, 6, 6))):
+        nchw = (dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1)
+        assert api["miopenSetTensorDescriptor"](desc, dc.MIOPEN_HALF, 4, _ints(*dims),
+                                                _ints(*nchw)) == 0  # fmt: skip
+    fake.status = {"cudnnBackendFinalize": 2000}
+    fake.calls.clear()
+    assert api["miopenConvolutionForward"](*forward) == 0
+    fake.status.clear()
+    assert api["miopenConvolutionForward"](*forward) == 0
+    assert len(fake.named("cudnnConvolutionForward")) == 2
+    assert not fake.named("cudnnBackendExecute")

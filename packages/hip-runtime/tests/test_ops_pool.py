@@ -138,6 +138,63 @@ def both_float(value: Any) -> tuple[float, float]:
     return tuple(value) if isinstance(value, tuple) else (value, value)  # type: ignore[return-value]
 
 
+@pytest.mark.parametrize(
+    ("window", "stride", "padding", "dilation", "ceil_mode"),
+    [(3, 2, 1, 1, False), (3, 1, 1, 2, True), (2, 2, 0, 1, True), (2, 1, 1, 1, False)],
+)
+@pytest.mark.parametrize(
+    ("dtype", "channels_last", "c"), [("bf16", True, 16), ("f32", False, 3), ("f16", True, 5)]
+)
+def test_small_max_windows_of_the_portable_kernel_match_numpy(
+    backend: HipBackend, window: int, stride: int, padding: int, dilation: int,
+    ceil_mode: bool, dtype: str, channels_last: bool, c: int,
+) -> None:  # fmt: skip
+    """pool.hip's 2x2 and 3x3 max variant (every tap loaded first), 16-byte runs of channels
+    (NHWC, C a multiple of 8) or one element a thread, with NaN, padding, dilation and
+    ceil_mode; the library off (on the cpu platform it takes every case it can express)."""
+    rng = np.random.default_rng(window * 10 + stride)
+    shape = (2, 9, 11, c) if channels_last else (2, c, 9, 11)
+    x = testing.random(rng, shape, dtype, scale=3.0)
+    x.reshape(-1)[5] = np.nan
+    backend._conv_use_library = False
+    try:
+        got = call_twice(backend.max_pool2d, backend.from_numpy(x), window, stride, padding,
+                         dilation, ceil_mode, channels_last=channels_last)  # fmt: skip
+    finally:
+        backend._conv_use_library = True
+    expected = testing_conv.max_pool2d(x, window, stride, padding, dilation, ceil_mode,
+                                       channels_last=channels_last)  # fmt: skip
+    nan = np.isnan(expected)
+    assert nan.any() and np.array_equal(np.isnan(got.astype(np.float64)), nan)
+    got, expected = got.copy(), expected.copy()
+    got[nan], expected[nan] = 0, 0
+    testing.assert_close(got, expected, dtype)
+
+
+@pytest.mark.parametrize(
+    ("shape", "groups", "dtype"),
+    [
+        ((1, 4, 128, 128), 1, "f16"),  # 8192 16-byte vectors: 8 a thread, 1024 threads
+        ((2, 8, 64, 64), 2, "bf16"),  # 2048: 2 a thread
+        ((1, 6, 8, 37), 2, "bf16"),  # 111 (3 · 296 elements): 2 wavefronts, one ragged
+        ((1, 2, 16, 300), 1, "f32"),  # 2400 4-float vectors: 4 a thread
+        ((1, 2, 256, 300), 1, "bf16"),  # 19200: more than 8 a thread, the three passes
+    ],
+)
+def test_group_norm_of_large_groups_matches_numpy(
+    backend: HipBackend, shape: tuple[int, ...], groups: int, dtype: str
+) -> None:
+    """Groups the hypothesis test's shapes never reach: rows held in registers at each depth
+    (kernels/channel_norms.hip `held`), a partly filled last pass, and a row too long to hold."""
+    rng = np.random.default_rng(19)
+    x = testing.random(rng, shape, dtype, scale=2.0, shift=1.0)
+    weight, bias = (testing.random(rng, (shape[1],), dtype) for _ in range(2))
+    got = call_twice(backend.group_norm, backend.from_numpy(x), groups,
+                     backend.from_numpy(weight), backend.from_numpy(bias), 1e-5)  # fmt: skip
+    expected = testing_conv.group_norm(x, groups, weight, bias, 1e-5)
+    testing.assert_close(got, expected, dtype, 1e-3 if dtype == "f32" else 0.0)
+
+
 @SETTINGS
 @given(data=st.data())
 def test_channel_norms_match_numpy(backend: HipBackend, data: Any) -> None:

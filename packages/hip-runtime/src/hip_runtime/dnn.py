@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,8 @@ class Dnn(Resource):
         self._alpha, self._beta = api.ffi.new("float*", 1.0), api.ffi.new("float*", 0.0)
         self._cast = api.ffi.cast
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
+        self._launchers: dict[tuple[Any, ...], Callable[[int, int, int], None]] = {}
+        self._voids: dict[int, Any] = {}  # `_void`'s
         self._cached: dict[tuple[Any, ...], Any] = {}  # descriptors by what they describe
         self._lock = threading.Lock()
 
@@ -148,9 +150,13 @@ class Dnn(Resource):
         """Queue out = conv2d(x, w) (cross-correlation, no bias): x [N, C, H, W] (NHWC when
         channels_last), w [K, C / groups, R, S] ([K, R, S, C / groups]), out [N, K, P, Q]
         ([N, P, Q, K]), all contiguous, of one dtype. False: not queued (fall back)."""
-        key = ("fwd", x.shape, w.shape, out.shape, x.dtype, channels_last,
-               tuple(stride), tuple(padding), tuple(dilation), groups)  # fmt: skip
-        return self._convolve(key, x, w, out, out, x, "Forward")
+        geometry: dict[str, Any] = {"stride": stride, "padding": padding, "dilation": dilation,
+                                    "groups": groups}  # fmt: skip
+        launch = self.conv_launcher(False, x, w, out, **geometry, channels_last=channels_last)
+        if launch is None:
+            return False
+        launch(x.ptr, w.ptr, out.ptr)
+        return True
 
     def conv_backward_data(
         self, dy: Any, w: Any, dx: Any, *, stride: Sequence[int], padding: Sequence[Any],
@@ -160,9 +166,60 @@ class Dnn(Resource):
         [N, K, P, Q] by w [K, C / groups, R, S] (what conv_transpose2d(dy, w) is); layouts as
         conv_forward's. dx's H, W may exceed the forward's reach (output padding). False: not
         queued."""
-        key = ("bwd", dy.shape, w.shape, dx.shape, dy.dtype, channels_last,
-               tuple(stride), tuple(padding), tuple(dilation), groups)  # fmt: skip
-        return self._convolve(key, dx, w, dy, dx, dy, "BackwardData")
+        geometry: dict[str, Any] = {"stride": stride, "padding": padding, "dilation": dilation,
+                                    "groups": groups}  # fmt: skip
+        launch = self.conv_launcher(True, dy, w, dx, **geometry, channels_last=channels_last)
+        if launch is None:
+            return False
+        launch(dy.ptr, w.ptr, dx.ptr)
+        return True
+
+    def conv_launcher(
+        self, backward_data: bool, x: Any, w: Any, out: Any, *, stride: Sequence[int],
+        padding: Sequence[Any], dilation: Sequence[int], groups: int, channels_last: bool,
+    ) -> Callable[[int, int, int], None] | None:  # fmt: skip
+        """What conv_forward (conv_backward_data when `backward_data`: x is dy, out dx) would
+        queue, as a function of the three tensors' addresses, for repeated calls of the same
+        case (the ops' plans keep it: a call then costs one library call); None when the
+        library cannot take the case. The function checks that the Dnn is open."""
+        self._check_open()
+        key = ("bwd" if backward_data else "fwd", x.shape, w.shape, out.shape, x.dtype,
+               channels_last, tuple(stride), tuple(padding), tuple(dilation), groups)  # fmt: skip
+        plan = self._plans.get(key, _NO_PLAN)
+        if plan is _NO_PLAN:
+            call = "BackwardData" if backward_data else "Forward"
+            forward = (out, w, x) if backward_data else (x, w, out)
+            plan = self._plan_conv(key, *forward, out, x, call)
+            self._launchers.pop(key, None)
+        if plan is None:
+            return None
+        launch = self._launchers.get(key)
+        if launch is None:
+            launch = self._launchers[key] = self._launch(plan, out)
+        return launch
+
+    # --- plans -------------------------------------------------------------------------------
+
+    def _launch(self, plan: _Plan, written: Any) -> Callable[[int, int, int], None]:
+        """A call of `plan` on the addresses of its data input, weights and output (the
+        checks and lookups made once; the workspace looked up per call: it may have grown)."""
+        if not written.size:
+            return _nothing
+        function, name = getattr(self._api, plan.call), plan.call
+        handle, alpha, beta, space = self.handle, self._alpha, self._beta, self._space
+        source, filters, conv, destination = plan.descriptors  # in the call's order
+        algo, nbytes, check_open, void = plan.algo, plan.workspace, self._check_open, self._void
+
+        def launch(read: int, weights: int, written: int) -> None:
+            check_open()  # (a closed Dnn's handle is gone)
+            status = function(
+                handle, alpha, source, void(read), filters, void(weights), conv, algo, beta,
+                destination, void(written), space(nbytes), nbytes,
+            )  # fmt: skip
+            if status:
+                check_miopen(status, name)
+
+        return launch
 
     def pool_forward(
         self, x: Any, out: Any, *, mode: str, window: Sequence[int], stride: Sequence[int],
@@ -192,31 +249,15 @@ class Dnn(Resource):
             check_miopen(status, "miopenPoolingForward")
         return True
 
-    # --- plans -------------------------------------------------------------------------------
-
-    def _convolve(
-        self, key: tuple[Any, ...], x: Any, w: Any, y: Any, written: Any, read: Any, call: str
-    ) -> bool:
-        """Forward (x, w -> y) or BackwardData (y, w -> x) of one case; `written` is the
-        output, `read` the data input."""
-        self._check_open()
-        plan = self._plans.get(key, _NO_PLAN)
-        if plan is _NO_PLAN:
-            plan = self._plan_conv(key, x, w, y, written, read, call)
-        if plan is None:
-            return False
-        if not written.size:
-            return True
-        cast, void = self._cast, _VOID
-        source, filters, conv, destination = plan.descriptors  # in the call's order
-        status = getattr(self._api, plan.call)(
-            self.handle, self._alpha, source, cast(void, read.ptr), filters, cast(void, w.ptr),
-            conv, plan.algo, self._beta, destination, cast(void, written.ptr),
-            self._space(plan.workspace), plan.workspace,
-        )  # fmt: skip
-        if status:
-            check_miopen(status, plan.call)
-        return True
+    def _void(self, address: int) -> Any:
+        """`void*` of a device address, one cffi object per address (a cast costs more than
+        the rest of a planned call; the pool hands repeated calls the same addresses)."""
+        found = self._voids.get(address)
+        if found is None:
+            if len(self._voids) >= 4096:
+                self._voids.clear()
+            found = self._voids[address] = self._cast(_VOID, address)
+        return found
 
     def _space(self, nbytes: int) -> Any:
         """`void*` to at least `nbytes` of workspace: one buffer from the pool, grown when a
@@ -397,6 +438,12 @@ class Dnn(Resource):
 
 
 _NO_PLAN: Any = object()
+
+
+def _nothing(read: int, weights: int, written: int) -> None:
+    """The launch of an empty output."""
+
+
 _VOID = "void*"  # device addresses go to the library as void* (cffi takes no int for one)
 
 

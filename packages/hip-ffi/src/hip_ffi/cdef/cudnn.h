@@ -54,3 +54,13 @@ cudnnStatus_t cudnnCreatePoolingDescriptor(cudnnPoolingDescriptor_t* poolingDesc
 cudnnStatus_t cudnnSetPoolingNdDescriptor(cudnnPoolingDescriptor_t poolingDesc, const int mode, const int maxpoolingNanOpt, int nbDims, const int* windowDimA, const int* paddingA, const int* strideA);
 cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescriptor_t poolingDesc, const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x, const void* beta, const cudnnTensorDescriptor_t yDesc, void* y);
 cudnnStatus_t cudnnDestroyPoolingDescriptor(cudnnPoolingDescriptor_t poolingDesc);
+
+/* The backend (graph) API, cudnn_graph.h: convolutions run as execution plans made once
+ * (platforms/nvidia/dnn_graph.py). Descriptors are opaque; enums plain ints. */
+typedef void* cudnnBackendDescriptor_t;
+cudnnStatus_t cudnnBackendCreateDescriptor(int descriptorType, cudnnBackendDescriptor_t* descriptor);
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor, int attributeName, int attributeType, int64_t elementCount, const void* arrayOfElements);
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor, int attributeName, int attributeType, int64_t requestedElementCount, int64_t* elementCount, void* arrayOfElements);
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan, cudnnBackendDescriptor_t variantPack);

@@ -19,6 +19,7 @@ by a plan (`OpsBase._planned`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hip_core import DevicePointer, Kernel
@@ -146,7 +147,10 @@ class ConvOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (x, weight, bias), out)
                 if y is not None:
-                    geometry, t, shapes = plan[4:]
+                    geometry, t, shapes, launch = plan[4:]
+                    if launch is not None and bias is None and self._conv_use_library:
+                        launch(x.ptr, weight.ptr, y.ptr)  # the library's call, planned
+                        return y
                     if dims == 2:  # (1-D ones are 2-D views with a unit H axis)
                         self._conv_run(geometry, transposed, x, weight, bias, y, t)
                         return y
@@ -176,10 +180,11 @@ class ConvOps(OpsBase):
         shape = y4 if dims == 2 else _as_1d(y4, channels_last)
         y = self._output(out, shape, x.dtype, distinct_from=(x, weight, bias))
         shapes = (x4, w4, y4)
-        self._conv_run(geometry, transposed, x.reshape(x4), weight.reshape(w4), bias,
-                       y.reshape(y4), t)  # fmt: skip
+        launch = self._conv_run(geometry, transposed, x.reshape(x4), weight.reshape(w4), bias,
+                                y.reshape(y4), t)  # fmt: skip
         if y.size:
-            self._keep_plan(key, (*plan_head((x, weight, bias), y), geometry, t, shapes))
+            head = plan_head((x, weight, bias), y)
+            self._keep_plan(key, (*head, geometry, t, shapes, launch))
         return y
 
     @staticmethod
@@ -209,21 +214,23 @@ class ConvOps(OpsBase):
     def _conv_run(
         self, g: ConvGeometry, transposed: bool, x: DeviceTensor, w: DeviceTensor,
         bias: DeviceTensor | None, y: DeviceTensor, t: FloatType,
-    ) -> None:  # fmt: skip
-        """Queue a validated convolution: the library's, else the portable kernels'."""
+    ) -> Callable[[int, int, int], None] | None:  # fmt: skip
+        """Queue a validated convolution: the library's, else the portable kernels'. The
+        library's call as a function of the addresses of x, w and y (hip_runtime.dnn
+        `conv_launcher`: the plan keeps it), or None (the portable kernels)."""
         if y.size == 0:
-            return  # (no image, or no output channel: nothing to compute)
+            return None  # (no image, or no output channel: nothing to compute)
         dnn = self._conv_dnn()
         if dnn is not None and g.symmetric:
-            call = dnn.conv_backward_data if transposed else dnn.conv_forward
-            done = call(
-                x, w, y, stride=g.stride, padding=g.padding, dilation=g.dilation,
+            launch: Callable[[int, int, int], None] | None = dnn.conv_launcher(
+                transposed, x, w, y, stride=g.stride, padding=g.padding, dilation=g.dilation,
                 groups=g.groups, channels_last=g.channels_last,
             )  # fmt: skip
-            if done:
+            if launch is not None:
+                launch(x.ptr, w.ptr, y.ptr)
                 if bias is not None:
                     self._conv_add_bias(y, bias, g.channels_last)
-                return
+                return launch
         if transposed:
             self._conv_transposed(g, x, w, bias, y, t)
         elif g.c == g.groups:  # one input channel per group: the direct kernel
@@ -234,6 +241,7 @@ class ConvOps(OpsBase):
             self._conv_forward(g, x, w, y, t)
             if bias is not None:
                 self._conv_add_bias(y, bias, g.channels_last)
+        return None
 
     def _conv_dnn(self) -> Any:
         """The backend's DNN library (hip_runtime.dnn, the `_dnn` accessor), or None."""

@@ -1,33 +1,34 @@
-"""MIOpen's surface over cuDNN 9's legacy API: handles, descriptors, convolution, pooling.
+"""MIOpen's surface over cuDNN 9: handles, descriptors, convolution, pooling.
 
 Why MIOpen's names: the surface is HIP's own DNN library, as hipBLAS's is for BLAS (bound over
 cuBLAS in blas.py): code above hip-ffi is written once against MIOpen's calls and enums.
 
 What differs, and how it is bridged:
 - Descriptors are Python objects (hip_ffi.dnn_descriptors); their cuDNN descriptors are made
-  on first use and kept until the descriptor is set again or destroyed. MIOpen describes
-  weights with a tensor descriptor; cuDNN wants a filter descriptor with a format: packed
-  [K, C, R, S] is CUDNN_TENSOR_NCHW, the NHWC-packed strides CUDNN_TENSOR_NHWC, anything else
-  miopenStatusNotImplemented. cuDNN's convolution descriptor carries a compute type (f32 for
-  f16/bf16/f32, f64 for f64) and a math type (tensor cores for 16-bit inputs, FMA only for f32:
-  no TF32, as MIOpen computes f32 in f32), so one is made per compute type.
+  on first use and kept until the descriptor is set again or destroyed. MIOpen's weights are a
+  tensor descriptor; cuDNN's a filter with a format (NCHW- or NHWC-packed, else
+  miopenStatusNotImplemented). cuDNN's convolution descriptor carries a compute type (f32; f64
+  for f64) and a math type (tensor cores for 16-bit inputs, FMA only for f32: no TF32, as
+  MIOpen computes f32 in f32): one per math type.
 - Find: exhaustiveSearch=false answers cuDNN's heuristics (cudnnGet...Algorithm_v7, nothing
-  runs: torch's default); true times the algorithms (cudnnFind...AlgorithmEx) within the given
-  workspace. cuDNN's algorithms are reported as the MIOpen algorithm of their family (implicit
-  GEMM, GEMM, direct, FFT, Winograd), and the convolution descriptor remembers which cuDNN
-  algorithm and math type each family stood for on those shapes, so the later Forward /
-  BackwardData with that family runs exactly what was found.
-- GetWorkSpaceSize (MIOpen: enough for any algorithm) is the largest workspace among the first
-  WORKSPACE_CANDIDATES heuristic choices, so an exhaustive Find has room to choose.
-- Pooling keeps no index workspace on cuDNN (its backward recomputes): the size is 0 and
-  do_backward is accepted and ignored.
-- Statuses: cuDNN's through dnn_tables.miopen_status; errors strings are MIOpen's names.
+  runs); true times the algorithms (cudnnFind...AlgorithmEx) within the given workspace.
+  cuDNN's algorithms are reported as the MIOpen algorithm of their family, and the convolution
+  descriptor remembers which algorithm and math type each family stood for on those shapes.
+- Forward / BackwardData of 16-bit 4-D problems of one group whose algorithm came from the
+  heuristics, unscaled (alpha 1, beta 0), run as backend-API plans (dnn_graph.py: the legacy
+  call costs 90-150 us of host time each; HIP_FFI_CUDNN_GRAPH=0 turns this off); the rest run
+  the legacy call with exactly the algorithm found.
+- GetWorkSpaceSize (MIOpen: enough for any algorithm): the largest workspace among the first
+  WORKSPACE_CANDIDATES heuristic choices and the graph plan's; Find reports at least the plan's.
+- Pooling keeps no index workspace on cuDNN (its backward recomputes): size 0, do_backward
+  ignored. Statuses: cuDNN's through dnn_tables.miopen_status.
 All work is queued on the handle's stream (miopenSetStream -> cudnnSetStream); Find with
 exhaustiveSearch waits for it, as MIOpen's does.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ from hip_ffi.api import Unavailable
 from hip_ffi.dnn_descriptors import ConvDesc, Descriptors, TensorDesc, conv_problem
 from hip_ffi.platforms.cpu.handles import is_null
 from hip_ffi.platforms.nvidia import dnn_tables as t
+from hip_ffi.platforms.nvidia.dnn_graph import UNLIMITED, GraphFailed, Graphs, unscaled
 from hip_ffi.platforms.nvidia.dnn_tables import BACKWARD_DATA, FORWARD, Direction
 
 #: Heuristic choices whose workspace GetWorkSpaceSize covers.
@@ -110,12 +112,15 @@ def bind_checked(cudnn: Any, path: str) -> dict[str, Callable[..., Any]]:
     if version < t.MIN_CUDNN_VERSION:
         reason = f"{path} is cuDNN {version}; the DNN surface needs cuDNN >= 9"
         return {name: Unavailable(name, reason) for name in surface.MIOPEN}
-    return bind(cudnn)
+    return bind(cudnn, graph=os.environ.get("HIP_FFI_CUDNN_GRAPH", "1") != "0")
 
 
-def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
-    """The MIOPEN surface over an opened libcudnn.so.9."""
+def bind(cudnn: Any, *, graph: bool = False) -> dict[str, Callable[..., Any]]:
+    """The MIOPEN surface over an opened libcudnn.so.9. `graph`: run the 16-bit convolutions
+    whose algorithm came from the heuristics as backend-API plans (dnn_graph.py); the loader
+    turns it on unless HIP_FFI_CUDNN_GRAPH=0."""
     descriptors = Descriptors(_drop)
+    graphs = Graphs(cudnn, graph)
     tensors, convolutions, poolings = (
         descriptors.tensors,
         descriptors.convolutions,
@@ -258,6 +263,7 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
 
     @_surface
     def miopenDestroy(handle: Any) -> int:
+        graphs.close(handle_of(handle))
         _checked(cudnn.cudnnDestroy(handle_of(handle)))
         return dc.SUCCESS
 
@@ -284,10 +290,14 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
                        size: Any) -> int:  # fmt: skip
         if is_null(size):
             return dc.BAD_PARM
-        src, wf, cc, dst, _ = sides(d, x, w, conv, y)
+        src, wf, cc, dst, cd = sides(d, x, w, conv, y)
         query = getattr(cudnn, d.heuristic)
-        found = heuristics(query, d.count, handle_of(handle), *d.order((src,), (wf,)), cc, dst)
+        h = handle_of(handle)
+        found = heuristics(query, d.count, h, *d.order((src,), (wf,)), cc, dst)
         size[0] = max((p.memory for p in found[:WORKSPACE_CANDIDATES]), default=0)
+        graph = graphs.get(h, d.key, (tensor(x), tensor(w), tensor(y)), cd)
+        if graph is not None:  # (the plan for 16-byte aligned addresses, the usual ones)
+            size[0] = max(size[0], graph.workspace((16, 16, 16), UNLIMITED) or 0)
         return dc.SUCCESS
 
     def find(
@@ -311,7 +321,13 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
         found = [p for p in found if p.memory <= workspace_size]
         remember: dict[int, tuple[int, int]] = {}
         report(found, d.families, remember, request, returned, results, d.field)
-        cd.native[(d.key, _key(tensor(x), tensor(w), tensor(y)))] = remember
+        tensors = (tensor(x), tensor(w), tensor(y))
+        cd.native[(d.key, _key(*tensors))] = remember
+        cd.native[("timed", d.key, _key(*tensors))] = exhaustive  # (timed: the legacy calls)
+        graph = None if exhaustive else graphs.get(h, d.key, tensors, cd)
+        need = graph.needs((x_data, w_data, y_data), workspace_size) if graph else 0
+        for i in range(returned[0]):  # (at least what the graph's plan takes)
+            results[i].memory = max(results[i].memory, need)
         prepared.clear()  # what each family stands for may have changed
         return dc.SUCCESS
 
@@ -332,7 +348,10 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
             prepared.clear()
         descs = (xd, wd, cd, yd)
         stamp = tuple(desc.generation for desc in descs)
-        return descs, stamp, handle_of(handle), src, wf, cc, dst, cu_algo
+        h = handle_of(handle)
+        timed = cd.native.get(("timed", *key), False)
+        graph = None if timed else graphs.get(h, d.key, (xd, wd, yd), cd)
+        return descs, stamp, h, src, wf, cc, dst, cu_algo, graph
 
     def run(
         d: Direction, handle: Any, alpha: Any, x: Any, x_data: Any, w: Any, w_data: Any,
@@ -341,9 +360,21 @@ def bind(cudnn: Any) -> dict[str, Callable[..., Any]]:
     ) -> int:  # fmt: skip
         key = (d.key, handle, x, w, conv, y, algo)
         entry = prepared.get(key)
-        if entry is None or tuple(desc.generation for desc in entry[0]) != entry[1]:
+        if entry is not None:  # (unrolled: this is most of a repeated call's host time)
+            xd, wd, cd, yd = entry[0]
+            if (xd.generation, wd.generation, cd.generation, yd.generation) != entry[1]:
+                entry = None
+        if entry is None:
             entry = prepared[key] = prepare(d, handle, x, w, conv, y, algo)
-        _, _, h, src, wf, cc, dst, cu_algo = entry
+        _, _, h, src, wf, cc, dst, cu_algo, graph = entry
+        if graph is not None and unscaled(alpha, beta):
+            try:
+                status = graph.execute(x_data, w_data, y_data, workspace, workspace_size)
+            except GraphFailed as failed:
+                raise _Failed(t.miopen_status(failed.status)) from None
+            if status is not None:  # (None: no engine takes it: the legacy call below)
+                _checked(status)
+                return dc.SUCCESS
         src_data, dst_data = (x_data, y_data) if d.forward else (y_data, x_data)
         _checked(
             getattr(cudnn, d.run)(

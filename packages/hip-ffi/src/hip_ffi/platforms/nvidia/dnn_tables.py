@@ -154,3 +154,74 @@ def miopen_status(cudnn_status: int) -> int:
     if found is not None:
         return found
     return dc.MIOPEN_STATUSES[CATEGORY.get(cudnn_status // 1000, "miopenStatusUnknownError")]
+
+
+#: cuDNN's backend (graph) API, as dnn_graph.py uses it (cudnn_graph.h of cuDNN 9.28; the values
+#: are those of 9.0). cudnnBackendDescriptorType_t:
+BACKEND_CONVOLUTION = 1
+BACKEND_ENGINECFG = 3
+BACKEND_ENGINEHEUR = 4
+BACKEND_EXECUTION_PLAN = 5
+BACKEND_OPERATIONGRAPH = 15
+BACKEND_VARIANT_PACK = 16
+BACKEND_TENSOR = 17
+#: cudnnBackendAttributeType_t
+TYPE_HANDLE = 0
+TYPE_DATA_TYPE = 1
+TYPE_INT64 = 3
+TYPE_FLOAT = 4
+TYPE_VOID_PTR = 6
+TYPE_CONVOLUTION_MODE = 7
+TYPE_HEUR_MODE = 8
+TYPE_BACKEND_DESCRIPTOR = 15
+#: cudnnBackendAttributeName_t
+ATTR_CONVOLUTION_COMP_TYPE = 100
+ATTR_CONVOLUTION_CONV_MODE = 101
+ATTR_CONVOLUTION_DILATIONS = 102
+ATTR_CONVOLUTION_FILTER_STRIDES = 103
+ATTR_CONVOLUTION_POST_PADDINGS = 104
+ATTR_CONVOLUTION_PRE_PADDINGS = 105
+ATTR_CONVOLUTION_SPATIAL_DIMS = 106
+ATTR_ENGINEHEUR_MODE = 200
+ATTR_ENGINEHEUR_OPERATION_GRAPH = 201
+ATTR_ENGINEHEUR_RESULTS = 202
+ATTR_EXECUTION_PLAN_HANDLE = 400
+ATTR_EXECUTION_PLAN_ENGINE_CONFIG = 401
+ATTR_EXECUTION_PLAN_WORKSPACE_SIZE = 402
+ATTR_OPERATIONGRAPH_HANDLE = 800
+ATTR_OPERATIONGRAPH_OPS = 801
+ATTR_TENSOR_BYTE_ALIGNMENT = 900
+ATTR_TENSOR_DATA_TYPE = 901
+ATTR_TENSOR_DIMENSIONS = 902
+ATTR_TENSOR_STRIDES = 903
+ATTR_TENSOR_UNIQUE_ID = 906
+ATTR_VARIANT_PACK_UNIQUE_IDS = 1000
+ATTR_VARIANT_PACK_DATA_POINTERS = 1001
+ATTR_VARIANT_PACK_WORKSPACE = 1003
+#: cudnnBackendHeurMode_t: the decision-tree heuristics (cudnn-frontend's default).
+HEUR_MODE_A = 3
+
+
+@dataclass(frozen=True)
+class GraphOperation:
+    """A convolution direction as a backend operation: its descriptor type and the attribute
+    names of alpha, beta, the convolution and the forward convolution's x, w and y (backward
+    data writes x from y)."""
+
+    descriptor: int
+    alpha: int
+    beta: int
+    conv: int
+    x: int
+    w: int
+    y: int
+
+
+#: Direction.key -> its operation (CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR and
+#: _BACKWARD_DATA_DESCRIPTOR).
+GRAPH_OPERATIONS = MappingProxyType(
+    {
+        "fwd": GraphOperation(10, 700, 701, 702, x=704, w=703, y=705),
+        "bwd": GraphOperation(12, 706, 707, 708, x=710, w=709, y=711),
+    }
+)
