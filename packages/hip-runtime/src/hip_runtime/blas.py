@@ -188,10 +188,15 @@ class Blas(Resource):
         p_alpha, p_beta = api.ffi.new(cell, alpha), api.ffi.new(cell, beta)
         gemm_ex = api.hipblasGemmEx
 
+        pointers = self._pointers
+
         def gemm(a: int, b: int, c: int) -> None:
             if self._releaser is None:
                 self._check_open()
-            pa, pb, pc = void(a), void(b), void(c)
+            # (`_void`'s look-ups, inline: the pool hands a repeated call the same addresses)
+            pa = pointers.get(a) or void(a)
+            pb = pointers.get(b) or void(b)
+            pc = pointers.get(c) or void(c)
             with lock:  # (one caller of the handle at a time, as `gemm`)
                 status = gemm_ex(
                     handle, op_b, op_a, n, m, k, p_alpha, pb, data_type, ldb,

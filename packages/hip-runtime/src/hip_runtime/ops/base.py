@@ -234,11 +234,13 @@ class OpsBase(Resource):
             return None
         start = out.ptr
         end = start + spans[-1]
-        for t, size in zip(inputs, spans, strict=False):
+        k = 0  # (an index, not zip(..., strict=False): a call with a keyword costs ~3k
+        for t in inputs:  # instructions, more than the rest of this check)
             if t is not None and t is not out:
                 at = t.ptr
-                if at < end and start < at + size:
+                if at < end and start < at + spans[k]:
                     return None  # the checked path tells in place from overlap
+            k += 1  # noqa: SIM113 (enumerate is a call too)
         return out
 
     # --- launches (all on self.stream) --------------------------------------------------------
@@ -308,8 +310,13 @@ def plan_key(*tensors: Any) -> tuple[Any, ...] | None:
         else:
             return None
     out = tensors[-1]
-    if out is not None:
-        key.append(tuple([t is out for t in tensors[:-1]]))
+    if out is not None:  # which inputs out is, as bits (a loop: a comprehension is a call)
+        bits, bit = 0, 1
+        for t in tensors:
+            if t is out:
+                bits |= bit
+            bit <<= 1
+        key.append(bits)
     return tuple(key)
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_runtime.blas import DATA_TYPES
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import OpsBase, plan_head, plan_key
+from hip_runtime.ops.base import OpsBase, layout_id, plan_head, plan_key
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
@@ -53,10 +53,14 @@ class LinalgOps(OpsBase):
         wider tensor, heads of [B, S, H, D]) and transposed ones in place; others get the
         result through a temporary and one strided copy.
         """
-        call = plan_key(a, b, out)
-        if call is not None:
-            call = ("matmul", *call, bool(transpose_a), bool(transpose_b))
-            planned = self._planned(call)
+        call = None
+        if type(a) is DeviceTensor is type(b) and (out is None or type(out) is DeviceTensor):
+            # (plan_key's key, inline: a tuple of small ints; issue 15 counts each call)
+            call = ("matmul", a._layout or layout_id(a), b._layout or layout_id(b),
+                    None if out is None else (out._layout or layout_id(out), out is a, out is b),
+                    not transpose_a, not transpose_b)  # fmt: skip
+            plans = self._plans
+            planned = None if plans is None or self._releaser is None else plans.get(call)
             if planned is not None:
                 y = self._planned_output(planned, (a, b), out)
                 if y is not None:

@@ -126,8 +126,8 @@ class PointwiseCore(OpsBase):
         key = None
         if type(a) is DeviceTensor is type(b) and (out is None or type(out) is DeviceTensor):
             key = (family, code, types, result, a._layout or layout_id(a),
-                   b._layout or layout_id(b),
-                   None if out is None else (_pw_layout(out), out is a, out is b))  # fmt: skip
+                   b._layout or layout_id(b), None if out is None else
+                   (out._layout or layout_id(out), out is a, out is b))  # fmt: skip
             y = self._pw_cached(key, (a, b), out, _NO_SCALAR)
             if y is not None:
                 return y
@@ -162,7 +162,7 @@ class PointwiseCore(OpsBase):
         key = None
         if type(x) is DeviceTensor and (out is None or type(out) is DeviceTensor):
             key = (source, code, types, x._layout or layout_id(x),
-                   None if out is None else (_pw_layout(out), out is x))  # fmt: skip
+                   None if out is None else (out._layout or layout_id(out), out is x))  # fmt: skip
             y = self._pw_cached(key, (x,), out, params)
             if y is not None:
                 return y
@@ -183,7 +183,7 @@ class PointwiseCore(OpsBase):
             and isinstance(dtype, (type, str, np.dtype))  # (what can be a key's part)
         ):
             key = ("cast", dtype, x._layout or layout_id(x),
-                   None if out is None else (_pw_layout(out), out is x))  # fmt: skip
+                   None if out is None else (out._layout or layout_id(out), out is x))  # fmt: skip
             y = self._pw_cached(key, (x,), out, ())
             if y is not None:
                 return y
@@ -312,12 +312,36 @@ class PointwiseCore(OpsBase):
     def _pw_scalar_planned(
         self, op: tuple[Any, ...], operands: tuple[Any, ...], out: DeviceTensor | None
     ) -> tuple[tuple[Any, ...] | None, DeviceTensor | None]:
-        """(key, y) of a call with Python scalars among its tensors (`scalar_plan_key`): y
-        when its plan served it, else None (the checked path then keeps the plan under key)."""
-        key = scalar_plan_key(op, operands, out)
-        if key is None:
+        """(key, y) of a call with Python scalars among its tensors (`op`: what the op adds
+        to the key): y when its plan served it, else None (the checked path then keeps the
+        plan under key). The key holds each tensor's layout and each scalar's type and value;
+        None (no plan) when an operand is neither a DeviceTensor nor a plain float/int/bool,
+        or is a float zero (0.0 and -0.0 are one key but not one value), or all are scalars."""
+        key: list[Any] = ["scalar", op]
+        slots: list[DeviceTensor | None] = []  # (as `_pw_cached` takes them: None, a scalar)
+        tensor = False  # (a flag: `slots.count(None)` would call each tensor's elementwise ==)
+        for v in operands:
+            kind = type(v)
+            if kind is DeviceTensor:
+                key.append(v._layout or layout_id(v))
+                slots.append(v)
+                tensor = True
+            elif (kind is float and v) or kind is int or kind is bool:
+                key.append((kind, v))
+                slots.append(None)
+            else:
+                return None, None
+        if not tensor or (out is not None and type(out) is not DeviceTensor):
             return None, None
-        return key, self._pw_cached(key, tuple(scalar_slots(operands)), out, None)
+        if out is not None:
+            bits, bit = 0, 1  # (which operands out is)
+            for v in operands:
+                if out is v:
+                    bits |= bit
+                bit <<= 1
+            key.append((out._layout or layout_id(out), bits))
+        found = tuple(key)
+        return found, self._pw_cached(found, tuple(slots), out, None)
 
     def _pw_cached(
         self,
@@ -371,42 +395,6 @@ def _same_values(tail: tuple[Any, ...], kept: tuple[Any, ...]) -> bool:
     """Whether a call's scalar arguments are the prepared ones: equal and of the same types
     (1 and 1.0 are equal but not packed alike)."""
     return tail == kept and all(type(a) is type(b) for a, b in zip(tail, kept, strict=True))
-
-
-def scalar_plan_key(
-    op: tuple[Any, ...], operands: Sequence[Any], out: DeviceTensor | None
-) -> tuple[Any, ...] | None:
-    """The plan key of a call with Python scalars among tensors (`op`: what the op adds): each
-    tensor's layout, each scalar's type and value; None when one is neither a DeviceTensor
-    nor a plain float/int/bool, or is a float zero (0.0 and -0.0 are one key but not one
-    value), or all are scalars: the checked path then decides."""
-    key: list[Any] = ["scalar", *op]
-    tensor = False
-    for v in operands:
-        kind = type(v)
-        if kind is DeviceTensor:
-            key.append(v._layout or layout_id(v))
-            tensor = True
-        elif (kind is float and v) or kind is int or kind is bool:
-            key.append((kind, v))
-        else:
-            return None
-    if not tensor or (out is not None and type(out) is not DeviceTensor):
-        return None
-    if out is not None:
-        key.append((_pw_layout(out), *(out is v for v in operands)))
-    return tuple(key)
-
-
-def scalar_slots(operands: Sequence[Any]) -> list[DeviceTensor | None]:
-    """The operands of a scalar key's call as `_pw_cached` takes them (None: a scalar)."""
-    return [v if type(v) is DeviceTensor else None for v in operands]
-
-
-def _pw_layout(t: DeviceTensor) -> int:
-    """What of a tensor decides a pointwise plan (`layout_id`: dtype, shape, strides, address
-    mod 16)."""
-    return t._layout or layout_id(t)
 
 
 def _aligned(
@@ -493,6 +481,4 @@ __all__ = [
     "Operand",
     "PointwiseCore",
     "scalar_args",
-    "scalar_plan_key",
-    "scalar_slots",
 ]
