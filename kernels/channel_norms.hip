@@ -1,26 +1,20 @@
 // Normalizations per channel: group_norm and batch_norm (inference), torch's semantics.
 //
-//   group_norm_<t>(x, weight, bias, y, int C, int G, long long inner, float eps, int vec,
-//                  int held)
+//   group_norm_<t>(x, weight, bias, y, int C, int G, long long inner, float eps, int vec)
 //       x, y [N, C, inner] C-contiguous (inner: the spatial size); block b normalizes group
 //       (n, g) = (b / G, b % G), its C / G channels' elements [C / G * inner] in a row:
 //       y = (x - mean) / sqrt(var + eps) * weight[c] + bias[c], biased variance over the group.
 //       weight, bias [C] may be null (1 and 0). vec: 16 bytes' worth of elements per access
-//       when inner is a multiple of that and x, y are 16-byte aligned, else 1. held (1, 2, 4
-//       or 8; 16-byte vectors only): the group's vectors, at most held per thread, are read
-//       once into registers and normalized from there; 0: three passes over the row.
+//       when inner is a multiple of that and x, y are 16-byte aligned, else 1.
 //   batch_norm_<t>(x, mean, var, weight, bias, y, long long n, int C, long long inner, float eps)
 //       y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c], c = (i / inner) % C:
 //       NCHW [N, C, inner] (inner = H * W), or channels last with inner = 1; weight, bias may be
 //       null. y may be x (in place).
 //
-// group_norm: one block per group, 1-D blocks of up to 1024 threads (a multiple of the warp
-// size), the mean, then the variance about it (no cancellation), then the output as
-// (x - mean) · (rstd · weight) + bias, f32 accumulation. With `held`, x is read from memory
-// once, every load of a thread issued before the first is used (a group that fits: 1024
-// threads · 8 vectors, 64K 16-bit elements); without, the row is read three times, from L2
-// when it fits (H100, [8, 512, 64, 64] bf16 in 32 groups: 0.68 of the copy rate).
-// batch_norm: grid-stride over any 1-D grid.
+// group_norm: one block per group, 1-D blocks of any size (a multiple of the warp size is
+// best), three passes over the group's row (mean, then the variance about it: no
+// cancellation, then the output as (x - mean) · (rstd · weight) + bias), f32 accumulation;
+// the row is read three times, from L2 when it fits. batch_norm: grid-stride over any 1-D grid.
 #include "dtypes.h"
 
 namespace hipk {
@@ -71,62 +65,6 @@ HIPK_DEVICE void group_norm(const T* x, const T* weight, const T* bias, T* y, in
     }
 }
 
-// The row held in registers: vector j = threadIdx.x + k · blockDim.x is held[k].
-template <typename T, int V, int K>
-HIPK_DEVICE void group_norm_held(const T* x, const T* weight, const T* bias, T* y, int C, int G,
-                                 long long inner, float eps) {
-    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
-    BlockReducer reduce = {scratch, 0, (int)threadIdx.x, (int)blockDim.x, 0};
-    const int Cg = C / G;
-    const long long count = (long long)Cg * inner;
-    const int vectors = (int)(count / V);
-    const long long first = (long long)blockIdx.x * count;
-    const Vec<T, V>* row = reinterpret_cast<const Vec<T, V>*>(x + first);
-    Vec<T, V> held[K];
-    HIPK_UNROLL
-    for (int k = 0; k < K; ++k) {
-        const int j = (int)threadIdx.x + k * (int)blockDim.x;
-        if (j < vectors) held[k] = row[j];
-    }
-    float sum = 0.0f;
-    HIPK_UNROLL
-    for (int k = 0; k < K; ++k) {
-        if ((int)threadIdx.x + k * (int)blockDim.x < vectors) {
-            HIPK_UNROLL
-            for (int i = 0; i < V; ++i) sum += to_float(held[k].v[i]);
-        }
-    }
-    const float mean = reduce.sum(sum) / (float)count;
-    float squares = 0.0f;
-    HIPK_UNROLL
-    for (int k = 0; k < K; ++k) {
-        if ((int)threadIdx.x + k * (int)blockDim.x < vectors) {
-            HIPK_UNROLL
-            for (int i = 0; i < V; ++i) {
-                const float d = to_float(held[k].v[i]) - mean;
-                squares += d * d;
-            }
-        }
-    }
-    const float rstd = 1.0f / sqrtf(reduce.sum(squares) / (float)count + eps);
-    const int c0 = (int)(blockIdx.x % G) * Cg;
-    Vec<T, V>* out = reinterpret_cast<Vec<T, V>*>(y + first);
-    HIPK_UNROLL
-    for (int k = 0; k < K; ++k) {
-        const int j = (int)threadIdx.x + k * (int)blockDim.x;
-        if (j < vectors) {
-            const int c = c0 + (int)((long long)j * V / inner);
-            const float scale = (weight ? to_float(weight[c]) : 1.0f) * rstd;
-            const float shift = bias ? to_float(bias[c]) : 0.0f;
-            Vec<T, V> o;
-            HIPK_UNROLL
-            for (int i = 0; i < V; ++i)
-                o.v[i] = from_float<T>((to_float(held[k].v[i]) - mean) * scale + shift);
-            out[j] = o;
-        }
-    }
-}
-
 template <typename T>
 HIPK_DEVICE void batch_norm(const T* x, const T* mean, const T* var, const T* weight,
                             const T* bias, T* y, long long n, int C, long long inner, float eps) {
@@ -141,22 +79,12 @@ HIPK_DEVICE void batch_norm(const T* x, const T* mean, const T* var, const T* we
 
 }  // namespace hipk
 
-// (__launch_bounds__: 1024-thread blocks must fit the registers of the held row's variant.)
 #define HIPK_GROUP_NORM(S_, T)                                                                 \
-    extern "C" __global__ __launch_bounds__(1024) void group_norm_##S_(                        \
-        const T* x, const T* weight, const T* bias, T* y, int C, int G, long long inner,       \
-        float eps, int vec, int held) {                                                        \
-        constexpr int V = hipk::Lanes16<T>::value;                                             \
-        if (vec == V && held == 8)                                                             \
-            hipk::group_norm_held<T, V, 8>(x, weight, bias, y, C, G, inner, eps);              \
-        else if (vec == V && held == 4)                                                        \
-            hipk::group_norm_held<T, V, 4>(x, weight, bias, y, C, G, inner, eps);              \
-        else if (vec == V && held == 2)                                                        \
-            hipk::group_norm_held<T, V, 2>(x, weight, bias, y, C, G, inner, eps);              \
-        else if (vec == V && held == 1)                                                        \
-            hipk::group_norm_held<T, V, 1>(x, weight, bias, y, C, G, inner, eps);              \
-        else if (vec == V)                                                                     \
-            hipk::group_norm<T, V>(x, weight, bias, y, C, G, inner, eps);                      \
+    extern "C" __global__ void group_norm_##S_(const T* x, const T* weight, const T* bias,     \
+                                               T* y, int C, int G, long long inner,            \
+                                               float eps, int vec) {                           \
+        if (vec == hipk::Lanes16<T>::value)                                                    \
+            hipk::group_norm<T, hipk::Lanes16<T>::value>(x, weight, bias, y, C, G, inner, eps); \
         else                                                                                   \
             hipk::group_norm<T, 1>(x, weight, bias, y, C, G, inner, eps);                      \
     }

@@ -174,18 +174,18 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
 @pytest.mark.parametrize(
     ("shape", "groups", "dtype"),
     [
-        ((1, 4, 128, 128), 1, "f16"),  # 8192 16-byte vectors: 8 a thread, 1024 threads
+        ((1, 4, 128, 128), 1, "f16"),  # 8192 16-byte vectors: 8 a thread of 1024
         ((2, 8, 64, 64), 2, "bf16"),  # 2048: 2 a thread
-        ((1, 6, 8, 37), 2, "bf16"),  # 111 (3 · 296 elements): 2 wavefronts, one ragged
-        ((1, 2, 16, 300), 1, "f32"),  # 2400 4-float vectors: 4 a thread
-        ((1, 2, 256, 300), 1, "bf16"),  # 19200: more than 8 a thread, the three passes
+        ((1, 6, 8, 37), 2, "bf16"),  # 111 (3 · 296 elements): a partly filled pass
+        ((1, 2, 16, 300), 1, "f32"),  # 2400 4-float vectors
+        ((1, 2, 256, 300), 1, "bf16"),  # 19200: 19 a thread
     ],
 )
 def test_group_norm_of_large_groups_matches_numpy(
     backend: HipBackend, shape: tuple[int, ...], groups: int, dtype: str
 ) -> None:
-    """Groups the hypothesis test's shapes never reach: rows held in registers at each depth
-    (kernels/channel_norms.hip `held`), a partly filled last pass, and a row too long to hold."""
+    """Groups the hypothesis test's shapes never reach: rows of many 16-byte vectors a thread
+    in each of the three passes (kernels/channel_norms.hip), one pass partly filled."""
     rng = np.random.default_rng(19)
     x = testing.random(rng, shape, dtype, scale=2.0, shift=1.0)
     weight, bias = (testing.random(rng, (shape[1],), dtype) for _ in range(2))

@@ -17,19 +17,7 @@ from hip_runtime.ops.convolution import launch_outputs, spatial_type
 from hip_runtime.tensor import DeviceTensor
 
 _GROUP_BLOCK = 512  # group_norm: threads per group (1024 when the groups are few)
-_HELD = (1, 2, 4, 8)  # group_norm: 16-byte vectors a thread may hold (kernels/channel_norms.hip)
-
-
-def _held(vectors: int, widest: int, block: int) -> tuple[int, int]:
-    """(vectors per thread, block size) of group_norm's held-row variant for a group of
-    `vectors` 16-byte vectors: the fewest per thread that a block of at most `widest` threads
-    holds, the block cut to what they need (whole 64-thread wavefronts); (0, block) when the
-    group is too large (the three-pass variant, in blocks of `block`)."""
-    for per_thread in _HELD:
-        if per_thread * widest >= vectors:
-            needed = -(-vectors // per_thread)
-            return per_thread, min(widest, max(64, -(-needed // 64) * 64))
-    return 0, block
+_VECTORS = True  # group_norm: 16-byte accesses where the layout allows (False: by element)
 
 
 class ChannelNormOps(OpsBase):
@@ -70,15 +58,12 @@ class ChannelNormOps(OpsBase):
         kernel = self._kernel("channel_norms.hip", f"group_norm_{suffix}")
         grid = x.shape[0] * num_groups
         lanes = 16 // x.dtype.itemsize
-        vec = lanes if inner % lanes == 0 and x.ptr % 16 == 0 and y.ptr % 16 == 0 else 1
+        aligned = inner % lanes == 0 and x.ptr % 16 == 0 and y.ptr % 16 == 0
+        args = (c, num_groups, inner, float(eps), lanes if aligned and _VECTORS else 1)
         # Fewer groups than two per multiprocessor: wider blocks (H200, bf16: 1024 threads 55 %
         # of the copy rate at 256 groups against 50 % for 512; 512 ahead at 1024 groups).
         few = grid < 2 * self.device.properties.multiprocessors
         block = min(1024 if few else _GROUP_BLOCK, self._max_block)
-        held = 0
-        if vec > 1:  # (the held row's loads are 16-byte vectors)
-            held, block = _held(c // num_groups * inner // vec, min(1024, self._max_block), block)
-        args = (c, num_groups, inner, float(eps), vec, held)
         if y.size:
             kernel.launch(grid, block, x, weight, bias, y, *args, stream=self.stream)
             self._keep_plan(key, (*plan_head((x, weight, bias), y), kernel, grid, block, args))
