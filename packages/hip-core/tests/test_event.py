@@ -40,8 +40,8 @@ def test_a_failing_fast_entry_falls_back_to_the_surface_call(
 
         return call
 
-    entries = (api, api.ffi.typeof("hipEvent_t*"), failing("create"), failing("destroy"))
-    monkeypatch.setitem(event_module._cells, id(api), entries)
+    entries = (api, api.ffi.typeof("hipEvent_t*"), failing("create"), failing("destroy"), [])
+    monkeypatch.setattr(event_module, "_last", entries)
     event = device.create_event(timing=False)
     event.record(device.default_stream)
     event.sync()

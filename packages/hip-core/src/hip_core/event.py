@@ -37,10 +37,14 @@ class Event(Resource):
         # (`HipApi.fast`: nvidia's cudart calls, without the Python translating wrapper); a
         # failure there has no effect, so the surface call is made again for HIP's status.
         api = _hip._api or hip()  # (the loaded api without a call)
-        found = _cells.get(id(api))
-        if found is None or found[0] is not api:
+        found = _last
+        if found[0] is not api:
             found = _entries(api)
-        out = api.ffi.new(found[1])
+        spare = found[4]  # (a handle cell made once and reused: ffi.new costs ~2k instructions)
+        try:
+            out = spare.pop()
+        except IndexError:  # none free (another thread's creation holds it): a new one
+            out = api.ffi.new(found[1])
         flags = EVENT_DEFAULT if timing else EVENT_DISABLE_TIMING
         if interprocess:
             if timing:
@@ -56,6 +60,7 @@ class Event(Resource):
         if status:
             check(status, "hipEventCreateWithFlags")
         self.handle = handle = out[0]
+        spare.append(out)
         self.device = device
         self.timing = timing
         self.interprocess = interprocess
@@ -132,17 +137,20 @@ def _destroy_event(api: Any, destroy: Any, handle: Any) -> None:
             check(status, "hipEventDestroy")
 
 
-#: id(api) -> (api, its `hipEvent_t*` type, fast create, fast destroy)
-_cells: dict[int, tuple[Any, Any, Any, Any]] = {}
+#: What events of the last api used need, looked up once (`_entries`): the api, the cffi type
+#: `hipEvent_t*` (ffi.new parses a type string through a cache of its own at each call), the
+#: fast create and destroy entries, and the spare `hipEvent_t*` cells creations reuse.
+_last: tuple[Any, Any, Any, Any, list[Any]] = (None, None, None, None, [])
 
 
-def _entries(api: Any) -> tuple[Any, Any, Any, Any]:
-    """What an event of `api` needs, looked up once: the cffi type `hipEvent_t*` (ffi.new
-    parses a type string through a cache of its own at each call) and the fast entries."""
-    found = _cells[id(api)] = (
+def _entries(api: Any) -> tuple[Any, Any, Any, Any, list[Any]]:
+    """`_last` for `api` (a process may switch platforms: hip_core.use_platform)."""
+    global _last
+    _last = (
         api,
         api.ffi.typeof("hipEvent_t*"),
         api.fast("hipEventCreateWithFlags"),
         api.fast("hipEventDestroy"),
+        [],
     )
-    return found
+    return _last

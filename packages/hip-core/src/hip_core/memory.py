@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from hip_core import _hip
 from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core._resource import ClosedError, Resource, nothing
@@ -226,7 +227,7 @@ class DeviceBuffer(_BufferBase):
         (bytes, bytearray, memoryview, numpy array; not one holding Python objects). Its size
         must not exceed this buffer's. `stream`: None copies synchronously.
         """
-        self._copy(source, to_device=True, stream=stream)
+        self._copy(source, True, stream)
 
     def copy_to(self, destination: Any, *, stream: Stream | None = None) -> None:
         """Copy the first len(destination) bytes of this buffer into `destination`.
@@ -234,16 +235,22 @@ class DeviceBuffer(_BufferBase):
         `destination`: a DeviceBuffer, a PinnedBuffer, or a writable C-contiguous bytes-like
         object. With `stream=`, read it only after `stream.sync()`.
         """
-        self._copy(destination, to_device=False, stream=stream)
+        self._copy(destination, False, stream)
 
-    def _copy(self, other: Any, *, to_device: bool, stream: Stream | None) -> None:
+    def _copy(self, other: Any, to_device: bool, stream: Stream | None) -> None:
         # Every check of the general path, in the order it made them, at a few attribute reads
-        # each (issue 15: a 4 KiB copy's Python cost is most of its time).
+        # each (issue 15: a 4 KiB copy's Python cost is most of its time; positional
+        # arguments, the loaded api without a call, a pinned buffer's checks inline).
         if self._releaser is None or self._owner._releaser is None:
             self._check_open()
         handle = None if stream is None else checked_handle(stream)
-        api = hip()
-        if type(other) is DeviceBuffer or isinstance(other, DeviceBuffer):
+        api = _hip._api or hip()
+        if type(other) is PinnedBuffer:  # (`host_pointer`'s checks of one, inline)
+            if other._releaser is None or other._owner._releaser is None:
+                other._check_open()
+            pointer, nbytes = other._address or other._void(), other.size
+            kind = MEMCPY_HOST_TO_DEVICE if to_device else MEMCPY_DEVICE_TO_HOST
+        elif type(other) is DeviceBuffer or isinstance(other, DeviceBuffer):
             if other._releaser is None or other._owner._releaser is None:
                 other._check_open()
             pointer, nbytes, kind = other._void(), other.size, MEMCPY_DEVICE_TO_DEVICE
@@ -262,7 +269,7 @@ class DeviceBuffer(_BufferBase):
             dst, src = (self, other) if to_device else (other, self)
             peer_copy(dst, src, nbytes, stream, handle)
             return
-        mine = self._void()
+        mine = self._address or self._void()
         dst, src = (mine, pointer) if to_device else (pointer, mine)
         if stream is None:
             fast = _fast_memcpy

@@ -306,7 +306,16 @@ class PointwiseCore(OpsBase):
         """Keep what a validated call of `key` worked out, for `_pw_cached` (`tail`: the
         scalar arguments, for keys that hold the scalars' values)."""
         prepared = kernel.prepare(grid, _BLOCK, *head, *inputs, y, *path, *tail, stream=self.stream)
-        plan = (*plan_head(inputs, y), kernel, grid, head, path, y.ptr & 15, tail, prepared)
+        plan = (
+            *plan_head(inputs, y),
+            kernel,
+            grid,
+            head,
+            path,
+            y.ptr & 15,
+            tail,
+            prepared.__call__,
+        )  # (bound once: calling the object costs a method lookup)
         self._keep_plan(key, plan)
 
     def _pw_scalar_planned(

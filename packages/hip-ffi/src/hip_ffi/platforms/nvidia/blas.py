@@ -36,6 +36,16 @@ def bind(cublas: Any) -> dict[str, Native]:
     native_gemm = cublas.cublasGemmEx
     native_batched = cublas.cublasGemmStridedBatchedEx
 
+    # The cuBLAS values of each HIP enum combination seen (a few): a GEMM's per-call cost is
+    # one look-up (issue 15). Only combinations that translate are kept.
+    known: dict[tuple[int, int, int, int], tuple[int, int, int, int]] = {}
+
+    def enums_of(trans_a: int, trans_b: int, compute: int, algo: int) -> Any:
+        enums = _cuda_enums(trans_a, trans_b, compute, algo)
+        if enums is not None:
+            known[(trans_a, trans_b, compute, algo)] = enums
+        return enums
+
     def mapped(native: Native, name: str) -> Native:
         return translated(native, name, CUBLAS_TO_HIPBLAS, HIPBLAS_UNKNOWN)
 
@@ -47,7 +57,9 @@ def bind(cublas: Any) -> dict[str, Native]:
         """C = alpha·op(A)·op(B) + beta·C, column-major; alpha/beta on the host (pointer mode
         host, the default) in the compute type's precision; asynchronous on the handle's
         stream."""
-        enums = _cuda_enums(trans_a, trans_b, compute, algo)
+        enums = known.get((trans_a, trans_b, compute, algo)) or enums_of(
+            trans_a, trans_b, compute, algo
+        )
         if enums is None:
             return INVALID_ENUM
         op_a, op_b, cu_compute, cu_algo = enums
@@ -65,7 +77,9 @@ def bind(cublas: Any) -> dict[str, Native]:
         batch: int, compute: int, algo: int,
     ) -> int:  # fmt: skip
         """`batch` GEMMs as hipblasGemmEx, matrix i at A + i·stride_a elements (and B, C)."""
-        enums = _cuda_enums(trans_a, trans_b, compute, algo)
+        enums = known.get((trans_a, trans_b, compute, algo)) or enums_of(
+            trans_a, trans_b, compute, algo
+        )
         if enums is None:
             return INVALID_ENUM
         op_a, op_b, cu_compute, cu_algo = enums
