@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from hip_runtime.dtypes import float_type
-from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_head, plan_key
+from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, layout_id, plan_head
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, row_strides
 from hip_runtime.ops.reduce_layout import next_power_of_two as pow2
 from hip_runtime.tensor import DeviceTensor
@@ -47,9 +47,15 @@ class SoftmaxOps(OpsBase):
         [.., q, keys] blocks whose last q keys are the queries, so row r sees keys
         c <= r % q + keys - q. Masked entries are 0; a row that sees no key is all zeros.
         """
-        key = plan_key(x, out) if type(axis) is int is type(causal_rows) else None
-        if key is not None:  # (ints only: True == 1 would share 1's key, and is refused)
-            key = ("softmax", *key, axis, causal_rows)
+        key = None
+        if (
+            type(axis) is int is type(causal_rows)  # (ints only: True == 1 would share 1's key)
+            and type(x) is DeviceTensor
+            and (out is None or type(out) is DeviceTensor)
+        ):  # (plan_key's key, inline: layout ids; issue 15 counts each call)
+            key = ("softmax", x._layout or layout_id(x),
+                   None if out is None else (out._layout or layout_id(out), out is x),
+                   axis, causal_rows)  # fmt: skip
             plan = self._planned(key)
             if plan is not None:
                 y = self._planned_output(plan, (x,), out)
