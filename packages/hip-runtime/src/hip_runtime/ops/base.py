@@ -200,12 +200,12 @@ class OpsBase(Resource):
             kept: PlanOutput = plan[2]
             y = kept.last
             if y is not None:
-                # (the counts: kept.last, this local and the call's argument; the buffer's:
-                # the tensor's slot, this local and the argument)
+                # (the counts of a tensor held by kept.last and this local only, and of a
+                # buffer held by its tensor and this local only: `_UNHELD`, measured so)
                 b = y.buffer
                 if (
-                    _refcount(y) == 3
-                    and _refcount(b) == 3
+                    _refcount(y) == _UNHELD[0]
+                    and _refcount(b) == _UNHELD[1]
                     and b._releaser is not None
                     and not _weakrefs(y)
                     and not _weakrefs(b)
@@ -220,7 +220,7 @@ class OpsBase(Resource):
                 return y  # (the graph's memory: never kept)
             if kept.last is not None:
                 kept.last = y  # (the last one is still held: keep the newest instead)
-            elif kept.nbytes <= RECYCLE_BYTES:
+            elif kept.nbytes <= RECYCLE_BYTES and _UNHELD[0]:
                 spent = self._recycled_bytes + kept.nbytes
                 if spent <= RECYCLE_BUDGET:
                     self._recycled_bytes = spent
@@ -338,6 +338,30 @@ class PlanOutput:
     def __init__(self, nbytes: int) -> None:
         self.nbytes = nbytes
         self.last: DeviceTensor | None = None
+
+
+def _unheld_counts() -> tuple[int, int]:
+    """What `sys.getrefcount` reads, in `_planned_output`'s own steps, for a plan's last
+    output that nothing else holds: (the tensor's, its buffer's). Measured, not assumed (an
+    interpreter may count references on its stack differently); (0, 0), so nothing is ever
+    kept, on a build without the GIL, where another thread may take a reference between the
+    count and the reuse."""
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return 0, 0
+
+    class Held:
+        __slots__ = ("buffer",)
+
+    kept: Any = PlanOutput(1)
+    kept.last = Held()
+    kept.last.buffer = Held()
+    y = kept.last
+    b = y.buffer
+    counts = _refcount(y), _refcount(b)
+    return counts if min(counts) > 1 else (0, 0)
+
+
+_UNHELD = _unheld_counts()
 
 
 def plan_head(inputs: Sequence[DeviceTensor | None], y: DeviceTensor) -> tuple[Any, ...]:
