@@ -171,7 +171,8 @@ class LinalgOps(OpsBase):
         call = plan_key(x, weight, bias, residual, out)
         if call is not None:
             call = ("linear", *call)
-            planned = self._planned(call)
+            plans = self._plans  # (`_planned`, inline)
+            planned = None if plans is None or self._releaser is None else plans.get(call)
             if planned is not None:
                 y = self._planned_output(planned, (x, weight, bias), out)
                 if y is not None and (residual is None or self._addends(y, bias, residual)):
