@@ -3,7 +3,6 @@ where they must leave the launch to `Kernel.launch` (captures, a busy buffer, cl
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -92,11 +91,11 @@ def test_closed_stream_or_module_and_a_busy_buffer_leave_it_to_launch(
     stream = device.create_stream()
     kernel = module.get_kernel("axpy")
     prepared = kernel.prepare(1, 2, 1.0, y, y, 2, stream=stream)
-    held = threading.Lock()
-    prepared._lock = held  # another thread inside it: the caller takes the checked path
-    with held:
-        assert not prepared(y.ptr, y.ptr)  # type: ignore[attr-defined]
+    token = prepared._lock.pop()  # another thread inside it: the caller takes the checked path
+    assert not prepared(y.ptr, y.ptr)  # type: ignore[attr-defined]
+    prepared._lock.append(token)
     assert prepared(y.ptr, y.ptr)  # type: ignore[attr-defined]
+    assert prepared._lock == [True]  # (given back after the launch)
     stream.sync()
     stream.close()
     assert not prepared(y.ptr, y.ptr)  # type: ignore[attr-defined]

@@ -384,8 +384,9 @@ class PreparedLaunch:
     HIP's status). The addresses are not checked: the caller has checked that its memory is
     open, and work on it is stream-ordered before any reuse of that memory.
 
-    Thread safety: the buffer is written and launched under a lock that is only ever tried,
-    never waited for (a second thread takes the checked path), so sharing one is safe.
+    Thread safety: the buffer is written and launched while this object's one token is taken
+    (a try-lock that never waits: a second thread takes the checked path), so sharing one is
+    safe.
     """
 
     __slots__ = ("_config", "_count", "_fast", "_generation", "_handle", "_last", "_lock",
@@ -424,15 +425,21 @@ class PreparedLaunch:
         self._fast = kernel._launch_fast
         self._null = ffi.NULL
         self._stream = stream
-        self._lock = threading.Lock()
+        # The buffer's owner: a one-entry list, taken by `pop()` and given back by `append()`
+        # (both atomic, and a tenth of a non-blocking Lock.acquire's argument parsing).
+        self._lock = [True]
         self._generation = _resource.generation
         self._last: tuple[int, ...] | None = None  # the addresses in the buffer now
 
     def __call__(self, *addresses: int) -> bool:
         if self._generation != _resource.generation and not self._revalidate():
             return False
+        if _capture.captures:
+            return False
         lock = self._lock
-        if _capture.captures or not lock.acquire(False):
+        try:
+            lock.pop()
+        except IndexError:  # another thread is inside
             return False
         try:
             if addresses != self._last:  # (a pool's reuse repeats them: nothing to write)
@@ -446,7 +453,7 @@ class PreparedLaunch:
                 self._last = addresses
             status = self._fast(self._config, self._handle, self._pointers, self._null)
         finally:
-            lock.release()
+            lock.append(True)
         return not status
 
     def _revalidate(self) -> bool:
