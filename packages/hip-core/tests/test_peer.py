@@ -166,3 +166,23 @@ def test_copies_between_devices_keep_working_after_errors(pair: tuple[Device, De
     with b:
         on_b.copy_to(out)
     assert out == b"\x03" * 128
+
+
+def test_copies_and_fills_run_on_their_buffers_device(pair: tuple[Device, Device]) -> None:
+    """With device 0 current, a buffer of device 1 is filled, written and read, synchronously
+    and on device 1's stream, and device 0 stays current (on nvidia the async copy used to be
+    hipErrorInvalidValue and the synchronous ones ran on device 0's null stream)."""
+    a, b = pair
+    on_b, stream = b.allocate(64), b.create_stream()
+    with a:
+        on_b.fill(7)
+        got = bytearray(64)
+        on_b.copy_to(got)
+        assert got == b"\x07" * 64
+        on_b.copy_from(bytes(range(64)), stream=stream)
+        on_b.fill(9, stream=stream)  # after the copy: stream order
+        stream.sync()
+        on_b.copy_to(got, stream=stream)
+        stream.sync()
+        assert got == b"\x09" * 64
+        assert Device.current() == a

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hip_core import _hip
+from hip_core._current import _thread
 from hip_core._hip import hip
 from hip_core._resource import Resource
-from hip_core.device import _thread
 from hip_core.errors import check, check_done
 from hip_core.stream import checked_handle
 from hip_ffi.constants import EVENT_DEFAULT, EVENT_DISABLE_TIMING, EVENT_INTERPROCESS

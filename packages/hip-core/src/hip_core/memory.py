@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_core import _hip
 from hip_core._checks import integer
+from hip_core._current import _thread
 from hip_core._hip import hip
 from hip_core._resource import ClosedError, Resource, nothing
 from hip_core.errors import check
@@ -241,6 +242,13 @@ class DeviceBuffer(_BufferBase):
         # Every check of the general path, in the order it made them, at a few attribute reads
         # each (issue 15: a 4 KiB copy's Python cost is most of its time; positional
         # arguments, the loaded api without a call, a pinned buffer's checks inline).
+        if _thread.ordinal != self.device.ordinal:
+            # A copy runs with its buffer's device current, whatever this thread's is: on
+            # nvidia an async copy on another device's stream is hipErrorInvalidValue, and a
+            # synchronous one would run on the wrong device's null stream, unordered with
+            # this device's work (issue 20).
+            with self.device:
+                return self._copy(other, to_device, stream)
         if self._releaser is None or self._owner._releaser is None:
             self._check_open()
         handle = None if stream is None else checked_handle(stream)
@@ -292,6 +300,9 @@ class DeviceBuffer(_BufferBase):
         byte = integer(byte, "fill byte")
         if not 0 <= byte <= 255:
             raise ValueError(f"fill takes a byte value 0-255, not {byte}")
+        if _thread.ordinal != self.device.ordinal:
+            with self.device:  # (as a copy: on its buffer's device, whatever is current)
+                return self.fill(byte, stream=stream)
         api = hip()
         pointer = api.ffi.cast("void*", self.ptr)
         if stream is None:
