@@ -225,9 +225,14 @@ def test_no_device_is_hip_no_device_error_and_still_a_value_error(
 
     with pytest.raises(HipInvalidValueError, match="no device 99"):
         Device(99)  # a device that does not exist, on a platform that has some
+    # One past the last device: never made in this thread (a made Device is kept, and on a
+    # machine of two GPUs earlier tests made Device(1)), so its ordinal is checked.
+    missing = Device.count()
     monkeypatch.setattr(hip_ffi, "device_count", lambda api: (0, "hipErrorNoDevice"))
-    with pytest.raises(HipNoDeviceError, match="no device 1: this platform has 0") as caught:
-        Device(1)
+    with pytest.raises(
+        HipNoDeviceError, match=f"no device {missing}: this platform has 0"
+    ) as caught:
+        Device(missing)
     assert isinstance(caught.value, ValueError) and caught.value.name == "hipErrorNoDevice"
     for ordinal in (1.0, True, "0"):
         with pytest.raises(TypeError, match="device ordinal"):
