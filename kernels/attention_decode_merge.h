@@ -56,11 +56,14 @@ HIPK_DEVICE void combine_rows(const float* part, const float* stats, const long 
         for (int q = 0; q < R; ++q)
             if (q == r) top[q] = fmaxf(top[q], at[0]);
     }
+    // (`if`, not `break`: a loop of barriers that breaks has no constant trip count, and
+    // hiprtc then cannot unroll it, so top[] and total[] would leave the registers.)
     HIPK_UNROLL
     for (int r = 0; r < R; ++r) {
-        if (r >= count) break;  // (block-uniform)
-        Floats<1> found = {{top[r]}};
-        top[r] = finite_or_zero(reducer.reduce(found, Max()).v[0]);  // the row's base
+        if (r < count) {  // (block-uniform)
+            Floats<1> found = {{top[r]}};
+            top[r] = finite_or_zero(reducer.reduce(found, Max()).v[0]);  // the row's base
+        }
     }
     for (int j = tid; j < count * n; j += threads) {
         const int r = j / n;
@@ -75,10 +78,8 @@ HIPK_DEVICE void combine_rows(const float* part, const float* stats, const long 
             if (q == r) total[q] += w * sum_of[j];
     }
     HIPK_UNROLL
-    for (int r = 0; r < R; ++r) {
-        if (r >= count) break;
-        total[r] = reducer.sum(total[r]);  // the barriers also publish weight[]
-    }
+    for (int r = 0; r < R; ++r)
+        if (r < count) total[r] = reducer.sum(total[r]);  // the barriers also publish weight[]
     // (slice, row, vector) jobs: one per thread, or (blocks narrower than the rows' vectors:
     // the fused combine on the cpu platform) one slice with several jobs per thread.
     const int vectors = dp / 4, jobs = count * vectors;
