@@ -100,21 +100,23 @@ def _tensor(
     return out[0]
 
 
-@pytest.fixture
-def setup() -> Any:
-    fake = FakeCudnn()
-    api = dnn.bind(fake)
-    handle = ffi.new("miopenHandle_t*")
-    assert api["miopenCreate"](handle) == 0
-    conv = ffi.new("miopenConvolutionDescriptor_t*")
-    assert api["miopenCreateConvolutionDescriptor"](conv) == 0
+def _problem(fake: Any, api: Any) -> Any:
+    """A handle, a 3x3 stride-1 padding-1 convolution and its NHWC bf16 tensors x [2, 8, 6, 6],
+    w [4, 8, 3, 3], y [2, 4, 6, 6], made through the surface `api` (bound over `fake`)."""
+    handle, conv = ffi.new("miopenHandle_t*"), ffi.new("miopenConvolutionDescriptor_t*")
+    assert api["miopenCreate"](handle) == 0 and api["miopenCreateConvolutionDescriptor"](conv) == 0
     assert api["miopenInitConvolutionNdDescriptor"](conv[0], 2, _ints(1, 1), _ints(1, 1),
                                                    _ints(1, 1), 0) == 0  # fmt: skip
-    # NHWC bf16: x [2, 8, 6, 6], w [4, 8, 3, 3], y [2, 4, 6, 6]
     x = _tensor(api, (2, 8, 6, 6), (288, 1, 48, 8), dc.MIOPEN_BFLOAT16)
     w = _tensor(api, (4, 8, 3, 3), (72, 1, 24, 8), dc.MIOPEN_BFLOAT16)
     y = _tensor(api, (2, 4, 6, 6), (144, 1, 24, 4), dc.MIOPEN_BFLOAT16)
     return fake, api, handle[0], conv[0], x, w, y
+
+
+@pytest.fixture
+def setup() -> Any:
+    fake = FakeCudnn()
+    return _problem(fake, dnn.bind(fake))
 
 
 def test_descriptors_become_cudnn_ones_with_a_filter_format(setup) -> None:  # type: ignore[no-untyped-def]
@@ -278,15 +280,7 @@ def _find_and_forward(api: Any, handle: Any, conv: Any, x: Any, w: Any, y: Any,
 @pytest.fixture
 def graph_setup(setup) -> Any:  # type: ignore[no-untyped-def]
     fake = setup[0]
-    api = dnn.bind(fake, graph=True)
-    handle, conv = ffi.new("miopenHandle_t*"), ffi.new("miopenConvolutionDescriptor_t*")
-    assert api["miopenCreate"](handle) == 0 and api["miopenCreateConvolutionDescriptor"](conv) == 0
-    assert api["miopenInitConvolutionNdDescriptor"](conv[0], 2, _ints(1, 1), _ints(1, 1),
-                                                   _ints(1, 1), 0) == 0  # fmt: skip
-    x = _tensor(api, (2, 8, 6, 6), (288, 1, 48, 8), dc.MIOPEN_BFLOAT16)
-    w = _tensor(api, (4, 8, 3, 3), (72, 1, 24, 8), dc.MIOPEN_BFLOAT16)
-    y = _tensor(api, (2, 4, 6, 6), (144, 1, 24, 4), dc.MIOPEN_BFLOAT16)
-    return fake, api, handle[0], conv[0], x, w, y
+    return _problem(fake, dnn.bind(fake, graph=True))
 
 
 def test_16_bit_convolutions_run_one_graph_plan_per_problem(graph_setup) -> None:  # type: ignore[no-untyped-def]
