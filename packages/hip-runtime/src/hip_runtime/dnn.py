@@ -112,6 +112,15 @@ def _out_size(size: int, pad: int, window: int, stride: int, dilation: int) -> i
     return (size + 2 * pad - dilation * (window - 1) - 1) // stride + 1
 
 
+def _queued(launch: Callable[[int, int, int], None] | None, a: Any, w: Any, b: Any) -> bool:
+    """Queue a convolution case's launch on the addresses of its three tensors; False when
+    there is none (the library declined the case)."""
+    if launch is None:
+        return False
+    launch(a.ptr, w.ptr, b.ptr)
+    return True
+
+
 class Dnn(Resource):
     """A DNN library handle whose work is queued on `stream`, workspace taken from `pool`.
 
@@ -150,13 +159,11 @@ class Dnn(Resource):
         """Queue out = conv2d(x, w) (cross-correlation, no bias): x [N, C, H, W] (NHWC when
         channels_last), w [K, C / groups, R, S] ([K, R, S, C / groups]), out [N, K, P, Q]
         ([N, P, Q, K]), all contiguous, of one dtype. False: not queued (fall back)."""
-        geometry: dict[str, Any] = {"stride": stride, "padding": padding, "dilation": dilation,
-                                    "groups": groups}  # fmt: skip
-        launch = self.conv_launcher(False, x, w, out, **geometry, channels_last=channels_last)
-        if launch is None:
-            return False
-        launch(x.ptr, w.ptr, out.ptr)
-        return True
+        launch = self.conv_launcher(
+            False, x, w, out, stride=stride, padding=padding, dilation=dilation, groups=groups,
+            channels_last=channels_last,
+        )  # fmt: skip
+        return _queued(launch, x, w, out)
 
     def conv_backward_data(
         self, dy: Any, w: Any, dx: Any, *, stride: Sequence[int], padding: Sequence[Any],
@@ -166,13 +173,11 @@ class Dnn(Resource):
         [N, K, P, Q] by w [K, C / groups, R, S] (what conv_transpose2d(dy, w) is); layouts as
         conv_forward's. dx's H, W may exceed the forward's reach (output padding). False: not
         queued."""
-        geometry: dict[str, Any] = {"stride": stride, "padding": padding, "dilation": dilation,
-                                    "groups": groups}  # fmt: skip
-        launch = self.conv_launcher(True, dy, w, dx, **geometry, channels_last=channels_last)
-        if launch is None:
-            return False
-        launch(dy.ptr, w.ptr, dx.ptr)
-        return True
+        launch = self.conv_launcher(
+            True, dy, w, dx, stride=stride, padding=padding, dilation=dilation, groups=groups,
+            channels_last=channels_last,
+        )  # fmt: skip
+        return _queued(launch, dy, w, dx)
 
     def conv_launcher(
         self, backward_data: bool, x: Any, w: Any, out: Any, *, stride: Sequence[int],
