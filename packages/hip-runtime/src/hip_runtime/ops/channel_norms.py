@@ -16,8 +16,10 @@ from hip_runtime.ops.base import OpsBase, plan_head, plan_key
 from hip_runtime.ops.convolution import launch_outputs, spatial_type
 from hip_runtime.tensor import DeviceTensor
 
-_GROUP_BLOCK = 512  # group_norm: threads per group (1024 when the groups are few)
+_GROUP_BLOCK = 512  # group_norm: threads per group
+_FEW_GROUPS_BLOCK = 1024  # ... where the groups are fewer than two per multiprocessor
 _VECTORS = True  # group_norm: 16-byte accesses where the layout allows (False: by element)
+_GROUP_PASSES = 2  # group_norm: reads of each group (2: statistics, output; 3: mean, var, output)
 
 
 class ChannelNormOps(OpsBase):
@@ -33,7 +35,8 @@ class ChannelNormOps(OpsBase):
     ) -> DeviceTensor:
         """torch.nn.functional.group_norm: the C channels in `num_groups` groups, each group
         of each image normalized by its mean and biased variance, then · weight[c] + bias[c].
-        Queued on the backend's stream."""
+        One block per group reads it twice (Welford statistics, then the output; the second
+        read mostly from L2). Queued on the backend's stream."""
         key = plan_key(x, weight, bias, out)
         if key is not None:
             key = ("group_norm", *key, num_groups, eps)
@@ -59,11 +62,12 @@ class ChannelNormOps(OpsBase):
         grid = x.shape[0] * num_groups
         lanes = 16 // x.dtype.itemsize
         aligned = inner % lanes == 0 and x.ptr % 16 == 0 and y.ptr % 16 == 0
-        args = (c, num_groups, inner, float(eps), lanes if aligned and _VECTORS else 1)
+        vec = lanes if aligned and _VECTORS else 1
+        args = (c, num_groups, inner, float(eps), vec, _GROUP_PASSES)
         # Fewer groups than two per multiprocessor: wider blocks (H200, bf16: 1024 threads 55 %
         # of the copy rate at 256 groups against 50 % for 512; 512 ahead at 1024 groups).
         few = grid < 2 * self.device.properties.multiprocessors
-        block = min(1024 if few else _GROUP_BLOCK, self._max_block)
+        block = min(_FEW_GROUPS_BLOCK if few else _GROUP_BLOCK, self._max_block)
         if y.size:
             kernel.launch(grid, block, x, weight, bias, y, *args, stream=self.stream)
             self._keep_plan(key, (*plan_head((x, weight, bias), y), kernel, grid, block, args))
