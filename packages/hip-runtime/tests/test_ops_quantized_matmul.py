@@ -1,8 +1,10 @@
-"""quantized_linear (kernels/gemv_quant.hip, and dequantize + GEMM beyond GEMV_MAX_ROWS) and
-dequantize against float64 references of the dequantized weight, under hypothesis: both
-encodings, each dtype, row lengths that take the 16-byte copy (K a multiple of 256) and the
-2-byte one, 1..20 rows (the row tiles 1, 4, 16 and two launches), weight rows that do not fill
-a block, x in strided and unaligned layouts, every threads-per-row choice.
+"""quantized_linear (kernels/gemv_quant_superblock.hip for K a multiple of 256 and 16-byte
+aligned blocks, kernels/gemv_quant.hip otherwise, and dequantize + GEMM beyond GEMV_MAX_ROWS)
+and dequantize against float64 references of the dequantized weight, under hypothesis: both
+encodings, each dtype, row lengths that take the superblock kernels (K a multiple of 256) and
+the staging ones (with its 2-byte copy), blocks at a 2-byte aligned address, 1..20 rows (the row
+tiles 1, 4, 16 and two launches), weight rows that do not fill a block, x in strided and
+unaligned layouts, every threads-per-row and rows-per-block choice.
 
 On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
 """
@@ -22,6 +24,7 @@ from hip_core import Device
 from hip_runtime import HipBackend, testing
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
+from hip_runtime.tensor import DeviceTensor
 
 SETTINGS = settings(
     max_examples=30, deadline=None, database=None,
@@ -47,6 +50,16 @@ def quantized(
     return QuantizedWeight(backend.from_numpy(blocks), (n, k), encoding), dense
 
 
+def shifted_copy(backend: HipBackend, blocks: DeviceTensor) -> DeviceTensor:
+    """The bytes of `blocks` in a new tensor whose address is 2 mod 16."""
+    host = blocks.to_numpy()
+    flat = np.zeros(host.size + 2, np.uint8)
+    flat[2:] = host.reshape(-1)
+    view = backend.from_numpy(flat)[2:].reshape(host.shape)
+    assert view.ptr % 16 == 2 and view.is_contiguous
+    return view
+
+
 def expected(x: np.ndarray, dense: np.ndarray) -> testing.Reference:
     return testing.linear(x, dense)
 
@@ -60,17 +73,22 @@ def expected(x: np.ndarray, dense: np.ndarray) -> testing.Reference:
     rows=st.sampled_from([1, 2, 4, 5, 16, 17]),
     layout=st.sampled_from(["contiguous", "strided", "unaligned", "batched"]),
     tpr=st.sampled_from([32, 64, 128, 256]),
+    group=st.sampled_from([8, 16, 32, 64]),
+    shifted=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_matches_the_reference(
     backend: HipBackend, monkeypatch: pytest.MonkeyPatch, encoding: str, dtype: str, n: int,
-    blocks: int, rows: int, layout: str, tpr: int, seed: int,
+    blocks: int, rows: int, layout: str, tpr: int, group: int, shifted: bool, seed: int,
 ) -> None:  # fmt: skip
     monkeypatch.setattr(quantized_matmul, "THREADS_PER_ROW", ((1 << 62, tpr),))
-    backend._plans = None  # plans keep the threads per row they were made with
+    monkeypatch.setattr(quantized_matmul, "ROWS_PER_BLOCK", ((1 << 62, group),))
+    backend._plans = None  # plans keep the kernel choice they were made with
     rng = np.random.default_rng(seed)
     k = 32 * blocks
     weight, dense = quantized(backend, rng, n, k, encoding)
+    if shifted:  # the same blocks 2 bytes past a 16-byte boundary: the staging kernels
+        weight = QuantizedWeight(shifted_copy(backend, weight.blocks), (n, k), encoding)
     if layout == "batched":
         x = testing.random(rng, (rows, 1, k), dtype)  # [B, 1, K]: a decode step's hidden states
         device_x = backend.from_numpy(x)
