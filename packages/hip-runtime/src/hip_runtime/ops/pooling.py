@@ -4,9 +4,11 @@ x [N, C, H, W] (or [N, H, W, C] with `channels_last=True`, the result then NHWC 
 C-contiguous, f32/f16/bf16 (f32 accumulation). max_pool2d and avg_pool2d go to the backend's
 DNN library when it has one and the case is one it expresses (symmetric padding: no
 `ceil_mode` window past the padding, no dilation), except max over 2x2 / 3x3 windows in
-16-byte runs of NHWC channels (pool.hip's variant for them is faster than cuDNN's); otherwise
-kernels/pool.hip, one thread per output. Queued on the backend's stream; a repeated call of
-the same layouts and arguments is served by a plan (`OpsBase._planned`).
+16-byte runs of NHWC channels, or NCHW at column stride 2 with 16-byte aligned rows (pool.hip's
+variants for them: every tap loaded at once; in NCHW several outputs a thread from one
+16-byte vector of each window row); otherwise kernels/pool.hip, one thread per output.
+Queued on the backend's stream; a repeated call of the same layouts and arguments is served by
+a plan (`OpsBase._planned`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from hip_runtime.ops.convolution import image_operand, key_part, launch_outputs
 from hip_runtime.tensor import DeviceTensor
 
 _MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2, "adaptive": 3}
+_NCHW_ROWS = True  # NCHW 2x2 / 3x3 max at column stride 2: pool.hip's max_pool2d_rows
+_KERNELS_FIRST = True  # pool.hip's small-window max variants before the DNN library
 
 
 class PoolingOps(OpsBase):
@@ -114,12 +118,18 @@ class PoolingOps(OpsBase):
         kh, kw, sh, sw, ph, pw, dh, dw = window
         lanes = 16 // x.dtype.itemsize  # channels per thread: one 16-byte run in NHWC
         vec = lanes if channels_last and c % lanes == 0 and not (x.ptr | y.ptr) % 16 else 1
+        small_max = mode == 0 and kh == kw and kh in (2, 3)
+        # NCHW at column stride 2: V / 2 outputs a thread from one 16-byte vector of each
+        # window row (pool.hip's max_pool2d_rows), where rows start 16-byte aligned.
+        rows = (_NCHW_ROWS and small_max and not channels_last and (sw, dw) == (2, 1)
+                and w % lanes == 0 and not x.ptr % 16)  # fmt: skip
         accessor = getattr(self, "_dnn", None)
         # The library's output size is the floor one: only then is its padding torch's. Max
         # over a 2x2 / 3x3 window in 16-byte runs of channels stays with pool.hip, whose
         # variant for them loads every tap at once (H100, ResNet's 3x3/2 pool, bf16 NHWC:
-        # 0.72 of the copy rate; cuDNN's NHWC kernel 0.51).
-        kernel_is_faster = mode == 0 and vec > 1 and kh == kw and kh in (2, 3)
+        # 0.72 of the copy rate; cuDNN's NHWC kernel 0.51); so does max_pool2d_rows' case
+        # (cuDNN's NCHW kernel: 0.25).
+        kernel_is_faster = _KERNELS_FIRST and small_max and (vec > 1 or rows)
         if (
             self._conv_use_library and accessor is not None and mode != 3
             and not kernel_is_faster
@@ -133,6 +143,12 @@ class PoolingOps(OpsBase):
                 channels_last=channels_last,
             ):  # fmt: skip
                 return
+        if rows:
+            kernel = self._kernel("pool.hip", f"max_pool2d_rows_{suffix}")
+            per = lanes // 2  # outputs a thread
+            launch_outputs(self, kernel, n * c * ho * -(-wo // per), x, y, n * c, h, w, ho, wo,
+                           kh, sh, ph, pw, dh)  # fmt: skip
+            return
         kernel = self._kernel("pool.hip", f"pool2d_{suffix}")
         launch_outputs(self, kernel, y.size // vec, x, y, n, c, h, w, ho, wo, *window, mode,
                        int(channels_last), vec)  # fmt: skip
