@@ -171,6 +171,33 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
     testing.assert_close(got, expected, dtype)
 
 
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize(
+    ("window", "stride", "padding", "dilation", "ceil_mode"),
+    [(3, 2, 1, 1, False), (3, 2, 0, 1, True), (2, 2, 1, 1, True), (2, 2, 0, 1, False),
+     (3, (1, 2), 1, (2, 1), True), (3, (3, 2), (0, 1), 1, False)],
+)  # fmt: skip
+def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
+    backend: HipBackend, window: int, stride: Any, padding: Any, dilation: Any,
+    ceil_mode: bool, dtype: str,
+) -> None:  # fmt: skip
+    """pool.hip's max_pool2d_rows (NCHW, column stride 2, several outputs a thread from one
+    16-byte vector of each row): widths a multiple of the vector (16, 24) and one that is not
+    (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode."""
+    rng = np.random.default_rng(window * 7 + len(str(stride)))
+    for width in (16, 24, 20):
+        x = testing.random(rng, (2, 3, 9, width), dtype, scale=3.0)
+        x[1, 2, 4, width - 1] = x[0, 1, 0, 0] = np.nan
+        got = call_twice(backend.max_pool2d, backend.from_numpy(x), window, stride, padding,
+                         dilation, ceil_mode)  # fmt: skip
+        expected = testing_conv.max_pool2d(x, window, stride, padding, dilation, ceil_mode)
+        nan = np.isnan(expected)
+        assert nan.any() and np.array_equal(np.isnan(got.astype(np.float64)), nan)
+        got, expected = got.copy(), expected.copy()
+        got[nan], expected[nan] = 0, 0
+        testing.assert_close(got, expected, dtype)
+
+
 @pytest.mark.parametrize(
     ("shape", "groups", "dtype"),
     [
