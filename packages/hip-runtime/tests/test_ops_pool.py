@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from hip_core import Device
 from hip_runtime import HipBackend, testing, testing_conv
+from hip_runtime.ops import channel_norms
 
 TYPES = ["f32", "f16", "bf16"]
 SETTINGS = settings(
@@ -208,16 +209,22 @@ def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
         ((1, 2, 256, 300), 1, "bf16"),  # 19200: 19 a thread
     ],
 )
+@pytest.mark.parametrize("passes", [2, 3])
 def test_group_norm_of_large_groups_matches_numpy(
-    backend: HipBackend, shape: tuple[int, ...], groups: int, dtype: str
-) -> None:
+    backend: HipBackend, shape: tuple[int, ...], groups: int, dtype: str, passes: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
     """Groups the hypothesis test's shapes never reach: rows of many 16-byte vectors a thread
-    in each of the three passes (kernels/channel_norms.hip), one pass partly filled."""
+    (four at a time, then the rest), one pass partly filled; both kernels of
+    kernels/channel_norms.hip (two reads, the default, and three), each on a fresh backend
+    (a plan keeps the kernel's arguments)."""
+    monkeypatch.setattr(channel_norms, "_GROUP_PASSES", passes)
     rng = np.random.default_rng(19)
     x = testing.random(rng, shape, dtype, scale=2.0, shift=1.0)
     weight, bias = (testing.random(rng, (shape[1],), dtype) for _ in range(2))
-    got = call_twice(backend.group_norm, backend.from_numpy(x), groups,
-                     backend.from_numpy(weight), backend.from_numpy(bias), 1e-5)  # fmt: skip
+    with HipBackend(backend.device) as fresh:
+        got = call_twice(fresh.group_norm, fresh.from_numpy(x), groups,
+                         fresh.from_numpy(weight), fresh.from_numpy(bias), 1e-5)  # fmt: skip
     expected = testing_conv.group_norm(x, groups, weight, bias, 1e-5)
     testing.assert_close(got, expected, dtype, 1e-3 if dtype == "f32" else 0.0)
 
