@@ -86,7 +86,7 @@ def test_an_event_crosses_both_ways(device: Device, platform: str, children: Mod
     stream = device.create_stream()
     gate = SPAWN.Queue()  # the child's `go`; released once it saw the event pending
     released = []
-    stream.launch_host_func(lambda: released.append(gate.get(timeout=240)))
+    stream.launch_host_func(lambda: released.append(gate.get(timeout=180)))
     buffer.fill(7, stream=stream)
     event.record(stream)
     results = SPAWN.Queue()
@@ -95,13 +95,18 @@ def test_an_event_crosses_both_ways(device: Device, platform: str, children: Mod
         args=(platform, handle, buffer.ipc_handle(), gate, results),
     )
     child.start()
+    released_gate = False
     try:
-        opened = results.get(timeout=240)
+        opened = results.get(timeout=120)
         assert opened == ("opened", False), opened  # the parent's stream is held: pending
         gate.put("go")  # releases this process's stream...
         gate.put("go")  # ...and the child's wait
-        answer = results.get(timeout=240)
+        released_gate = True
+        answer = results.get(timeout=120)
     finally:
+        if not released_gate:  # a failure above must not leave the stream held for minutes
+            gate.put("go")
+            gate.put("go")
         child.join(60)
     assert answer[0] == "ok", answer
     assert answer[1] == b"\x07" * 4096  # the child waited for this process's fill
