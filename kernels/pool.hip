@@ -1,7 +1,7 @@
 // 2-D pooling over NCHW (`channels_last` 0) or NHWC (1) C-contiguous tensors, torch's rules.
 //
 //   pool2d_<t>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode, channels_last,
-//              vec)
+//              vec, pairs)
 //       mode 0: max over the window taps inside the image (NaN propagates; dh, dw dilate);
 //       mode 1: average, divided by the window's size clipped to the padded image
 //               (count_include_pad: torch's min(start + k, H + p) - start);
@@ -11,6 +11,8 @@
 //       A dilated window with no tap inside the image gives -inf, as torch's; ceil_mode's last
 //       window starts inside the image or its left padding (the host's output size).
 //       vec: channels per thread, 16 bytes' worth in NHWC where C and the pointers allow, else 1.
+//       pairs: 2 to have max over a 2x2 / 3x3 window take two output rows a thread (the host
+//       checks sh = 2 and dh = 1), else 1.
 //
 // One thread per output, or per 16-byte run of channels (consecutive threads take consecutive
 // outputs: along ow in NCHW, along the channels in NHWC, both coalesced), f32 accumulation,
@@ -92,20 +94,24 @@ HIPK_DEVICE void pool2d_v(const T* x, T* y, long long nb, int C, int H, int W, i
 }
 
 // Max over a KH x KW window (taps outside the image skipped), every tap's load issued first.
-template <typename I, typename T, int V, int KH, int KW>
+// OH output rows a thread (1, or 2 where the host found sh = 2 and dh = 1: rows oh0, oh0 + 1
+// share their middle input row, loaded once: KH + 2 rows of taps for two outputs).
+template <typename I, typename T, int V, int KH, int KW, int OH>
 HIPK_DEVICE void max_pool2d_fixed(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
                                   int Wo, int sh, int sw, int ph, int pw, int dh, int dw,
                                   int channels_last) {
-    const int runs = C / V;
-    const I n_all = (I)(nb * runs * Ho * Wo);
+    constexpr int ROWS = KH + 2 * (OH - 1);
+    const int runs = C / V, pairs = (Ho + OH - 1) / OH;
+    const I n_all = (I)(nb * runs * pairs * Wo);
     for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
-        const Pixel<I> o = output_pixel(i, runs, Ho, Wo, channels_last);
+        const Pixel<I> o = output_pixel(i, runs, pairs, Wo, channels_last);
+        const int oh0 = o.oh * OH;
         const Plane in = plane((long long)o.n, o.c * V, C, H, W, channels_last);
-        Vec<T, V> taps[KH * KW];
-        bool inside[KH * KW];
+        Vec<T, V> taps[ROWS * KW];
+        bool inside[ROWS * KW];
         HIPK_UNROLL
-        for (int r = 0; r < KH; ++r) {
-            const int h = o.oh * sh - ph + r * dh;
+        for (int r = 0; r < ROWS; ++r) {
+            const int h = oh0 * sh - ph + r * dh;
             HIPK_UNROLL
             for (int s = 0; s < KW; ++s) {
                 const int w = o.ow * sw - pw + s * dw;
@@ -116,48 +122,61 @@ HIPK_DEVICE void max_pool2d_fixed(const T* x, T* y, long long nb, int C, int H, 
                                                                    w * in.wstep);
             }
         }
-        float acc[V];
         HIPK_UNROLL
-        for (int j = 0; j < V; ++j) acc[j] = neg_inf();
-        HIPK_UNROLL
-        for (int t = 0; t < KH * KW; ++t) {
-            if (!inside[t]) continue;
+        for (int u = 0; u < OH; ++u) {
+            if (oh0 + u >= Ho) continue;  // Ho odd: the last pair's second row
+            float acc[V];
             HIPK_UNROLL
-            for (int j = 0; j < V; ++j) {
-                const float v = to_float(taps[t].v[j]);
-                acc[j] = v > acc[j] || v != v ? v : acc[j];  // a NaN wins and stays
+            for (int j = 0; j < V; ++j) acc[j] = neg_inf();
+            HIPK_UNROLL
+            for (int t = 2 * u * KW; t < (2 * u + KH) * KW; ++t) {
+                if (!inside[t]) continue;
+                HIPK_UNROLL
+                for (int j = 0; j < V; ++j) {
+                    const float v = to_float(taps[t].v[j]);
+                    acc[j] = v > acc[j] || v != v ? v : acc[j];  // a NaN wins and stays
+                }
             }
+            const long long oh = oh0 + u, ow = o.ow, c = (long long)o.c * V, n = (long long)o.n;
+            const long long at = channels_last ? ((n * Ho + oh) * Wo + ow) * C + c
+                                               : ((n * C + c) * Ho + oh) * Wo + ow;
+            store_floats<T, V>(y + at, acc);
         }
-        store_floats<T, V>(y + (long long)i * V, acc);
     }
 }
 
 template <typename I, typename T, int V>
 HIPK_DEVICE bool max_pool2d_small(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
                                   int Wo, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
-                                  int dw, int mode, int channels_last) {
+                                  int dw, int mode, int channels_last, int pairs) {
     if (mode != 0 || kh != kw || (kh != 2 && kh != 3)) return false;
-    if (kh == 3)
-        max_pool2d_fixed<I, T, V, 3, 3>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
-                                        channels_last);
+    if (kh == 3 && pairs == 2)
+        max_pool2d_fixed<I, T, V, 3, 3, 2>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                           channels_last);
+    else if (kh == 3)
+        max_pool2d_fixed<I, T, V, 3, 3, 1>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                           channels_last);
+    else if (pairs == 2)
+        max_pool2d_fixed<I, T, V, 2, 2, 2>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                           channels_last);
     else
-        max_pool2d_fixed<I, T, V, 2, 2>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
-                                        channels_last);
+        max_pool2d_fixed<I, T, V, 2, 2, 1>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                           channels_last);
     return true;
 }
 
 template <typename I, typename T>
 HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
                         int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int mode,
-                        int channels_last, int vec) {
+                        int channels_last, int vec, int pairs) {
     constexpr int L = Lanes16<T>::value;
     if (vec == L) {
         if (!max_pool2d_small<I, T, L>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw,
-                                       mode, channels_last))
+                                       mode, channels_last, pairs))
             pool2d_v<I, T, L>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
                               channels_last);
     } else if (!max_pool2d_small<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh,
-                                          dw, mode, channels_last)) {
+                                          dw, mode, channels_last, pairs)) {
         pool2d_v<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
                           channels_last);
     }
@@ -251,9 +270,9 @@ HIPK_DEVICE void max_pool2d_rows_k(const T* x, T* y, long long planes, int H, in
     extern "C" __global__ void pool2d_##S_(const T* x, T* y, long long nb, int C, int H,       \
                                            int W, int Ho, int Wo, int kh, int kw, int sh,      \
                                            int sw, int ph, int pw, int dh, int dw, int mode,   \
-                                           int channels_last, int vec) {                       \
+                                           int channels_last, int vec, int pairs) {            \
         HIPK_INDEXED(nb * C * Ho * Wo, hipk::pool2d, x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, \
-                     ph, pw, dh, dw, mode, channels_last, vec);                                \
+                     ph, pw, dh, dw, mode, channels_last, vec, pairs);                         \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_POOL2D)
 

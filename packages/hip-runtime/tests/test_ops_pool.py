@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from hip_core import Device
 from hip_runtime import HipBackend, testing, testing_conv
-from hip_runtime.ops import channel_norms
+from hip_runtime.ops import channel_norms, pooling
 
 TYPES = ["f32", "f16", "bf16"]
 SETTINGS = settings(
@@ -144,15 +144,21 @@ def both_float(value: Any) -> tuple[float, float]:
     [(3, 2, 1, 1, False), (3, 1, 1, 2, True), (2, 2, 0, 1, True), (2, 1, 1, 1, False)],
 )
 @pytest.mark.parametrize(
-    ("dtype", "channels_last", "c"), [("bf16", True, 16), ("f32", False, 3), ("f16", True, 5)]
-)
+    ("dtype", "channels_last", "c", "pairs"),
+    [("bf16", True, 16, False), ("bf16", True, 16, True), ("f32", True, 8, True),
+     ("f32", False, 3, False), ("f16", True, 5, False)],
+)  # fmt: skip
 def test_small_max_windows_of_the_portable_kernel_match_numpy(
     backend: HipBackend, window: int, stride: int, padding: int, dilation: int,
-    ceil_mode: bool, dtype: str, channels_last: bool, c: int,
+    ceil_mode: bool, dtype: str, channels_last: bool, c: int, pairs: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """pool.hip's 2x2 and 3x3 max variant (every tap loaded first), 16-byte runs of channels
     (NHWC, C a multiple of 8) or one element a thread, with NaN, padding, dilation and
-    ceil_mode; the library off (on the cpu platform it takes every case it can express)."""
+    ceil_mode; the library off (on the cpu platform it takes every case it can express).
+    `pairs`: two output rows a thread where the rows' stride is 2 (pooling._NHWC_PAIRS; H = 9
+    leaves the last pair one row)."""
+    monkeypatch.setattr(pooling, "_NHWC_PAIRS", pairs)
     rng = np.random.default_rng(window * 10 + stride)
     shape = (2, 9, 11, c) if channels_last else (2, c, 9, 11)
     x = testing.random(rng, shape, dtype, scale=3.0)

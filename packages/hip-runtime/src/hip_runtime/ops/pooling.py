@@ -23,6 +23,7 @@ from hip_runtime.tensor import DeviceTensor
 _MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2, "adaptive": 3}
 _NCHW_ROWS = True  # NCHW 2x2 / 3x3 max at column stride 2: pool.hip's max_pool2d_rows
 _KERNELS_FIRST = True  # pool.hip's small-window max variants before the DNN library
+_NHWC_PAIRS = False  # ... in NHWC at row stride 2: two output rows a thread (to measure)
 
 
 class PoolingOps(OpsBase):
@@ -149,9 +150,12 @@ class PoolingOps(OpsBase):
             launch_outputs(self, kernel, n * c * ho * -(-wo // per), x, y, n * c, h, w, ho, wo,
                            kh, sh, ph, pw, dh)  # fmt: skip
             return
+        # Two output rows a thread share the middle input row (loaded once, not twice).
+        pairs = 2 if _NHWC_PAIRS and small_max and vec > 1 and (sh, dh) == (2, 1) else 1
+        threads = n * (c // vec) * -(-ho // pairs) * wo
         kernel = self._kernel("pool.hip", f"pool2d_{suffix}")
-        launch_outputs(self, kernel, y.size // vec, x, y, n, c, h, w, ho, wo, *window, mode,
-                       int(channels_last), vec)  # fmt: skip
+        launch_outputs(self, kernel, threads, x, y, n, c, h, w, ho, wo, *window, mode,
+                       int(channels_last), vec, pairs)  # fmt: skip
 
 
 def _window(
