@@ -217,6 +217,7 @@ def load() -> HipApi:
             # CUDA shares for what hip-core passes: a failure re-runs the surface call)
             "hipEventCreateWithFlags": cudart.cudaEventCreateWithFlags,
             "hipEventDestroy": cudart.cudaEventDestroy,
+            "hipEventQuery": cudart.cudaEventQuery,  # (a close asks it: 0 or not, nothing more)
             "hipMemcpy": cudart.cudaMemcpy,
         },
     )
