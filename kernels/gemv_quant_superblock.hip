@@ -33,6 +33,9 @@
 #include "dtypes.h"
 
 #define HIPK_GEMV_SB_THREADS 256  // threads per block (the host's launch)
+#ifndef HIPK_GEMV_SB_MIN_BLOCKS
+#define HIPK_GEMV_SB_MIN_BLOCKS 1  // __launch_bounds__'s blocks per multiprocessor (bench: 2)
+#endif
 
 // The GPUs unroll everything (the superblock is indexed by constants, in registers); the cpu
 // platform's g++ compiles loops (unrolling 18 entry points there costs minutes of g++).
@@ -165,27 +168,27 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
 // Entry points: per quantization and row tile R, for each storage type T (written out: hip-core
 // reads the parameter types from the text).
 #define HIPK_GEMV_SB(S, T) \
-    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS) void gemv_sb_q8_0_r1_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q8_0_r1_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
         hipk::gemv_sb::run<hipk::gemv_sb::Q8, T, 1>(w, x, y, n, k, rows, group, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS) void gemv_sb_q8_0_r4_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q8_0_r4_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
         hipk::gemv_sb::run<hipk::gemv_sb::Q8, T, 4>(w, x, y, n, k, rows, group, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS) void gemv_sb_q8_0_r16_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q8_0_r16_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
         hipk::gemv_sb::run<hipk::gemv_sb::Q8, T, 16>(w, x, y, n, k, rows, group, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS) void gemv_sb_q4_0_r1_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q4_0_r1_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
         hipk::gemv_sb::run<hipk::gemv_sb::Q4, T, 1>(w, x, y, n, k, rows, group, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS) void gemv_sb_q4_0_r4_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q4_0_r4_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
         hipk::gemv_sb::run<hipk::gemv_sb::Q4, T, 4>(w, x, y, n, k, rows, group, xs, ys); \
     } \
-    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS) void gemv_sb_q4_0_r16_##S(const unsigned char* w, \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q4_0_r16_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
         hipk::gemv_sb::run<hipk::gemv_sb::Q4, T, 16>(w, x, y, n, k, rows, group, xs, ys); \
     }
