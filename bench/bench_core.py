@@ -6,7 +6,10 @@ Measures, in one run (numbers from different runs are not comparable on shared m
   back-to-back launches, median of repeats;
 - graph replay: microseconds per captured kernel;
 - stream and event creation (create + destroy), beside cuda.core;
-- 4 KiB and 256 MiB pinned host<->device copies, synchronous, beside cuda.core (or CuPy).
+- 4 KiB and 256 MiB pinned host<->device copies, synchronous, beside cuda.core (or CuPy),
+  and at 4 KiB raw C three ways (cudaMemcpy as hip-core's synchronous copy calls it, an async
+  copy on the null stream + synchronize, one on a non-blocking stream + synchronize as
+  cuda.core's row does).
 Anchors that are not importable (no GPU, no nvcc) are reported as skipped, not guessed.
 Prints JSON lines, then a table; writes bench_core.jsonl and bench_core.md under --out.
 
@@ -145,13 +148,64 @@ int main(int argc, char** argv) {
 """
 
 
+#: 4 KiB pinned copies in C, three ways: what hip-core's synchronous copy calls (cudaMemcpy),
+#: an async copy on the null stream and its synchronize, and what cuda.core's bench row does
+#: (an async copy on a non-blocking stream and its synchronize). Prints "bench µs" lines.
+RAW_COPY = r"""
+#include <cstdio>
+#include <chrono>
+#include <algorithm>
+#include <vector>
+template <class F> double median_us(int calls, F f) {
+    for (int i = 0; i < calls / 10; ++i) f();
+    std::vector<double> us;
+    for (int r = 0; r < 7; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) f();
+        auto t1 = std::chrono::steady_clock::now();
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
+    }
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+}
+int main(int argc, char** argv) {
+    int calls = atoi(argv[1]); size_t n = atol(argv[2]);
+    void *host, *dev; cudaMallocHost(&host, n); cudaMalloc(&dev, n);
+    cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    const char* dirs[2] = {"h2d", "d2h"};
+    for (int d = 0; d < 2; ++d) {
+        void* dst = d ? host : dev; void* src = d ? dev : host;
+        cudaMemcpyKind kind = d ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+        printf("%s %f\n", dirs[d], median_us(calls, [&] { cudaMemcpy(dst, src, n, kind); }));
+        printf("%s_null_async %f\n", dirs[d], median_us(calls, [&] {
+            cudaMemcpyAsync(dst, src, n, kind, 0); cudaStreamSynchronize(0); }));
+        printf("%s_stream_async %f\n", dirs[d], median_us(calls, [&] {
+            cudaMemcpyAsync(dst, src, n, kind, s); cudaStreamSynchronize(s); }));
+    }
+    return cudaGetLastError() != cudaSuccess;
+}
+"""
+
+
 def bench_raw_c(calls: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        source, binary = Path(tmp, "launch.cu"), Path(tmp, "launch")
-        source.write_text(RAW_C)
-        subprocess.run([nvcc(), "-O2", "-arch=native", str(source), "-o", str(binary)], check=True)
-        out = subprocess.run([str(binary), str(calls)], check=True, capture_output=True, text=True)
-    emit(bench="launch", impl="raw C", us=float(out.stdout))
+        built = {}
+        for name, text in (("launch", RAW_C), ("copy", RAW_COPY)):
+            source, built[name] = Path(tmp, f"{name}.cu"), Path(tmp, name)
+            source.write_text(text)
+            command = [nvcc(), "-O2", "-arch=native", str(source), "-o", str(built[name])]
+            subprocess.run(command, check=True)
+        out = subprocess.run(
+            [str(built["launch"]), str(calls)], check=True, capture_output=True, text=True
+        )
+        emit(bench="launch", impl="raw C", us=float(out.stdout))
+        copies = subprocess.run(
+            [str(built["copy"]), "2000", "4096"], check=True, capture_output=True, text=True
+        )
+    for line in copies.stdout.split("\n"):
+        if line:
+            bench, us = line.split()
+            emit(bench=bench, impl="raw C", bytes=4096, us=float(us))
 
 
 def table() -> str:
