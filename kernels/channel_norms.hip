@@ -19,8 +19,10 @@
 // best), f32 accumulation, the output as (x - mean) · (rstd · weight) + bias. The later reads
 // come from L2 when the group is still there: with every group in flight at once (fewer groups
 // than block slots) the second read trails the first by all the groups' bytes, so it walks the
-// row backwards, the last vectors read first. Four vectors a thread in flight per step: one
-// block per group leaves few threads where the groups are few and large.
+// row backwards, the last vectors read first. Two vectors a thread in flight per step; the
+// entry points' __launch_bounds__(1024, 2) hold a thread to 32 registers on NVIDIA, so that two
+// blocks of 1024 fit a multiprocessor: 256 groups (the host's 1024-thread case: fewer groups
+// than two per multiprocessor) then run in one wave, not two.
 // batch_norm: grid-stride over any 1-D grid.
 #include "dtypes.h"
 
@@ -104,13 +106,13 @@ HIPK_DEVICE void group_norm_two_reads(const T* x, const T* weight, const T* bias
     const long long first = (long long)blockIdx.x * count;
     const Vec<T, V>* row = reinterpret_cast<const Vec<T, V>*>(x + first);
     float n = 0.0f, mean = 0.0f, m2 = 0.0f;
-    long long j = threadIdx.x;  // four vectors a thread in flight, then the rest one by one
-    for (; j + 3 * step < vectors; j += 4 * step) {
-        Vec<T, V> v[4];
+    long long j = threadIdx.x;  // two vectors a thread in flight, then the rest one by one
+    for (; j + step < vectors; j += 2 * step) {
+        Vec<T, V> v[2];
         HIPK_UNROLL
-        for (int k = 0; k < 4; ++k) v[k] = row[j + k * step];
+        for (int k = 0; k < 2; ++k) v[k] = row[j + k * step];
         HIPK_UNROLL
-        for (int k = 0; k < 4; ++k) welford_vector<T, V>(v[k], n, mean, m2);
+        for (int k = 0; k < 2; ++k) welford_vector<T, V>(v[k], n, mean, m2);
     }
     for (; j < vectors; j += step) welford_vector<T, V>(row[j], n, mean, m2);
     // Chan's formula over the block in two sums: the mean, then M2 about it (an empty thread
@@ -123,12 +125,12 @@ HIPK_DEVICE void group_norm_two_reads(const T* x, const T* weight, const T* bias
     Vec<T, V>* out = reinterpret_cast<Vec<T, V>*>(y + first);
     const long long t = threadIdx.x;
     j = t < vectors ? t + (vectors - 1 - t) / step * step : -1;  // this thread's last vector
-    for (; j - 3 * step >= 0; j -= 4 * step) {
-        Vec<T, V> v[4];
+    for (; j - step >= 0; j -= 2 * step) {
+        Vec<T, V> v[2];
         HIPK_UNROLL
-        for (int k = 0; k < 4; ++k) v[k] = row[j - k * step];
+        for (int k = 0; k < 2; ++k) v[k] = row[j - k * step];
         HIPK_UNROLL
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 2; ++k) {
             const long long at = j - k * step;
             group_norm_write<T, V>(v[k], out, at, c0 + (int)(at * V / inner), weight, bias,
                                    total, rstd);
@@ -161,9 +163,9 @@ HIPK_DEVICE void batch_norm(const T* x, const T* mean, const T* var, const T* we
 }  // namespace hipk
 
 #define HIPK_GROUP_NORM(S_, T)                                                                 \
-    extern "C" __global__ void group_norm_##S_(const T* x, const T* weight, const T* bias,     \
-                                               T* y, int C, int G, long long inner,            \
-                                               float eps, int vec, int passes) {               \
+    extern "C" __global__ void __launch_bounds__(1024, 2)                                     \
+        group_norm_##S_(const T* x, const T* weight, const T* bias, T* y, int C, int G,        \
+                        long long inner, float eps, int vec, int passes) {                     \
         if (vec == hipk::Lanes16<T>::value)                                                    \
             hipk::group_norm_passes<T, hipk::Lanes16<T>::value>(x, weight, bias, y, C, G,      \
                                                                  inner, eps, passes);          \

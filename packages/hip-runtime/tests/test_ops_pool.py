@@ -221,7 +221,7 @@ def test_group_norm_of_large_groups_matches_numpy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Groups the hypothesis test's shapes never reach: rows of many 16-byte vectors a thread
-    (four at a time, then the rest), one pass partly filled; both kernels of
+    (two at a time, then the rest), one pass partly filled; both kernels of
     kernels/channel_norms.hip (two reads, the default, and three), each on a fresh backend
     (a plan keeps the kernel's arguments)."""
     monkeypatch.setattr(channel_norms, "_GROUP_PASSES", passes)
