@@ -13,6 +13,8 @@
 //       vec: channels per thread, 16 bytes' worth in NHWC where C and the pointers allow, else 1.
 //       pairs: 2 to have max over a 2x2 / 3x3 window take two output rows a thread (the host
 //       checks sh = 2 and dh = 1), else 1.
+//   max_pool2d_rows_<t>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh): NCHW max over a k x k
+//       window (2 or 3) at column stride 2, several outputs a thread (at the end of the file).
 //
 // One thread per output, or per 16-byte run of channels (consecutive threads take consecutive
 // outputs: along ow in NCHW, along the channels in NHWC, both coalesced), f32 accumulation,
