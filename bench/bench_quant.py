@@ -5,7 +5,8 @@ For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096
 `backend.quantized_linear` as shipped (`hip shipped`: kernels/gemv_quant_superblock.hip with
 ROWS_PER_BLOCK's choice), then every rows-per-block choice of the superblock kernels
 (`sb group=8..64`, through quantized_linear), the superblock kernels built with
-__launch_bounds__ of 2 blocks per multiprocessor (`sb minblocks=2`, launched directly) and the
+__launch_bounds__ of 2 blocks per multiprocessor (`sb m2`) or loading the next superblock
+while one is computed (`sb pf`), both launched directly, and the
 shared-memory staging kernels of kernels/gemv_quant.hip (`staging tpr=..`: what shipped before,
 launched directly), each checked against the shipped result first. Figures: the effective
 bandwidth of the weight bytes read (blocks: 34 bytes per 32 weights for Q8_0, 18 for Q4_0) as
@@ -39,8 +40,9 @@ QUICK_SHAPES = [(4096, 4096), (4096, 14336)]
 ROW_COUNTS = (1, 16)
 GROUPS = (8, 16, 32, 64)  # the superblock kernels' weight rows per block
 STAGING_TPR = (64, 128)  # the staging kernels' threads per weight row
-#: Other builds of the superblock kernels: __launch_bounds__ blocks per multiprocessor.
-MIN_BLOCKS = (2,)
+#: Other builds of the superblock kernels: (label, macros): __launch_bounds__ blocks per
+#: multiprocessor, or the next superblock's loads in flight while one is computed.
+BUILDS = (("m2", "HIPK_GEMV_SB_MIN_BLOCKS=2"), ("pf", "HIPK_GEMV_SB_PREFETCH=1"))
 
 
 def random_blocks(rng: np.random.Generator, n: int, k: int, encoding: str) -> np.ndarray:
@@ -127,9 +129,14 @@ def bench_variants(
         backend._plans = None
     shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
     others: list[tuple[str, Any, int, int]] = []  # (impl, kernel, rows per block, split)
-    for bounds in MIN_BLOCKS:
-        kernel = build(backend, bounds).get_kernel(f"gemv_sb_{weight.encoding}_r{tile}_bf16")
-        others += [(f"sb minblocks={bounds} group={g}", kernel, g, g) for g in GROUPS]
+    for label, macro in BUILDS:
+        try:
+            kernel = build(backend, macro).get_kernel(f"gemv_sb_{weight.encoding}_r{tile}_bf16")
+        except Exception as error:  # a build that does not compile must not hide the others
+            emit(bench="skipped", case=f"{name} sb {label}", impl="build",
+                 reason=f"{type(error).__name__}: {error}"[:300])  # fmt: skip
+            continue
+        others += [(f"sb {label} group={g}", kernel, g, g) for g in GROUPS]
     staging = backend._kernel("gemv_quant.hip", f"gemv_{weight.encoding}_r{tile}_bf16")
     others += [(f"staging tpr={tpr}", staging, 256 // tpr, tpr) for tpr in STAGING_TPR]
     for impl, kernel, per_block, split in others:
@@ -148,15 +155,15 @@ def bench_variants(
 
 
 @functools.cache
-def build(backend: HipBackend, min_blocks: int) -> Any:
-    """gemv_quant_superblock.hip compiled with HIPK_GEMV_SB_MIN_BLOCKS, loaded on the device."""
-    options = (f"-DHIPK_GEMV_SB_MIN_BLOCKS={min_blocks}",)
+def build(backend: HipBackend, macro: str) -> Any:
+    """gemv_quant_superblock.hip compiled with -D`macro`, loaded on the device."""
+    options = (f"-D{macro}",)
     return kernel_sources.program("gemv_quant_superblock.hip", options=options).load(backend.device)
 
 
-#: The summary's abbreviations: g<G> = sb group=G, m2g<G> = minblocks=2 build, st<T> = staging.
+#: The summary's abbreviations: g<G> = sb group=G, m2g<G> / pfg<G> = builds, st<T> = staging.
 SHORT_NAMES = (
-    ("hip shipped (sb group=", "shipped(g"), ("sb minblocks=", "m"), ("sb group=", "g"),
+    ("hip shipped (sb group=", "shipped(g"), ("sb m2", "m2"), ("sb pf", "pf"), ("sb group=", "g"),
     (" group=", "g"), ("staging tpr=", "st"), ("torch bf16 matmul", "torch"),
 )  # fmt: skip
 
@@ -178,8 +185,10 @@ def summary(copy: float) -> str:
             notes.append(f"{r['bench']}: {r['impl']} {r['max_rel_err']:.2e}")
         elif r["bench"] == "skipped":
             notes.append(f"skipped {r['case']}: {r['reason']}")
-    head = (f"D2D copy (read + write): {copy:.0f} GB/s; figures: weight bytes/s of copy "
-            f"(g<G>: superblock rows per block, m2: minblocks 2, st<T>: staging tpr)")  # fmt: skip
+    head = (
+        f"D2D copy (read + write): {copy:.0f} GB/s; figures: weight bytes/s of copy (g<G>: "
+        "superblock rows per block; m2: minblocks 2, pf: prefetch builds; st<T>: staging)"
+    )
     lines = [f"{c}: " + ", ".join(v) for c, v in cases.items()]
     return "\n".join([head, *lines, f"worst shipped vs torch (relative): {worst:.2e}", *notes])
 

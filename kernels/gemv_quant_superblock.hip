@@ -33,6 +33,9 @@
 #include "dtypes.h"
 
 #define HIPK_GEMV_SB_THREADS 256  // threads per block (the host's launch)
+#ifndef HIPK_GEMV_SB_PREFETCH
+#define HIPK_GEMV_SB_PREFETCH 0  // 1: load superblock s + slices while s is computed (bench: 1)
+#endif
 #ifndef HIPK_GEMV_SB_MIN_BLOCKS
 #define HIPK_GEMV_SB_MIN_BLOCKS 1  // __launch_bounds__'s blocks per multiprocessor (bench: 2)
 #endif
@@ -103,6 +106,17 @@ struct Q4 {
     }
 };
 
+// Superblock s of a weight row (its 16-byte chunks from `row`) into registers.
+template <typename Q>
+HIPK_DEVICE void load_super(const Chunk* row, int s, unsigned int (&word)[Q::words]) {
+    HIPK_SB_UNROLL
+    for (int c = 0; c < Q::words / 4; ++c) {
+        const Chunk chunk = row[(long long)s * (Q::words / 4) + c];
+        HIPK_SB_UNROLL
+        for (int i = 0; i < 4; ++i) word[4 * c + i] = chunk.v[i];
+    }
+}
+
 template <typename Q, typename T, int R>
 HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int rows, int group,
                      long long xs, long long ys) {
@@ -119,14 +133,17 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     if (row < n) {
         const Chunk* src = reinterpret_cast<const Chunk*>(w) + (long long)row * supers * CHUNKS;
+        unsigned int word[Q::words];  // all loads issued before any is used
+#if HIPK_GEMV_SB_PREFETCH
+        unsigned int next[Q::words];  // the next superblock's loads, in flight meanwhile
+        if (slice < supers) load_super<Q>(src, slice, word);
+#endif
         for (int s = slice; s < supers; s += slices) {
-            unsigned int word[Q::words];  // all loads issued before any is used
-            HIPK_SB_UNROLL
-            for (int c = 0; c < CHUNKS; ++c) {
-                const Chunk chunk = src[(long long)s * CHUNKS + c];
-                HIPK_SB_UNROLL
-                for (int i = 0; i < 4; ++i) word[4 * c + i] = chunk.v[i];
-            }
+#if HIPK_GEMV_SB_PREFETCH
+            if (s + slices < supers) load_super<Q>(src, s + slices, next);
+#else
+            load_super<Q>(src, s, word);
+#endif
             HIPK_SB_UNROLL
             for (int b = 0; b < 8; ++b) {
                 float q[32];
@@ -147,6 +164,10 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
                     }
                 }
             }
+#if HIPK_GEMV_SB_PREFETCH
+            HIPK_SB_UNROLL
+            for (int i = 0; i < Q::words; ++i) word[i] = next[i];
+#endif
         }
     }
     HIPK_SB_UNROLL
