@@ -13,14 +13,16 @@ ratio, > 1 is faster). An op that does not exist or fails here is a `skipped` ro
 stop. Writes bench_opset.jsonl, .md and .png (when matplotlib imports) under --out.
 
 --sweep adds `sweep` rows (JSON lines only, after the table's rows): the reduction kernels at
-other geometries than the ops pick (threads per row, loads in flight per thread through a
--DHIPK_REDUCE_LOADS compile, splits of the first axis in waves, finished by the last block or
-not: one_launch false times the first pass alone) and the transposing copy's paths (copy.hip's
-modes: element tiles, 16-byte tiles, element-pair tiles (2-byte units), V x V register blocks
-with 4 or 8 threads along the read axis) at three grid sizes, to tune them on the device.
+other geometries than the ops pick (last axis: threads per row, loads in flight per thread
+through a -DHIPK_REDUCE_LOADS compile; first axis: the FIRST_AXIS builds at 32 or 16 lanes,
+splits in waves, finished by the last block or not: one_launch false times the first pass
+alone) and the transposing copy's paths (copy.hip's modes: element tiles, 16-byte tiles,
+element-pair tiles (2-byte units), V x V register blocks with 4 or 8 threads along the read
+axis) at three grid sizes, to tune them on the device. --only TEXT keeps the cases and sweep
+parts whose name contains TEXT ("first": the first-axis reductions alone).
 
     PYTHONPATH=... python3 bench/bench_opset.py [--quick] [--out DIR] [--size N] [--repeats R]
-        [--sweep]
+        [--sweep] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -39,6 +41,16 @@ from hip_runtime.dtypes import as_dtype
 
 #: op -> (what HipBackend runs, what torch runs, N x N tensors moved, N-vectors moved, bool N^2)
 Case = tuple[Callable[[], Any], Callable[[], Any] | None, int, int, int]
+SWEEPS = ("last axis", "first axis", "transpose copy")  # the sweep's parts, as its rows' case
+#: First-axis reductions: compile options of reduce.hip / reduce_max.hip (reduce_split.h's
+#: finish: the fence that orders the partials, loads in flight reading them; reduce.h's cols
+#: loop: loads in flight), each at other column groups per block (lanes) and splits (waves).
+FIRST_AXIS = {
+    "default": (),
+    "fence.sc": ("-DHIPK_REDUCE_FENCE=0",),
+    "finish loads 2": ("-DHIPK_REDUCE_FINISH_LOADS=2",),
+    "cols loads 4": ("-DHIPK_REDUCE_COLS_LOADS=4",),
+}
 
 
 def cases(backend: HipBackend, ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Case]:
@@ -92,12 +104,17 @@ def inputs(backend: HipBackend, torch: Any, n: int, dtype: str) -> tuple[dict[st
     return ours, {}
 
 
-def bench_cases(backend: HipBackend, torch: Any, n: int, repeats: int, copy_gb_s: float) -> None:
+def bench_cases(
+    backend: HipBackend, torch: Any, n: int, repeats: int, copy_gb_s: float, only: str = ""
+) -> None:
+    """The table's rows: every case whose name contains `only` (all by default)."""
     for dtype in ("f32", "bf16"):
         ours, theirs = inputs(backend, torch, n, dtype)
         item = as_dtype(dtype).itemsize
         timer = HipTimer(backend)
         for op, (run, anchor, full, vectors, masks) in cases(backend, ours, theirs).items():
+            if only not in op:
+                continue
             nbytes = (full * n * n + vectors * n) * item + masks * n * n
             try:
                 ms = time_ms(run, timer.start, timer.stop, repeats)
@@ -151,7 +168,9 @@ def bench_batched_matmul(backend: HipBackend, torch: Any, quick: bool, repeats: 
     emit(**row)
 
 
-def sweep(backend: HipBackend, n: int, repeats: int, copy_gb_s: float) -> None:
+def sweep(
+    backend: HipBackend, n: int, repeats: int, copy_gb_s: float, parts: tuple[str, ...] = SWEEPS
+) -> None:
     """The `sweep` rows (see the module's doc): device time of single kernels, launched with
     the geometries named in each row, on N x N inputs (zeros: the time does not depend on the
     values)."""
@@ -166,20 +185,25 @@ def sweep(backend: HipBackend, n: int, repeats: int, copy_gb_s: float) -> None:
         emit(bench="sweep", case=case, **what, ms=ms, gb_s=nbytes / ms / 1e6,
              of_copy=nbytes / ms / 1e6 / copy_gb_s)  # fmt: skip
 
-    for dtype in ("f32", "bf16"):
-        sweep_dtype(backend, n, dtype, row)
+    for dtype in ("bf16", "f32"):  # (bf16 first: the rows a run cut short needs most)
+        sweep_dtype(backend, n, dtype, row, parts)
 
 
-def sweep_dtype(backend: Any, n: int, dtype: str, row: Callable[..., None]) -> None:
-    """One dtype's sweep rows (`row(case, run, bytes, **what)` times and records one)."""
+def sweep_dtype(
+    backend: Any, n: int, dtype: str, row: Callable[..., None], parts: tuple[str, ...] = SWEEPS
+) -> None:
+    """One dtype's sweep rows (`row(case, run, bytes, **what)` times and records one) of the
+    `parts` named (SWEEPS)."""
     from hip_runtime import kernel_sources
     from hip_runtime.ops.reduce_layout import Merged
     from hip_runtime.strided_copy import tile_edges
 
     x, y, v = backend.zeros((n, n), dtype), backend.empty((n, n), dtype), backend.empty(n, dtype)
     nbytes = n * n * as_dtype(dtype).itemsize
-    rows, cols = Merged(n, n, 1, n, 1, 0), Merged(1, n, n, 0, n, 1)
-    for loads in (2, 4, 8):
+    rows = Merged(n, n, 1, n, 1, 0)
+    if "first axis" in parts:
+        sweep_first_axis(backend, x, v, dtype, row)
+    for loads in (2, 4, 8) if "last axis" in parts else ():
         options = (f"-DHIPK_REDUCE_LOADS={loads}",)
         for op, source, name in (("sum", "reduce.hip", "reduce_sum_"),
                                  ("max", "reduce_max.hip", "reduce_max_")):  # fmt: skip
@@ -192,21 +216,10 @@ def sweep_dtype(backend: Any, n: int, dtype: str, row: Callable[..., None]) -> N
                 run = partial(backend._launch, kernel, x, rows, (blocks, 1, n, lanes, 1, 0),
                               (v, None, None), extra)  # fmt: skip
                 row("last axis", run, nbytes, **what, lanes=lanes)
-            _, (blocks, _, _, lanes, vec, _) = backend._geometry(kernel, x, cols, wide=True)
-            wave = backend._reduce_wave(kernel, 256)
-            for waves in (0.5, 1, 2, 4):
-                chunk = -(-n // max(int(wave * waves) // blocks, 2))
-                splits = -(-n // chunk)
-                part = backend.empty((1, splits, n), "float32" if op == "sum" else dtype)
-                counters = backend._reduce_counters(blocks, x.dtype)
-                geometry = (blocks, splits, chunk, lanes, vec, 1)
-                for ptrs in ((v, part, counters), (None if op == "sum" else v, part, None)):
-                    run = partial(backend._launch, kernel, x, cols, geometry, ptrs, extra)
-                    row("first axis", run, nbytes, **what, waves=waves, splits=splits,
-                        one_launch=ptrs[2] is not None)  # fmt: skip
     item = as_dtype(dtype).itemsize
     tiles = backend.kernels.get("copy.hip", f"copy_tiles_u{8 * item}")
-    for mode in (0, 1, 2, 3, 4) if item == 2 else (0, 1, 3, 4):  # copy.hip's paths (TILE_MODES)
+    modes = (0, 1, 2, 3, 4) if item == 2 else (0, 1, 3, 4)  # copy.hip's paths (TILE_MODES)
+    for mode in modes if "transpose copy" in parts else ():
         edge_a, edge_b = tile_edges(mode, item)
         for cap in (4, 16, 64):  # blocks per multiprocessor; blocks stride over the tiles
             grid = min(-(-n // edge_a) * -(-n // edge_b),
@@ -214,6 +227,38 @@ def sweep_dtype(backend: Any, n: int, dtype: str, row: Callable[..., None]) -> N
             run = partial(tiles.launch, grid, 256, x, y, n, n, 1, n, n, 1, 1, 1, 0, 0, 0, 0,
                           mode, stream=backend.stream)  # fmt: skip
             row("transpose copy", run, 2 * nbytes, dtype=dtype, mode=mode, grid=grid)
+
+
+def sweep_first_axis(backend: Any, x: Any, v: Any, dtype: str, row: Callable[..., None]) -> None:
+    """x (N x N) reduced over its first axis into v by sum and max at every FIRST_AXIS build,
+    16-byte columns, 32 or 16 lanes a row of threads (256 threads), the split filling 0.5, 1 or
+    2 waves of the build's resident blocks; each finished by its last block (one_launch) and,
+    to tell the finish's cost, the first pass alone (partials only)."""
+    from hip_runtime import kernel_sources
+    from hip_runtime.ops.reduce_layout import Merged
+
+    n, item = x.shape[0], x.dtype.itemsize
+    cols, width = Merged(1, n, n, 0, n, 1), 16 // item  # columns a thread reads per load
+    for variant, options in FIRST_AXIS.items():
+        for op, source, name in (("sum", "reduce.hip", "reduce_sum_"),
+                                 ("max", "reduce_max.hip", "reduce_max_")):  # fmt: skip
+            kernel = kernel_sources.program(source, options=options).load(backend.device)
+            kernel = kernel.get_kernel(name + dtype)
+            extra = (n, 0) if op == "sum" else (0,)
+            wave = backend._reduce_wave(kernel, 256)
+            for lanes in (32, 16):
+                blocks = -(-n // (lanes * width))
+                for waves in (0.5, 1, 2):
+                    chunk = -(-n // max(int(wave * waves) // blocks, 1))
+                    splits = -(-n // chunk)
+                    part = backend.empty((1, splits, n), "float32" if op == "sum" else dtype)
+                    counters = backend._reduce_counters(blocks, x.dtype)
+                    geometry = (blocks, splits, chunk, lanes, 1, 1)
+                    for ptrs in ((v, part, counters), (None if op == "sum" else v, part, None)):
+                        run = partial(backend._launch, kernel, x, cols, geometry, ptrs, extra)
+                        row("first axis", run, n * n * item + n * item, op=op, dtype=dtype,
+                            variant=variant, lanes=lanes, waves=waves, splits=splits,
+                            resident=wave, one_launch=ptrs[2] is not None)  # fmt: skip
 
 
 def table(copy_gb_s: float) -> str:
@@ -247,6 +292,9 @@ def main() -> None:
     flags.add_argument("--size", type=int, help="N of the N x N inputs (8192; --quick: 256)")
     flags.add_argument("--repeats", type=int, help="timed batches per figure (15; --quick: 3)")
     flags.add_argument("--sweep", action="store_true", help="add the kernels' tuning rows")
+    flags.add_argument("--only", default="", metavar="TEXT",
+                       help="only the cases and sweep parts whose name contains TEXT (e.g. "
+                       "'first': the first-axis reductions; no batched matmul)")  # fmt: skip
     args = flags.parse_args()
     n = args.size or (256 if args.quick else 8192)
     repeats = args.repeats or (3 if args.quick else 15)
@@ -256,10 +304,12 @@ def main() -> None:
     emit(bench="setup", platform=platform, device=backend.device.name, n=n,
          torch=getattr(torch, "__version__", "skipped: not importable with a GPU"))  # fmt: skip
     copy_gb_s = bench_copy(backend, torch, n * n * 4, repeats)
-    bench_cases(backend, torch, n, repeats, copy_gb_s)
-    bench_batched_matmul(backend, torch, args.quick, repeats)
+    bench_cases(backend, torch, n, repeats, copy_gb_s, args.only)
+    if not args.only:
+        bench_batched_matmul(backend, torch, args.quick, repeats)
     if args.sweep:
-        sweep(backend, n, min(repeats, 5), copy_gb_s)
+        parts = tuple(part for part in SWEEPS if args.only in part)
+        sweep(backend, n, min(repeats, 5), copy_gb_s, parts)
     backend.close()
     save(args.out, "bench_opset", table(copy_gb_s))
     title = f"issue 14's ops at {n} x {n}: minimum bytes moved / time"

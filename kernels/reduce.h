@@ -17,7 +17,7 @@
 // Split: grid.y = S > 1 blocks share each output, block y taking r in [y * chunk, (y + 1) *
 // chunk) (rows: chunk a multiple of N), and write partial results to `part` laid out
 // [O, S, I] instead of y; then either the last of the S blocks merges them in the same
-// launch (sum and max/min of float types, with `counters`: reduce_split below) or the host
+// launch (sum and max/min of float types, with `counters`: reduce_split.h) or the host
 // reduces `part` over S with a second launch (cols layout, or rows when I = 1), which writes
 // y. The host sends rows that cannot take 16-byte loads to the cols layout too (I = 1 with
 // one block per output, or outputs as i when rows are short). The partials are in the
@@ -48,9 +48,6 @@
 #ifndef HIPK_REDUCE_COLS_LOADS  // the same in the cols loop (H100, 8192^2 bf16 sum over the
 #define HIPK_REDUCE_COLS_LOADS 2  // first axis: 89.3% of copy at 2, 82.3 at 4; f32 92.8 / 95.4)
 #endif
-#ifndef HIPK_REDUCE_FINISH_VEC  // 1: the last block reads a split's partials in the first
-#define HIPK_REDUCE_FINISH_VEC 1  // pass's vectors and rows of threads (0: one column a thread)
-#endif
 #ifndef HIPK_REDUCE_FINISH  // loads in flight per thread walking the partials of a split (or
 #define HIPK_REDUCE_FINISH 16  // scalar columns): the last block's walk is all latency (H200:
 #endif                         // 4 left a 16-way split's finish a few microseconds long)
@@ -61,7 +58,6 @@
 #define HIPK_REDUCE_SLOTS 1024  // one slot per thread: no shuffles on the CPU platform
 #define HIPK_REDUCE_LOADS 1     // (the unrolled loops only slow the host compiler down)
 #define HIPK_REDUCE_COLS_LOADS 1
-#define HIPK_REDUCE_FINISH_VEC 1
 #define HIPK_UNROLL4
 // At -O3 g++ took 6 s over reduce.hip and 10 s over reduce_arg.hip, at -O1 2.5 and 3 s (the
 // tests use small shapes on the CPU platform).
@@ -340,7 +336,8 @@ HIPK_DEVICE void rows(const Op& op, const typename Op::in_type* x, const Layout&
     if (o < l.O && lane == 0) op.write(a[0], o, o * l.S + s);
 }
 
-template <int N, typename Op>
+// U: loads in flight per thread with vectors (Op::cols_loads in a first pass).
+template <int N, int U, typename Op>
 HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout& l,
                       typename Op::acc_type* slots, long long bx, long long by) {
     typedef typename Op::in_type In;
@@ -359,7 +356,6 @@ HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout&
         const long long base = o * l.so + i0 * l.si;
         if (N > 1) {  // si = 1; i0, so, sr multiples of N
             long long r = r0 + down;
-            const int U = Op::cols_loads;
             for (; r + (U - 1) * height < r1; r += U * height) {  // U loads in flight
                 Vec<In, N> p[U];
                 HIPK_UNROLL
@@ -371,10 +367,24 @@ HIPK_DEVICE void cols(const Op& op, const typename Op::in_type* x, const Layout&
                     for (int k = 0; k < N; ++k)
                         op.add(a[k], p[u].v[k], base + (r + u * height) * l.sr + k, r + u * height);
             }
-            for (; r < r1; r += height) {
-                const Vec<In, N> p = *reinterpret_cast<const Vec<In, N>*>(x + base + r * l.sr);
+            // This thread's last rows (fewer than U) in one batch of guarded loads, in flight
+            // together: a split's last block walks up to U * height partials in one round trip.
+            if (U > 1 && r < r1) {
+                Vec<In, N> p[U > 1 ? U - 1 : 1];
                 HIPK_UNROLL
-                for (int k = 0; k < N; ++k) op.add(a[k], p.v[k], base + r * l.sr + k, r);
+                for (int u = 0; u < U - 1; ++u) {
+                    const long long at = base + (r + u * height) * l.sr;
+                    if (r + u * height < r1) p[u] = *reinterpret_cast<const Vec<In, N>*>(x + at);
+                }
+                HIPK_UNROLL
+                for (int u = 0; u < U - 1; ++u) {
+                    if (r + u * height < r1) {
+                        HIPK_UNROLL
+                        for (int k = 0; k < N; ++k)
+                            op.add(a[k], p[u].v[k], base + (r + u * height) * l.sr + k,
+                                   r + u * height);
+                    }
+                }
             }
         } else {  // (4 loads in flight: the last block's walk down the partials, too)
             HIPK_UNROLL4
@@ -417,8 +427,8 @@ HIPK_DEVICE void reduce_block(const Op& op, const typename Op::in_type* x, const
                               long long by) {
     typedef Widths<Op> W;
     if (!by_cols) rows<W::N>(op, x, l, slots, bx, by);  // (the host sends scalar rows to cols)
-    else if (vec) cols<W::NC>(op, x, l, slots, bx, by);
-    else cols<1>(op, x, l, slots, bx, by);
+    else if (vec) cols<W::NC, Op::cols_loads>(op, x, l, slots, bx, by);
+    else cols<1, 1>(op, x, l, slots, bx, by);
 }
 
 template <typename Op>
@@ -426,52 +436,6 @@ HIPK_DEVICE void reduce(const Op& op, const typename Op::in_type* x, const Layou
                         int vec) {
     __shared__ typename Op::acc_type slots[Widths<Op>::SLOTS];
     reduce_block(op, x, l, by_cols, vec, slots, blockIdx.x, blockIdx.y);
-}
-
-// A split finished by its last block (one launch instead of two): `op` writes each block's
-// partials [O, S, I] to `part`, then the block counts itself in counters[blockIdx.x]; the one
-// that completes the count (the last of the S blocks that share its outputs, whichever it is)
-// merges their S partials with `op2` (which writes y) in the order s = 0 .. S-1, so the result
-// does not depend on which block came last, and sets the count back to 0 for the next launch.
-// The counters start at 0 (the host zeroes them once). The __threadfence()s order each
-// block's partial stores before its count, and the last block's loads after it.
-template <typename Op, typename Op2>
-HIPK_DEVICE void reduce_split(const Op& op, const Op2& op2, const typename Op::in_type* x,
-                              const typename Op2::in_type* part, unsigned int* counters,
-                              const Layout& l, int by_cols, int vec) {
-    typedef typename Op::acc_type Acc;
-    typedef typename Op2::acc_type Acc2;
-    enum { B1 = Widths<Op>::SLOTS * sizeof(Acc),
-           B2 = (HIPK_REDUCE_SLOTS > 256 * Widths<Op>::NC ? HIPK_REDUCE_SLOTS
-                                                          : 256 * Widths<Op>::NC) * sizeof(Acc2) };
-    __shared__ long long words[((B1 > B2 ? B1 : B2) + 7) / 8];  // both passes' slots, in turn
-    __shared__ int last;
-    reduce_block(op, x, l, by_cols, vec, reinterpret_cast<Acc*>(words), blockIdx.x, blockIdx.y);
-    if (!counters || !Unrolled<typename Op::in_type>::value) return;  // (floats only: the host)
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(counters + blockIdx.x, 1u) + 1 == (unsigned int)l.S;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    // The partials as the input of one more pass over this block's outputs: [O, S, I] with S
-    // as the reduced axis, the same tiling. Cols with vectors read them in the first pass's
-    // vectors with its rows of threads, each thread walking S / rows partials (H100, 8192^2
-    // first axis: one column a thread walking all S, with few loads in flight, cost ~0.3 us a
-    // split on the launch's critical path); scalar cols one element per thread per row; rows
-    // one output per group of lanes.
-    Acc2* slots = reinterpret_cast<Acc2*>(words);
-    if (by_cols && vec && HIPK_REDUCE_FINISH_VEC) {
-        const Layout p = {l.O, l.S, l.I, l.S * l.I, l.I, 1, 1, l.S, l.lanes};
-        cols<Widths<Op>::NC>(op2, part, p, slots, blockIdx.x, 0);
-    } else {
-        const int lanes = by_cols && vec ? l.lanes * Widths<Op>::NC : l.lanes;
-        const Layout p = {l.O, l.S, l.I, l.S * l.I, by_cols ? l.I : 1, by_cols ? 1 : 0, 1, l.S,
-                          lanes};
-        if (by_cols) cols<1>(op2, part, p, slots, blockIdx.x, 0);
-        else rows<1>(op2, part, p, slots, blockIdx.x, 0);
-    }
-    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }
 
 }  // namespace hipk

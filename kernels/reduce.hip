@@ -1,10 +1,10 @@
 // sum and mean along one merged axis: see reduce.h for the layouts and parameters.
-#include "reduce.h"
+#include "reduce_split.h"
 
 // --- entry points: one per dtype (hip-core reads the parameter types from the text) --------
 
 // y: SumOut<T> (T for floats, i64 otherwise), or null with `part`: SumAcc<T> partials. With
-// `counters` too, the split is finished by its last block (reduce.h's reduce_split): partials
+// `counters` too, the split is finished by its last block (reduce_split.h): partials
 // to `part`, the result to y.
 #define HIPK_REDUCE_SUM(S_, T_)                                                                 \
     extern "C" __global__ __launch_bounds__(256) void reduce_sum_##S_(                         \

@@ -197,6 +197,39 @@ def test_splits_finish_in_one_launch_or_two(
                     check(op, getattr(backend, op)(view, axis).to_numpy(), host, axis)
 
 
+def test_a_split_wider_than_the_last_blocks_walk(backend: HipBackend) -> None:
+    """A split over more blocks than its last block has loads in flight for (reduce.h's cols
+    loop: full batches, then the guarded last one; reduce_split.h's count and fences): 16-byte
+    columns split into 4.5 times the rows of threads, more than U of them a thread on the GPU
+    (U = 4) and on the CPU (U = 2); the same results, run after run, with NaN propagating."""
+    rng = np.random.default_rng(2)
+    for dtype in (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)):
+        x = (rng.standard_normal((8192, 16)) * 40).astype(dtype)
+        x[5000, 3] = np.nan
+        t = backend.from_numpy(x)
+        m = Merged(1, 8192, 16, 0, 16, 1)
+        for op in ("sum", "max"):
+            kernel = backend._reduce_kernel(op, t)
+            _, (blocks, _, _, lanes, vec, by_cols) = backend._geometry(kernel, t, m, wide=True)
+            assert (blocks, vec, by_cols) == (1, 1, 1)
+            height = 256 // lanes  # rows of threads
+            chunk = -(-8192 // (4 * height + height // 2 + 3))
+            splits = -(-8192 // chunk)
+            assert splits > 4 * height
+            acc = np.float32 if op == "sum" else dtype
+            part, y = backend.empty((1, splits, 16), acc), backend.empty((16,), dtype)
+            counters = backend._reduce_counters(blocks, t.dtype)
+            assert counters is not None
+            extra = (8192, 0) if op == "sum" else (0,)
+            geometry = (blocks, splits, chunk, lanes, vec, by_cols)
+            results = []
+            for _ in range(2):
+                backend._launch(kernel, t, m, geometry, (y, part, counters), extra)
+                results.append(y.to_numpy())
+                check(op, results[-1], x, 0)
+            assert results[0].tobytes() == results[1].tobytes()  # deterministic
+
+
 def test_geometry_splits_to_one_wave() -> None:
     """reduce_geometry from the view, dtype and resident blocks alone (H100 figures: 132
     multiprocessors, 4 or 5 resident blocks of 256 threads)."""
