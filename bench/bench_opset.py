@@ -14,7 +14,7 @@ stop. Writes bench_opset.jsonl, .md and .png (when matplotlib imports) under --o
 
 --sweep adds `sweep` rows (JSON lines only, after the table's rows): the reduction kernels at
 other geometries than the ops pick (last axis: threads per row, loads in flight per thread
-through a -DHIPK_REDUCE_LOADS compile; first axis: the FIRST_AXIS builds at 32 or 16 lanes,
+through a -DHIPK_REDUCE_LOADS compile; first axis: the FIRST_AXIS builds at 32, 16 or 64 lanes,
 splits in waves, finished by the last block or not: one_launch false times the first pass
 alone) and the transposing copy's paths (copy.hip's modes: element tiles, 16-byte tiles,
 element-pair tiles (2-byte units), V x V register blocks with 4 or 8 threads along the read
@@ -231,8 +231,8 @@ def sweep_dtype(
 
 def sweep_first_axis(backend: Any, x: Any, v: Any, dtype: str, row: Callable[..., None]) -> None:
     """x (N x N) reduced over its first axis into v by sum and max at every FIRST_AXIS build,
-    16-byte columns, 32 or 16 lanes a row of threads (256 threads), the split filling 0.5, 1 or
-    2 waves of the build's resident blocks; each finished by its last block (one_launch) and,
+    16-byte columns, 32, 16 or 64 lanes a row of threads (256 threads), the split filling 0.5,
+    1 or 2 waves of the build's resident blocks; each finished by its last block (one_launch) and,
     to tell the finish's cost, the first pass alone (partials only)."""
     from hip_runtime import kernel_sources
     from hip_runtime.ops.reduce_layout import Merged
@@ -246,7 +246,7 @@ def sweep_first_axis(backend: Any, x: Any, v: Any, dtype: str, row: Callable[...
             kernel = kernel.get_kernel(name + dtype)
             extra = (n, 0) if op == "sum" else (0,)
             wave = backend._reduce_wave(kernel, 256)
-            for lanes in (32, 16):
+            for lanes in (32, 16, 64):
                 blocks = -(-n // (lanes * width))
                 for waves in (0.5, 1, 2):
                     chunk = -(-n // max(int(wave * waves) // blocks, 1))

@@ -230,6 +230,23 @@ def test_a_split_wider_than_the_last_blocks_walk(backend: HipBackend) -> None:
             assert results[0].tobytes() == results[1].tobytes()  # deterministic
 
 
+@pytest.mark.parametrize("lanes", [16, 64])
+def test_other_column_groups(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, lanes: int
+) -> None:
+    """The cols layout at another bound on threads across the inner axis (reductions'
+    _COLS_LANES, 32 by default: what bench_opset's sweep tunes), split and not."""
+    monkeypatch.setattr(reductions, "_COLS_LANES", lanes)
+    monkeypatch.setattr(reductions, "_plans", {})
+    rng = np.random.default_rng(3)
+    for dtype in (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)):
+        for shape in ((3000, 1024), (5, 4096)):
+            x = (rng.standard_normal(shape) * 40).astype(dtype)
+            t = backend.from_numpy(x)
+            for op in ("sum", "max", "argmin"):
+                check(op, getattr(backend, op)(t, 0).to_numpy(), x, 0)
+
+
 def test_geometry_splits_to_one_wave() -> None:
     """reduce_geometry from the view, dtype and resident blocks alone (H100 figures: 132
     multiprocessors, 4 or 5 resident blocks of 256 threads)."""

@@ -43,6 +43,9 @@ _PER_THREAD = 8  # vectors a row thread reads at least before another one is add
 _INT64 = np.dtype(np.int64)
 _SHORT = 32  # rows of at most this many strided elements: one thread per output
 _ROWS_PER_THREAD = 16  # rows a cols thread walks at least before another split is added
+#: Threads across the inner axis per row of a cols block, at most (of 256; with 16-byte loads
+#: 32 read 512 bytes of a row at a time). bench_opset.py --sweep times 16 and 64 at 8192^2.
+_COLS_LANES = 32
 #: Waves of resident blocks a split fills (H100, 8192^2 over the first axis, one launch, % of
 #: copy at 0.5 / 1 / 1.5 / 2 / 3 waves: f32 sum 90.8 / 95.4 / 90.7 / 91.4 / 89.0, bf16 sum
 #: 80.7 / 89.3 / 80.0 / 82.8 / 79.0 (2 loads in flight): past one wave the second is partly
@@ -98,7 +101,7 @@ def reduce_geometry(
         n = min(n, 8 if wide and itemsize == 2 else 4)  # as reduce.h's NC
         vec = int(aligned and m.I % n == 0 and m.si == 1 and m.so % n == 0 and m.sr % n == 0)
         width = n if vec else 1
-        lanes = min(pow2(-(-m.I // width)), 32)
+        lanes = min(pow2(-(-m.I // width)), _COLS_LANES)
         blocks, by_cols = m.O * -(-m.I // (lanes * width)), 1
         most = m.R // (_BLOCK // lanes * _ROWS_PER_THREAD)
     splits = 1
