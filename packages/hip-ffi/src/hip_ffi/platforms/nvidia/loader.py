@@ -38,6 +38,7 @@ from hip_ffi.platforms.nvidia.wrappers import (
     event_create,
     graph_instantiate,
     host_malloc,
+    host_memcpy_native,
     last_error,
     launch_kernel_ex,
     module_launch_kernel,
@@ -218,7 +219,9 @@ def load() -> HipApi:
             "hipEventCreateWithFlags": cudart.cudaEventCreateWithFlags,
             "hipEventDestroy": cudart.cudaEventDestroy,
             "hipEventQuery": cudart.cudaEventQuery,  # (a close asks it: 0 or not, nothing more)
-            "hipMemcpy": cudart.cudaMemcpy,
+            "hipMemcpy": host_memcpy_native(
+                cudart.cudaMemcpy, cudart.cudaMemcpyAsync, cudart.cudaStreamSynchronize
+            ),
         },
     )
 
