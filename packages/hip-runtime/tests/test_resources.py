@@ -200,3 +200,44 @@ def test_a_runtime_closes_what_it_holds(device: Device) -> None:
         pass
     assert not kept.closed
     kept.close()
+
+
+def test_a_blas_handle_owns_its_workspace_until_it_is_destroyed(device: Device) -> None:
+    """Where the platform has hipblasSetWorkspace, a Blas gives its handle WORKSPACE_BYTES of
+    its own (after the stream: cuBLAS resets it at SetStream) and frees it at close."""
+    from hip_core import hip_api
+    from hip_runtime import blas as blas_module
+
+    blas = Blas(device.create_stream())
+    workspace = blas._workspace
+    if hip_api().has("hipblasSetWorkspace"):
+        assert workspace is not None and workspace.size == blas_module.WORKSPACE_BYTES
+    else:
+        assert workspace is None
+    blas.close()
+    assert workspace is None or workspace.closed
+
+
+def test_a_refused_workspace_destroys_the_handle_and_frees_the_memory(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hip_core import hip_api
+    from hip_core.errors import HipblasError
+    from hip_ffi.constants import HIPBLAS_STATUSES
+
+    api = hip_api()
+    made: list[Any] = []
+    allocate = Device.allocate
+
+    def allocate_and_keep(self: Device, size: int) -> Any:
+        made.append(allocate(self, size))
+        return made[-1]
+
+    monkeypatch.setattr(Device, "allocate", allocate_and_keep)
+    monkeypatch.setattr(api, "has", lambda name: True)
+    monkeypatch.setattr(
+        api, "hipblasSetWorkspace", lambda *_: HIPBLAS_STATUSES["HIPBLAS_STATUS_INVALID_VALUE"]
+    )
+    with pytest.raises(HipblasError, match="hipblasSetWorkspace"):
+        Blas(device.create_stream())
+    assert len(made) == 1 and made[0].closed
