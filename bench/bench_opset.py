@@ -216,10 +216,11 @@ def sweep_dtype(
                 run = partial(backend._launch, kernel, x, rows, (blocks, 1, n, lanes, 1, 0),
                               (v, None, None), extra)  # fmt: skip
                 row("last axis", run, nbytes, **what, lanes=lanes)
+    if "transpose copy" not in parts:
+        return
     item = as_dtype(dtype).itemsize
     tiles = backend.kernels.get("copy.hip", f"copy_tiles_u{8 * item}")
-    modes = (0, 1, 2, 3, 4) if item == 2 else (0, 1, 3, 4)  # copy.hip's paths (TILE_MODES)
-    for mode in modes if "transpose copy" in parts else ():
+    for mode in (0, 1, 2, 3, 4) if item == 2 else (0, 1, 3, 4):  # copy.hip's paths (TILE_MODES)
         edge_a, edge_b = tile_edges(mode, item)
         for cap in (4, 16, 64):  # blocks per multiprocessor; blocks stride over the tiles
             grid = min(-(-n // edge_a) * -(-n // edge_b),
