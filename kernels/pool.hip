@@ -13,8 +13,8 @@
 //       vec: channels per thread, 16 bytes' worth in NHWC where C and the pointers allow, else 1.
 //       pairs: 2 to have max over a 2x2 / 3x3 window take two output rows a thread (the host
 //       checks sh = 2 and dh = 1), else 1.
-//   max_pool2d_rows_<t>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh): NCHW max over a k x k
-//       window (2 or 3) at column stride 2, several outputs a thread (at the end of the file).
+//   max_pool2d_rows_<t>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh, pairs): NCHW max over a
+//       k x k window (2 or 3) at column stride 2, several outputs a thread (end of the file).
 //
 // One thread per output, or per 16-byte run of channels (consecutive threads take consecutive
 // outputs: along ow in NCHW, along the channels in NHWC, both coalesced), f32 accumulation,
@@ -191,79 +191,96 @@ HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int
 // where the one-output-a-thread loop made K loads of 2 bytes at a 4-byte stride, and the
 // thread then has 16 bytes of each row in flight, not 2 (H100, ResNet's 3x3/2 pool, bf16:
 // 0.21 of the copy rate that way). The host checks W % V == 0 and x 16-byte aligned.
-template <typename I, typename T, int K>
+// Input column c0 - pw + k of a window row: `middle` holds columns c0 .. c0 + V - 1 (when
+// `vector`), `left` column c0 - 1, `right` column c0 + V. k is a constant once unrolled and pw
+// (0 or 1) picks between two registers (an index of pw would put the vector in memory).
+template <typename T, int V>
+HIPK_DEVICE float row_column(const Vec<T, V>& middle, float left, float right, bool vector,
+                             int pw, int k) {
+    const float unpadded =
+        k < V ? (vector ? to_float(middle.v[k < V ? k : 0]) : neg_inf()) : right;
+    const float padded =
+        k == 0 ? left : (vector ? to_float(middle.v[k > 0 ? k - 1 : 0]) : neg_inf());
+    return pw > 0 ? padded : unpadded;
+}
+
+// OH output rows a thread: 1, or 2 where the host found sh = 2 and dh = 1 (the two windows'
+// shared row loaded once: K + 2 rows for two outputs).
+template <typename I, typename T, int K, int OH>
 HIPK_DEVICE void max_pool2d_rows(const T* x, T* y, long long planes, int H, int W, int Ho,
                                  int Wo, int sh, int ph, int pw, int dh) {
-    constexpr int V = Lanes16<T>::value, OW = V / 2;
-    const int runs = (Wo + OW - 1) / OW;  // threads a row
-    const I n_all = (I)(planes * Ho * runs);
+    constexpr int V = Lanes16<T>::value, OW = V / 2, ROWS = K + 2 * (OH - 1);
+    const int runs = (Wo + OW - 1) / OW, pairs = (Ho + OH - 1) / OH;  // threads a row, rows
+    const I n_all = (I)(planes * pairs * runs);
     for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
         const int ow0 = (int)(i % (I)runs) * OW, c0 = 2 * ow0;
         const I rest = i / (I)runs;
-        const int oh = (int)(rest % (I)Ho);
-        const long long plane = (long long)(rest / (I)Ho);
+        const int oh0 = (int)(rest % (I)pairs) * OH;
+        const long long plane = (long long)(rest / (I)pairs);
         const T* in = x + plane * H * W;
-        Vec<T, V> middle[K];
-        float left[K], right[K];
-        bool inside[K];
+        const bool vector = c0 < W;
+        Vec<T, V> middle[ROWS];
+        float left[ROWS], right[ROWS];
+        bool inside[ROWS];
         HIPK_UNROLL
-        for (int r = 0; r < K; ++r) {  // every row's loads issued before the first compare
-            const int h = oh * sh - ph + r * dh;
+        for (int r = 0; r < ROWS; ++r) {  // every row's loads issued before the first compare
+            const int h = oh0 * sh - ph + r * dh;
             inside[r] = h >= 0 && h < H;
             const T* row = in + (long long)h * W;
             left[r] = right[r] = neg_inf();
-            if (inside[r] && c0 < W) middle[r] = *reinterpret_cast<const Vec<T, V>*>(row + c0);
+            if (inside[r] && vector) middle[r] = *reinterpret_cast<const Vec<T, V>*>(row + c0);
             if (inside[r] && pw > 0 && c0 >= 1 && c0 <= W) left[r] = to_float(row[c0 - 1]);
             if (inside[r] && K == 3 && pw == 0 && c0 + V < W) right[r] = to_float(row[c0 + V]);
         }
-        // column[k]: the max over the window's rows of input column c0 - pw + k (-inf outside).
-        float column[V + 1];
         HIPK_UNROLL
-        for (int k = 0; k <= V; ++k) column[k] = neg_inf();
-        HIPK_UNROLL
-        for (int r = 0; r < K; ++r) {
-            if (!inside[r]) continue;
+        for (int u = 0; u < OH; ++u) {
+            if (oh0 + u >= Ho) continue;  // Ho odd: the last pair's second row
+            // column[k]: the max over the window's rows of input column c0 - pw + k.
+            float column[V + 1];
             HIPK_UNROLL
-            for (int k = 0; k <= V; ++k) {
-                // Column c0 - pw + k; k is a constant once unrolled, pw (0 or 1) picks between
-                // two registers (an index of pw would put middle[] in memory).
-                const bool vector = c0 < W;
-                const float unpadded = k < V ? (vector ? to_float(middle[r].v[k < V ? k : 0])
-                                                       : neg_inf())
-                                             : right[r];
-                const float padded = k == 0 ? left[r]
-                                            : (vector ? to_float(middle[r].v[k > 0 ? k - 1 : 0])
-                                                      : neg_inf());
-                const float v = pw > 0 ? padded : unpadded;
-                column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins and stays
+            for (int k = 0; k <= V; ++k) column[k] = neg_inf();
+            HIPK_UNROLL
+            for (int r = 2 * u; r < 2 * u + K; ++r) {
+                if (!inside[r]) continue;
+                HIPK_UNROLL
+                for (int k = 0; k <= V; ++k) {
+                    const float v = row_column<T, V>(middle[r], left[r], right[r], vector, pw, k);
+                    column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins, stays
+                }
             }
-        }
-        float out[OW];
-        HIPK_UNROLL
-        for (int j = 0; j < OW; ++j) {
-            out[j] = column[2 * j];
+            float out[OW];
             HIPK_UNROLL
-            for (int s = 1; s < K; ++s) {
-                const float v = column[2 * j + s];
-                out[j] = v > out[j] || v != v ? v : out[j];
+            for (int j = 0; j < OW; ++j) {
+                out[j] = column[2 * j];
+                HIPK_UNROLL
+                for (int s = 1; s < K; ++s) {
+                    const float v = column[2 * j + s];
+                    out[j] = v > out[j] || v != v ? v : out[j];
+                }
             }
-        }
-        T* dst = y + (plane * Ho + oh) * Wo + ow0;
-        if (ow0 + OW <= Wo && aligned(dst, sizeof(Vec<T, OW>))) {
-            store_floats<T, OW>(dst, out);
-        } else {
-            HIPK_UNROLL
-            for (int j = 0; j < OW; ++j)
-                if (ow0 + j < Wo) dst[j] = from_float<T>(out[j]);
+            T* dst = y + (plane * Ho + oh0 + u) * Wo + ow0;
+            if (ow0 + OW <= Wo && aligned(dst, sizeof(Vec<T, OW>))) {
+                store_floats<T, OW>(dst, out);
+            } else {
+                HIPK_UNROLL
+                for (int j = 0; j < OW; ++j)
+                    if (ow0 + j < Wo) dst[j] = from_float<T>(out[j]);
+            }
         }
     }
 }
 
 template <typename I, typename T>
 HIPK_DEVICE void max_pool2d_rows_k(const T* x, T* y, long long planes, int H, int W, int Ho,
-                                   int Wo, int k, int sh, int ph, int pw, int dh) {
-    if (k == 3) max_pool2d_rows<I, T, 3>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
-    else max_pool2d_rows<I, T, 2>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+                                   int Wo, int k, int sh, int ph, int pw, int dh, int pairs) {
+    if (k == 3 && pairs == 2)
+        max_pool2d_rows<I, T, 3, 2>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+    else if (k == 3)
+        max_pool2d_rows<I, T, 3, 1>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+    else if (pairs == 2)
+        max_pool2d_rows<I, T, 2, 2>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+    else
+        max_pool2d_rows<I, T, 2, 1>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
 }
 
 }  // namespace hipk
@@ -278,14 +295,15 @@ HIPK_DEVICE void max_pool2d_rows_k(const T* x, T* y, long long planes, int H, in
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_POOL2D)
 
-// max_pool2d_rows_<t>(x, y, planes = N * C, H, W, Ho, Wo, k, sh, ph, pw, dh): NCHW max
-// pooling of a k x k window (2 or 3) at column stride 2, V / 2 outputs a thread (above).
+// max_pool2d_rows_<t>(x, y, planes = N * C, H, W, Ho, Wo, k, sh, ph, pw, dh, pairs): NCHW max
+// pooling of a k x k window (2 or 3) at column stride 2, V / 2 outputs a thread of `pairs`
+// output rows (2 only where sh = 2 and dh = 1), above.
 #define HIPK_MAX_POOL2D_ROWS(S_, T)                                                            \
     extern "C" __global__ void max_pool2d_rows_##S_(const T* x, T* y, long long planes, int H, \
                                                     int W, int Ho, int Wo, int k, int sh,      \
-                                                    int ph, int pw, int dh) {                  \
+                                                    int ph, int pw, int dh, int pairs) {       \
         const int per = hipk::Lanes16<T>::value / 2;                                           \
         HIPK_INDEXED(planes * Ho * ((Wo + per - 1) / per), hipk::max_pool2d_rows_k, x, y,      \
-                     planes, H, W, Ho, Wo, k, sh, ph, pw, dh);                                 \
+                     planes, H, W, Ho, Wo, k, sh, ph, pw, dh, pairs);                          \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROWS)

@@ -184,13 +184,16 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
     [(3, 2, 1, 1, False), (3, 2, 0, 1, True), (2, 2, 1, 1, True), (2, 2, 0, 1, False),
      (3, (1, 2), 1, (2, 1), True), (3, (3, 2), (0, 1), 1, False)],
 )  # fmt: skip
+@pytest.mark.parametrize("pairs", [False, True])
 def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
     backend: HipBackend, window: int, stride: Any, padding: Any, dilation: Any,
-    ceil_mode: bool, dtype: str,
+    ceil_mode: bool, dtype: str, pairs: bool, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """pool.hip's max_pool2d_rows (NCHW, column stride 2, several outputs a thread from one
     16-byte vector of each row): widths a multiple of the vector (16, 24) and one that is not
-    (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode."""
+    (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode; `pairs`:
+    two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS)."""
+    monkeypatch.setattr(pooling, "_NCHW_PAIRS", pairs)
     rng = np.random.default_rng(window * 7 + len(str(stride)))
     for width in (16, 24, 20):
         x = testing.random(rng, (2, 3, 9, width), dtype, scale=3.0)

@@ -24,6 +24,7 @@ _MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2, "adaptive": 3}
 _NCHW_ROWS = True  # NCHW 2x2 / 3x3 max at column stride 2: pool.hip's max_pool2d_rows
 _KERNELS_FIRST = True  # pool.hip's small-window max variants before the DNN library
 _NHWC_PAIRS = False  # ... in NHWC at row stride 2: two output rows a thread (to measure)
+_NCHW_PAIRS = False  # ... max_pool2d_rows at row stride 2: two output rows a thread (to measure)
 
 
 class PoolingOps(OpsBase):
@@ -146,9 +147,10 @@ class PoolingOps(OpsBase):
                 return
         if rows:
             kernel = self._kernel("pool.hip", f"max_pool2d_rows_{suffix}")
-            per = lanes // 2  # outputs a thread
-            launch_outputs(self, kernel, n * c * ho * -(-wo // per), x, y, n * c, h, w, ho, wo,
-                           kh, sh, ph, pw, dh)  # fmt: skip
+            pairs = 2 if _NCHW_PAIRS and (sh, dh) == (2, 1) else 1  # output rows a thread
+            threads = n * c * -(-ho // pairs) * -(-wo // (lanes // 2))
+            launch_outputs(self, kernel, threads, x, y, n * c, h, w, ho, wo, kh, sh, ph, pw, dh,
+                           pairs)  # fmt: skip
             return
         # Two output rows a thread share the middle input row (loaded once, not twice).
         pairs = 2 if _NHWC_PAIRS and small_max and vec > 1 and (sh, dh) == (2, 1) else 1
