@@ -44,8 +44,10 @@ _INT64 = np.dtype(np.int64)
 _SHORT = 32  # rows of at most this many strided elements: one thread per output
 _ROWS_PER_THREAD = 16  # rows a cols thread walks at least before another split is added
 #: Threads across the inner axis per row of a cols block, at most (of 256; with 16-byte loads
-#: 32 read 512 bytes of a row at a time). bench_opset.py --sweep times 16 and 64 at 8192^2.
-_COLS_LANES = 32
+#: 16 read 256 bytes of a row at a time). bench_opset.py --sweep on an H100, 8192^2 over the
+#: first axis, one launch, % of copy at 16 / 32 lanes: bf16 sum 91.1 / 90.1, bf16 max 90.5 /
+#: 90.1, f32 max 96.2 / 95.8; f32 sum 96.5 (fence.sc build) / 96.6.
+_COLS_LANES = 16
 #: Waves of resident blocks a split fills (H100, 8192^2 over the first axis, one launch, % of
 #: copy at 0.5 / 1 / 1.5 / 2 / 3 waves: f32 sum 90.8 / 95.4 / 90.7 / 91.4 / 89.0, bf16 sum
 #: 80.7 / 89.3 / 80.0 / 82.8 / 79.0 (2 loads in flight): past one wave the second is partly
