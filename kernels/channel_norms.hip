@@ -10,6 +10,11 @@
 //       statistics in one read, Welford per vector merged by Chan's formula, then the output in
 //       a second read, backwards) or 3 (the mean, the variance about it, the output: kept to
 //       compare the two on a GPU).
+//   group_norm_on_chip_<t>(x, weight, bias, y, int C, int G, long long inner, float eps,
+//                          int vec, int flight)
+//       The same, the group held in dynamic shared memory (the host launches with the group's
+//       bytes, C / G * inner elements, where the device's opt-in limit allows): HBM reads x
+//       once and writes y once. flight: 4 or 8 loads a thread issued before their first use.
 //   batch_norm_<t>(x, mean, var, weight, bias, y, long long n, int C, long long inner, float eps)
 //       y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c], c = (i / inner) % C:
 //       NCHW [N, C, inner] (inner = H * W), or channels last with inner = 1; weight, bias may be
@@ -23,6 +28,11 @@
 // entry points' __launch_bounds__(1024, 2) hold a thread to 32 registers on NVIDIA, so that two
 // blocks of 1024 fit a multiprocessor: 256 groups (the host's 1024-thread case: fewer groups
 // than two per multiprocessor) then run in one wave, not two.
+// group_norm_on_chip: one block per group as well; each thread loads `flight` vectors before
+// their use, keeps them in shared memory and adds them to its statistics, then, after the
+// block's reduction, normalizes the same vectors from shared memory (its own: no barrier
+// beyond the reduction's). Its entry points' __launch_bounds__(1024, 1) leave 64 registers
+// a thread on NVIDIA: a large group's shared memory allows one block a multiprocessor anyway.
 // batch_norm: grid-stride over any 1-D grid.
 #include "dtypes.h"
 
@@ -155,6 +165,54 @@ HIPK_DEVICE void group_norm_passes(const T* x, const T* weight, const T* bias, T
     else group_norm_two_reads<T, V>(x, weight, bias, y, C, G, inner, eps);
 }
 
+// The group in shared memory `tile` (its C / G * inner elements): one read of x, one write
+// of y. F vectors a thread in flight, then the rest one by one.
+template <typename T, int V, int F>
+HIPK_DEVICE void group_norm_on_chip(const T* x, const T* weight, const T* bias, T* y, int C,
+                                    int G, long long inner, float eps, Vec<T, V>* tile) {
+    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
+    BlockReducer reduce = {scratch, 0, (int)threadIdx.x, (int)blockDim.x, 0};
+    const int Cg = C / G;
+    const long long count = (long long)Cg * inner, vectors = count / V, step = blockDim.x;
+    const long long first = (long long)blockIdx.x * count;
+    const Vec<T, V>* row = reinterpret_cast<const Vec<T, V>*>(x + first);
+    const float shift = to_float(x[first]);  // as group_norm_two_reads: statistics of x - x[0]
+    float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+    long long j = threadIdx.x;
+    for (; j + (F - 1) * step < vectors; j += F * step) {
+        Vec<T, V> v[F];
+        HIPK_UNROLL
+        for (int k = 0; k < F; ++k) v[k] = row[j + k * step];
+        HIPK_UNROLL
+        for (int k = 0; k < F; ++k) {
+            tile[j + k * step] = v[k];
+            welford_vector<T, V>(v[k], shift, n, mean, m2);
+        }
+    }
+    for (; j < vectors; j += step) {
+        const Vec<T, V> v = row[j];
+        tile[j] = v;
+        welford_vector<T, V>(v, shift, n, mean, m2);
+    }
+    const float total = reduce.sum(n * mean) / (float)count;  // Chan's formula, as two_reads
+    const float d = mean - total;
+    const float all = reduce.sum(n > 0.0f ? m2 + n * (d * d) : 0.0f);
+    const float rstd = 1.0f / sqrtf(all / (float)count + eps);
+    const int c0 = (int)(blockIdx.x % G) * Cg;
+    Vec<T, V>* out = reinterpret_cast<Vec<T, V>*>(y + first);
+    for (j = threadIdx.x; j < vectors; j += step)
+        group_norm_write<T, V>(tile[j], out, j, c0 + (int)(j * V / inner), weight, bias, shift,
+                               total, rstd);
+}
+
+template <typename T, int V>
+HIPK_DEVICE void group_norm_flight(const T* x, const T* weight, const T* bias, T* y, int C,
+                                   int G, long long inner, float eps, int flight, void* tile) {
+    Vec<T, V>* vectors = reinterpret_cast<Vec<T, V>*>(tile);
+    if (flight == 8) group_norm_on_chip<T, V, 8>(x, weight, bias, y, C, G, inner, eps, vectors);
+    else group_norm_on_chip<T, V, 4>(x, weight, bias, y, C, G, inner, eps, vectors);
+}
+
 template <typename T>
 HIPK_DEVICE void batch_norm(const T* x, const T* mean, const T* var, const T* weight,
                             const T* bias, T* y, long long n, int C, long long inner, float eps) {
@@ -180,6 +238,21 @@ HIPK_DEVICE void batch_norm(const T* x, const T* mean, const T* var, const T* we
             hipk::group_norm_passes<T, 1>(x, weight, bias, y, C, G, inner, eps, passes);       \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_GROUP_NORM)
+
+#define HIPK_GROUP_NORM_ON_CHIP(S_, T)                                                         \
+    extern "C" __global__ void __launch_bounds__(1024, 1)                                     \
+        group_norm_on_chip_##S_(const T* x, const T* weight, const T* bias, T* y, int C,       \
+                                int G, long long inner, float eps, int vec, int flight) {      \
+        extern __shared__ __align__(16) unsigned char hipk_group_tile[];                       \
+        if (vec == hipk::Lanes16<T>::value)                                                    \
+            hipk::group_norm_flight<T, hipk::Lanes16<T>::value>(x, weight, bias, y, C, G,      \
+                                                                 inner, eps, flight,           \
+                                                                 hipk_group_tile);             \
+        else                                                                                   \
+            hipk::group_norm_flight<T, 1>(x, weight, bias, y, C, G, inner, eps, flight,        \
+                                          hipk_group_tile);                                    \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_GROUP_NORM_ON_CHIP)
 
 #define HIPK_BATCH_NORM(S_, T)                                                                 \
     extern "C" __global__ void batch_norm_##S_(const T* x, const T* mean, const T* var,        \
