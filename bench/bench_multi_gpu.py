@@ -2,8 +2,9 @@
 
 Measures on the current platform (two H100s/H200s through the nvidia platform):
 - peer copy GB/s, device 0 -> device 1, 1 MiB ... 1 GiB: hip-core's `DeviceBuffer.copy_from`
-  between buffers of the two devices (hipMemcpyPeer) beside torch's `x.to("cuda:1")`; host
-  wall time until both devices are idle, per copy (hip_backend.bench.per_call);
+  between buffers of the two devices queued on a stream of device 1 (hipMemcpyPeerAsync; the
+  "sync" rows: without `stream=`, hipMemcpyPeer) beside torch's `x.to("cuda:1")`; host wall
+  time of a batch until both devices are idle, per copy (hip_backend.bench.per_call);
 - all_reduce (float32, sum) and all_gather bus bandwidth, 1 MiB ... 1 GiB per rank, two
   processes (spawned, one GPU each): hip-core's `Communicator` beside torch.distributed's NCCL
   backend, both in the same two processes, size by size; per call = host wall time of a batch
@@ -71,15 +72,23 @@ def peer_copies(sizes_: list[int], quick: bool) -> None:
         a.synchronize()
         b.synchronize()
 
+    # Queued on the target's stream and waited for once per batch, as torch's `x.to()` is
+    # (a synchronous copy would add a host round trip to every call: see the sync rows).
+    stream = b.create_stream()
     for nbytes in sizes_:
         source, target = a.allocate(nbytes), b.allocate(nbytes)
         source.fill(1)
         calls = calls_for(nbytes, quick)
-        timed = per_call(lambda s=source, t=target: t.copy_from(s), calls, both_idle, repeats=5)
-        emit(bench="peer_copy", impl="hip_core", bytes=nbytes, us=timed.median_us,
-             gb_per_s=gb_per_s(nbytes, timed.median_us))  # fmt: skip
+        for impl, copy in (
+            ("hip_core", lambda s=source, t=target: t.copy_from(s, stream=stream)),
+            ("hip_core sync", lambda s=source, t=target: t.copy_from(s)),
+        ):
+            timed = per_call(copy, calls, both_idle, repeats=5)
+            emit(bench="peer_copy", impl=impl, bytes=nbytes, us=timed.median_us,
+                 gb_per_s=gb_per_s(nbytes, timed.median_us))  # fmt: skip
         source.close()
         target.close()
+    stream.close()
 
 
 def torch_peer_copies(sizes_: list[int], quick: bool) -> None:
@@ -253,9 +262,9 @@ def table() -> str:
     for row in measured:
         value = row.get("busbw_gb_per_s", row.get("gb_per_s", 0.0))
         same = [p for p in measured if (p["bench"], p["bytes"]) == (row["bench"], row["bytes"])]
-        anchor = next((p for p in same if p["impl"] != row["impl"]), None)
+        anchor = next((p for p in same if p["impl"].startswith("torch")), None)
         ratio = ""
-        if anchor is not None and row["impl"] == "hip_core":
+        if anchor is not None and row["impl"].startswith("hip_core"):
             other = anchor.get("busbw_gb_per_s", anchor.get("gb_per_s", 0.0))
             ratio = f"{value / other:.2f}" if other else ""
         lines.append(f"| {row['bench']} | {row['bytes'] / MiB:g} | {row['impl']} | "
