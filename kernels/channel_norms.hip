@@ -11,10 +11,11 @@
 //       a second read, backwards) or 3 (the mean, the variance about it, the output: kept to
 //       compare the two on a GPU).
 //   group_norm_on_chip_<t>(x, weight, bias, y, int C, int G, long long inner, float eps,
-//                          int vec, int flight)
+//                          int vec, int flight, long long groups)
 //       The same, the group held in dynamic shared memory (the host launches with the group's
 //       bytes, C / G * inner elements, where the device's opt-in limit allows): HBM reads x
 //       once and writes y once. flight: 4 or 8 loads a thread issued before their first use.
+//       groups: N · G; a grid of fewer blocks takes groups b, b + gridDim.x, ... (persistent).
 //   batch_norm_<t>(x, mean, var, weight, bias, y, long long n, int C, long long inner, float eps)
 //       y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c], c = (i / inner) % C:
 //       NCHW [N, C, inner] (inner = H * W), or channels last with inner = 1; weight, bias may be
@@ -165,19 +166,12 @@ HIPK_DEVICE void group_norm_passes(const T* x, const T* weight, const T* bias, T
     else group_norm_two_reads<T, V>(x, weight, bias, y, C, G, inner, eps);
 }
 
-// The group in shared memory `tile` (its C / G * inner elements): one read of x, one write
-// of y. F vectors a thread in flight, then the rest one by one.
+// A group's row into shared memory `tile`, its statistics (of x - shift) added to the thread's
+// (n, mean, m2): F vectors a thread in flight, then the rest one by one.
 template <typename T, int V, int F>
-HIPK_DEVICE void group_norm_on_chip(const T* x, const T* weight, const T* bias, T* y, int C,
-                                    int G, long long inner, float eps, Vec<T, V>* tile) {
-    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
-    BlockReducer reduce = {scratch, 0, (int)threadIdx.x, (int)blockDim.x, 0};
-    const int Cg = C / G;
-    const long long count = (long long)Cg * inner, vectors = count / V, step = blockDim.x;
-    const long long first = (long long)blockIdx.x * count;
-    const Vec<T, V>* row = reinterpret_cast<const Vec<T, V>*>(x + first);
-    const float shift = to_float(x[first]);  // as group_norm_two_reads: statistics of x - x[0]
-    float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+HIPK_DEVICE void group_tile_load(const Vec<T, V>* row, Vec<T, V>* tile, long long vectors,
+                                 float shift, float& n, float& mean, float& m2) {
+    const long long step = blockDim.x;
     long long j = threadIdx.x;
     for (; j + (F - 1) * step < vectors; j += F * step) {
         Vec<T, V> v[F];
@@ -194,23 +188,77 @@ HIPK_DEVICE void group_norm_on_chip(const T* x, const T* weight, const T* bias, 
         tile[j] = v;
         welford_vector<T, V>(v, shift, n, mean, m2);
     }
-    const float total = reduce.sum(n * mean) / (float)count;  // Chan's formula, as two_reads
-    const float d = mean - total;
-    const float all = reduce.sum(n > 0.0f ? m2 + n * (d * d) : 0.0f);
-    const float rstd = 1.0f / sqrtf(all / (float)count + eps);
-    const int c0 = (int)(blockIdx.x % G) * Cg;
-    Vec<T, V>* out = reinterpret_cast<Vec<T, V>*>(y + first);
-    for (j = threadIdx.x; j < vectors; j += step)
-        group_norm_write<T, V>(tile[j], out, j, c0 + (int)(j * V / inner), weight, bias, shift,
-                               total, rstd);
+}
+
+// Groups blockIdx.x, + gridDim.x, ... of the `groups` (N · G) held in shared memory `tile`
+// (C / G * inner elements): one read of x, one write of y. With fewer blocks than groups
+// (the host's persistent grid) the next group's loads are issued while the current one is
+// written, F vectors at a time, into the slots just written out: HBM sees reads and writes
+// together, as in a copy, instead of a block's reads, then its writes.
+template <typename T, int V, int F>
+HIPK_DEVICE void group_norm_on_chip(const T* x, const T* weight, const T* bias, T* y, int C,
+                                    int G, long long inner, float eps, long long groups,
+                                    Vec<T, V>* tile) {
+    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
+    BlockReducer reduce = {scratch, 0, (int)threadIdx.x, (int)blockDim.x, 0};
+    const int Cg = C / G;
+    const long long count = (long long)Cg * inner, vectors = count / V, step = blockDim.x;
+    long long g = blockIdx.x;
+    float shift = to_float(x[g * count]);  // as group_norm_two_reads: statistics of x - x[0]
+    float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+    group_tile_load<T, V, F>(reinterpret_cast<const Vec<T, V>*>(x + g * count), tile, vectors,
+                             shift, n, mean, m2);
+    // Each thread reads back only the slots it wrote: no barrier but the reductions'.
+    for (;;) {
+        const float total = reduce.sum(n * mean) / (float)count;  // Chan's, as in two_reads
+        const float d = mean - total;
+        const float all = reduce.sum(n > 0.0f ? m2 + n * (d * d) : 0.0f);
+        const float rstd = 1.0f / sqrtf(all / (float)count + eps), at_shift = shift;
+        const int c0 = (int)(g % G) * Cg;
+        Vec<T, V>* out = reinterpret_cast<Vec<T, V>*>(y + g * count);
+        const long long next = g + gridDim.x;
+        long long j = threadIdx.x;
+        if (next >= groups) {
+            for (; j < vectors; j += step)
+                group_norm_write<T, V>(tile[j], out, j, c0 + (int)(j * V / inner), weight, bias,
+                                       at_shift, total, rstd);
+            return;
+        }
+        const Vec<T, V>* row = reinterpret_cast<const Vec<T, V>*>(x + next * count);
+        shift = to_float(x[next * count]);
+        n = mean = m2 = 0.0f;
+        for (; j + (F - 1) * step < vectors; j += F * step) {
+            Vec<T, V> v[F];
+            HIPK_UNROLL
+            for (int k = 0; k < F; ++k) v[k] = row[j + k * step];
+            HIPK_UNROLL
+            for (int k = 0; k < F; ++k) {
+                const long long at = j + k * step;
+                group_norm_write<T, V>(tile[at], out, at, c0 + (int)(at * V / inner), weight,
+                                       bias, at_shift, total, rstd);
+                tile[at] = v[k];
+                welford_vector<T, V>(v[k], shift, n, mean, m2);
+            }
+        }
+        for (; j < vectors; j += step) {
+            const Vec<T, V> v = row[j];
+            group_norm_write<T, V>(tile[j], out, j, c0 + (int)(j * V / inner), weight, bias,
+                                   at_shift, total, rstd);
+            tile[j] = v;
+            welford_vector<T, V>(v, shift, n, mean, m2);
+        }
+        g = next;
+    }
 }
 
 template <typename T, int V>
 HIPK_DEVICE void group_norm_flight(const T* x, const T* weight, const T* bias, T* y, int C,
-                                   int G, long long inner, float eps, int flight, void* tile) {
-    Vec<T, V>* vectors = reinterpret_cast<Vec<T, V>*>(tile);
-    if (flight == 8) group_norm_on_chip<T, V, 8>(x, weight, bias, y, C, G, inner, eps, vectors);
-    else group_norm_on_chip<T, V, 4>(x, weight, bias, y, C, G, inner, eps, vectors);
+                                   int G, long long inner, float eps, int flight,
+                                   long long groups, void* tile) {
+    Vec<T, V>* slots = reinterpret_cast<Vec<T, V>*>(tile);
+    if (flight == 8)
+        group_norm_on_chip<T, V, 8>(x, weight, bias, y, C, G, inner, eps, groups, slots);
+    else group_norm_on_chip<T, V, 4>(x, weight, bias, y, C, G, inner, eps, groups, slots);
 }
 
 template <typename T>
@@ -242,15 +290,16 @@ HIPK_F32_AND_16BIT_TYPES(HIPK_GROUP_NORM)
 #define HIPK_GROUP_NORM_ON_CHIP(S_, T)                                                         \
     extern "C" __global__ void __launch_bounds__(1024, 1)                                     \
         group_norm_on_chip_##S_(const T* x, const T* weight, const T* bias, T* y, int C,       \
-                                int G, long long inner, float eps, int vec, int flight) {      \
+                                int G, long long inner, float eps, int vec, int flight,        \
+                                long long groups) {                                            \
         extern __shared__ __align__(16) unsigned char hipk_group_tile[];                       \
         if (vec == hipk::Lanes16<T>::value)                                                    \
             hipk::group_norm_flight<T, hipk::Lanes16<T>::value>(x, weight, bias, y, C, G,      \
-                                                                 inner, eps, flight,           \
+                                                                 inner, eps, flight, groups,   \
                                                                  hipk_group_tile);             \
         else                                                                                   \
             hipk::group_norm_flight<T, 1>(x, weight, bias, y, C, G, inner, eps, flight,        \
-                                          hipk_group_tile);                                    \
+                                          groups, hipk_group_tile);                            \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_GROUP_NORM_ON_CHIP)
 

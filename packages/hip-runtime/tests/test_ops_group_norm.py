@@ -114,14 +114,18 @@ def test_on_chip_and_two_reads_match_numpy(
 ) -> None:  # fmt: skip
     """Both kernels (_ON_CHIP off: two reads; on: on chip where the group fits, as all but
     the f32 120 x 128 one do on cpu), both in-flight depths and block sizes of the on-chip
-    one, against float64 (weight and bias given)."""
+    one, one block per group or persistent (on cpu one block a core: the groups beyond the
+    cores are loaded while the previous ones are written), against float64 (weight and bias
+    given)."""
     rng = np.random.default_rng(19)
     x = testing.random(rng, shape, dtype, scale=2.0, shift=1.0)
     weight, bias = (testing.random(rng, (shape[1],), dtype) for _ in range(2))
     expected = testing_conv.group_norm(x, groups, weight, bias, 1e-5)
-    variants = [(True, 8, 1024), (True, 4, 1024), (True, 8, 512), (False, 8, 1024)]
-    for on_chip, flight, block in variants:
+    variants = [(True, 8, 1024, False), (True, 4, 1024, False), (True, 8, 512, False),
+                (True, 8, 1024, True), (True, 4, 512, True), (False, 8, 1024, False)]  # fmt: skip
+    for on_chip, flight, block, persistent in variants:
         monkeypatch.setattr(channel_norms, "_ON_CHIP", on_chip)
+        monkeypatch.setattr(channel_norms, "_ON_CHIP_PERSISTENT", persistent)
         monkeypatch.setattr(channel_norms, "_ON_CHIP_FLIGHT", flight)
         monkeypatch.setattr(channel_norms, "_ON_CHIP_BLOCK", block)
         got = normalized(backend.device, x, groups, weight, bias)

@@ -25,6 +25,8 @@ _GROUP_PASSES = 2  # group_norm: reads of each group (2: statistics, output; 3: 
 _ON_CHIP = True  # group_norm: a group within the device's shared memory is held there
 _ON_CHIP_BLOCK = 1024  # ... threads per group (fewer for a group of fewer vectors)
 _ON_CHIP_FLIGHT = 8  # ... 16-byte loads a thread issues before their use (4 or 8)
+_ON_CHIP_PERSISTENT = False  # ... as many blocks as fit at once, each group's write overlapping
+#                              the next one's read (False: one block per group)
 
 
 class ChannelNormOps(OpsBase):
@@ -72,9 +74,12 @@ class ChannelNormOps(OpsBase):
         shared = c // num_groups * inner * x.dtype.itemsize  # one group's bytes
         kernel = self._kernel("channel_norms.hip", f"group_norm_on_chip_{suffix}")
         if _ON_CHIP and shared and self._fits_shared(kernel, shared):
-            args = (c, num_groups, inner, float(eps), vec, _ON_CHIP_FLIGHT)
+            args = (c, num_groups, inner, float(eps), vec, _ON_CHIP_FLIGHT, grid)
             vectors = shared // (vec * x.dtype.itemsize)
             block = min(_ON_CHIP_BLOCK, self._max_block, -(-vectors // 64) * 64)
+            if _ON_CHIP_PERSISTENT:
+                slots = kernel.max_active_blocks(block, shared)
+                grid = min(grid, max(1, slots) * self.device.properties.multiprocessors)
         else:
             kernel = self._kernel("channel_norms.hip", f"group_norm_{suffix}")
             args, shared = (c, num_groups, inner, float(eps), vec, _GROUP_PASSES), 0
