@@ -1,7 +1,7 @@
 // 2-D pooling over NCHW (`channels_last` 0) or NHWC (1) C-contiguous tensors, torch's rules.
 //
 //   pool2d_<t>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode, channels_last,
-//              vec, pairs)
+//              vec)
 //       mode 0: max over the window taps inside the image (NaN propagates; dh, dw dilate);
 //       mode 1: average, divided by the window's size clipped to the padded image
 //               (count_include_pad: torch's min(start + k, H + p) - start);
@@ -11,10 +11,15 @@
 //       A dilated window with no tap inside the image gives -inf, as torch's; ceil_mode's last
 //       window starts inside the image or its left padding (the host's output size).
 //       vec: channels per thread, 16 bytes' worth in NHWC where C and the pointers allow, else 1.
-//       pairs: 2 to have max over a 2x2 / 3x3 window take two output rows a thread (the host
-//       checks sh = 2 and dh = 1), else 1.
-//   max_pool2d_rows_<t>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh, pairs): NCHW max over a
-//       k x k window (2 or 3) at column stride 2, several outputs a thread (end of the file).
+//   max_pool2d_pairs_<t>(the same arguments): max over a 2x2 / 3x3 window, two output rows a
+//       thread (the host checks sh = 2 and dh = 1).
+//   max_pool2d_rows_<t> / max_pool2d_row_pairs_<t>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw,
+//       dh): NCHW max over a k x k window (2 or 3) at column stride 2, several outputs a thread
+//       of one / two output rows; max_pool2d_rows_tiled_<t>(x, y, planes, H, W, Ho, Wo, k, ph,
+//       pw): the same at stride 2 through shared memory, 256-thread blocks (end of the file).
+//   Each variant is an entry point of its own: a kernel's register count is its costliest
+//   path's, and the two-row variants hold twice the taps (H100: one output row a thread ran
+//   30.0 µs alone, 38.1 µs inside the kernel that also held the two-row path).
 //
 // One thread per output, or per 16-byte run of channels (consecutive threads take consecutive
 // outputs: along ow in NCHW, along the channels in NHWC, both coalesced), f32 accumulation,
@@ -140,48 +145,56 @@ HIPK_DEVICE void max_pool2d_fixed(const T* x, T* y, long long nb, int C, int H, 
                 }
             }
             const long long oh = oh0 + u, ow = o.ow, c = (long long)o.c * V, n = (long long)o.n;
-            const long long at = channels_last ? ((n * Ho + oh) * Wo + ow) * C + c
-                                               : ((n * C + c) * Ho + oh) * Wo + ow;
+            const long long at = OH == 1           ? (long long)i * V
+                                 : channels_last ? ((n * Ho + oh) * Wo + ow) * C + c
+                                                 : ((n * C + c) * Ho + oh) * Wo + ow;
             store_floats<T, V>(y + at, acc);
         }
     }
 }
 
-template <typename I, typename T, int V>
+template <typename I, typename T, int V, int OH>
 HIPK_DEVICE bool max_pool2d_small(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
                                   int Wo, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
-                                  int dw, int mode, int channels_last, int pairs) {
+                                  int dw, int mode, int channels_last) {
     if (mode != 0 || kh != kw || (kh != 2 && kh != 3)) return false;
-    if (kh == 3 && pairs == 2)
-        max_pool2d_fixed<I, T, V, 3, 3, 2>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
-                                           channels_last);
-    else if (kh == 3)
-        max_pool2d_fixed<I, T, V, 3, 3, 1>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
-                                           channels_last);
-    else if (pairs == 2)
-        max_pool2d_fixed<I, T, V, 2, 2, 2>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
-                                           channels_last);
+    if (kh == 3)
+        max_pool2d_fixed<I, T, V, 3, 3, OH>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                            channels_last);
     else
-        max_pool2d_fixed<I, T, V, 2, 2, 1>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
-                                           channels_last);
+        max_pool2d_fixed<I, T, V, 2, 2, OH>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                            channels_last);
     return true;
 }
 
 template <typename I, typename T>
 HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo,
                         int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int mode,
-                        int channels_last, int vec, int pairs) {
+                        int channels_last, int vec) {
     constexpr int L = Lanes16<T>::value;
     if (vec == L) {
-        if (!max_pool2d_small<I, T, L>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw,
-                                       mode, channels_last, pairs))
+        if (!max_pool2d_small<I, T, L, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh,
+                                          dw, mode, channels_last))
             pool2d_v<I, T, L>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
                               channels_last);
-    } else if (!max_pool2d_small<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh,
-                                          dw, mode, channels_last, pairs)) {
+    } else if (!max_pool2d_small<I, T, 1, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw,
+                                             dh, dw, mode, channels_last)) {
         pool2d_v<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
                           channels_last);
     }
+}
+
+// Two output rows a thread (the host routes only 2x2 / 3x3 max at sh = 2, dh = 1 here).
+template <typename I, typename T>
+HIPK_DEVICE void max_pool2d_pairs(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
+                                  int Wo, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                                  int dw, int mode, int channels_last, int vec) {
+    if (vec == Lanes16<T>::value)
+        max_pool2d_small<I, T, Lanes16<T>::value, 2>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw,
+                                                     ph, pw, dh, dw, mode, channels_last);
+    else
+        max_pool2d_small<I, T, 1, 2>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw,
+                                     mode, channels_last);
 }
 
 // NCHW max pooling of a KxK window (K 2 or 3) at column stride 2, no column dilation: each
@@ -270,17 +283,105 @@ HIPK_DEVICE void max_pool2d_rows(const T* x, T* y, long long planes, int H, int 
     }
 }
 
-template <typename I, typename T>
+template <typename I, typename T, int OH>
 HIPK_DEVICE void max_pool2d_rows_k(const T* x, T* y, long long planes, int H, int W, int Ho,
-                                   int Wo, int k, int sh, int ph, int pw, int dh, int pairs) {
-    if (k == 3 && pairs == 2)
-        max_pool2d_rows<I, T, 3, 2>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
-    else if (k == 3)
-        max_pool2d_rows<I, T, 3, 1>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
-    else if (pairs == 2)
-        max_pool2d_rows<I, T, 2, 2>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+                                   int Wo, int k, int sh, int ph, int pw, int dh) {
+    if (k == 3)
+        max_pool2d_rows<I, T, 3, OH>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
     else
-        max_pool2d_rows<I, T, 2, 1>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+        max_pool2d_rows<I, T, 2, OH>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+}
+template <typename I, typename T>
+HIPK_DEVICE void max_pool2d_rows_1(const T* x, T* y, long long planes, int H, int W, int Ho,
+                                   int Wo, int k, int sh, int ph, int pw, int dh) {
+    max_pool2d_rows_k<I, T, 1>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh);
+}
+template <typename I, typename T>
+HIPK_DEVICE void max_pool2d_rows_2(const T* x, T* y, long long planes, int H, int W, int Ho,
+                                   int Wo, int k, int sh, int ph, int pw, int dh) {
+    max_pool2d_rows_k<I, T, 2>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh);
+}
+
+// NCHW max over a K x K window at stride 2 (no dilation) through shared memory: a block of
+// TILE_THREADS takes 16 output rows x 16 * OW columns of one plane, loads the rows' input
+// once (2 * 16 + K - 2 rows of 18 aligned 16-byte vectors: the tile's 16 and one either side,
+// for the padding's left column and K = 3's right one; outside the image -inf), then each
+// thread computes OW outputs of a row from the shared rows as max_pool2d_rows does from global
+// memory. Each input row then leaves L2 for one block, not for each of the (up to two)
+// windows' rows that hold it; the loads of the next tile are in flight before the barrier.
+// The host checks W % V == 0 and x 16-byte aligned; the tile's shape is its too.
+#define HIPK_POOL_TILE_THREADS 256
+template <typename T, int K> struct RowsTile {
+    enum { V = Lanes16<T>::value, OW = V / 2, TX = 16, TH = HIPK_POOL_TILE_THREADS / TX };
+    enum { ROWS = 2 * TH + K - 2, VECTORS = TX + 2, ALL = ROWS * VECTORS };
+    enum { LOADS = (ALL + HIPK_POOL_TILE_THREADS - 1) / HIPK_POOL_TILE_THREADS };
+};
+
+template <typename T, int K>
+HIPK_DEVICE void max_pool2d_rows_tiled(const T* x, T* y, long long planes, int H, int W, int Ho,
+                                       int Wo, int ph, int pw, Vec<T, Lanes16<T>::value>* tile) {
+    typedef RowsTile<T, K> S;
+    constexpr int V = S::V, OW = S::OW, TX = S::TX, TH = S::TH, VR = S::VECTORS;
+    const int tid = (int)threadIdx.x, tx = tid % TX, ty = tid / TX;
+    const int across = (Wo + TX * OW - 1) / (TX * OW), down = (Ho + TH - 1) / TH;
+    const long long tiles = planes * down * across;
+    Vec<T, V> empty;
+    HIPK_UNROLL
+    for (int j = 0; j < V; ++j) empty.v[j] = from_float<T>(neg_inf());
+    for (long long b = blockIdx.x; b < tiles; b += gridDim.x) {
+        const int ow_t = (int)(b % across) * TX * OW, oh_t = (int)(b / across % down) * TH;
+        const long long plane = b / across / down;
+        const T* in = x + plane * H * W;
+        const int h0 = 2 * oh_t - ph, c0 = 2 * ow_t - V;  // the tile's first row and column
+        Vec<T, V> loaded[S::LOADS];
+        HIPK_UNROLL
+        for (int l = 0; l < S::LOADS; ++l) {
+            const int e = tid + l * HIPK_POOL_TILE_THREADS, h = h0 + e / VR, c = c0 + e % VR * V;
+            loaded[l] = empty;
+            if (e < S::ALL && h >= 0 && h < H && c >= 0 && c < W)
+                loaded[l] = *reinterpret_cast<const Vec<T, V>*>(in + (long long)h * W + c);
+        }
+        __syncthreads();  // every thread is done with the previous tile
+        HIPK_UNROLL
+        for (int l = 0; l < S::LOADS; ++l)
+            if (tid + l * HIPK_POOL_TILE_THREADS < S::ALL)
+                tile[tid + l * HIPK_POOL_TILE_THREADS] = loaded[l];
+        __syncthreads();
+        const int oh = oh_t + ty, ow0 = ow_t + tx * OW;
+        if (oh >= Ho || ow0 >= Wo) continue;
+        float column[V + 1];  // column[k]: the max over the window's rows of column c - pw + k
+        HIPK_UNROLL
+        for (int k = 0; k <= V; ++k) column[k] = neg_inf();
+        HIPK_UNROLL
+        for (int r = 0; r < K; ++r) {
+            const Vec<T, V>* row = tile + (2 * ty + r) * VR + 1 + tx;
+            const Vec<T, V> middle = row[0];
+            const float left = to_float(row[-1].v[V - 1]), right = to_float(row[1].v[0]);
+            HIPK_UNROLL
+            for (int k = 0; k <= V; ++k) {
+                const float v = row_column<T, V>(middle, left, right, true, pw, k);
+                column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins, stays
+            }
+        }
+        float out[OW];
+        HIPK_UNROLL
+        for (int j = 0; j < OW; ++j) {
+            out[j] = column[2 * j];
+            HIPK_UNROLL
+            for (int s = 1; s < K; ++s) {
+                const float v = column[2 * j + s];
+                out[j] = v > out[j] || v != v ? v : out[j];
+            }
+        }
+        T* dst = y + (plane * Ho + oh) * Wo + ow0;
+        if (ow0 + OW <= Wo && aligned(dst, sizeof(Vec<T, OW>))) {
+            store_floats<T, OW>(dst, out);
+        } else {
+            HIPK_UNROLL
+            for (int j = 0; j < OW; ++j)
+                if (ow0 + j < Wo) dst[j] = from_float<T>(out[j]);
+        }
+    }
 }
 
 }  // namespace hipk
@@ -289,21 +390,54 @@ HIPK_DEVICE void max_pool2d_rows_k(const T* x, T* y, long long planes, int H, in
     extern "C" __global__ void pool2d_##S_(const T* x, T* y, long long nb, int C, int H,       \
                                            int W, int Ho, int Wo, int kh, int kw, int sh,      \
                                            int sw, int ph, int pw, int dh, int dw, int mode,   \
-                                           int channels_last, int vec, int pairs) {            \
+                                           int channels_last, int vec) {                       \
         HIPK_INDEXED(nb * C * Ho * Wo, hipk::pool2d, x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, \
-                     ph, pw, dh, dw, mode, channels_last, vec, pairs);                         \
+                     ph, pw, dh, dw, mode, channels_last, vec);                                \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_POOL2D)
 
-// max_pool2d_rows_<t>(x, y, planes = N * C, H, W, Ho, Wo, k, sh, ph, pw, dh, pairs): NCHW max
-// pooling of a k x k window (2 or 3) at column stride 2, V / 2 outputs a thread of `pairs`
-// output rows (2 only where sh = 2 and dh = 1), above.
+// max_pool2d_pairs_<t>: pool2d_<t>'s arguments, two output rows a thread (above).
+#define HIPK_MAX_POOL2D_PAIRS(S_, T)                                                           \
+    extern "C" __global__ void max_pool2d_pairs_##S_(                                          \
+        const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo, int kh, int kw,   \
+        int sh, int sw, int ph, int pw, int dh, int dw, int mode, int channels_last, int vec) { \
+        HIPK_INDEXED(nb * C * Ho * Wo, hipk::max_pool2d_pairs, x, y, nb, C, H, W, Ho, Wo, kh,  \
+                     kw, sh, sw, ph, pw, dh, dw, mode, channels_last, vec);                    \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_PAIRS)
+
+// max_pool2d_rows_<t> / max_pool2d_row_pairs_<t>(x, y, planes = N * C, H, W, Ho, Wo, k, sh,
+// ph, pw, dh): NCHW max pooling of a k x k window (2 or 3) at column stride 2, V / 2 outputs a
+// thread of one / two output rows (two only where sh = 2 and dh = 1), above.
 #define HIPK_MAX_POOL2D_ROWS(S_, T)                                                            \
     extern "C" __global__ void max_pool2d_rows_##S_(const T* x, T* y, long long planes, int H, \
                                                     int W, int Ho, int Wo, int k, int sh,      \
-                                                    int ph, int pw, int dh, int pairs) {       \
+                                                    int ph, int pw, int dh) {                  \
         const int per = hipk::Lanes16<T>::value / 2;                                           \
-        HIPK_INDEXED(planes * Ho * ((Wo + per - 1) / per), hipk::max_pool2d_rows_k, x, y,      \
-                     planes, H, W, Ho, Wo, k, sh, ph, pw, dh, pairs);                          \
+        HIPK_INDEXED(planes * Ho * ((Wo + per - 1) / per), hipk::max_pool2d_rows_1, x, y,      \
+                     planes, H, W, Ho, Wo, k, sh, ph, pw, dh);                                 \
+    }
+#define HIPK_MAX_POOL2D_ROW_PAIRS(S_, T)                                                       \
+    extern "C" __global__ void max_pool2d_row_pairs_##S_(const T* x, T* y, long long planes,   \
+                                                         int H, int W, int Ho, int Wo, int k,  \
+                                                         int sh, int ph, int pw, int dh) {     \
+        const int per = hipk::Lanes16<T>::value / 2;                                           \
+        HIPK_INDEXED(planes * Ho * ((Wo + per - 1) / per), hipk::max_pool2d_rows_2, x, y,      \
+                     planes, H, W, Ho, Wo, k, sh, ph, pw, dh);                                 \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROWS)
+HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROW_PAIRS)
+
+// max_pool2d_rows_tiled_<t>(x, y, planes, H, W, Ho, Wo, k, ph, pw): the shared-memory variant
+// of max_pool2d_rows at stride 2 (above); blocks of HIPK_POOL_TILE_THREADS, any grid.
+#define HIPK_MAX_POOL2D_ROWS_TILED(S_, T)                                                      \
+    extern "C" __global__ void max_pool2d_rows_tiled_##S_(const T* x, T* y, long long planes,  \
+                                                          int H, int W, int Ho, int Wo, int k, \
+                                                          int ph, int pw) {                    \
+        __shared__ hipk::Vec<T, hipk::Lanes16<T>::value> tile[hipk::RowsTile<T, 3>::ALL];      \
+        if (k == 3)                                                                            \
+            hipk::max_pool2d_rows_tiled<T, 3>(x, y, planes, H, W, Ho, Wo, ph, pw, tile);       \
+        else                                                                                   \
+            hipk::max_pool2d_rows_tiled<T, 2>(x, y, planes, H, W, Ho, Wo, ph, pw, tile);       \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROWS_TILED)

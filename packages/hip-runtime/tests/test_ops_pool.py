@@ -146,19 +146,22 @@ def both_float(value: Any) -> tuple[float, float]:
 @pytest.mark.parametrize(
     ("dtype", "channels_last", "c", "pairs"),
     [("bf16", True, 16, False), ("bf16", True, 16, True), ("f32", True, 8, True),
-     ("f32", False, 3, False), ("f16", True, 5, False)],
+     ("f32", False, 3, False), ("f16", True, 5, False), ("bf16", True, 24, "tiled"),
+     ("f32", True, 8, "tiled")],
 )  # fmt: skip
 def test_small_max_windows_of_the_portable_kernel_match_numpy(
     backend: HipBackend, window: int, stride: int, padding: int, dilation: int,
-    ceil_mode: bool, dtype: str, channels_last: bool, c: int, pairs: bool,
+    ceil_mode: bool, dtype: str, channels_last: bool, c: int, pairs: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """pool.hip's 2x2 and 3x3 max variant (every tap loaded first), 16-byte runs of channels
     (NHWC, C a multiple of 8) or one element a thread, with NaN, padding, dilation and
     ceil_mode; the library off (on the cpu platform it takes every case it can express).
     `pairs`: two output rows a thread where the rows' stride is 2 (pooling._NHWC_PAIRS; H = 9
-    leaves the last pair one row)."""
-    monkeypatch.setattr(pooling, "_NHWC_PAIRS", pairs)
+    leaves the last pair one row); "tiled": pool_tiled_nhwc.hip where the stride is 2
+    (pooling._NHWC_TILED; C = 24 in bf16: three 16-byte runs, one a block)."""
+    monkeypatch.setattr(pooling, "_NHWC_PAIRS", pairs is True)
+    monkeypatch.setattr(pooling, "_NHWC_TILED", pairs == "tiled")
     rng = np.random.default_rng(window * 10 + stride)
     shape = (2, 9, 11, c) if channels_last else (2, c, 9, 11)
     x = testing.random(rng, shape, dtype, scale=3.0)
@@ -184,16 +187,18 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
     [(3, 2, 1, 1, False), (3, 2, 0, 1, True), (2, 2, 1, 1, True), (2, 2, 0, 1, False),
      (3, (1, 2), 1, (2, 1), True), (3, (3, 2), (0, 1), 1, False)],
 )  # fmt: skip
-@pytest.mark.parametrize("pairs", [False, True])
+@pytest.mark.parametrize("pairs", [False, True, "tiled"])
 def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
     backend: HipBackend, window: int, stride: Any, padding: Any, dilation: Any,
-    ceil_mode: bool, dtype: str, pairs: bool, monkeypatch: pytest.MonkeyPatch,
+    ceil_mode: bool, dtype: str, pairs: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """pool.hip's max_pool2d_rows (NCHW, column stride 2, several outputs a thread from one
     16-byte vector of each row): widths a multiple of the vector (16, 24) and one that is not
     (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode; `pairs`:
-    two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS)."""
-    monkeypatch.setattr(pooling, "_NCHW_PAIRS", pairs)
+    two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS); "tiled": the
+    shared-memory variant at stride 2 (pooling._NCHW_TILED)."""
+    monkeypatch.setattr(pooling, "_NCHW_PAIRS", pairs is True)
+    monkeypatch.setattr(pooling, "_NCHW_TILED", pairs == "tiled")
     rng = np.random.default_rng(window * 7 + len(str(stride)))
     for width in (16, 24, 20):
         x = testing.random(rng, (2, 3, 9, width), dtype, scale=3.0)
@@ -204,6 +209,38 @@ def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
         nan = np.isnan(expected)
         assert nan.any() and np.array_equal(np.isnan(got.astype(np.float64)), nan)
         got, expected = got.copy(), expected.copy()
+        got[nan], expected[nan] = 0, 0
+        testing.assert_close(got, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize(
+    ("window", "padding", "ceil_mode"), [(3, 1, False), (3, 0, True), (2, 1, True), (2, 0, False)]
+)
+def test_tiled_max_pools_span_several_tiles_with_the_same_bits(
+    backend: HipBackend, window: int, padding: int, ceil_mode: bool, dtype: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The shared-memory kernels at stride 2 (pooling._NHWC_TILED, _NCHW_TILED) on images of
+    several tiles each way (NHWC: 4 output rows x 8 columns x 64 channels a block, two blocks
+    in f32; NCHW: 16 rows x 64 columns, 32 in f32), NaN in the tiles' halos: the one-row
+    kernels' bits, and numpy's values."""
+    rng = np.random.default_rng(window * 3 + padding)
+    for channels_last, shape in ((True, (1, 19, 37, 64)), (False, (2, 2, 37, 144))):
+        x = testing.random(rng, shape, dtype, scale=3.0)
+        x.reshape(-1)[[0, 17 * 64 + 5, x.size - 1]] = np.nan
+        tensor, results = backend.from_numpy(x), []
+        for tiled in (False, True):
+            monkeypatch.setattr(pooling, "_NHWC_TILED", tiled)
+            monkeypatch.setattr(pooling, "_NCHW_TILED", tiled)
+            results.append(call_twice(backend.max_pool2d, tensor, window, 2, padding, 1,
+                                      ceil_mode, channels_last=channels_last))  # fmt: skip
+        np.testing.assert_array_equal(results[1].view(np.uint8), results[0].view(np.uint8))
+        expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode,
+                                           channels_last=channels_last)  # fmt: skip
+        nan = np.isnan(expected)
+        assert nan.any() and np.array_equal(np.isnan(results[1].astype(np.float64)), nan)
+        got, expected = results[1].copy(), expected.copy()
         got[nan], expected[nan] = 0, 0
         testing.assert_close(got, expected, dtype)
 

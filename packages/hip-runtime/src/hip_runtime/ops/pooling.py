@@ -25,6 +25,11 @@ _NCHW_ROWS = True  # NCHW 2x2 / 3x3 max at column stride 2: pool.hip's max_pool2
 _KERNELS_FIRST = True  # pool.hip's small-window max variants before the DNN library
 _NHWC_PAIRS = False  # ... in NHWC at row stride 2: two output rows a thread (to measure)
 _NCHW_PAIRS = False  # ... max_pool2d_rows at row stride 2: two output rows a thread (to measure)
+# ... at stride 2 without dilation, through shared memory (each input row loaded by one block,
+# not by every window that holds it): NHWC (pool_tiled_nhwc.hip), NCHW (max_pool2d_rows_tiled)
+_NHWC_TILED = False
+_NCHW_TILED = False
+_TILE_THREADS = 256  # the tiled kernels' block: their HIPK_POOL_TILE_THREADS (any grid)
 
 
 class PoolingOps(OpsBase):
@@ -145,19 +150,37 @@ class PoolingOps(OpsBase):
                 channels_last=channels_last,
             ):  # fmt: skip
                 return
+        stride_2 = small_max and (sh, sw, dh, dw) == (2, 2, 1, 1)
+        if rows and _NCHW_TILED and stride_2:
+            # Tiles of 16 output rows x 16 threads' V / 2 columns, one block each.
+            tiles = n * c * -(-ho // 16) * -(-wo // (16 * (lanes // 2)))
+            kernel = self._kernel("pool.hip", f"max_pool2d_rows_tiled_{suffix}")
+            kernel.launch(min(tiles, self._grid_cap), _TILE_THREADS, x, y, n * c, h, w, ho, wo,
+                          kh, ph, pw, stream=self.stream)  # fmt: skip
+            return
         if rows:
-            kernel = self._kernel("pool.hip", f"max_pool2d_rows_{suffix}")
             pairs = 2 if _NCHW_PAIRS and (sh, dh) == (2, 1) else 1  # output rows a thread
+            name = "max_pool2d_row_pairs" if pairs == 2 else "max_pool2d_rows"
+            kernel = self._kernel("pool.hip", f"{name}_{suffix}")
             threads = n * c * -(-ho // pairs) * -(-wo // (lanes // 2))
-            launch_outputs(self, kernel, threads, x, y, n * c, h, w, ho, wo, kh, sh, ph, pw, dh,
-                           pairs)  # fmt: skip
+            launch_outputs(self, kernel, threads, x, y, n * c, h, w, ho, wo, kh, sh, ph, pw, dh)
+            return
+        if _NHWC_TILED and stride_2 and vec > 1:
+            # A block: `runs` 16-byte runs of channels of 8 output columns x 32 / runs rows.
+            runs = next(r for r in (8, 4, 2, 1) if (c // vec) % r == 0)
+            tiles = n * (c // vec // runs) * -(-ho // (32 // runs)) * -(-wo // 8)
+            kernel = self._kernel("pool_tiled_nhwc.hip", f"max_pool2d_tiled_nhwc_{suffix}")
+            kernel.launch(min(tiles, self._grid_cap), _TILE_THREADS, x, y, n, c, h, w, ho, wo,
+                          kh, ph, pw, runs, stream=self.stream)  # fmt: skip
             return
         # Two output rows a thread share the middle input row (loaded once, not twice).
-        pairs = 2 if _NHWC_PAIRS and small_max and vec > 1 and (sh, dh) == (2, 1) else 1
-        threads = n * (c // vec) * -(-ho // pairs) * wo
-        kernel = self._kernel("pool.hip", f"pool2d_{suffix}")
+        pairs = _NHWC_PAIRS and small_max and vec > 1 and (sh, dh) == (2, 1)
+        threads = n * (c // vec) * -(-ho // (2 if pairs else 1)) * wo
+        kernel = self._kernel(
+            "pool.hip", "max_pool2d_pairs_" + suffix if pairs else "pool2d_" + suffix
+        )
         launch_outputs(self, kernel, threads, x, y, n, c, h, w, ho, wo, *window, mode,
-                       int(channels_last), vec, pairs)  # fmt: skip
+                       int(channels_last), vec)  # fmt: skip
 
 
 def _window(
