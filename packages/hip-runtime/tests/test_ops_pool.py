@@ -223,8 +223,10 @@ def test_tiled_max_pools_span_several_tiles_with_the_same_bits(
 ) -> None:  # fmt: skip
     """The shared-memory kernels at stride 2 (pooling._NHWC_TILED, _NCHW_TILED) on images of
     several tiles each way (NHWC: 4 output rows x 8 columns x 64 channels a block, two blocks
-    in f32; NCHW: 16 rows x 64 columns, 32 in f32), NaN in the tiles' halos: the one-row
-    kernels' bits, and numpy's values."""
+    of 32 channels in f32, and in f16 at most 4 runs a block, pooling._NHWC_TILE_RUNS: 8 x 8
+    outputs x 32 channels; NCHW: 16 rows x 64 columns, 32 in f32), NaN in the tiles' halos:
+    the one-row kernels' bits, and numpy's values."""
+    monkeypatch.setattr(pooling, "_NHWC_TILE_RUNS", 4 if dtype == "f16" else 8)
     rng = np.random.default_rng(window * 3 + padding)
     for channels_last, shape in ((True, (1, 19, 37, 64)), (False, (2, 2, 37, 144))):
         x = testing.random(rng, shape, dtype, scale=3.0)

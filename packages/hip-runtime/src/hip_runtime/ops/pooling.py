@@ -29,6 +29,7 @@ _NCHW_PAIRS = False  # ... max_pool2d_rows at row stride 2: two output rows a th
 # not by every window that holds it): NHWC (pool_tiled_nhwc.hip), NCHW (max_pool2d_rows_tiled)
 _NHWC_TILED = False
 _NCHW_TILED = False
+_NHWC_TILE_RUNS = 8  # at most this many 16-byte channel runs a block (8, 4, 2 or 1)
 _TILE_THREADS = 256  # the tiled kernels' block: their HIPK_POOL_TILE_THREADS (any grid)
 
 
@@ -167,7 +168,7 @@ class PoolingOps(OpsBase):
             return
         if _NHWC_TILED and stride_2 and vec > 1:
             # A block: `runs` 16-byte runs of channels of 8 output columns x 32 / runs rows.
-            runs = next(r for r in (8, 4, 2, 1) if (c // vec) % r == 0)
+            runs = next(r for r in (8, 4, 2, 1) if r <= _NHWC_TILE_RUNS and (c // vec) % r == 0)
             tiles = n * (c // vec // runs) * -(-ho // (32 // runs)) * -(-wo // 8)
             kernel = self._kernel("pool_tiled_nhwc.hip", f"max_pool2d_tiled_nhwc_{suffix}")
             kernel.launch(min(tiles, self._grid_cap), _TILE_THREADS, x, y, n, c, h, w, ho, wo,
