@@ -4,11 +4,11 @@ For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096
 4096x14336 down, 128256x4096 head) and rows 1 and 16 of x: ms per call of
 `backend.quantized_linear` as shipped (`hip shipped`: kernels/gemv_quant_superblock.hip with
 ROWS_PER_BLOCK's choice), then every rows-per-block choice of the superblock kernels
-(`sb group=8..64`, through quantized_linear), the superblock kernels built with
-__launch_bounds__ of 2 blocks per multiprocessor (`sb m2`) or loading the next superblock
-while one is computed (`sb pf`), both launched directly, and the
-shared-memory staging kernels of kernels/gemv_quant.hip (`staging tpr=..`: what shipped before,
-launched directly), each checked against the shipped result first. Figures: the effective
+(`sb group=8..64`, through quantized_linear), at rows 1 the superblock kernels' other builds
+(BUILDS: `m<B>`: __launch_bounds__ of B blocks per multiprocessor; `xs`: x staged as f32 in
+shared memory), launched directly, and the shared-memory staging kernels of
+kernels/gemv_quant.hip (`staging tpr=64`: what shipped before, launched directly), each checked
+against the shipped result first. Figures: the effective
 bandwidth of the weight bytes read (blocks: 34 bytes per 32 weights for Q8_0, 18 for Q4_0) as
 a fraction of the same run's device-to-device copy rate (read + write bytes per second, the
 better of hipMemcpyAsync and torch). Anchor: torch's bf16 matmul of the dequantized weight
@@ -39,10 +39,17 @@ SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
 QUICK_SHAPES = [(4096, 4096), (4096, 14336)]
 ROW_COUNTS = (1, 16)
 GROUPS = (8, 16, 32, 64)  # the superblock kernels' weight rows per block
-STAGING_TPR = (64, 128)  # the staging kernels' threads per weight row
-#: Other builds of the superblock kernels: (label, macros): __launch_bounds__ blocks per
-#: multiprocessor, or the next superblock's loads in flight while one is computed.
-BUILDS = (("m2", "HIPK_GEMV_SB_MIN_BLOCKS=2"), ("pf", "HIPK_GEMV_SB_PREFETCH=1"))
+STAGING_TPR = (64,)  # the staging kernels' threads per weight row
+#: Other builds of the superblock kernels, timed at rows 1 (what they change): (label, macros).
+#: m<B>: __launch_bounds__ of B blocks per multiprocessor (fewer registers a thread, more
+#: warps to overlap the loads); xs: one row of x staged as f32 in shared memory (no conversions
+#: in the products: on NVIDIA they share the half-rate integer pipe with the quants' decoding).
+_MIN_BLOCKS, _X_SHARED = "HIPK_GEMV_SB_MIN_BLOCKS", "HIPK_GEMV_SB_X_SHARED=1"
+#: The shipped build is m2 (HIPK_GEMV_SB_MIN_BLOCKS's default), x through registers.
+BUILDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("m1", (f"{_MIN_BLOCKS}=1",)), ("m3", (f"{_MIN_BLOCKS}=3",)), ("xs", (_X_SHARED,)),
+    ("xsm3", (_X_SHARED, f"{_MIN_BLOCKS}=3")),
+)  # fmt: skip
 
 
 def random_blocks(rng: np.random.Generator, n: int, k: int, encoding: str) -> np.ndarray:
@@ -129,9 +136,9 @@ def bench_variants(
         backend._plans = None
     shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
     others: list[tuple[str, Any, int, int]] = []  # (impl, kernel, rows per block, split)
-    for label, macro in BUILDS:
+    for label, macros in BUILDS if rows == 1 else ():
         try:
-            kernel = build(backend, macro).get_kernel(f"gemv_sb_{weight.encoding}_r{tile}_bf16")
+            kernel = build(backend, macros).get_kernel(f"gemv_sb_{weight.encoding}_r{tile}_bf16")
         except Exception as error:  # a build that does not compile must not hide the others
             emit(bench="skipped", case=f"{name} sb {label}", impl="build",
                  reason=f"{type(error).__name__}: {error}"[:300])  # fmt: skip
@@ -155,16 +162,16 @@ def bench_variants(
 
 
 @functools.cache
-def build(backend: HipBackend, macro: str) -> Any:
-    """gemv_quant_superblock.hip compiled with -D`macro`, loaded on the device."""
-    options = (f"-D{macro}",)
+def build(backend: HipBackend, macros: tuple[str, ...]) -> Any:
+    """gemv_quant_superblock.hip compiled with -D of each of `macros`, loaded on the device."""
+    options = tuple(f"-D{macro}" for macro in macros)
     return kernel_sources.program("gemv_quant_superblock.hip", options=options).load(backend.device)
 
 
-#: The summary's abbreviations: g<G> = sb group=G, m2g<G> / pfg<G> = builds, st<T> = staging.
+#: The summary's abbreviations: g<G> = sb group=G, <build>g<G> = a build, st<T> = staging.
 SHORT_NAMES = (
-    ("hip shipped (sb group=", "shipped(g"), ("sb m2", "m2"), ("sb pf", "pf"), ("sb group=", "g"),
-    (" group=", "g"), ("staging tpr=", "st"), ("torch bf16 matmul", "torch"),
+    ("hip shipped (sb group=", "shipped(g"), ("sb group=", "g"), ("sb ", ""), (" group=", "g"),
+    ("staging tpr=", "st"), ("torch bf16 matmul", "torch"),
 )  # fmt: skip
 
 
@@ -187,7 +194,7 @@ def summary(copy: float) -> str:
             notes.append(f"skipped {r['case']}: {r['reason']}")
     head = (
         f"D2D copy (read + write): {copy:.0f} GB/s; figures: weight bytes/s of copy (g<G>: "
-        "superblock rows per block; m2: minblocks 2, pf: prefetch builds; st<T>: staging)"
+        "superblock rows per block; builds: m<B> minblocks B, xs x in shared memory; st<T> staging)"
     )
     lines = [f"{c}: " + ", ".join(v) for c, v in cases.items()]
     check = "no torch" if worst is None else f"{worst:.2e}"

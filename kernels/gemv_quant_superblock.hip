@@ -24,6 +24,8 @@
 // elements (one broadcast load per warp instead of one per lane, which is what makes 16 rows of
 // x cheap) and different weight rows. The slices' sums meet in shared memory at the end.
 // Launch: 1-D blocks of HIPK_GEMV_SB_THREADS threads, grid ceil(n / group).
+// The build HIPK_GEMV_SB_X_SHARED=1 (bench_quant's `xs`) stages one row of x as f32 in shared
+// memory for the rows-1 entry points instead (run_x_shared).
 //
 // Quants become floats without int-to-float instructions (a quarter-rate pipe on NVIDIA): the
 // quant, offset to be non-negative, is written into the mantissa of 2^23 and 2^23 plus the
@@ -33,11 +35,17 @@
 #include "dtypes.h"
 
 #define HIPK_GEMV_SB_THREADS 256  // threads per block (the host's launch)
-#ifndef HIPK_GEMV_SB_PREFETCH
-#define HIPK_GEMV_SB_PREFETCH 0  // 1: load superblock s + slices while s is computed (bench: 1)
+#ifndef HIPK_GEMV_SB_X_SHARED
+#define HIPK_GEMV_SB_X_SHARED 0  // 1: one row of x staged as f32 in shared memory (bench: 1)
+#endif
+#ifndef HIPK_GEMV_SB_X_TILE
+#define HIPK_GEMV_SB_X_TILE 4096  // elements of x per shared tile (a multiple of 256)
 #endif
 #ifndef HIPK_GEMV_SB_MIN_BLOCKS
-#define HIPK_GEMV_SB_MIN_BLOCKS 1  // __launch_bounds__'s blocks per multiprocessor (bench: 2)
+// __launch_bounds__'s blocks per multiprocessor: 2 holds a thread to 128 registers on NVIDIA,
+// so two blocks share a multiprocessor (H100, bench_quant: q8_0 4096x4096 rows 1 at 0.60 of
+// copy, not 0.45; rows 16 0.065-0.105, not 0.048-0.066; the other rows-1 shapes within 0.01).
+#define HIPK_GEMV_SB_MIN_BLOCKS 2
 #endif
 
 // The GPUs unroll everything (the superblock is indexed by constants, in registers); the cpu
@@ -117,59 +125,38 @@ HIPK_DEVICE void load_super(const Chunk* row, int s, unsigned int (&word)[Q::wor
     }
 }
 
-template <typename Q, typename T, int R>
-HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int rows, int group,
-                     long long xs, long long ys) {
-    __shared__ float partial[R * HIPK_GEMV_SB_THREADS];  // partial[r * THREADS + t]
-    const int t = (int)threadIdx.x;
-    const int g = t % group, slice = t / group, slices = HIPK_GEMV_SB_THREADS / group;
-    const int row = (int)blockIdx.x * group + g;
-    const int supers = k / 256;  // superblocks per weight row
-    constexpr int CHUNKS = Q::words / 4;
-    constexpr int N = Lanes16<T>::value;
-
-    float acc[R];
+// One superblock's products with `rows` rows of x into acc: row r's 256 elements of the
+// superblock from xb + r * xs (16-byte aligned). Each block's 32 products summed in order.
+template <typename Q, typename X, int R>
+HIPK_DEVICE void dot_super(const unsigned int (&word)[Q::words], const X* xb, long long xs,
+                           int rows, float (&acc)[R]) {
+    constexpr int N = Lanes16<X>::value;
     HIPK_SB_UNROLL
-    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-    if (row < n) {
-        const Chunk* src = reinterpret_cast<const Chunk*>(w) + (long long)row * supers * CHUNKS;
-        unsigned int word[Q::words];  // all loads issued before any is used
-#if HIPK_GEMV_SB_PREFETCH
-        unsigned int next[Q::words];  // the next superblock's loads, in flight meanwhile
-        if (slice < supers) load_super<Q>(src, slice, word);
-#endif
-        for (int s = slice; s < supers; s += slices) {
-#if HIPK_GEMV_SB_PREFETCH
-            if (s + slices < supers) load_super<Q>(src, s + slices, next);
-#else
-            load_super<Q>(src, s, word);
-#endif
-            HIPK_SB_UNROLL
-            for (int b = 0; b < 8; ++b) {
-                float q[32];
-                const float d = Q::decode(word, b, q);
-                const T* xb = x + (long long)s * 256 + b * 32;
+    for (int b = 0; b < 8; ++b) {
+        float q[32];
+        const float d = Q::decode(word, b, q);
+        HIPK_SB_UNROLL
+        for (int r = 0; r < R; ++r) {
+            if (r < rows) {
+                float dot = 0.0f;
                 HIPK_SB_UNROLL
-                for (int r = 0; r < R; ++r) {
-                    if (r < rows) {
-                        float dot = 0.0f;
-                        HIPK_SB_UNROLL
-                        for (int v = 0; v < 32 / N; ++v) {
-                            float xv[N];
-                            load_floats<T, N>(xb + r * xs + v * N, xv);
-                            HIPK_SB_UNROLL
-                            for (int e = 0; e < N; ++e) dot += q[v * N + e] * xv[e];
-                        }
-                        acc[r] += d * dot;
-                    }
+                for (int v = 0; v < 32 / N; ++v) {
+                    float xv[N];
+                    load_floats<X, N>(xb + r * xs + b * 32 + v * N, xv);
+                    HIPK_SB_UNROLL
+                    for (int e = 0; e < N; ++e) dot += q[v * N + e] * xv[e];
                 }
+                acc[r] += d * dot;
             }
-#if HIPK_GEMV_SB_PREFETCH
-            HIPK_SB_UNROLL
-            for (int i = 0; i < Q::words; ++i) word[i] = next[i];
-#endif
         }
     }
+}
+
+// The slices' sums of the block's `group` rows meet in shared memory; one output each.
+template <typename T, int R>
+HIPK_DEVICE void finish(float* partial, const float (&acc)[R], T* y, int n, int rows, int group,
+                        long long ys) {
+    const int t = (int)threadIdx.x, slices = HIPK_GEMV_SB_THREADS / group;
     HIPK_SB_UNROLL
     for (int r = 0; r < R; ++r) partial[r * HIPK_GEMV_SB_THREADS + t] = acc[r];
     __syncthreads();
@@ -183,6 +170,88 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
     }
 }
 
+template <typename Q, typename T, int R>
+HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int rows, int group,
+                     long long xs, long long ys) {
+    __shared__ float partial[R * HIPK_GEMV_SB_THREADS];  // partial[r * THREADS + t]
+    const int t = (int)threadIdx.x;
+    const int slice = t / group, slices = HIPK_GEMV_SB_THREADS / group;
+    const int row = (int)blockIdx.x * group + t % group;
+    const int supers = k / 256;  // superblocks per weight row
+    float acc[R];
+    HIPK_SB_UNROLL
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    if (row < n) {
+        const Chunk* src = reinterpret_cast<const Chunk*>(w) + (long long)row * supers * (Q::words / 4);
+        for (int s = slice; s < supers; s += slices) {
+            unsigned int word[Q::words];  // all loads issued before any is used
+            load_super<Q>(src, s, word);
+            dot_super<Q, T, R>(word, x + (long long)s * 256, xs, rows, acc);
+        }
+    }
+    finish<T, R>(partial, acc, y, n, rows, group, ys);
+}
+
+#if HIPK_GEMV_SB_X_SHARED
+// One row of x (R = 1): x is converted to f32 once per block into shared memory, a tile of
+// HIPK_GEMV_SB_X_TILE elements at a time, so the products read it with one 16-byte shared load
+// per 4 weights and no conversion (on NVIDIA the conversions and the quants' byte permutes share
+// the half-rate integer pipe). Each thread's first superblock of a tile is loaded before x is
+// staged, so the weight loads are in flight across the staging and its barrier. Same f32 x
+// values, same order of the sums: the same results as run().
+template <typename Q, typename T>
+HIPK_DEVICE void run_x_shared(const unsigned char* w, const T* x, T* y, int n, int k, int rows,
+                              int group, long long ys) {
+    constexpr int TILE_SUPERS = HIPK_GEMV_SB_X_TILE / 256;
+    constexpr int NT = Lanes16<T>::value;
+    __shared__ Vec<float, 4> tile[HIPK_GEMV_SB_X_TILE / 4];  // x[base * 256 ..) as f32
+    __shared__ float partial[HIPK_GEMV_SB_THREADS];
+    float* xf = reinterpret_cast<float*>(tile);
+    const int t = (int)threadIdx.x;
+    const int slice = t / group, slices = HIPK_GEMV_SB_THREADS / group;
+    const int row = (int)blockIdx.x * group + t % group;
+    const int supers = k / 256;
+    const Chunk* src = reinterpret_cast<const Chunk*>(w) +
+                       (long long)(row < n ? row : n - 1) * supers * (Q::words / 4);
+    float acc[1] = {0.0f};
+    for (int base = 0; base < supers; base += TILE_SUPERS) {
+        const int end = supers < base + TILE_SUPERS ? supers : base + TILE_SUPERS;
+        const bool mine = row < n && base + slice < end;
+        unsigned int word[Q::words];
+        if (mine) load_super<Q>(src, base + slice, word);
+        if (base > 0) __syncthreads();  // the previous tile's readers are done
+        for (int i = t * NT; i < (end - base) * 256; i += HIPK_GEMV_SB_THREADS * NT) {
+            float v[NT];
+            load_floats<T, NT>(x + (long long)base * 256 + i, v);
+            HIPK_SB_UNROLL
+            for (int e = 0; e < NT; ++e) xf[i + e] = v[e];
+        }
+        __syncthreads();
+        if (mine) {
+            for (int s = base + slice;;) {
+                dot_super<Q, float, 1>(word, xf + (s - base) * 256, 0, 1, acc);
+                s += slices;
+                if (s >= end) break;
+                load_super<Q>(src, s, word);
+            }
+        }
+    }
+    finish<T, 1>(partial, acc, y, n, rows, group, ys);
+}
+#endif
+
+// The one-row entry: x through shared memory where that build is chosen.
+template <typename Q, typename T>
+HIPK_DEVICE void run_r1(const unsigned char* w, const T* x, T* y, int n, int k, int rows,
+                        int group, long long xs, long long ys) {
+#if HIPK_GEMV_SB_X_SHARED
+    (void)xs;
+    run_x_shared<Q, T>(w, x, y, n, k, rows, group, ys);
+#else
+    run<Q, T, 1>(w, x, y, n, k, rows, group, xs, ys);
+#endif
+}
+
 }  // namespace gemv_sb
 }  // namespace hipk
 
@@ -191,7 +260,7 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
 #define HIPK_GEMV_SB(S, T) \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q8_0_r1_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
-        hipk::gemv_sb::run<hipk::gemv_sb::Q8, T, 1>(w, x, y, n, k, rows, group, xs, ys); \
+        hipk::gemv_sb::run_r1<hipk::gemv_sb::Q8, T>(w, x, y, n, k, rows, group, xs, ys); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q8_0_r4_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
@@ -203,7 +272,7 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q4_0_r1_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \
-        hipk::gemv_sb::run<hipk::gemv_sb::Q4, T, 1>(w, x, y, n, k, rows, group, xs, ys); \
+        hipk::gemv_sb::run_r1<hipk::gemv_sb::Q4, T>(w, x, y, n, k, rows, group, xs, ys); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_SB_THREADS, HIPK_GEMV_SB_MIN_BLOCKS) void gemv_sb_q4_0_r4_##S(const unsigned char* w, \
         const T* x, T* y, int n, int k, int rows, int group, long long xs, long long ys) { \

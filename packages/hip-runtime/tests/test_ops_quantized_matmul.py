@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hip_core import Device
-from hip_runtime import HipBackend, testing
+from hip_runtime import HipBackend, kernel_sources, testing
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.tensor import DeviceTensor
@@ -128,6 +128,27 @@ def test_dequantize_is_exact(backend: HipBackend, encoding: str, dtype: str) -> 
     got = backend.dequantize(weight, testing.DTYPES[dtype]).to_numpy()
     blocks = weight.blocks.to_numpy()
     testing.assert_bits_equal(got, testing.dequantize(blocks, encoding, dtype).reshape(5, 96))
+
+
+@pytest.mark.parametrize("encoding", sorted(QTYPES))
+def test_x_shared_build_matches_the_reference(
+    backend: HipBackend, device: Device, encoding: str
+) -> None:
+    """The superblock kernels built with HIPK_GEMV_SB_X_SHARED=1 (bench_quant's `xs`: one row of
+    x staged as f32 in shared memory) and 2-superblock tiles of x: several tiles a row, a last
+    tile cut short, threads with no superblock in a tile, rows that do not fill a block."""
+    options = ("-DHIPK_GEMV_SB_X_SHARED=1", "-DHIPK_GEMV_SB_X_TILE=512")
+    program = kernel_sources.program("gemv_quant_superblock.hip", options=options).load(device)
+    rng = np.random.default_rng(11)
+    for n, k, group in ((40, 1280, 16), (70, 512, 64), (17, 768, 8), (33, 2048, 32)):
+        weight, dense = quantized(backend, rng, n, k, encoding)
+        for dtype in TYPES:
+            x = testing.random(rng, (1, k), dtype)
+            y = backend.empty((1, n), testing.DTYPES[dtype])
+            kernel = program.get_kernel(f"gemv_sb_{encoding}_r1_{dtype}")
+            kernel.launch(-(-n // group), 256, weight.blocks, backend.from_numpy(x), y, n, k, 1,
+                          group, k, n, stream=backend.stream)  # fmt: skip
+            testing.assert_close(y.to_numpy(), expected(x, dense), dtype)
 
 
 def test_repeated_calls_use_the_plan(backend: HipBackend) -> None:
