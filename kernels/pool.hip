@@ -217,6 +217,32 @@ HIPK_DEVICE float row_column(const Vec<T, V>& middle, float left, float right, b
     return pw > 0 ? padded : unpadded;
 }
 
+// The V / 2 outputs of a row from its windows' column maxima (column[k]: input column c0 - pw
+// + k), stored at dst: one 8-byte store (16-bit) where all are inside the row (`room` outputs
+// left in it) and dst allows, else one by one.
+template <typename T, int K>
+HIPK_DEVICE void store_row_outputs(const float (&column)[Lanes16<T>::value + 1], T* dst,
+                                   int room) {
+    constexpr int OW = Lanes16<T>::value / 2;
+    float out[OW];
+    HIPK_UNROLL
+    for (int j = 0; j < OW; ++j) {
+        out[j] = column[2 * j];
+        HIPK_UNROLL
+        for (int s = 1; s < K; ++s) {
+            const float v = column[2 * j + s];
+            out[j] = v > out[j] || v != v ? v : out[j];
+        }
+    }
+    if (room >= OW && aligned(dst, sizeof(Vec<T, OW>))) {
+        store_floats<T, OW>(dst, out);
+    } else {
+        HIPK_UNROLL
+        for (int j = 0; j < OW; ++j)
+            if (j < room) dst[j] = from_float<T>(out[j]);
+    }
+}
+
 // OH output rows a thread: 1, or 2 where the host found sh = 2 and dh = 1 (the two windows'
 // shared row loaded once: K + 2 rows for two outputs).
 template <typename I, typename T, int K, int OH>
@@ -261,24 +287,7 @@ HIPK_DEVICE void max_pool2d_rows(const T* x, T* y, long long planes, int H, int 
                     column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins, stays
                 }
             }
-            float out[OW];
-            HIPK_UNROLL
-            for (int j = 0; j < OW; ++j) {
-                out[j] = column[2 * j];
-                HIPK_UNROLL
-                for (int s = 1; s < K; ++s) {
-                    const float v = column[2 * j + s];
-                    out[j] = v > out[j] || v != v ? v : out[j];
-                }
-            }
-            T* dst = y + (plane * Ho + oh0 + u) * Wo + ow0;
-            if (ow0 + OW <= Wo && aligned(dst, sizeof(Vec<T, OW>))) {
-                store_floats<T, OW>(dst, out);
-            } else {
-                HIPK_UNROLL
-                for (int j = 0; j < OW; ++j)
-                    if (ow0 + j < Wo) dst[j] = from_float<T>(out[j]);
-            }
+            store_row_outputs<T, K>(column, y + (plane * Ho + oh0 + u) * Wo + ow0, Wo - ow0);
         }
     }
 }
@@ -363,24 +372,7 @@ HIPK_DEVICE void max_pool2d_rows_tiled(const T* x, T* y, long long planes, int H
                 column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins, stays
             }
         }
-        float out[OW];
-        HIPK_UNROLL
-        for (int j = 0; j < OW; ++j) {
-            out[j] = column[2 * j];
-            HIPK_UNROLL
-            for (int s = 1; s < K; ++s) {
-                const float v = column[2 * j + s];
-                out[j] = v > out[j] || v != v ? v : out[j];
-            }
-        }
-        T* dst = y + (plane * Ho + oh) * Wo + ow0;
-        if (ow0 + OW <= Wo && aligned(dst, sizeof(Vec<T, OW>))) {
-            store_floats<T, OW>(dst, out);
-        } else {
-            HIPK_UNROLL
-            for (int j = 0; j < OW; ++j)
-                if (ow0 + j < Wo) dst[j] = from_float<T>(out[j]);
-        }
+        store_row_outputs<T, K>(column, y + (plane * Ho + oh) * Wo + ow0, Wo - ow0);
     }
 }
 
