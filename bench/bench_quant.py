@@ -6,9 +6,9 @@ For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096
 ROWS_PER_BLOCK's choice), then every rows-per-block choice of the superblock kernels
 (`sb group=8..64`, through quantized_linear), at rows 1 the superblock kernels' other builds
 (BUILDS: `m<B>`: __launch_bounds__ of B blocks per multiprocessor; `xs`: x staged as f32 in
-shared memory), launched directly, and the shared-memory staging kernels of
-kernels/gemv_quant.hip (`staging tpr=64`: what shipped before, launched directly), each checked
-against the shipped result first. Figures: the effective
+shared memory; `t128`: blocks of 128 threads), launched directly, and the shared-memory
+staging kernels of kernels/gemv_quant.hip (`staging tpr=64`: what shipped before, launched
+directly), each checked against the shipped result first. Figures: the effective
 bandwidth of the weight bytes read (blocks: 34 bytes per 32 weights for Q8_0, 18 for Q4_0) as
 a fraction of the same run's device-to-device copy rate (read + write bytes per second, the
 better of hipMemcpyAsync and torch). Anchor: torch's bf16 matmul of the dequantized weight
@@ -45,10 +45,13 @@ STAGING_TPR = (64,)  # the staging kernels' threads per weight row
 #: warps to overlap the loads); xs: one row of x staged as f32 in shared memory (no conversions
 #: in the products: on NVIDIA they share the half-rate integer pipe with the quants' decoding).
 _MIN_BLOCKS, _X_SHARED = "HIPK_GEMV_SB_MIN_BLOCKS", "HIPK_GEMV_SB_X_SHARED=1"
+#: t128: blocks of 128 threads (4 a multiprocessor at the same registers: a block's slowest
+#: warp holds back fewer others when blocks retire and the next wave starts).
 #: The shipped build is m2 (HIPK_GEMV_SB_MIN_BLOCKS's default), x through registers.
+_T128 = ("HIPK_GEMV_SB_THREADS=128", f"{_MIN_BLOCKS}=4")
 BUILDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("m1", (f"{_MIN_BLOCKS}=1",)), ("m3", (f"{_MIN_BLOCKS}=3",)), ("xs", (_X_SHARED,)),
-    ("xsm3", (_X_SHARED, f"{_MIN_BLOCKS}=3")),
+    ("m3", (f"{_MIN_BLOCKS}=3",)), ("xs", (_X_SHARED,)), ("xsm3", (_X_SHARED, f"{_MIN_BLOCKS}=3")),
+    ("t128", _T128), ("xst128", (_X_SHARED, *_T128)),
 )  # fmt: skip
 
 
@@ -135,7 +138,7 @@ def bench_variants(
         quantized_matmul.ROWS_PER_BLOCK = saved
         backend._plans = None
     shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
-    others: list[tuple[str, Any, int, int]] = []  # (impl, kernel, rows per block, split)
+    others: list[tuple[str, Any, int, int, int]] = []  # impl, kernel, rows, split, threads
     for label, macros in BUILDS if rows == 1 else ():
         try:
             kernel = build(backend, macros).get_kernel(f"gemv_sb_{weight.encoding}_r{tile}_bf16")
@@ -143,14 +146,16 @@ def bench_variants(
             emit(bench="skipped", case=f"{name} sb {label}", impl="build",
                  reason=f"{type(error).__name__}: {error}"[:300])  # fmt: skip
             continue
-        others += [(f"sb {label} group={g}", kernel, g, g) for g in GROUPS]
+        threads = 128 if "HIPK_GEMV_SB_THREADS=128" in macros else 256
+        others += [(f"sb {label} group={g}", kernel, g, g, threads) for g in GROUPS]
     staging = backend._kernel("gemv_quant.hip", f"gemv_{weight.encoding}_r{tile}_bf16")
-    others += [(f"staging tpr={tpr}", staging, 256 // tpr, tpr) for tpr in STAGING_TPR]
-    for impl, kernel, per_block, split in others:
+    others += [(f"staging tpr={tpr}", staging, 256 // tpr, tpr, 256) for tpr in STAGING_TPR]
+    for impl, kernel, per_block, split, threads in others:
         grid = -(-n // per_block)
 
-        def launch(kernel: Any = kernel, grid: int = grid, split: int = split) -> None:
-            kernel.launch(grid, 256, weight.blocks, x, y, n, k, rows, split, k, n,
+        def launch(kernel: Any = kernel, grid: int = grid, split: int = split,
+                   threads: int = threads) -> None:  # fmt: skip
+            kernel.launch(grid, threads, weight.blocks, x, y, n, k, rows, split, k, n,
                           stream=backend.stream)  # fmt: skip
 
         launch()

@@ -34,7 +34,9 @@
 #include "common.h"
 #include "dtypes.h"
 
-#define HIPK_GEMV_SB_THREADS 256  // threads per block (the host's launch)
+#ifndef HIPK_GEMV_SB_THREADS
+#define HIPK_GEMV_SB_THREADS 256  // threads per block (the host's launch; bench: 128)
+#endif
 #ifndef HIPK_GEMV_SB_X_SHARED
 #define HIPK_GEMV_SB_X_SHARED 0  // 1: one row of x staged as f32 in shared memory (bench: 1)
 #endif
