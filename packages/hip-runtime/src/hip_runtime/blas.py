@@ -227,10 +227,10 @@ class Blas(Resource):
 
 def _set_workspace(api: Any, handle: Any, stream: Stream) -> DeviceBuffer | None:
     """Give the handle a workspace of its own (hipblasSetWorkspace, where the platform has it:
-    cuBLAS, hipBLAS 3): WORKSPACE_BYTES of device memory it keeps until it is destroyed.
-    Without one, cuBLAS 13 spent ~5 µs more host time per small GEMM on an H100
-    (bench_gemm_host.py: cublasGemmEx 18.8 µs, 13.8 after cublasSetWorkspace), and a graph
-    capture could not give it one."""
+    cuBLAS, hipBLAS 3): WORKSPACE_BYTES of device memory it keeps until it is destroyed, as
+    torch gives its cuBLAS handles, so that a GEMM never asks the library to find memory
+    (in a graph capture least of all). The host time of a small GEMM did not change with it
+    on an H100 (64^3 f32 matmul out=, interleaved rounds: 20.4 µs with, 20.2 without)."""
     if not api.has("hipblasSetWorkspace"):
         return None
     workspace = stream.device.allocate(WORKSPACE_BYTES)
