@@ -21,7 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from hip_core import DeviceBuffer, Resource, Stream
+from hip_core import Resource, Stream
 from hip_core import hip_api as hip  # the raw hipBLAS entry points (hip-core wraps no BLAS yet)
 from hip_core.errors import check_hipblas
 from hip_ffi.constants import (
@@ -38,9 +38,6 @@ from hip_ffi.constants import (
 
 _INT_MAX = 2**31 - 1
 _POINTERS = 4096  # void* cdata a Blas keeps, by address
-#: Device bytes of each handle's own workspace: cuBLAS's recommended size on Hopper (4 MiB is
-#: its figure for earlier GPUs); lazily backed on the cpu platform, which ignores it.
-WORKSPACE_BYTES = 32 << 20
 
 #: The hipDataType gemm-ex reads each element type as (the dtypes matmul takes).
 DATA_TYPES: dict[np.dtype[Any], int] = {
@@ -113,8 +110,6 @@ class Blas(Resource):
         self.stream = stream
         try:
             check_hipblas(api.hipblasSetStream(self.handle, stream.handle), "hipblasSetStream")
-            # (after the stream: cuBLAS's SetStream resets the handle to its own workspace)
-            self._workspace = _set_workspace(api, self.handle, stream)
         except BaseException:
             api.hipblasDestroy(self.handle)
             raise
@@ -125,7 +120,7 @@ class Blas(Resource):
         }
         self._lock = threading.Lock()
         self._pointers: dict[int, Any] = {}  # address -> void* (`_void`)
-        self._own(_destroy, api, self.handle, self._workspace)
+        self._own(_destroy, api, self.handle)
 
     def gemm(
         self,
@@ -225,29 +220,8 @@ class Blas(Resource):
         return pointer
 
 
-def _set_workspace(api: Any, handle: Any, stream: Stream) -> DeviceBuffer | None:
-    """Give the handle a workspace of its own (hipblasSetWorkspace, where the platform has it:
-    cuBLAS, hipBLAS 3): WORKSPACE_BYTES of device memory it keeps until it is destroyed, as
-    torch gives its cuBLAS handles, so that a GEMM never asks the library to find memory
-    (in a graph capture least of all). The host time of a small GEMM did not change with it
-    on an H100 (64^3 f32 matmul out=, interleaved rounds: 20.4 µs with, 20.2 without)."""
-    if not api.has("hipblasSetWorkspace"):
-        return None
-    workspace = stream.device.allocate(WORKSPACE_BYTES)
-    status = api.hipblasSetWorkspace(handle, api.ffi.cast("void*", workspace.ptr), WORKSPACE_BYTES)
-    if status:
-        workspace.close()
-        check_hipblas(status, "hipblasSetWorkspace")
-    return workspace
-
-
-def _destroy(api: Any, handle: Any, workspace: DeviceBuffer | None) -> None:
-    """The handle, then its workspace (hipblasDestroy and hipFree wait for queued work)."""
-    try:
-        check_hipblas(api.hipblasDestroy(handle), "hipblasDestroy")
-    finally:
-        if workspace is not None:
-            workspace.close()
+def _destroy(api: Any, handle: Any) -> None:
+    check_hipblas(api.hipblasDestroy(handle), "hipblasDestroy")
 
 
 __all__ = ["DATA_TYPES", "Blas", "Gemm"]
