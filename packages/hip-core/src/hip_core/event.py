@@ -24,42 +24,48 @@ class Event(Resource):
     `interprocess=True` (with `timing=False`, as HIP requires) makes an event another process
     can open from `ipc_handle()` (hip_core.ipc): a record in either process completes waits in
     both.
-
-    Native events are recycled, as torch's and NCCL's event pools do: `close()` keeps the
-    handle for the next event of the same device and flags when nothing it recorded is still
-    pending (never recorded, or a query says done), up to 64 of a kind; a recycled handle
-    behaves as a new one (done until recorded). Interprocess events and events closed while a
-    graph holds them are destroyed.
     """
 
-    __slots__ = ("_recorded", "device", "handle", "interprocess", "timing")
+    __slots__ = ("device", "handle", "interprocess", "timing")
     _named_by_launches = False  # never a kernel's argument: closing one keeps launch caches
 
     def __init__(self, device: Device, *, timing: bool = True, interprocess: bool = False) -> None:
-        # The hot path of issue 15 (cuda.core's cost or below): a recycled handle where there
-        # is one (no native call), else one native create.
+        # The hot path of issue 15 (cuda.core's cost or below): one cell, one call, and the
+        # device switch only when this thread is not on the device already (what `with
+        # device:` would decide too, at 1.3 µs).
+        # The create and destroy are the platform's native entries where it has them
+        # (`HipApi.fast`: nvidia's cudart calls, without the Python translating wrapper); a
+        # failure there has no effect, so the surface call is made again for HIP's status.
         api = _hip._api or hip()  # (the loaded api without a call)
         found = _last
         if found[0] is not api:
             found = _entries(api)
+        spare = found[4]  # (a handle cell made once and reused: ffi.new costs ~2k instructions)
+        try:
+            out = spare.pop()
+        except IndexError:  # none free (another thread's creation holds it): a new one
+            out = api.ffi.new(found[1])
         flags = EVENT_DEFAULT if timing else EVENT_DISABLE_TIMING
-        free: list[Any] | None = None
         if interprocess:
             if timing:
                 raise ValueError("an interprocess event cannot time: create it with timing=False")
             flags |= EVENT_INTERPROCESS
+        if _thread.ordinal == device.ordinal:  # (current_ordinal(), inline)
+            status = found[2](out, flags)
+            if status:
+                status = api.hipEventCreateWithFlags(out, flags)
         else:
-            kinds = found[6]
-            free = kinds.get(device.ordinal << 3 | flags)
-            if free is None:
-                free = kinds[device.ordinal << 3 | flags] = []
-        self.handle = handle = free.pop() if free else _create(api, found, device, flags)
+            with device:
+                status = api.hipEventCreateWithFlags(out, flags)
+        if status:
+            check(status, "hipEventCreateWithFlags")
+        self.handle = handle = out[0]
+        spare.append(out)
         self.device = device
         self.timing = timing
         self.interprocess = interprocess
-        self._recorded = False
         # (Resource._own's four slots, set inline: one call fewer per event)
-        self._releaser_args = (api, found[3], handle, free, found[5])
+        self._releaser_args = (api, found[3], handle)
         self._releaser = _destroy_event
         self._holders = 0
         self._deferred = None
@@ -74,15 +80,8 @@ class Event(Resource):
         if self._holders:
             self._deferred = _destroy_event
             return
-        api, destroy, handle, free, query = self._releaser_args
-        if (
-            free is not None
-            and len(free) < _RECYCLED_PER_KIND
-            and (not self._recorded or not query(handle))  # (0: what it recorded has run)
-        ):
-            free.append(handle)
-            return
-        if destroy(handle):  # (_destroy_event, inline)
+        api, destroy, handle = self._releaser_args  # (_destroy_event, inline)
+        if destroy(handle):
             status = api.hipEventDestroy(handle)
             if status:
                 check(status, "hipEventDestroy")
@@ -94,7 +93,6 @@ class Event(Resource):
         if self._releaser is None:
             self._check_open()
         check(hip().hipEventRecord(self.handle, checked_handle(stream)), "hipEventRecord")
-        self._recorded = True
 
     def sync(self) -> None:
         """Block the calling thread until the event has completed."""
@@ -113,10 +111,6 @@ class Event(Resource):
         end._check_open()
         if not (self.timing and end.timing):
             raise ValueError("elapsed time needs two events created with timing=True")
-        if not (self._recorded and end._recorded):
-            # (HIP would say hipErrorInvalidHandle; a recycled handle would answer with the
-            # time of its earlier life instead)
-            raise ValueError("elapsed time needs two recorded events: record both first")
         api = hip()
         ms = api.ffi.new("float*")
         check(api.hipEventElapsedTime(ms, self.handle, end.handle), "hipEventElapsedTime")
@@ -135,51 +129,21 @@ class Event(Resource):
         return start.elapsed_ms(self)
 
 
-def _create(api: Any, found: _Entries, device: Device, flags: int) -> Any:
-    """A new native event: the platform's native entry where it has one (`HipApi.fast`:
-    nvidia's cudart call, without the Python translating wrapper; a failure there has no
-    effect, so the surface call is made again for HIP's status), with the device switch only
-    when this thread is not on it already (what `with device:` would decide, at 1.3 µs)."""
-    spare = found[4]  # (a handle cell made once and reused: ffi.new costs ~2k instructions)
-    try:
-        out = spare.pop()
-    except IndexError:  # none free (another thread's creation holds it): a new one
-        out = api.ffi.new(found[1])
-    if _thread.ordinal == device.ordinal:  # (current_ordinal(), inline)
-        status = found[2](out, flags)
-        if status:
-            status = api.hipEventCreateWithFlags(out, flags)
-    else:
-        with device:
-            status = api.hipEventCreateWithFlags(out, flags)
-    spare.append(out)
-    if status:
-        check(status, "hipEventCreateWithFlags")
-    return out[0]
-
-
-def _destroy_event(api: Any, destroy: Any, handle: Any, *_recycling: Any) -> None:
-    """`destroy`: `api.fast("hipEventDestroy")`; on a failure, the surface call's status.
-    (The collection path and a graph's deferred release destroy; only `close()` recycles.)"""
+def _destroy_event(api: Any, destroy: Any, handle: Any) -> None:
+    """`destroy`: `api.fast("hipEventDestroy")`; on a failure, the surface call's status."""
     if destroy(handle):
         status = api.hipEventDestroy(handle)
         if status:
             check(status, "hipEventDestroy")
 
 
-#: How many closed native events of one device and flags `close()` keeps for reuse.
-_RECYCLED_PER_KIND = 64
-
 #: What events of the last api used need, looked up once (`_entries`): the api, the cffi type
 #: `hipEvent_t*` (ffi.new parses a type string through a cache of its own at each call), the
-#: fast create and destroy entries, the spare `hipEvent_t*` cells creations reuse, the fast
-#: query entry, and the api's recycled handles by `ordinal << 3 | flags`.
-_Entries = tuple[Any, Any, Any, Any, list[Any], Any, dict[int, list[Any]]]
-_last: _Entries = (None, None, None, None, [], None, {})
-_recycled_by_api: dict[int, dict[int, list[Any]]] = {}  # (id(api): apis live as long as this)
+#: fast create and destroy entries, and the spare `hipEvent_t*` cells creations reuse.
+_last: tuple[Any, Any, Any, Any, list[Any]] = (None, None, None, None, [])
 
 
-def _entries(api: Any) -> _Entries:
+def _entries(api: Any) -> tuple[Any, Any, Any, Any, list[Any]]:
     """`_last` for `api` (a process may switch platforms: hip_core.use_platform)."""
     global _last
     _last = (
@@ -188,7 +152,5 @@ def _entries(api: Any) -> _Entries:
         api.fast("hipEventCreateWithFlags"),
         api.fast("hipEventDestroy"),
         [],
-        api.fast("hipEventQuery"),
-        _recycled_by_api.setdefault(id(api), {}),
     )
     return _last

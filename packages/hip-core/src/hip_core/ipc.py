@@ -150,8 +150,7 @@ class IpcEventHandle(_Handle):
             check(api.hipIpcOpenEventHandle(out, struct), "hipIpcOpenEventHandle")
         event = Event.__new__(Event)
         event.handle, event.device, event.timing, event.interprocess = out[0], device, False, True
-        event._recorded = False
-        event._own(_destroy_event, api, _entries(api)[3], out[0], None, None)
+        event._own(_destroy_event, api, _entries(api)[3], out[0])
         return event
 
     def __repr__(self) -> str:
