@@ -13,6 +13,7 @@ Device time per call with events (bench_ops' method). Writes bench_conv.jsonl an
 --out.
 
     PYTHONPATH=... python3 bench/bench_conv.py [--quick] [--out DIR] [--repeats R]
+        [--only conv,pool,group_norm]
 """
 
 from __future__ import annotations
@@ -174,8 +175,8 @@ def group_norm_case(backend: HipBackend, torch: Any, repeats: int, copy: float) 
     emit(bench="group_norm 32 groups", layout="NCHW", impl="hip", ms=ms, gb_s=nbytes / ms / 1e6,
          vs_copy=nbytes / ms / 1e6 / copy)  # fmt: skip
     f = torch.nn.functional.group_norm
-    timer = TorchTimer(torch)
-    ms = time_ms(lambda: f(tx, groups), timer.start, timer.stop, repeats)
+    anchor = TorchTimer(torch)
+    ms = time_ms(lambda: f(tx, groups), anchor.start, anchor.stop, repeats)
     emit(bench="group_norm 32 groups", layout="NCHW", impl="torch", ms=ms,
          gb_s=nbytes / ms / 1e6, vs_copy=nbytes / ms / 1e6 / copy)  # fmt: skip
 
@@ -201,7 +202,12 @@ def table(copy: float) -> str:
 def main() -> None:
     flags = parser(__doc__)
     flags.add_argument("--repeats", type=int, help="timed batches per figure (8; --quick: 3)")
+    flags.add_argument("--only", default="conv,pool,group_norm",
+                       help="which parts to run, comma-separated (default: all three)")  # fmt: skip
     args = flags.parse_args()
+    parts = set(args.only.split(","))
+    if parts - {"conv", "pool", "group_norm"}:
+        flags.error(f"--only takes conv, pool, group_norm; not {sorted(parts)}")
     repeats = args.repeats or (3 if args.quick else 8)
     backend = HipBackend()
     platform = hip_api().platform
@@ -211,7 +217,7 @@ def main() -> None:
     emit(bench="setup", platform=platform, device=backend.device.name,
          torch=getattr(torch, "__version__", "skipped: not importable with a GPU"))  # fmt: skip
     copy = bench_copy(backend, torch, 1 << 28, repeats)
-    for case in QUICK if args.quick else RESNET + WHISPER:
+    for case in (QUICK if args.quick else RESNET + WHISPER) if "conv" in parts else ():
         for channels_last in (False, True):
             try:
                 conv_case(backend, torch, case, channels_last, repeats)
@@ -219,9 +225,10 @@ def main() -> None:
                 emit(bench="skipped", case=case[0], layout="NHWC" if channels_last else "NCHW",
                      impl="hip", reason=f"{type(error).__name__}: {error}"[:300])  # fmt: skip
     if not args.quick and torch is not None:  # (torch's tensors feed ours through DLPack)
-        for channels_last in (False, True):
+        for channels_last in (False, True) if "pool" in parts else ():
             pool_case(backend, torch, channels_last, repeats, copy)
-        group_norm_case(backend, torch, repeats, copy)
+        if "group_norm" in parts:
+            group_norm_case(backend, torch, repeats, copy)
     backend.close()
     save(args.out, "bench_conv", table(copy))
 

@@ -2,15 +2,18 @@
 
 For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096 gate/up,
 4096x14336 down, 128256x4096 head) and rows 1 and 16 of x: ms per call of
-`backend.quantized_linear` (kernels/gemv_quant.hip) for every threads-per-row choice of the
-kernels (one row each: `tpr=32..256`), the same for other builds of the kernels (`bpt`: blocks
-each thread decodes per piece, `minblocks`: launch bounds, `wr`: weight rows per thread, which
-share their x loads; launched directly), and the
-effective bandwidth of the weight bytes it reads (blocks: 34 bytes per 32 weights for Q8_0, 18
-for Q4_0), as a fraction of the same run's
-device-to-device copy rate (read + write bytes per second, the better of hipMemcpyAsync and
-torch). Anchor: torch's bf16 matmul of the dequantized weight (`x @ Wᵀ`, cuBLAS), its time and
-the bf16 weight bytes per second. The goal (issue 16): Q8_0 at rows 1 >= 80% of copy.
+`backend.quantized_linear` as shipped (`hip shipped`: kernels/gemv_quant_superblock.hip with
+ROWS_PER_BLOCK's choice), then every rows-per-block choice of the superblock kernels
+(`sb group=8..64`, through quantized_linear), at rows 1 the superblock kernels' other builds
+(BUILDS: `m<B>`: __launch_bounds__ of B blocks per multiprocessor; `xs`: x staged as f32 in
+shared memory; `t128`: blocks of 128 threads), launched directly, and the shared-memory
+staging kernels of kernels/gemv_quant.hip (`staging tpr=64`: what shipped before, launched
+directly), each checked against the shipped result first. Figures: the effective
+bandwidth of the weight bytes read (blocks: 34 bytes per 32 weights for Q8_0, 18 for Q4_0) as
+a fraction of the same run's device-to-device copy rate (read + write bytes per second, the
+better of hipMemcpyAsync and torch). Anchor: torch's bf16 matmul of the dequantized weight
+(`x @ Wᵀ`, cuBLAS), its time and the bf16 weight bytes per second. The goal (issue 16): Q8_0
+at rows 1 >= 80% of copy. `--summary` prints one line per case instead of the table.
 
 Weights are random blocks (random quants, f16 scales in [2^-8, 2^-6]): the kernels' speed does
 not depend on the values. Each shape's result is checked against the torch product first.
@@ -35,11 +38,21 @@ from hip_runtime.tensor import DeviceTensor
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
 QUICK_SHAPES = [(4096, 4096), (4096, 14336)]
 ROW_COUNTS = (1, 16)
-VARIANTS = (32, 64, 128, 256)  # threads per weight row
-#: Other builds of the kernels timed beside the shipped one (HIPK_GEMV_BPT = 2, bounds 1, WR 1):
-#: (blocks per thread per piece, __launch_bounds__ blocks per multiprocessor, weight rows per
-#: thread).
-BUILDS = ((1, 1, 1), (4, 1, 1), (2, 4, 1), (2, 1, 2))
+GROUPS = (8, 16, 32, 64)  # the superblock kernels' weight rows per block
+STAGING_TPR = (64,)  # the staging kernels' threads per weight row
+#: Other builds of the superblock kernels, timed at rows 1 (what they change): (label, macros).
+#: m<B>: __launch_bounds__ of B blocks per multiprocessor (fewer registers a thread, more
+#: warps to overlap the loads); xs: one row of x staged as f32 in shared memory (no conversions
+#: in the products: on NVIDIA they share the half-rate integer pipe with the quants' decoding).
+_MIN_BLOCKS, _X_SHARED = "HIPK_GEMV_SB_MIN_BLOCKS", "HIPK_GEMV_SB_X_SHARED=1"
+#: t128: blocks of 128 threads (4 a multiprocessor at the same registers: a block's slowest
+#: warp holds back fewer others when blocks retire and the next wave starts).
+#: The shipped build is m2 (HIPK_GEMV_SB_MIN_BLOCKS's default), x through registers.
+_T128 = ("HIPK_GEMV_SB_THREADS=128", f"{_MIN_BLOCKS}=4")
+BUILDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("m3", (f"{_MIN_BLOCKS}=3",)), ("xs", (_X_SHARED,)), ("xsm3", (_X_SHARED, f"{_MIN_BLOCKS}=3")),
+    ("t128", _T128), ("xst128", (_X_SHARED, *_T128)),
+)  # fmt: skip
 
 
 def random_blocks(rng: np.random.Generator, n: int, k: int, encoding: str) -> np.ndarray:
@@ -95,14 +108,13 @@ def bench_variants(
     backend: HipBackend, name: str, x: DeviceTensor, weight: QuantizedWeight, y: DeviceTensor,
     repeats: int, copy: float, torch_ms: float | None,
 ) -> None:  # fmt: skip
-    """One row per threads-per-row choice of the shipped kernels (through quantized_linear),
-    then the same for each build of BUILDS (the kernels compiled with other pieces and
-    launch bounds, launched directly)."""
+    """The shipped choice, each rows-per-block choice of the superblock kernels (through
+    quantized_linear), then the other builds and the staging kernels (launched directly, each
+    checked against the shipped result first)."""
     timer = HipTimer(backend)
     rows, k = x.shape
     n = weight.shape[0]
     tile = next(r for r in (1, 4, 16) if r >= rows)
-    suffix = "bf16"
 
     def record(impl: str, ms: float) -> None:
         rate = weight.nbytes / ms / 1e6
@@ -111,44 +123,87 @@ def bench_variants(
             row["vs_torch"] = torch_ms / ms
         emit(**row)
 
-    saved = quantized_matmul.THREADS_PER_ROW
+    def timed(impl: str, run: Any) -> None:
+        record(impl, time_ms(run, timer.start, timer.stop, repeats))
+
+    group = quantized_matmul.rows_per_block(n)
+    timed(f"hip shipped (sb group={group})", lambda: backend.quantized_linear(x, weight, out=y))
+    saved = quantized_matmul.ROWS_PER_BLOCK
     try:
-        for tpr in VARIANTS:
-            quantized_matmul.THREADS_PER_ROW = ((1 << 62, tpr),)
+        for group in GROUPS:
+            quantized_matmul.ROWS_PER_BLOCK = ((1 << 62, group),)
             backend._plans = None  # (plans keep the choice they were made with)
-            ms = time_ms(lambda: backend.quantized_linear(x, weight, out=y), timer.start,
-                         timer.stop, repeats)  # fmt: skip
-            record(f"hip tpr={tpr}", ms)
+            timed(f"sb group={group}", lambda: backend.quantized_linear(x, weight, out=y))
     finally:
-        quantized_matmul.THREADS_PER_ROW = saved
+        quantized_matmul.ROWS_PER_BLOCK = saved
         backend._plans = None
     shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
-    for bpt, min_blocks, wr in BUILDS:
-        kernel = build(backend, bpt, min_blocks, wr).get_kernel(
-            f"gemv_{weight.encoding}_r{tile}_{suffix}"
-        )
-        kernel.launch(-(-n // (4 * wr)), 256, weight.blocks, x, y, n, k, rows, 64, k, n,
-                      stream=backend.stream)  # fmt: skip
+    others: list[tuple[str, Any, int, int, int]] = []  # impl, kernel, rows, split, threads
+    for label, macros in BUILDS if rows == 1 else ():
+        try:
+            kernel = build(backend, macros).get_kernel(f"gemv_sb_{weight.encoding}_r{tile}_bf16")
+        except Exception as error:  # a build that does not compile must not hide the others
+            emit(bench="skipped", case=f"{name} sb {label}", impl="build",
+                 reason=f"{type(error).__name__}: {error}"[:300])  # fmt: skip
+            continue
+        threads = 128 if "HIPK_GEMV_SB_THREADS=128" in macros else 256
+        others += [(f"sb {label} group={g}", kernel, g, g, threads) for g in GROUPS]
+    staging = backend._kernel("gemv_quant.hip", f"gemv_{weight.encoding}_r{tile}_bf16")
+    others += [(f"staging tpr={tpr}", staging, 256 // tpr, tpr, 256) for tpr in STAGING_TPR]
+    for impl, kernel, per_block, split, threads in others:
+        grid = -(-n // per_block)
+
+        def launch(kernel: Any = kernel, grid: int = grid, split: int = split,
+                   threads: int = threads) -> None:  # fmt: skip
+            kernel.launch(grid, threads, weight.blocks, x, y, n, k, rows, split, k, n,
+                          stream=backend.stream)  # fmt: skip
+
+        launch()
         error = np.abs(y.to_numpy().astype(np.float32) - shipped).max() / np.abs(shipped).max()
-        emit(bench=name, impl=f"check: bpt={bpt} minblocks={min_blocks} wr={wr} vs shipped",
-             max_rel_err=float(error))  # fmt: skip
-        for tpr in VARIANTS:
-            grid = -(-n // (wr * 256 // tpr))
-
-            def launch(kernel: Any = kernel, grid: int = grid, tpr: int = tpr) -> None:
-                kernel.launch(grid, 256, weight.blocks, x, y, n, k, rows, tpr, k, n,
-                              stream=backend.stream)  # fmt: skip
-
-            record(f"hip tpr={tpr} bpt={bpt} minblocks={min_blocks} wr={wr}",
-                   time_ms(launch, timer.start, timer.stop, repeats))  # fmt: skip
+        if error > 1e-2:  # a wrong kernel's speed means nothing
+            emit(bench=name, impl=f"check: {impl} vs shipped", max_rel_err=float(error))
+            continue
+        timed(impl, launch)
 
 
 @functools.cache
-def build(backend: HipBackend, bpt: int, min_blocks: int, wr: int) -> Any:
-    """gemv_quant.hip compiled with HIPK_GEMV_BPT / _MIN_BLOCKS / _WR, loaded on the device."""
-    options = (f"-DHIPK_GEMV_BPT={bpt}", f"-DHIPK_GEMV_MIN_BLOCKS={min_blocks}",
-               f"-DHIPK_GEMV_WR={wr}")  # fmt: skip
-    return kernel_sources.program("gemv_quant.hip", options=options).load(backend.device)
+def build(backend: HipBackend, macros: tuple[str, ...]) -> Any:
+    """gemv_quant_superblock.hip compiled with -D of each of `macros`, loaded on the device."""
+    options = tuple(f"-D{macro}" for macro in macros)
+    return kernel_sources.program("gemv_quant_superblock.hip", options=options).load(backend.device)
+
+
+#: The summary's abbreviations: g<G> = sb group=G, <build>g<G> = a build, st<T> = staging.
+SHORT_NAMES = (
+    ("hip shipped (sb group=", "shipped(g"), ("sb group=", "g"), ("sb ", ""), (" group=", "g"),
+    ("staging tpr=", "st"), ("torch bf16 matmul", "torch"),
+)  # fmt: skip
+
+
+def summary(copy: float) -> str:
+    """One line per case: each impl's fraction of the copy rate (checks and skips after)."""
+    cases: dict[str, list[str]] = {}
+    notes = []
+    worst: float | None = None  # the largest max |hip - torch| / max |torch| over the cases
+    for r in ROWS:
+        if "of_copy" in r and r["bench"] != "d2d_copy":
+            impl = r["impl"]
+            for long, short in SHORT_NAMES:
+                impl = impl.replace(long, short)
+            cases.setdefault(r["bench"], []).append(f"{impl} {r['of_copy']:.2f}")
+        elif "max_rel_err" in r and "torch" in r["impl"]:
+            worst = max(worst or 0.0, r["max_rel_err"])
+        elif "max_rel_err" in r:
+            notes.append(f"{r['bench']}: {r['impl']} {r['max_rel_err']:.2e}")
+        elif r["bench"] == "skipped":
+            notes.append(f"skipped {r['case']}: {r['reason']}")
+    head = (
+        f"D2D copy (read + write): {copy:.0f} GB/s; figures: weight bytes/s of copy (g<G>: "
+        "superblock rows per block; builds: m<B> minblocks B, xs x in shared memory; st<T> staging)"
+    )
+    lines = [f"{c}: " + ", ".join(v) for c, v in cases.items()]
+    check = "no torch" if worst is None else f"{worst:.2e}"
+    return "\n".join([head, *lines, f"worst shipped vs torch (relative): {check}", *notes])
 
 
 def table(copy: float) -> str:
@@ -173,6 +228,7 @@ def table(copy: float) -> str:
 def main() -> None:
     flags = parser(__doc__)
     flags.add_argument("--repeats", type=int, help="timed batches per figure (10; --quick: 3)")
+    flags.add_argument("--summary", action="store_true", help="one line per case, not the table")
     args = flags.parse_args()
     shapes = QUICK_SHAPES if args.quick else SHAPES
     with HipBackend() as backend:
@@ -189,6 +245,8 @@ def main() -> None:
                 emit(bench="skipped", case=f"{encoding} {shape}", impl="hip",
                      reason=f"{type(error).__name__}: {error}"[:300])  # fmt: skip
     save(args.out, "bench_quant", table(copy))
+    if args.summary:
+        print(summary(copy))
 
 
 if __name__ == "__main__":

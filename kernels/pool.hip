@@ -11,6 +11,15 @@
 //       A dilated window with no tap inside the image gives -inf, as torch's; ceil_mode's last
 //       window starts inside the image or its left padding (the host's output size).
 //       vec: channels per thread, 16 bytes' worth in NHWC where C and the pointers allow, else 1.
+//   max_pool2d_pairs_<t>(the same arguments): max over a 2x2 / 3x3 window, two output rows a
+//       thread (the host checks sh = 2 and dh = 1).
+//   max_pool2d_rows_<t> / max_pool2d_row_pairs_<t>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw,
+//       dh): NCHW max over a k x k window (2 or 3) at column stride 2, several outputs a thread
+//       of one / two output rows; max_pool2d_rows_tiled_<t>(x, y, planes, H, W, Ho, Wo, k, ph,
+//       pw): the same at stride 2 through shared memory, 256-thread blocks (end of the file).
+//   Each variant is an entry point of its own: a kernel's register count is its costliest
+//   path's, and the two-row variants hold twice the taps (H100: one output row a thread ran
+//   30.0 µs alone, 38.1 µs inside the kernel that also held the two-row path).
 //
 // One thread per output, or per 16-byte run of channels (consecutive threads take consecutive
 // outputs: along ow in NCHW, along the channels in NHWC, both coalesced), f32 accumulation,
@@ -92,20 +101,24 @@ HIPK_DEVICE void pool2d_v(const T* x, T* y, long long nb, int C, int H, int W, i
 }
 
 // Max over a KH x KW window (taps outside the image skipped), every tap's load issued first.
-template <typename I, typename T, int V, int KH, int KW>
+// OH output rows a thread (1, or 2 where the host found sh = 2 and dh = 1: rows oh0, oh0 + 1
+// share their middle input row, loaded once: KH + 2 rows of taps for two outputs).
+template <typename I, typename T, int V, int KH, int KW, int OH>
 HIPK_DEVICE void max_pool2d_fixed(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
                                   int Wo, int sh, int sw, int ph, int pw, int dh, int dw,
                                   int channels_last) {
-    const int runs = C / V;
-    const I n_all = (I)(nb * runs * Ho * Wo);
+    constexpr int ROWS = KH + 2 * (OH - 1);
+    const int runs = C / V, pairs = (Ho + OH - 1) / OH;
+    const I n_all = (I)(nb * runs * pairs * Wo);
     for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
-        const Pixel<I> o = output_pixel(i, runs, Ho, Wo, channels_last);
+        const Pixel<I> o = output_pixel(i, runs, pairs, Wo, channels_last);
+        const int oh0 = o.oh * OH;
         const Plane in = plane((long long)o.n, o.c * V, C, H, W, channels_last);
-        Vec<T, V> taps[KH * KW];
-        bool inside[KH * KW];
+        Vec<T, V> taps[ROWS * KW];
+        bool inside[ROWS * KW];
         HIPK_UNROLL
-        for (int r = 0; r < KH; ++r) {
-            const int h = o.oh * sh - ph + r * dh;
+        for (int r = 0; r < ROWS; ++r) {
+            const int h = oh0 * sh - ph + r * dh;
             HIPK_UNROLL
             for (int s = 0; s < KW; ++s) {
                 const int w = o.ow * sw - pw + s * dw;
@@ -116,33 +129,41 @@ HIPK_DEVICE void max_pool2d_fixed(const T* x, T* y, long long nb, int C, int H, 
                                                                    w * in.wstep);
             }
         }
-        float acc[V];
         HIPK_UNROLL
-        for (int j = 0; j < V; ++j) acc[j] = neg_inf();
-        HIPK_UNROLL
-        for (int t = 0; t < KH * KW; ++t) {
-            if (!inside[t]) continue;
+        for (int u = 0; u < OH; ++u) {
+            if (oh0 + u >= Ho) continue;  // Ho odd: the last pair's second row
+            float acc[V];
             HIPK_UNROLL
-            for (int j = 0; j < V; ++j) {
-                const float v = to_float(taps[t].v[j]);
-                acc[j] = v > acc[j] || v != v ? v : acc[j];  // a NaN wins and stays
+            for (int j = 0; j < V; ++j) acc[j] = neg_inf();
+            HIPK_UNROLL
+            for (int t = 2 * u * KW; t < (2 * u + KH) * KW; ++t) {
+                if (!inside[t]) continue;
+                HIPK_UNROLL
+                for (int j = 0; j < V; ++j) {
+                    const float v = to_float(taps[t].v[j]);
+                    acc[j] = v > acc[j] || v != v ? v : acc[j];  // a NaN wins and stays
+                }
             }
+            const long long oh = oh0 + u, ow = o.ow, c = (long long)o.c * V, n = (long long)o.n;
+            const long long at = OH == 1           ? (long long)i * V
+                                 : channels_last ? ((n * Ho + oh) * Wo + ow) * C + c
+                                                 : ((n * C + c) * Ho + oh) * Wo + ow;
+            store_floats<T, V>(y + at, acc);
         }
-        store_floats<T, V>(y + (long long)i * V, acc);
     }
 }
 
-template <typename I, typename T, int V>
+template <typename I, typename T, int V, int OH>
 HIPK_DEVICE bool max_pool2d_small(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
                                   int Wo, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
                                   int dw, int mode, int channels_last) {
     if (mode != 0 || kh != kw || (kh != 2 && kh != 3)) return false;
     if (kh == 3)
-        max_pool2d_fixed<I, T, V, 3, 3>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
-                                        channels_last);
+        max_pool2d_fixed<I, T, V, 3, 3, OH>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                            channels_last);
     else
-        max_pool2d_fixed<I, T, V, 2, 2>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
-                                        channels_last);
+        max_pool2d_fixed<I, T, V, 2, 2, OH>(x, y, nb, C, H, W, Ho, Wo, sh, sw, ph, pw, dh, dw,
+                                            channels_last);
     return true;
 }
 
@@ -152,14 +173,206 @@ HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int
                         int channels_last, int vec) {
     constexpr int L = Lanes16<T>::value;
     if (vec == L) {
-        if (!max_pool2d_small<I, T, L>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw,
-                                       mode, channels_last))
+        if (!max_pool2d_small<I, T, L, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh,
+                                          dw, mode, channels_last))
             pool2d_v<I, T, L>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
                               channels_last);
-    } else if (!max_pool2d_small<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh,
-                                          dw, mode, channels_last)) {
+    } else if (!max_pool2d_small<I, T, 1, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw,
+                                             dh, dw, mode, channels_last)) {
         pool2d_v<I, T, 1>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, mode,
                           channels_last);
+    }
+}
+
+// Two output rows a thread (the host routes only 2x2 / 3x3 max at sh = 2, dh = 1 here).
+template <typename I, typename T>
+HIPK_DEVICE void max_pool2d_pairs(const T* x, T* y, long long nb, int C, int H, int W, int Ho,
+                                  int Wo, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                                  int dw, int mode, int channels_last, int vec) {
+    if (vec == Lanes16<T>::value)
+        max_pool2d_small<I, T, Lanes16<T>::value, 2>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw,
+                                                     ph, pw, dh, dw, mode, channels_last);
+    else
+        max_pool2d_small<I, T, 1, 2>(x, y, nb, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw,
+                                     mode, channels_last);
+}
+
+// NCHW max pooling of a KxK window (K 2 or 3) at column stride 2, no column dilation: each
+// thread takes OW = V / 2 adjacent outputs of a row, whose windows span one aligned 16-byte
+// vector of the input row (columns c0 .. c0 + V - 1, c0 = 2 * ow0) and one more column (the
+// left one with padding 1, the right one for K = 3 without): one vector load a window row
+// where the one-output-a-thread loop made K loads of 2 bytes at a 4-byte stride, and the
+// thread then has 16 bytes of each row in flight, not 2 (H100, ResNet's 3x3/2 pool, bf16:
+// 0.21 of the copy rate that way). The host checks W % V == 0 and x 16-byte aligned.
+// Input column c0 - pw + k of a window row: `middle` holds columns c0 .. c0 + V - 1 (when
+// `vector`), `left` column c0 - 1, `right` column c0 + V. k is a constant once unrolled and pw
+// (0 or 1) picks between two registers (an index of pw would put the vector in memory).
+template <typename T, int V>
+HIPK_DEVICE float row_column(const Vec<T, V>& middle, float left, float right, bool vector,
+                             int pw, int k) {
+    const float unpadded =
+        k < V ? (vector ? to_float(middle.v[k < V ? k : 0]) : neg_inf()) : right;
+    const float padded =
+        k == 0 ? left : (vector ? to_float(middle.v[k > 0 ? k - 1 : 0]) : neg_inf());
+    return pw > 0 ? padded : unpadded;
+}
+
+// The V / 2 outputs of a row from its windows' column maxima (column[k]: input column c0 - pw
+// + k), stored at dst: one 8-byte store (16-bit) where all are inside the row (`room` outputs
+// left in it) and dst allows, else one by one.
+template <typename T, int K>
+HIPK_DEVICE void store_row_outputs(const float (&column)[Lanes16<T>::value + 1], T* dst,
+                                   int room) {
+    constexpr int OW = Lanes16<T>::value / 2;
+    float out[OW];
+    HIPK_UNROLL
+    for (int j = 0; j < OW; ++j) {
+        out[j] = column[2 * j];
+        HIPK_UNROLL
+        for (int s = 1; s < K; ++s) {
+            const float v = column[2 * j + s];
+            out[j] = v > out[j] || v != v ? v : out[j];
+        }
+    }
+    if (room >= OW && aligned(dst, sizeof(Vec<T, OW>))) {
+        store_floats<T, OW>(dst, out);
+    } else {
+        HIPK_UNROLL
+        for (int j = 0; j < OW; ++j)
+            if (j < room) dst[j] = from_float<T>(out[j]);
+    }
+}
+
+// OH output rows a thread: 1, or 2 where the host found sh = 2 and dh = 1 (the two windows'
+// shared row loaded once: K + 2 rows for two outputs).
+template <typename I, typename T, int K, int OH>
+HIPK_DEVICE void max_pool2d_rows(const T* x, T* y, long long planes, int H, int W, int Ho,
+                                 int Wo, int sh, int ph, int pw, int dh) {
+    constexpr int V = Lanes16<T>::value, OW = V / 2, ROWS = K + 2 * (OH - 1);
+    const int runs = (Wo + OW - 1) / OW, pairs = (Ho + OH - 1) / OH;  // threads a row, rows
+    const I n_all = (I)(planes * pairs * runs);
+    for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
+        const int ow0 = (int)(i % (I)runs) * OW, c0 = 2 * ow0;
+        const I rest = i / (I)runs;
+        const int oh0 = (int)(rest % (I)pairs) * OH;
+        const long long plane = (long long)(rest / (I)pairs);
+        const T* in = x + plane * H * W;
+        const bool vector = c0 < W;
+        Vec<T, V> middle[ROWS];
+        float left[ROWS], right[ROWS];
+        bool inside[ROWS];
+        HIPK_UNROLL
+        for (int r = 0; r < ROWS; ++r) {  // every row's loads issued before the first compare
+            const int h = oh0 * sh - ph + r * dh;
+            inside[r] = h >= 0 && h < H;
+            const T* row = in + (long long)h * W;
+            left[r] = right[r] = neg_inf();
+            if (inside[r] && vector) middle[r] = *reinterpret_cast<const Vec<T, V>*>(row + c0);
+            if (inside[r] && pw > 0 && c0 >= 1 && c0 <= W) left[r] = to_float(row[c0 - 1]);
+            if (inside[r] && K == 3 && pw == 0 && c0 + V < W) right[r] = to_float(row[c0 + V]);
+        }
+        HIPK_UNROLL
+        for (int u = 0; u < OH; ++u) {
+            if (oh0 + u >= Ho) continue;  // Ho odd: the last pair's second row
+            // column[k]: the max over the window's rows of input column c0 - pw + k.
+            float column[V + 1];
+            HIPK_UNROLL
+            for (int k = 0; k <= V; ++k) column[k] = neg_inf();
+            HIPK_UNROLL
+            for (int r = 2 * u; r < 2 * u + K; ++r) {
+                if (!inside[r]) continue;
+                HIPK_UNROLL
+                for (int k = 0; k <= V; ++k) {
+                    const float v = row_column<T, V>(middle[r], left[r], right[r], vector, pw, k);
+                    column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins, stays
+                }
+            }
+            store_row_outputs<T, K>(column, y + (plane * Ho + oh0 + u) * Wo + ow0, Wo - ow0);
+        }
+    }
+}
+
+template <typename I, typename T, int OH>
+HIPK_DEVICE void max_pool2d_rows_k(const T* x, T* y, long long planes, int H, int W, int Ho,
+                                   int Wo, int k, int sh, int ph, int pw, int dh) {
+    if (k == 3)
+        max_pool2d_rows<I, T, 3, OH>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+    else
+        max_pool2d_rows<I, T, 2, OH>(x, y, planes, H, W, Ho, Wo, sh, ph, pw, dh);
+}
+template <typename I, typename T>
+HIPK_DEVICE void max_pool2d_rows_1(const T* x, T* y, long long planes, int H, int W, int Ho,
+                                   int Wo, int k, int sh, int ph, int pw, int dh) {
+    max_pool2d_rows_k<I, T, 1>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh);
+}
+template <typename I, typename T>
+HIPK_DEVICE void max_pool2d_rows_2(const T* x, T* y, long long planes, int H, int W, int Ho,
+                                   int Wo, int k, int sh, int ph, int pw, int dh) {
+    max_pool2d_rows_k<I, T, 2>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh);
+}
+
+// NCHW max over a K x K window at stride 2 (no dilation) through shared memory: a block of
+// TILE_THREADS takes 16 output rows x 16 * OW columns of one plane, loads the rows' input
+// once (2 * 16 + K - 2 rows of 18 aligned 16-byte vectors: the tile's 16 and one either side,
+// for the padding's left column and K = 3's right one; outside the image -inf), then each
+// thread computes OW outputs of a row from the shared rows as max_pool2d_rows does from global
+// memory. Each input row then leaves L2 for one block, not for each of the (up to two)
+// windows' rows that hold it; the loads of the next tile are in flight before the barrier.
+// The host checks W % V == 0 and x 16-byte aligned; the tile's shape is its too.
+#define HIPK_POOL_TILE_THREADS 256
+template <typename T, int K> struct RowsTile {
+    enum { V = Lanes16<T>::value, OW = V / 2, TX = 16, TH = HIPK_POOL_TILE_THREADS / TX };
+    enum { ROWS = 2 * TH + K - 2, VECTORS = TX + 2, ALL = ROWS * VECTORS };
+    enum { LOADS = (ALL + HIPK_POOL_TILE_THREADS - 1) / HIPK_POOL_TILE_THREADS };
+};
+
+template <typename T, int K>
+HIPK_DEVICE void max_pool2d_rows_tiled(const T* x, T* y, long long planes, int H, int W, int Ho,
+                                       int Wo, int ph, int pw, Vec<T, Lanes16<T>::value>* tile) {
+    typedef RowsTile<T, K> S;
+    constexpr int V = S::V, OW = S::OW, TX = S::TX, TH = S::TH, VR = S::VECTORS;
+    const int tid = (int)threadIdx.x, tx = tid % TX, ty = tid / TX;
+    const int across = (Wo + TX * OW - 1) / (TX * OW), down = (Ho + TH - 1) / TH;
+    const long long tiles = planes * down * across;
+    Vec<T, V> empty;
+    HIPK_UNROLL
+    for (int j = 0; j < V; ++j) empty.v[j] = from_float<T>(neg_inf());
+    for (long long b = blockIdx.x; b < tiles; b += gridDim.x) {
+        const int ow_t = (int)(b % across) * TX * OW, oh_t = (int)(b / across % down) * TH;
+        const long long plane = b / across / down;
+        const T* in = x + plane * H * W;
+        const int h0 = 2 * oh_t - ph, c0 = 2 * ow_t - V;  // the tile's first row and column
+        Vec<T, V> loaded[S::LOADS];
+        HIPK_UNROLL
+        for (int l = 0; l < S::LOADS; ++l) {
+            const int e = tid + l * HIPK_POOL_TILE_THREADS, h = h0 + e / VR, c = c0 + e % VR * V;
+            loaded[l] = empty;
+            if (e < S::ALL && h >= 0 && h < H && c >= 0 && c < W)
+                loaded[l] = *reinterpret_cast<const Vec<T, V>*>(in + (long long)h * W + c);
+        }
+        __syncthreads();  // every thread is done with the previous tile
+        HIPK_UNROLL
+        for (int l = 0; l < S::LOADS; ++l)
+            if (tid + l * HIPK_POOL_TILE_THREADS < S::ALL)
+                tile[tid + l * HIPK_POOL_TILE_THREADS] = loaded[l];
+        __syncthreads();
+        const int oh = oh_t + ty, ow0 = ow_t + tx * OW;
+        if (oh >= Ho || ow0 >= Wo) continue;
+        float column[V + 1];  // column[k]: the max over the window's rows of column c - pw + k
+        HIPK_UNROLL
+        for (int k = 0; k <= V; ++k) column[k] = neg_inf();
+        HIPK_UNROLL
+        for (int r = 0; r < K; ++r) {
+            const Vec<T, V>* row = tile + (2 * ty + r) * VR + 1 + tx;
+            const Vec<T, V> middle = row[0];
+            const float left = to_float(row[-1].v[V - 1]), right = to_float(row[1].v[0]);
+            HIPK_UNROLL
+            for (int k = 0; k <= V; ++k) {
+                const float v = row_column<T, V>(middle, left, right, true, pw, k);
+                column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins, stays
+            }
+        }
+        store_row_outputs<T, K>(column, y + (plane * Ho + oh) * Wo + ow0, Wo - ow0);
     }
 }
 
@@ -174,3 +387,49 @@ HIPK_DEVICE void pool2d(const T* x, T* y, long long nb, int C, int H, int W, int
                      ph, pw, dh, dw, mode, channels_last, vec);                                \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_POOL2D)
+
+// max_pool2d_pairs_<t>: pool2d_<t>'s arguments, two output rows a thread (above).
+#define HIPK_MAX_POOL2D_PAIRS(S_, T)                                                           \
+    extern "C" __global__ void max_pool2d_pairs_##S_(                                          \
+        const T* x, T* y, long long nb, int C, int H, int W, int Ho, int Wo, int kh, int kw,   \
+        int sh, int sw, int ph, int pw, int dh, int dw, int mode, int channels_last, int vec) { \
+        HIPK_INDEXED(nb * C * Ho * Wo, hipk::max_pool2d_pairs, x, y, nb, C, H, W, Ho, Wo, kh,  \
+                     kw, sh, sw, ph, pw, dh, dw, mode, channels_last, vec);                    \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_PAIRS)
+
+// max_pool2d_rows_<t> / max_pool2d_row_pairs_<t>(x, y, planes = N * C, H, W, Ho, Wo, k, sh,
+// ph, pw, dh): NCHW max pooling of a k x k window (2 or 3) at column stride 2, V / 2 outputs a
+// thread of one / two output rows (two only where sh = 2 and dh = 1), above.
+#define HIPK_MAX_POOL2D_ROWS(S_, T)                                                            \
+    extern "C" __global__ void max_pool2d_rows_##S_(const T* x, T* y, long long planes, int H, \
+                                                    int W, int Ho, int Wo, int k, int sh,      \
+                                                    int ph, int pw, int dh) {                  \
+        const int per = hipk::Lanes16<T>::value / 2;                                           \
+        HIPK_INDEXED(planes * Ho * ((Wo + per - 1) / per), hipk::max_pool2d_rows_1, x, y,      \
+                     planes, H, W, Ho, Wo, k, sh, ph, pw, dh);                                 \
+    }
+#define HIPK_MAX_POOL2D_ROW_PAIRS(S_, T)                                                       \
+    extern "C" __global__ void max_pool2d_row_pairs_##S_(const T* x, T* y, long long planes,   \
+                                                         int H, int W, int Ho, int Wo, int k,  \
+                                                         int sh, int ph, int pw, int dh) {     \
+        const int per = hipk::Lanes16<T>::value / 2;                                           \
+        HIPK_INDEXED(planes * Ho * ((Wo + per - 1) / per), hipk::max_pool2d_rows_2, x, y,      \
+                     planes, H, W, Ho, Wo, k, sh, ph, pw, dh);                                 \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROWS)
+HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROW_PAIRS)
+
+// max_pool2d_rows_tiled_<t>(x, y, planes, H, W, Ho, Wo, k, ph, pw): the shared-memory variant
+// of max_pool2d_rows at stride 2 (above); blocks of HIPK_POOL_TILE_THREADS, any grid.
+#define HIPK_MAX_POOL2D_ROWS_TILED(S_, T)                                                      \
+    extern "C" __global__ void max_pool2d_rows_tiled_##S_(const T* x, T* y, long long planes,  \
+                                                          int H, int W, int Ho, int Wo, int k, \
+                                                          int ph, int pw) {                    \
+        __shared__ hipk::Vec<T, hipk::Lanes16<T>::value> tile[hipk::RowsTile<T, 3>::ALL];      \
+        if (k == 3)                                                                            \
+            hipk::max_pool2d_rows_tiled<T, 3>(x, y, planes, H, W, Ho, Wo, ph, pw, tile);       \
+        else                                                                                   \
+            hipk::max_pool2d_rows_tiled<T, 2>(x, y, planes, H, W, Ho, Wo, ph, pw, tile);       \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROWS_TILED)

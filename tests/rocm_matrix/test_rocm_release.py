@@ -34,8 +34,15 @@ def test_every_surface_symbol_is_bound_or_unavailable_with_a_reason(api: Any, re
     for name in surface.ALL:
         assert callable(getattr(api, name)), name
     # The runtime, hiprtc and hipBLAS are complete on every release (older ones through
-    # shims); only MIOpen may be missing, where the release has none, and it says why.
+    # shims), but for hipblasSetWorkspace, which came with hipBLAS 3 (ROCm 7: hip-runtime's
+    # Blas goes without it before); only MIOpen may be missing, where the release has none,
+    # and it says why.
+    from hip_ffi.platforms.amd.wrappers import hipblas_major
+
     optional = dict.fromkeys(surface.MIOPEN if "MIOpen" in release.not_checked else ())
+    if hipblas_major(api.libraries["hipblas"], release.version[0]) < 3:
+        assert "hipblasSetWorkspace" in missing, "hipBLAS < 3 has no hipblasSetWorkspace"
+        assert "needs a newer ROCm" in missing.pop("hipblasSetWorkspace")
     assert not [name for name in missing if name not in optional], missing
     for name, reason in missing.items():
         assert "no MIOpen library" in reason, (name, reason)

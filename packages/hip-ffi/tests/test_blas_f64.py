@@ -65,6 +65,7 @@ def test_nvidia_passes_f64_to_cublas_as_compute_64f() -> None:
 
         cublasGemmStridedBatchedEx = cublasGemmEx
         cublasCreate_v2 = cublasDestroy_v2 = cublasSetStream_v2 = cublasGetStream_v2 = None
+        cublasSetWorkspace_v2 = None
 
     blas = nvidia_blas.bind(FakeCublas())
     args = (2, 3, 4, "alpha", "A", F64, 2, "B", F64, 4, "beta", "C", F64, 2)

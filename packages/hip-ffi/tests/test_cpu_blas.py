@@ -185,3 +185,23 @@ def test_gemm_argument_errors(hip: Any, handle: Any) -> None:
     assert gemm(on=ffi.cast("hipblasHandle_t", 0x5550)) == S["HIPBLAS_STATUS_NOT_INITIALIZED"]
     assert hip.hipblasSetStream(handle, ffi.cast("hipStream_t", 0x5550)) == 3  # INVALID_VALUE
     assert hip.hipDeviceSynchronize() == 0
+
+
+def test_a_workspace_is_accepted_and_checked(hip: Any, handle: Any) -> None:
+    """hipblasSetWorkspace: any device range (the host GEMM needs none); a null address with
+    a size is INVALID_VALUE, an unknown handle NOT_INITIALIZED, as hipBLAS answers."""
+    statuses = constants.HIPBLAS_STATUSES
+    memory = hip.ffi.new("void**")
+    assert hip.hipMalloc(memory, 1 << 20) == 0
+    try:
+        assert hip.hipblasSetWorkspace(handle, memory[0], 1 << 20) == 0
+        assert hip.hipblasSetWorkspace(handle, hip.ffi.NULL, 0) == 0
+        invalid = statuses["HIPBLAS_STATUS_INVALID_VALUE"]
+        assert hip.hipblasSetWorkspace(handle, hip.ffi.NULL, 64) == invalid
+        unknown = hip.ffi.cast("hipblasHandle_t", 12345)
+        assert (
+            hip.hipblasSetWorkspace(unknown, memory[0], 64)
+            == statuses["HIPBLAS_STATUS_NOT_INITIALIZED"]
+        )
+    finally:
+        assert hip.hipFree(memory[0]) == 0

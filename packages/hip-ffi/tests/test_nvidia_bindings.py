@@ -291,6 +291,7 @@ class FakeCublas:
     cublasCreate_v2 = cublasDestroy_v2 = cublasSetStream_v2 = cublasGetStream_v2 = staticmethod(
         lambda *args: 3  # CUBLAS_STATUS_ALLOC_FAILED
     )
+    cublasSetWorkspace_v2 = cublasCreate_v2
 
 
 def test_blas_translates_enums_and_statuses() -> None:

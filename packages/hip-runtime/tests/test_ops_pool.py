@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from hip_core import Device
 from hip_runtime import HipBackend, testing, testing_conv
+from hip_runtime.ops import channel_norms, pooling
 
 TYPES = ["f32", "f16", "bf16"]
 SETTINGS = settings(
@@ -143,15 +144,24 @@ def both_float(value: Any) -> tuple[float, float]:
     [(3, 2, 1, 1, False), (3, 1, 1, 2, True), (2, 2, 0, 1, True), (2, 1, 1, 1, False)],
 )
 @pytest.mark.parametrize(
-    ("dtype", "channels_last", "c"), [("bf16", True, 16), ("f32", False, 3), ("f16", True, 5)]
-)
+    ("dtype", "channels_last", "c", "pairs"),
+    [("bf16", True, 16, False), ("bf16", True, 16, True), ("f32", True, 8, True),
+     ("f32", False, 3, False), ("f16", True, 5, False), ("bf16", True, 24, "tiled"),
+     ("f32", True, 8, "tiled")],
+)  # fmt: skip
 def test_small_max_windows_of_the_portable_kernel_match_numpy(
     backend: HipBackend, window: int, stride: int, padding: int, dilation: int,
-    ceil_mode: bool, dtype: str, channels_last: bool, c: int,
+    ceil_mode: bool, dtype: str, channels_last: bool, c: int, pairs: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """pool.hip's 2x2 and 3x3 max variant (every tap loaded first), 16-byte runs of channels
     (NHWC, C a multiple of 8) or one element a thread, with NaN, padding, dilation and
-    ceil_mode; the library off (on the cpu platform it takes every case it can express)."""
+    ceil_mode; the library off (on the cpu platform it takes every case it can express).
+    `pairs`: two output rows a thread where the rows' stride is 2 (pooling._NHWC_PAIRS; H = 9
+    leaves the last pair one row); "tiled": pool_tiled_nhwc.hip where the stride is 2
+    (pooling._NHWC_TILED; C = 24 in bf16: three 16-byte runs, one a block)."""
+    monkeypatch.setattr(pooling, "_NHWC_PAIRS", pairs is True)
+    monkeypatch.setattr(pooling, "_NHWC_TILED", pairs == "tiled")
     rng = np.random.default_rng(window * 10 + stride)
     shape = (2, 9, 11, c) if channels_last else (2, c, 9, 11)
     x = testing.random(rng, shape, dtype, scale=3.0)
@@ -171,6 +181,72 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
     testing.assert_close(got, expected, dtype)
 
 
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize(
+    ("window", "stride", "padding", "dilation", "ceil_mode"),
+    [(3, 2, 1, 1, False), (3, 2, 0, 1, True), (2, 2, 1, 1, True), (2, 2, 0, 1, False),
+     (3, (1, 2), 1, (2, 1), True), (3, (3, 2), (0, 1), 1, False)],
+)  # fmt: skip
+@pytest.mark.parametrize("pairs", [False, True, "tiled"])
+def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
+    backend: HipBackend, window: int, stride: Any, padding: Any, dilation: Any,
+    ceil_mode: bool, dtype: str, pairs: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """pool.hip's max_pool2d_rows (NCHW, column stride 2, several outputs a thread from one
+    16-byte vector of each row): widths a multiple of the vector (16, 24) and one that is not
+    (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode; `pairs`:
+    two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS); "tiled": the
+    shared-memory variant at stride 2 (pooling._NCHW_TILED)."""
+    monkeypatch.setattr(pooling, "_NCHW_PAIRS", pairs is True)
+    monkeypatch.setattr(pooling, "_NCHW_TILED", pairs == "tiled")
+    rng = np.random.default_rng(window * 7 + len(str(stride)))
+    for width in (16, 24, 20):
+        x = testing.random(rng, (2, 3, 9, width), dtype, scale=3.0)
+        x[1, 2, 4, width - 1] = x[0, 1, 0, 0] = np.nan
+        got = call_twice(backend.max_pool2d, backend.from_numpy(x), window, stride, padding,
+                         dilation, ceil_mode)  # fmt: skip
+        expected = testing_conv.max_pool2d(x, window, stride, padding, dilation, ceil_mode)
+        nan = np.isnan(expected)
+        assert nan.any() and np.array_equal(np.isnan(got.astype(np.float64)), nan)
+        got, expected = got.copy(), expected.copy()
+        got[nan], expected[nan] = 0, 0
+        testing.assert_close(got, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize(
+    ("window", "padding", "ceil_mode"), [(3, 1, False), (3, 0, True), (2, 1, True), (2, 0, False)]
+)
+def test_tiled_max_pools_span_several_tiles_with_the_same_bits(
+    backend: HipBackend, window: int, padding: int, ceil_mode: bool, dtype: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The shared-memory kernels at stride 2 (pooling._NHWC_TILED, _NCHW_TILED) on images of
+    several tiles each way (NHWC: 4 output rows x 8 columns x 64 channels a block, two blocks
+    of 32 channels in f32, and in f16 at most 4 runs a block, pooling._NHWC_TILE_RUNS: 8 x 8
+    outputs x 32 channels; NCHW: 16 rows x 64 columns, 32 in f32), NaN in the tiles' halos:
+    the one-row kernels' bits, and numpy's values."""
+    monkeypatch.setattr(pooling, "_NHWC_TILE_RUNS", 4 if dtype == "f16" else 8)
+    rng = np.random.default_rng(window * 3 + padding)
+    for channels_last, shape in ((True, (1, 19, 37, 64)), (False, (2, 2, 37, 144))):
+        x = testing.random(rng, shape, dtype, scale=3.0)
+        x.reshape(-1)[[0, 17 * 64 + 5, x.size - 1]] = np.nan
+        tensor, results = backend.from_numpy(x), []
+        for tiled in (False, True):
+            monkeypatch.setattr(pooling, "_NHWC_TILED", tiled)
+            monkeypatch.setattr(pooling, "_NCHW_TILED", tiled)
+            results.append(call_twice(backend.max_pool2d, tensor, window, 2, padding, 1,
+                                      ceil_mode, channels_last=channels_last))  # fmt: skip
+        np.testing.assert_array_equal(results[1].view(np.uint8), results[0].view(np.uint8))
+        expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode,
+                                           channels_last=channels_last)  # fmt: skip
+        nan = np.isnan(expected)
+        assert nan.any() and np.array_equal(np.isnan(results[1].astype(np.float64)), nan)
+        got, expected = results[1].copy(), expected.copy()
+        got[nan], expected[nan] = 0, 0
+        testing.assert_close(got, expected, dtype)
+
+
 @pytest.mark.parametrize(
     ("shape", "groups", "dtype"),
     [
@@ -181,16 +257,22 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
         ((1, 2, 256, 300), 1, "bf16"),  # 19200: 19 a thread
     ],
 )
+@pytest.mark.parametrize("passes", [2, 3])
 def test_group_norm_of_large_groups_matches_numpy(
-    backend: HipBackend, shape: tuple[int, ...], groups: int, dtype: str
-) -> None:
+    backend: HipBackend, shape: tuple[int, ...], groups: int, dtype: str, passes: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
     """Groups the hypothesis test's shapes never reach: rows of many 16-byte vectors a thread
-    in each of the three passes (kernels/channel_norms.hip), one pass partly filled."""
+    (two at a time, then the rest), one pass partly filled; both kernels of
+    kernels/channel_norms.hip (two reads, the default, and three), each on a fresh backend
+    (a plan keeps the kernel's arguments)."""
+    monkeypatch.setattr(channel_norms, "_GROUP_PASSES", passes)
     rng = np.random.default_rng(19)
     x = testing.random(rng, shape, dtype, scale=2.0, shift=1.0)
     weight, bias = (testing.random(rng, (shape[1],), dtype) for _ in range(2))
-    got = call_twice(backend.group_norm, backend.from_numpy(x), groups,
-                     backend.from_numpy(weight), backend.from_numpy(bias), 1e-5)  # fmt: skip
+    with HipBackend(backend.device) as fresh:
+        got = call_twice(fresh.group_norm, fresh.from_numpy(x), groups,
+                         fresh.from_numpy(weight), fresh.from_numpy(bias), 1e-5)  # fmt: skip
     expected = testing_conv.group_norm(x, groups, weight, bias, 1e-5)
     testing.assert_close(got, expected, dtype, 1e-3 if dtype == "f32" else 0.0)
 

@@ -1,8 +1,10 @@
-"""quantized_linear (kernels/gemv_quant.hip, and dequantize + GEMM beyond GEMV_MAX_ROWS) and
-dequantize against float64 references of the dequantized weight, under hypothesis: both
-encodings, each dtype, row lengths that take the 16-byte copy (K a multiple of 256) and the
-2-byte one, 1..20 rows (the row tiles 1, 4, 16 and two launches), weight rows that do not fill
-a block, x in strided and unaligned layouts, every threads-per-row choice.
+"""quantized_linear (kernels/gemv_quant_superblock.hip for K a multiple of 256 and 16-byte
+aligned blocks, kernels/gemv_quant.hip otherwise, and dequantize + GEMM beyond GEMV_MAX_ROWS)
+and dequantize against float64 references of the dequantized weight, under hypothesis: both
+encodings, each dtype, row lengths that take the superblock kernels (K a multiple of 256) and
+the staging ones (with its 2-byte copy), blocks at a 2-byte aligned address, 1..20 rows (the row
+tiles 1, 4, 16 and two launches), weight rows that do not fill a block, x in strided and
+unaligned layouts, every threads-per-row and rows-per-block choice.
 
 On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
 """
@@ -19,9 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hip_core import Device
-from hip_runtime import HipBackend, testing
+from hip_runtime import HipBackend, kernel_sources, testing
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
+from hip_runtime.tensor import DeviceTensor
 
 SETTINGS = settings(
     max_examples=30, deadline=None, database=None,
@@ -47,6 +50,16 @@ def quantized(
     return QuantizedWeight(backend.from_numpy(blocks), (n, k), encoding), dense
 
 
+def shifted_copy(backend: HipBackend, blocks: DeviceTensor) -> DeviceTensor:
+    """The bytes of `blocks` in a new tensor whose address is 2 mod 16."""
+    host = blocks.to_numpy()
+    flat = np.zeros(host.size + 2, np.uint8)
+    flat[2:] = host.reshape(-1)
+    view = backend.from_numpy(flat)[2:].reshape(host.shape)
+    assert view.ptr % 16 == 2 and view.is_contiguous
+    return view
+
+
 def expected(x: np.ndarray, dense: np.ndarray) -> testing.Reference:
     return testing.linear(x, dense)
 
@@ -60,17 +73,22 @@ def expected(x: np.ndarray, dense: np.ndarray) -> testing.Reference:
     rows=st.sampled_from([1, 2, 4, 5, 16, 17]),
     layout=st.sampled_from(["contiguous", "strided", "unaligned", "batched"]),
     tpr=st.sampled_from([32, 64, 128, 256]),
+    group=st.sampled_from([8, 16, 32, 64]),
+    shifted=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_matches_the_reference(
     backend: HipBackend, monkeypatch: pytest.MonkeyPatch, encoding: str, dtype: str, n: int,
-    blocks: int, rows: int, layout: str, tpr: int, seed: int,
+    blocks: int, rows: int, layout: str, tpr: int, group: int, shifted: bool, seed: int,
 ) -> None:  # fmt: skip
     monkeypatch.setattr(quantized_matmul, "THREADS_PER_ROW", ((1 << 62, tpr),))
-    backend._plans = None  # plans keep the threads per row they were made with
+    monkeypatch.setattr(quantized_matmul, "ROWS_PER_BLOCK", ((1 << 62, group),))
+    backend._plans = None  # plans keep the kernel choice they were made with
     rng = np.random.default_rng(seed)
     k = 32 * blocks
     weight, dense = quantized(backend, rng, n, k, encoding)
+    if shifted:  # the same blocks 2 bytes past a 16-byte boundary: the staging kernels
+        weight = QuantizedWeight(shifted_copy(backend, weight.blocks), (n, k), encoding)
     if layout == "batched":
         x = testing.random(rng, (rows, 1, k), dtype)  # [B, 1, K]: a decode step's hidden states
         device_x = backend.from_numpy(x)
@@ -110,6 +128,27 @@ def test_dequantize_is_exact(backend: HipBackend, encoding: str, dtype: str) -> 
     got = backend.dequantize(weight, testing.DTYPES[dtype]).to_numpy()
     blocks = weight.blocks.to_numpy()
     testing.assert_bits_equal(got, testing.dequantize(blocks, encoding, dtype).reshape(5, 96))
+
+
+@pytest.mark.parametrize("encoding", sorted(QTYPES))
+def test_x_shared_build_matches_the_reference(
+    backend: HipBackend, device: Device, encoding: str
+) -> None:
+    """The superblock kernels built with HIPK_GEMV_SB_X_SHARED=1 (bench_quant's `xs`: one row of
+    x staged as f32 in shared memory) and 2-superblock tiles of x: several tiles a row, a last
+    tile cut short, threads with no superblock in a tile, rows that do not fill a block."""
+    options = ("-DHIPK_GEMV_SB_X_SHARED=1", "-DHIPK_GEMV_SB_X_TILE=512")
+    program = kernel_sources.program("gemv_quant_superblock.hip", options=options).load(device)
+    rng = np.random.default_rng(11)
+    for n, k, group in ((40, 1280, 16), (70, 512, 64), (17, 768, 8), (33, 2048, 32)):
+        weight, dense = quantized(backend, rng, n, k, encoding)
+        for dtype in TYPES:
+            x = testing.random(rng, (1, k), dtype)
+            y = backend.empty((1, n), testing.DTYPES[dtype])
+            kernel = program.get_kernel(f"gemv_sb_{encoding}_r1_{dtype}")
+            kernel.launch(-(-n // group), 256, weight.blocks, backend.from_numpy(x), y, n, k, 1,
+                          group, k, n, stream=backend.stream)  # fmt: skip
+            testing.assert_close(y.to_numpy(), expected(x, dense), dtype)
 
 
 def test_repeated_calls_use_the_plan(backend: HipBackend) -> None:

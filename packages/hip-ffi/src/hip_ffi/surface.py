@@ -136,6 +136,7 @@ HIPBLAS = (
     "hipblasDestroy",
     "hipblasSetStream",
     "hipblasGetStream",
+    "hipblasSetWorkspace",  # (hipBLAS 3 / ROCm 7 on amd; cuBLAS's on nvidia)
     "hipblasGemmEx",
     "hipblasGemmStridedBatchedEx",
 )

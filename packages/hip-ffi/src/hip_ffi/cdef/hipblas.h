@@ -15,6 +15,7 @@ hipblasStatus_t hipblasCreate(hipblasHandle_t* handle);
 hipblasStatus_t hipblasDestroy(hipblasHandle_t handle);
 hipblasStatus_t hipblasSetStream(hipblasHandle_t handle, hipStream_t streamId);
 hipblasStatus_t hipblasGetStream(hipblasHandle_t handle, hipStream_t* streamId);
+hipblasStatus_t hipblasSetWorkspace(hipblasHandle_t handle, void* addr, size_t workspaceSizeInBytes);
 hipblasStatus_t hipblasGemmEx(hipblasHandle_t handle, hipblasOperation_t transA, hipblasOperation_t transB, int m, int n, int k, const void* alpha, const void* A, int aType, int lda, const void* B, int bType, int ldb, const void* beta, void* C, int cType, int ldc, int computeType, hipblasGemmAlgo_t algo);
 hipblasStatus_t hipblasGemmStridedBatchedEx(hipblasHandle_t handle, hipblasOperation_t transA, hipblasOperation_t transB, int m, int n, int k, const void* alpha, const void* A, int aType, int lda, long long strideA, const void* B, int bType, int ldb, long long strideB, const void* beta, void* C, int cType, int ldc, long long strideC, int batchCount, int computeType, hipblasGemmAlgo_t algo);
 hipblasStatus_t hipblasGemmEx_v2(hipblasHandle_t handle, hipblasOperation_t transA, hipblasOperation_t transB, int m, int n, int k, const void* alpha, const void* A, int aType, int lda, const void* B, int bType, int ldb, const void* beta, void* C, int cType, int ldc, int computeType, hipblasGemmAlgo_t algo);

@@ -3,8 +3,9 @@
 x [N, C, *] C-contiguous (any number of spatial axes, none included), f32/f16/bf16 with f32
 statistics; batch_norm also takes channels-last tensors ([N, *, C], `channels_last=True`).
 weight, bias, running_mean and running_var are [C] of x's dtype (weight and bias may be
-None). kernels/channel_norms.hip; queued on the backend's stream; `out=x` works in place; a
-repeated call is served by a plan (`OpsBase._planned`).
+None). kernels/channel_norms.hip (group_norm: a group held in shared memory where it fits,
+else read twice); queued on the backend's stream; `out=x` works in place; a repeated call is
+served by a plan (`OpsBase._planned`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from hip_core import Kernel
 from hip_runtime.ops.base import OpsBase, plan_head, plan_key
 from hip_runtime.ops.convolution import launch_outputs, spatial_type
 from hip_runtime.tensor import DeviceTensor
 
-_GROUP_BLOCK = 512  # group_norm: threads per group (1024 when the groups are few)
+_GROUP_BLOCK = 512  # group_norm: threads per group
+_FEW_GROUPS_BLOCK = 1024  # ... where the groups are fewer than two per multiprocessor
 _VECTORS = True  # group_norm: 16-byte accesses where the layout allows (False: by element)
+_GROUP_PASSES = 2  # group_norm: reads of each group (2: statistics, output; 3: mean, var, output)
+_ON_CHIP = True  # group_norm: a group within the device's shared memory is held there
+_ON_CHIP_BLOCK = 1024  # ... threads per group (fewer for a group of fewer vectors)
+_ON_CHIP_FLIGHT = 8  # ... 16-byte loads a thread issues before their use (4 or 8)
+_ON_CHIP_PERSISTENT = False  # ... as many blocks as fit at once, each group's write overlapping
+#                              the next one's read (False: one block per group)
 
 
 class ChannelNormOps(OpsBase):
@@ -33,7 +42,9 @@ class ChannelNormOps(OpsBase):
     ) -> DeviceTensor:
         """torch.nn.functional.group_norm: the C channels in `num_groups` groups, each group
         of each image normalized by its mean and biased variance, then · weight[c] + bias[c].
-        Queued on the backend's stream."""
+        One block per group: where the group's bytes fit the device's shared memory (its
+        opt-in limit) it is read once into it (Welford statistics), then normalized from it;
+        else read twice (the second read mostly from L2). Queued on the backend's stream."""
         key = plan_key(x, weight, bias, out)
         if key is not None:
             key = ("group_norm", *key, num_groups, eps)
@@ -41,8 +52,9 @@ class ChannelNormOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (x, weight, bias), out)
                 if y is not None:
-                    kernel, grid, block, args = plan[4:]
-                    kernel.launch(grid, block, x, weight, bias, y, *args, stream=self.stream)
+                    kernel, grid, block, args, shared = plan[4:]
+                    kernel.launch(grid, block, x, weight, bias, y, *args, shared_mem=shared,
+                                  stream=self.stream)  # fmt: skip
                     return y
         x, c, inner, suffix = self._channels("group_norm", x, False)
         if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
@@ -55,19 +67,42 @@ class ChannelNormOps(OpsBase):
             if tensor is not None:
                 self._same(x, tensor, name, (c,))
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight, bias))
-        kernel = self._kernel("channel_norms.hip", f"group_norm_{suffix}")
         grid = x.shape[0] * num_groups
         lanes = 16 // x.dtype.itemsize
         aligned = inner % lanes == 0 and x.ptr % 16 == 0 and y.ptr % 16 == 0
-        args = (c, num_groups, inner, float(eps), lanes if aligned and _VECTORS else 1)
-        # Fewer groups than two per multiprocessor: wider blocks (H200, bf16: 1024 threads 55 %
-        # of the copy rate at 256 groups against 50 % for 512; 512 ahead at 1024 groups).
-        few = grid < 2 * self.device.properties.multiprocessors
-        block = min(1024 if few else _GROUP_BLOCK, self._max_block)
+        vec = lanes if aligned and _VECTORS else 1
+        shared = c // num_groups * inner * x.dtype.itemsize  # one group's bytes
+        kernel = self._kernel("channel_norms.hip", f"group_norm_on_chip_{suffix}")
+        if _ON_CHIP and shared and self._fits_shared(kernel, shared):
+            args = (c, num_groups, inner, float(eps), vec, _ON_CHIP_FLIGHT, grid)
+            vectors = shared // (vec * x.dtype.itemsize)
+            block = min(_ON_CHIP_BLOCK, self._max_block, -(-vectors // 64) * 64)
+            if _ON_CHIP_PERSISTENT:
+                slots = kernel.max_active_blocks(block, shared)
+                grid = min(grid, max(1, slots) * self.device.properties.multiprocessors)
+        else:
+            kernel = self._kernel("channel_norms.hip", f"group_norm_{suffix}")
+            args, shared = (c, num_groups, inner, float(eps), vec, _GROUP_PASSES), 0
+            # Fewer groups than two per multiprocessor: wider blocks (H200, bf16: 1024 threads
+            # 55 % of the copy rate at 256 groups against 50 % for 512; 512 ahead at 1024).
+            few = grid < 2 * self.device.properties.multiprocessors
+            block = min(_FEW_GROUPS_BLOCK if few else _GROUP_BLOCK, self._max_block)
         if y.size:
-            kernel.launch(grid, block, x, weight, bias, y, *args, stream=self.stream)
-            self._keep_plan(key, (*plan_head((x, weight, bias), y), kernel, grid, block, args))
+            kernel.launch(grid, block, x, weight, bias, y, *args, shared_mem=shared,
+                          stream=self.stream)  # fmt: skip
+            plan = (kernel, grid, block, args, shared)
+            self._keep_plan(key, (*plan_head((x, weight, bias), y), *plan))
         return y
+
+    @staticmethod
+    def _fits_shared(kernel: Kernel, nbytes: int) -> bool:
+        """Whether `kernel` may be launched with `nbytes` of dynamic shared memory on its
+        device (its opt-in limit less its static part; allowed for every later launch)."""
+        try:
+            kernel.set_max_dynamic_shared_memory(nbytes)
+        except ValueError:
+            return False
+        return True
 
     def batch_norm(
         self,

@@ -4,9 +4,11 @@ x [N, C, H, W] (or [N, H, W, C] with `channels_last=True`, the result then NHWC 
 C-contiguous, f32/f16/bf16 (f32 accumulation). max_pool2d and avg_pool2d go to the backend's
 DNN library when it has one and the case is one it expresses (symmetric padding: no
 `ceil_mode` window past the padding, no dilation), except max over 2x2 / 3x3 windows in
-16-byte runs of NHWC channels (pool.hip's variant for them is faster than cuDNN's); otherwise
-kernels/pool.hip, one thread per output. Queued on the backend's stream; a repeated call of
-the same layouts and arguments is served by a plan (`OpsBase._planned`).
+16-byte runs of NHWC channels, or NCHW at column stride 2 with 16-byte aligned rows (pool.hip's
+variants for them: every tap loaded at once; in NCHW several outputs a thread from one
+16-byte vector of each window row); otherwise kernels/pool.hip, one thread per output.
+Queued on the backend's stream; a repeated call of the same layouts and arguments is served by
+a plan (`OpsBase._planned`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,16 @@ from hip_runtime.ops.convolution import image_operand, key_part, launch_outputs
 from hip_runtime.tensor import DeviceTensor
 
 _MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2, "adaptive": 3}
+_NCHW_ROWS = True  # NCHW 2x2 / 3x3 max at column stride 2: pool.hip's max_pool2d_rows
+_KERNELS_FIRST = True  # pool.hip's small-window max variants before the DNN library
+_NHWC_PAIRS = False  # ... in NHWC at row stride 2: two output rows a thread (to measure)
+_NCHW_PAIRS = False  # ... max_pool2d_rows at row stride 2: two output rows a thread (to measure)
+# ... at stride 2 without dilation, through shared memory (each input row loaded by one block,
+# not by every window that holds it): NHWC (pool_tiled_nhwc.hip), NCHW (max_pool2d_rows_tiled)
+_NHWC_TILED = False
+_NCHW_TILED = False
+_NHWC_TILE_RUNS = 8  # at most this many 16-byte channel runs a block (8, 4, 2 or 1)
+_TILE_THREADS = 256  # the tiled kernels' block: their HIPK_POOL_TILE_THREADS (any grid)
 
 
 class PoolingOps(OpsBase):
@@ -114,12 +126,18 @@ class PoolingOps(OpsBase):
         kh, kw, sh, sw, ph, pw, dh, dw = window
         lanes = 16 // x.dtype.itemsize  # channels per thread: one 16-byte run in NHWC
         vec = lanes if channels_last and c % lanes == 0 and not (x.ptr | y.ptr) % 16 else 1
+        small_max = mode == 0 and kh == kw and kh in (2, 3)
+        # NCHW at column stride 2: V / 2 outputs a thread from one 16-byte vector of each
+        # window row (pool.hip's max_pool2d_rows), where rows start 16-byte aligned.
+        rows = (_NCHW_ROWS and small_max and not channels_last and (sw, dw) == (2, 1)
+                and w % lanes == 0 and not x.ptr % 16)  # fmt: skip
         accessor = getattr(self, "_dnn", None)
         # The library's output size is the floor one: only then is its padding torch's. Max
         # over a 2x2 / 3x3 window in 16-byte runs of channels stays with pool.hip, whose
         # variant for them loads every tap at once (H100, ResNet's 3x3/2 pool, bf16 NHWC:
-        # 0.72 of the copy rate; cuDNN's NHWC kernel 0.51).
-        kernel_is_faster = mode == 0 and vec > 1 and kh == kw and kh in (2, 3)
+        # 0.72 of the copy rate; cuDNN's NHWC kernel 0.51); so does max_pool2d_rows' case
+        # (cuDNN's NCHW kernel: 0.25).
+        kernel_is_faster = _KERNELS_FIRST and small_max and (vec > 1 or rows)
         if (
             self._conv_use_library and accessor is not None and mode != 3
             and not kernel_is_faster
@@ -133,8 +151,36 @@ class PoolingOps(OpsBase):
                 channels_last=channels_last,
             ):  # fmt: skip
                 return
-        kernel = self._kernel("pool.hip", f"pool2d_{suffix}")
-        launch_outputs(self, kernel, y.size // vec, x, y, n, c, h, w, ho, wo, *window, mode,
+        stride_2 = small_max and (sh, sw, dh, dw) == (2, 2, 1, 1)
+        if rows and _NCHW_TILED and stride_2:
+            # Tiles of 16 output rows x 16 threads' V / 2 columns, one block each.
+            tiles = n * c * -(-ho // 16) * -(-wo // (16 * (lanes // 2)))
+            kernel = self._kernel("pool.hip", f"max_pool2d_rows_tiled_{suffix}")
+            kernel.launch(min(tiles, self._grid_cap), _TILE_THREADS, x, y, n * c, h, w, ho, wo,
+                          kh, ph, pw, stream=self.stream)  # fmt: skip
+            return
+        if rows:
+            pairs = 2 if _NCHW_PAIRS and (sh, dh) == (2, 1) else 1  # output rows a thread
+            name = "max_pool2d_row_pairs" if pairs == 2 else "max_pool2d_rows"
+            kernel = self._kernel("pool.hip", f"{name}_{suffix}")
+            threads = n * c * -(-ho // pairs) * -(-wo // (lanes // 2))
+            launch_outputs(self, kernel, threads, x, y, n * c, h, w, ho, wo, kh, sh, ph, pw, dh)
+            return
+        if _NHWC_TILED and stride_2 and vec > 1:
+            # A block: `runs` 16-byte runs of channels of 8 output columns x 32 / runs rows.
+            runs = next(r for r in (8, 4, 2, 1) if r <= _NHWC_TILE_RUNS and (c // vec) % r == 0)
+            tiles = n * (c // vec // runs) * -(-ho // (32 // runs)) * -(-wo // 8)
+            kernel = self._kernel("pool_tiled_nhwc.hip", f"max_pool2d_tiled_nhwc_{suffix}")
+            kernel.launch(min(tiles, self._grid_cap), _TILE_THREADS, x, y, n, c, h, w, ho, wo,
+                          kh, ph, pw, runs, stream=self.stream)  # fmt: skip
+            return
+        # Two output rows a thread share the middle input row (loaded once, not twice).
+        pairs = _NHWC_PAIRS and small_max and vec > 1 and (sh, dh) == (2, 1)
+        threads = n * (c // vec) * -(-ho // (2 if pairs else 1)) * wo
+        kernel = self._kernel(
+            "pool.hip", "max_pool2d_pairs_" + suffix if pairs else "pool2d_" + suffix
+        )
+        launch_outputs(self, kernel, threads, x, y, n, c, h, w, ho, wo, *window, mode,
                        int(channels_last), vec)  # fmt: skip
 
 

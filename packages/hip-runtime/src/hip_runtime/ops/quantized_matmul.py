@@ -3,9 +3,12 @@
 `QuantizedWeight` holds a weight's raw blocks (ggml's layout, ops.quantized.BLOCK_ENCODINGS)
 with its logical shape [N, K]; `quantized_linear(x, weight)` is `x @ dequantize(weight)ᵀ`:
 
-- up to `GEMV_MAX_ROWS` rows of x (a decode step's tokens): kernels/gemv_quant.hip reads the
-  blocks once per 16 rows and dequantizes them in registers, so a decode step streams ~1.06
-  (Q8_0) or ~0.56 (Q4_0) bytes per weight instead of 2 (bf16) or 4 (f32);
+- up to `GEMV_MAX_ROWS` rows of x (a decode step's tokens): GEMV kernels read the blocks once
+  per 16 rows and dequantize them in registers, so a decode step streams ~1.06 (Q8_0) or ~0.56
+  (Q4_0) bytes per weight instead of 2 (bf16) or 4 (f32). K a multiple of 256 and blocks
+  16-byte aligned (every Llama shape): kernels/gemv_quant_superblock.hip, 16-byte loads of 8
+  blocks at a time straight into registers; otherwise kernels/gemv_quant.hip, which stages the
+  blocks through shared memory;
 - more rows (a prefill): the weight is expanded into a pooled scratch tensor of x's dtype and
   multiplied by BLAS (GEMM speed; the scratch returns to the pool once the stream is past it).
 
@@ -19,13 +22,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hip_core import Kernel
 from hip_runtime.dtypes import float_type
 from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_head, plan_key
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
 from hip_runtime.tensor import DeviceTensor
 
 _SOURCE = "gemv_quant.hip"
-_THREADS = 256  # HIPK_GEMV_THREADS
+_SUPERBLOCK_SOURCE = "gemv_quant_superblock.hip"
+_THREADS = 256  # HIPK_GEMV_THREADS and HIPK_GEMV_SB_THREADS
+_SUPERBLOCK = 256  # elements of the superblock kernels' unit (8 blocks): K must be a multiple
 _ROW_TILES = (1, 4, 16)  # the kernels' row tiles R (accumulators per thread)
 #: Rows up to which the GEMV runs (in launches of 16 rows, each rereading the blocks); beyond,
 #: expanding the weight once and one GEMM is cheaper.
@@ -34,6 +40,12 @@ GEMV_MAX_ROWS = 64
 #: entry whose bound K is at most. bench/bench_quant.py times the choices (a backend's plans
 #: keep the choice made when they were made: clear `_plans` after changing this).
 THREADS_PER_ROW: tuple[tuple[int, int], ...] = ((1 << 62, 64),)
+#: Weight rows per block of the superblock kernels (8, 16, 32 or 64), by the weight's row
+#: count N: the first entry whose bound N is at most. Fewer rows per block split K over more
+#: threads. bench/bench_quant.py times the choices (clear `_plans` after changing this): on an
+#: H100, q8_0 rows 1, 16 was best or within 0.02 of copy of the best at every Llama shape
+#: (128256x4096: 0.86 of copy, 64 rows 0.75; 14336x4096: 0.61, 32 rows 0.60).
+ROWS_PER_BLOCK: tuple[tuple[int, int], ...] = ((1 << 62, 16),)
 
 
 @dataclass(frozen=True)
@@ -135,10 +147,8 @@ class QuantizedOps(OpsBase):
         self._qlinear_launch(launch, x, weight, y)
         single = None
         if direct and 0 < rows <= _ROW_TILES[-1]:  # what _qlinear_launch did, kept whole
-            tile = next(r for r in _ROW_TILES if r >= rows)
-            kernel = self._kernel(_SOURCE, f"gemv_{weight.encoding}_r{tile}_{t.suffix}")
-            tpr = threads_per_row(k)
-            single = (kernel, -(-n // (_THREADS // tpr)), (n, k, rows, tpr, k, n))
+            kernel, grid, split = self._gemv(weight, rows, t.suffix)
+            single = (kernel, grid, (n, k, rows, split, k, n))
         self._keep_plan(call, (*plan_head((x, weight.blocks), y), launch, single))
         return y
 
@@ -162,24 +172,42 @@ class QuantizedOps(OpsBase):
             copy = self._output(None, x.shape, x.dtype)
             copy.copy_(x)
             x = copy
-        tpr = threads_per_row(k)
-        grid = -(-n // (_THREADS // tpr))
         x2, y2 = x.reshape(rows, k), y.reshape(rows, n)
         for first in range(0, rows, 16):
             part = min(16, rows - first)
-            tile = next(r for r in _ROW_TILES if r >= part)
-            kernel = self._kernel(_SOURCE, f"gemv_{weight.encoding}_r{tile}_{suffix}")
+            kernel, grid, split = self._gemv(weight, part, suffix)
             xs, ys = (
                 (x2, y2) if part == rows else (x2[first : first + part], y2[first : first + part])
             )
             kernel.launch(
-                grid, _THREADS, weight.blocks, xs, ys, n, k, part, tpr, k, n, stream=self.stream
+                grid, _THREADS, weight.blocks, xs, ys, n, k, part, split, k, n, stream=self.stream
             )
+
+    def _gemv(self, weight: QuantizedWeight, rows: int, suffix: str) -> tuple[Kernel, int, int]:
+        """The GEMV kernel for up to 16 rows of x, its grid, and its split argument (the
+        superblock kernels' rows per block, or the staging kernels' threads per row)."""
+        n, k = weight.shape
+        tile = next(r for r in _ROW_TILES if r >= rows)
+        if k % _SUPERBLOCK == 0 and weight.blocks.ptr % 16 == 0:
+            group = rows_per_block(n)
+            name = f"gemv_sb_{weight.encoding}_r{tile}_{suffix}"
+            return self._kernel(_SUPERBLOCK_SOURCE, name), -(-n // group), group
+        tpr = threads_per_row(k)
+        name = f"gemv_{weight.encoding}_r{tile}_{suffix}"
+        return self._kernel(_SOURCE, name), -(-n // (_THREADS // tpr)), tpr
 
 
 def threads_per_row(k: int) -> int:
-    """The kernels' threads per weight row for rows of k elements (THREADS_PER_ROW)."""
+    """The staging kernels' threads per weight row for rows of k elements (THREADS_PER_ROW)."""
     return next(tpr for bound, tpr in THREADS_PER_ROW if k <= bound)
 
 
-__all__ = ["GEMV_MAX_ROWS", "THREADS_PER_ROW", "QuantizedOps", "QuantizedWeight", "threads_per_row"]
+def rows_per_block(n: int) -> int:
+    """The superblock kernels' weight rows per block for a weight of n rows (ROWS_PER_BLOCK)."""
+    return next(group for bound, group in ROWS_PER_BLOCK if n <= bound)
+
+
+__all__ = [
+    "GEMV_MAX_ROWS", "ROWS_PER_BLOCK", "THREADS_PER_ROW", "QuantizedOps", "QuantizedWeight",
+    "rows_per_block", "threads_per_row",
+]  # fmt: skip

@@ -95,6 +95,13 @@ def hipblasGetStream(handle: Handle, stream: Any) -> int:
     return SUCCESS
 
 
+@on_handle
+def hipblasSetWorkspace(handle: Handle, addr: Any, size: int) -> int:
+    """Accepted and unused: the host GEMM needs no device workspace (as hipBLAS, a null
+    address with a non-zero size is INVALID_VALUE)."""
+    return INVALID_VALUE if addr == ffi.NULL and size else SUCCESS
+
+
 def _gemm(
     handle: Any, trans_a: int, trans_b: int, m: int, n: int, k: int, alpha: Any,
     a: Any, a_type: int, lda: int, stride_a: int, b: Any, b_type: int, ldb: int, stride_b: int,

@@ -95,6 +95,7 @@ def bind(cublas: Any) -> dict[str, Native]:
         "hipblasDestroy": mapped(cublas.cublasDestroy_v2, "hipblasDestroy"),
         "hipblasSetStream": mapped(cublas.cublasSetStream_v2, "hipblasSetStream"),
         "hipblasGetStream": mapped(cublas.cublasGetStream_v2, "hipblasGetStream"),
+        "hipblasSetWorkspace": mapped(cublas.cublasSetWorkspace_v2, "hipblasSetWorkspace"),
         "hipblasGemmEx": hipblasGemmEx,
         "hipblasGemmStridedBatchedEx": hipblasGemmStridedBatchedEx,
     }

@@ -38,6 +38,7 @@ from hip_ffi.platforms.nvidia.wrappers import (
     event_create,
     graph_instantiate,
     host_malloc,
+    host_memcpy_native,
     last_error,
     launch_kernel_ex,
     module_launch_kernel,
@@ -217,7 +218,10 @@ def load() -> HipApi:
             # CUDA shares for what hip-core passes: a failure re-runs the surface call)
             "hipEventCreateWithFlags": cudart.cudaEventCreateWithFlags,
             "hipEventDestroy": cudart.cudaEventDestroy,
-            "hipMemcpy": cudart.cudaMemcpy,
+            "hipEventQuery": cudart.cudaEventQuery,  # (a close asks it: 0 or not, nothing more)
+            "hipMemcpy": host_memcpy_native(
+                cudart.cudaMemcpy, cudart.cudaMemcpyAsync, cudart.cudaStreamSynchronize
+            ),
         },
     )
 
