@@ -320,3 +320,40 @@ def test_an_interrupt_inside_work_a_waiting_thread_runs_leaves_the_stream_usable
     assert stream.completed == 1 and not stream.running
     assert engine.synchronize(stream) == status.LAUNCH_FAILURE  # the failed op's error, once
     assert stream.completed == 2 and engine.synchronize(stream) == status.SUCCESS
+
+
+def test_a_finalizer_that_synchronizes_inside_a_claim_cannot_run_an_operation_twice() -> None:
+    """Garbage collection can run a finalizer at any allocation, including inside the engine's
+    critical sections; one that synchronizes (hip-core's pool destruction does) lets the lock
+    go while it waits. Here that happens while a synchronizing thread checks the head
+    operation's dependencies, and another thread claims, runs and finishes that operation
+    meanwhile: the first thread must not claim it again (it used to run it a second time and
+    fail with 'an operation finished that was not claimed', leaving the stream stuck), nor
+    sleep through the finish it missed."""
+    from hip_ffi.platforms.cpu import status
+    from hip_ffi.platforms.cpu.streams import Engine, Stream
+
+    engine = Engine()
+    stream = Stream(0, 0)  # no worker thread: only synchronizing threads run its work
+    engine.live.append(stream)
+    main, runs, other = threading.current_thread(), [], []
+
+    class FinalizerInTheChecks(list[Any]):
+        """Dependencies (none) whose first check on the main thread runs a 'finalizer' that
+        starts another synchronizing thread and waits, as hipDeviceSynchronize would."""
+
+        fired = False
+
+        def __iter__(self) -> Any:
+            if threading.current_thread() is main and not FinalizerInTheChecks.fired:
+                FinalizerInTheChecks.fired = True
+                other.append(threading.Thread(target=engine.synchronize, args=(stream,)))
+                other[0].start()
+                assert engine.synchronize(stream) == status.SUCCESS  # nested: only waits
+            return super().__iter__()
+
+    engine.submit(stream, lambda: runs.append(1) or status.SUCCESS)
+    stream.queue[0].deps = FinalizerInTheChecks()  # (submit copies the dependencies it is given)
+    assert engine.synchronize(stream) == status.SUCCESS
+    other[0].join(10)
+    assert runs == [1] and stream.completed == 1 and not stream.running and not stream.queue

@@ -137,15 +137,22 @@ class Engine:
     """Every stream of the device and the one lock/condition that orders them.
 
     Garbage collection can run a finalizer (hip-core's safety nets call hipFree,
-    hipModuleUnload...) on any thread at any allocation, including inside this class's
-    critical sections and on a stream's own worker. Hence: critical sections allocate first
-    and mutate the streams last; worker threads start when their stream is created, never
-    under the lock; and `must_not_wait()` tells a release call that it has to defer its work
-    (`release_later`) instead of waiting for the streams.
+    hipModuleUnload, hipDeviceSynchronize...) on any thread at any allocation of a tracked
+    object (a tuple, a list, a generator...), including inside this class's critical
+    sections and on a stream's own worker. A finalizer that synchronizes waits on the
+    condition, which lets the lock go however deeply it is held: other threads then run in
+    the middle of the critical section. Hence: a critical section decides from what it reads
+    after its last allocation (`_claim`, `run_sync` and `record` allocate, then check, then
+    mutate); worker threads start when their stream is created, never under the lock; and
+    `must_not_wait()` tells a release call that it has to defer its work (`release_later`)
+    instead of waiting for the streams.
     """
 
     def __init__(self) -> None:
         self.cond = threading.Condition(threading.RLock())
+        # Counts the state changes announced by _changed(): a wait that finds it moved since
+        # it last looked does not sleep (the change may have come while a finalizer waited).
+        self.changes = 0
         self._local = threading.local()  # .depth: lock holding; .worker: a stream's thread
         self.held = _Held(self.cond, self._local)
         self.nulls = [Stream(0, 0, null=True, device=d) for d in range(ordinals.count())]
@@ -195,7 +202,12 @@ class Engine:
         self.handles.remove(stream.handle)
         with self.held:
             stream.destroyed = True
-            self.cond.notify_all()
+            self._changed()
+
+    def _changed(self) -> None:
+        """Wake every waiting thread: the streams changed (lock held)."""
+        self.changes += 1
+        self.cond.notify_all()
 
     def _start(self, stream: Stream) -> None:
         stream.thread = threading.Thread(
@@ -226,7 +238,7 @@ class Engine:
         stream.enqueued += 1
         op.ticket = stream.enqueued
         stream.queue.append(op)
-        self.cond.notify_all()
+        self._changed()
 
     def submit(self, stream: Stream, work: Work, deps: Sequence[Dependency] = ()) -> int:
         """Enqueue asynchronous work; during stream capture, record it instead.
@@ -260,7 +272,8 @@ class Engine:
                 return status.CAPTURE_UNSUPPORTED
             deps = self._implicit(stream)
             op = _Op(0, deps, work, sticky=False)
-            idle = not stream.queue and stream.completed == stream.enqueued and _done(deps)
+            # _done allocates (see the class doc): the stream is read after it.
+            idle = _done(deps) and not stream.queue and stream.completed == stream.enqueued
             # (an empty queue means nothing is running either: ops leave it when finished)
             if idle:  # nothing to wait for: run it here, as the stream's next operation
                 stream.enqueued += 1
@@ -273,7 +286,7 @@ class Engine:
             finally:
                 with self.held:
                     stream.completed = op.ticket
-                    self.cond.notify_all()
+                    self._changed()
         with self.held:
             self._wait(lambda: stream.completed >= op.ticket, [d for d, _ in deps] + [stream])
         return op.result
@@ -284,6 +297,10 @@ class Engine:
             return None
         op = stream.queue[0]
         if not self._ready(stream, op):
+            return None
+        # _ready allocates: a finalizer that waited there let other threads claim, run and
+        # finish `op` meanwhile. Nothing allocates from this check to the claim.
+        if stream.running or not stream.queue or stream.queue[0] is not op:
             return None
         stream.running = True
         return op
@@ -314,7 +331,7 @@ class Engine:
         if result and op.sticky and not stream.error:
             stream.error = result
             stream.error_detail = op.detail
-        self.cond.notify_all()
+        self._changed()
 
     def _worker(self, stream: Stream) -> None:
         self._local.worker = True
@@ -322,18 +339,23 @@ class Engine:
         while True:
             with self.held:
                 while True:
+                    seen = self.changes
                     op = self._claim(stream)
                     if op is not None:
                         break
                     if stream.destroyed and not stream.queue:
                         if stream in self.live:
                             self.live.remove(stream)
-                        cond.notify_all()
+                        self._changed()
                         return
-                    cond.wait()
+                    if seen == self.changes:
+                        cond.wait()
             result = self._execute(op)
             with self.held:
                 self._finish(stream, op, result)
+            # The op's work may hold the last references to objects with finalizers: let them
+            # go here, outside the lock, not at the next claim's assignment inside it.
+            del op
 
     def _wait(self, done: Callable[[], bool], streams: Sequence[Stream]) -> None:
         """Wait (lock held once) until done(), running ready work of `streams` meanwhile.
@@ -347,7 +369,10 @@ class Engine:
         helping = getattr(self._local, "depth", 0) == 1 and not getattr(
             self._local, "worker", False
         )
-        while not done():
+        while True:
+            seen = self.changes  # before anything that allocates (see the class doc)
+            if done():
+                return
             op, owner = None, None
             if helping:
                 for stream in streams:
@@ -356,7 +381,8 @@ class Engine:
                         owner = stream
                         break
             if op is None or owner is None:
-                self.cond.wait()
+                if seen == self.changes:
+                    self.cond.wait()
                 continue
             # The lock is let go while the work runs; the depth stays, so a finalizer running
             # on this thread meanwhile defers (as on a worker: _execute marks the thread one).
@@ -431,7 +457,7 @@ class Engine:
                 return status.SUCCESS
             event.captured = None
             op = _Op(0, self._implicit(stream), stamp, sticky=True)
-            if not stream.queue and stream.completed == stream.enqueued and _done(op.deps):
+            if _done(op.deps) and not stream.queue and stream.completed == stream.enqueued:
                 stream.enqueued += 1  # the stream is there already: complete it now
                 record.ticket = stream.completed = stream.enqueued
                 record.time_ns = time.perf_counter_ns()
@@ -439,7 +465,7 @@ class Engine:
                 self._enqueue(stream, op)
                 record.ticket = op.ticket
             event.record = record
-            self.cond.notify_all()
+            self._changed()
         return status.SUCCESS
 
     def event_done(self, event: Event) -> bool:
