@@ -3,9 +3,9 @@
 x [N, C, *] C-contiguous (any number of spatial axes, none included), f32/f16/bf16 with f32
 statistics; batch_norm also takes channels-last tensors ([N, *, C], `channels_last=True`).
 weight, bias, running_mean and running_var are [C] of x's dtype (weight and bias may be
-None). kernels/channel_norms.hip (group_norm: a group held in shared memory where it fits,
-else read twice); queued on the backend's stream; `out=x` works in place; a repeated call is
-served by a plan (`OpsBase._planned`).
+None). kernels/channel_norms.hip (group_norm: each group read twice, the second time mostly
+from L2; with _ON_CHIP, held in shared memory where it fits); queued on the backend's
+stream; `out=x` works in place; a repeated call is served by a plan (`OpsBase._planned`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,12 @@ _GROUP_BLOCK = 512  # group_norm: threads per group
 _FEW_GROUPS_BLOCK = 1024  # ... where the groups are fewer than two per multiprocessor
 _VECTORS = True  # group_norm: 16-byte accesses where the layout allows (False: by element)
 _GROUP_PASSES = 2  # group_norm: reads of each group (2: statistics, output; 3: mean, var, output)
-_ON_CHIP = True  # group_norm: a group within the device's shared memory is held there
+# group_norm: a group within the device's opt-in shared memory is held there (one read of x)
+# instead of read twice. Off: on an H100 (bench_conv's bf16 [8, 512, 64, 64], 128 KiB groups;
+# 2026-11-27) no variant of it beat two reads, whose second read comes from L2 (the groups
+# of a wave fit it): 32 groups 0.59-0.66 of the copy rate against 0.61-0.63, 64 groups
+# 0.46-0.58 against 0.61. Kept, tested, for devices where that does not hold.
+_ON_CHIP = False
 _ON_CHIP_BLOCK = 1024  # ... threads per group (fewer for a group of fewer vectors)
 _ON_CHIP_FLIGHT = 8  # ... 16-byte loads a thread issues before their use (4 or 8)
 _ON_CHIP_PERSISTENT = False  # ... as many blocks as fit at once, each group's write overlapping
@@ -42,9 +47,10 @@ class ChannelNormOps(OpsBase):
     ) -> DeviceTensor:
         """torch.nn.functional.group_norm: the C channels in `num_groups` groups, each group
         of each image normalized by its mean and biased variance, then · weight[c] + bias[c].
-        One block per group: where the group's bytes fit the device's shared memory (its
-        opt-in limit) it is read once into it (Welford statistics), then normalized from it;
-        else read twice (the second read mostly from L2). Queued on the backend's stream."""
+        One block per group, which reads the group twice: Welford statistics, then the
+        output (the second read mostly from L2). With _ON_CHIP, a group that fits the
+        device's opt-in shared memory is read once into it instead. Queued on the backend's
+        stream."""
         key = plan_key(x, weight, bias, out)
         if key is not None:
             key = ("group_norm", *key, num_groups, eps)
