@@ -326,19 +326,23 @@ HIPK_DEVICE void max_pool2d_rows(const T* x, T* y, long long planes, int H, int 
         HIPK_UNROLL
         for (int u = 0; u < OH; ++u) {
             if (oh0 + u >= Ho) continue;  // Ho odd: the last pair's second row
-            // column[k]: the max over the window's rows of input column c0 - pw + k.
-            float column[V + 1];
-            HIPK_UNROLL
-            for (int k = 0; k <= V; ++k) column[k] = neg_inf();
+            // The max over the window's rows of the vector (MaxRun: packed where it can be) and
+            // of the column beside it, then column[k]: that of input column c0 - pw + k.
+            Vec<T, V> rows_max;
+            MaxRun<T, V>::init(rows_max);
+            float side_left = neg_inf(), side_right = neg_inf();
             HIPK_UNROLL
             for (int r = 2 * u; r < 2 * u + K; ++r) {
                 if (!inside[r]) continue;
-                HIPK_UNROLL
-                for (int k = 0; k <= V; ++k) {
-                    const float v = row_column<T, V>(middle[r], left[r], right[r], vector, pw, k);
-                    column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins, stays
-                }
+                if (vector) MaxRun<T, V>::add(rows_max, middle[r]);
+                const float l = left[r], rr = right[r];  // a NaN wins and stays
+                side_left = l > side_left || l != l ? l : side_left;
+                side_right = rr > side_right || rr != rr ? rr : side_right;
             }
+            float column[V + 1];
+            HIPK_UNROLL
+            for (int k = 0; k <= V; ++k)
+                column[k] = row_column<T, V>(rows_max, side_left, side_right, vector, pw, k);
             store_row_outputs<T, K>(column, y + (plane * Ho + oh0 + u) * Wo + ow0, Wo - ow0);
         }
     }
