@@ -68,6 +68,16 @@ def call_twice(op: Any, x: Any, *args: Any, **kwargs: Any) -> np.ndarray:
     return result
 
 
+def assert_close_with_nans(got: np.ndarray, expected: np.ndarray, dtype: str) -> None:
+    """NaN exactly where the reference has one (and it has some), the rest within dtype's
+    tolerance."""
+    nan = np.isnan(expected)
+    assert nan.any() and np.array_equal(np.isnan(got.astype(np.float64)), nan)
+    got, expected = got.copy(), expected.copy()
+    got[nan], expected[nan] = 0, 0
+    testing.assert_close(got, expected, dtype)
+
+
 @SETTINGS
 @given(data=st.data())
 def test_pooling_matches_numpy(backend: HipBackend, data: Any) -> None:
@@ -174,11 +184,7 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
         backend._conv_use_library = True
     expected = testing_conv.max_pool2d(x, window, stride, padding, dilation, ceil_mode,
                                        channels_last=channels_last)  # fmt: skip
-    nan = np.isnan(expected)
-    assert nan.any() and np.array_equal(np.isnan(got.astype(np.float64)), nan)
-    got, expected = got.copy(), expected.copy()
-    got[nan], expected[nan] = 0, 0
-    testing.assert_close(got, expected, dtype)
+    assert_close_with_nans(got, expected, dtype)
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -206,11 +212,7 @@ def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
         got = call_twice(backend.max_pool2d, backend.from_numpy(x), window, stride, padding,
                          dilation, ceil_mode)  # fmt: skip
         expected = testing_conv.max_pool2d(x, window, stride, padding, dilation, ceil_mode)
-        nan = np.isnan(expected)
-        assert nan.any() and np.array_equal(np.isnan(got.astype(np.float64)), nan)
-        got, expected = got.copy(), expected.copy()
-        got[nan], expected[nan] = 0, 0
-        testing.assert_close(got, expected, dtype)
+        assert_close_with_nans(got, expected, dtype)
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -241,11 +243,7 @@ def test_tiled_max_pools_span_several_tiles_with_the_same_bits(
         testing.assert_bits_equal(results[1], results[0])
         expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode,
                                            channels_last=channels_last)  # fmt: skip
-        nan = np.isnan(expected)
-        assert nan.any() and np.array_equal(np.isnan(results[1].astype(np.float64)), nan)
-        got, expected = results[1].copy(), expected.copy()
-        got[nan], expected[nan] = 0, 0
-        testing.assert_close(got, expected, dtype)
+        assert_close_with_nans(results[1], expected, dtype)
 
 
 @pytest.mark.parametrize(
