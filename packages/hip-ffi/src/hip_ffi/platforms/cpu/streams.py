@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_ffi.constants import ERROR_CODES, STREAM_NON_BLOCKING
 from hip_ffi.platforms.cpu import ordinals, status
+from hip_ffi.platforms.cpu.engine_lock import Held
 from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 
 if TYPE_CHECKING:
@@ -106,33 +107,6 @@ def _done(deps: Sequence[Dependency]) -> bool:
     return all(stream.completed >= ticket for stream, ticket in deps)
 
 
-class _Held:
-    """`with engine.held:` takes the engine's (re-entrant) lock and counts, per thread, how
-    deeply this thread holds it.
-
-    The count goes up before the lock is taken and down after it is let go: a finalizer that
-    garbage collection runs on this thread anywhere in between sees a count above zero and
-    defers its release (Engine.must_not_wait) instead of waiting inside a critical section.
-    """
-
-    def __init__(self, cond: threading.Condition, local: threading.local) -> None:
-        self._cond = cond
-        self._local = local
-
-    def __enter__(self) -> None:
-        local = self._local
-        local.depth = getattr(local, "depth", 0) + 1
-        try:
-            self._cond.acquire()
-        except BaseException:  # interrupted (Ctrl-C) before the lock was taken
-            local.depth -= 1
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self._cond.release()
-        self._local.depth -= 1
-
-
 class Engine:
     """Every stream of the device and the one lock/condition that orders them.
 
@@ -154,7 +128,7 @@ class Engine:
         # it last looked does not sleep (the change may have come while a finalizer waited).
         self.changes = 0
         self._local = threading.local()  # .depth: lock holding; .worker: a stream's thread
-        self.held = _Held(self.cond, self._local)
+        self.held = Held(self.cond, self._local)
         self.nulls = [Stream(0, 0, null=True, device=d) for d in range(ordinals.count())]
         self.live: list[Stream] = [*self.nulls]  # not destroyed, or still draining
         self.handles: Registry[Stream] = Registry("hipStream_t")
