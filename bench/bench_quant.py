@@ -2,18 +2,16 @@
 
 For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096 gate/up,
 4096x14336 down, 128256x4096 head) and rows 1 and 16 of x: ms per call of
-`backend.quantized_linear` as shipped (`hip shipped`: kernels/gemv_quant_superblock.hip with
-ROWS_PER_BLOCK's choice), then every rows-per-block choice of the superblock kernels
-(`sb group=8..64`, through quantized_linear), at rows 1 the superblock kernels' other builds
-(BUILDS: `m<B>`: __launch_bounds__ of B blocks per multiprocessor; `xs`: x staged as f32 in
-shared memory; `t128`: blocks of 128 threads), launched directly, and the shared-memory
-staging kernels of kernels/gemv_quant.hip (`staging tpr=64`: what shipped before, launched
-directly), each checked against the shipped result first. Figures: the effective
-bandwidth of the weight bytes read (blocks: 34 bytes per 32 weights for Q8_0, 18 for Q4_0) as
-a fraction of the same run's device-to-device copy rate (read + write bytes per second, the
-better of hipMemcpyAsync and torch). Anchor: torch's bf16 matmul of the dequantized weight
-(`x @ Wᵀ`, cuBLAS), its time and the bf16 weight bytes per second. The goal (issue 16): Q8_0
-at rows 1 >= 80% of copy. `--summary` prints one line per case instead of the table.
+`backend.quantized_linear` as shipped (`hip split`: the weight in the split layout, as the Llama
+loader keeps it, kernels/gemv_quant_split.hip with LANE_CHUNKS's teams per row), then every
+teams-per-row choice of the split kernels (`split slices=1..8`), and the weight in GGUF's
+layout (`hip gguf`: kernels/gemv_quant.hip's shared-memory staging), each checked against the
+shipped result first. Figures: the effective bandwidth of the weight bytes read (34 bytes per
+32 weights for Q8_0, 18 for Q4_0, in either layout) as a fraction of the same run's
+device-to-device copy rate (read + write bytes per second, the better of hipMemcpyAsync and
+torch). Anchor: torch's bf16 matmul of the dequantized weight (`x @ Wᵀ`, cuBLAS), its time and
+the bf16 weight bytes per second. The goal (issue 16): Q8_0 at rows 1 >= 80% of copy.
+`--summary` prints one line per case instead of the table.
 
 Weights are random blocks (random quants, f16 scales in [2^-8, 2^-6]): the kernels' speed does
 not depend on the values. Each shape's result is checked against the torch product first.
@@ -21,7 +19,6 @@ not depend on the values. Each shape's result is checked against the torch produ
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -29,7 +26,7 @@ from _harness import ROWS, emit, parser, save
 from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
 
 from hip_core import hip_api
-from hip_runtime import HipBackend, kernel_sources
+from hip_runtime import HipBackend
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
@@ -38,21 +35,7 @@ from hip_runtime.tensor import DeviceTensor
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
 QUICK_SHAPES = [(4096, 4096), (4096, 14336)]
 ROW_COUNTS = (1, 16)
-GROUPS = (8, 16, 32, 64)  # the superblock kernels' weight rows per block
-STAGING_TPR = (64,)  # the staging kernels' threads per weight row
-#: Other builds of the superblock kernels, timed at rows 1 (what they change): (label, macros).
-#: m<B>: __launch_bounds__ of B blocks per multiprocessor (fewer registers a thread, more
-#: warps to overlap the loads); xs: one row of x staged as f32 in shared memory (no conversions
-#: in the products: on NVIDIA they share the half-rate integer pipe with the quants' decoding).
-_MIN_BLOCKS, _X_SHARED = "HIPK_GEMV_SB_MIN_BLOCKS", "HIPK_GEMV_SB_X_SHARED=1"
-#: t128: blocks of 128 threads (4 a multiprocessor at the same registers: a block's slowest
-#: warp holds back fewer others when blocks retire and the next wave starts).
-#: The shipped build is m2 (HIPK_GEMV_SB_MIN_BLOCKS's default), x through registers.
-_T128 = ("HIPK_GEMV_SB_THREADS=128", f"{_MIN_BLOCKS}=4")
-BUILDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("m3", (f"{_MIN_BLOCKS}=3",)), ("xs", (_X_SHARED,)), ("xsm3", (_X_SHARED, f"{_MIN_BLOCKS}=3")),
-    ("t128", _T128), ("xst128", (_X_SHARED, *_T128)),
-)  # fmt: skip
+SLICES = (1, 2, 4, 8)  # the split kernels' teams per weight row
 
 
 def random_blocks(rng: np.random.Generator, n: int, k: int, encoding: str) -> np.ndarray:
@@ -71,7 +54,8 @@ def bench_shape(
 ) -> None:  # fmt: skip
     n, k = shape
     blocks = backend.from_numpy(random_blocks(rng, n, k, encoding))
-    weight = QuantizedWeight(blocks, shape, encoding)
+    gguf_weight = QuantizedWeight(blocks, shape, encoding)
+    weight = backend.split_quantized(gguf_weight)
     dense = backend.dequantize(weight, "bfloat16") if torch is not None else None
     for rows in ROW_COUNTS:
         host = rng.standard_normal((rows, k), np.float32)
@@ -81,7 +65,7 @@ def bench_shape(
         torch_ms = None
         if dense is not None:
             torch_ms = bench_torch(backend, torch, name, x, weight, dense, y, repeats, copy)
-        bench_variants(backend, name, x, weight, y, repeats, copy, torch_ms)
+        bench_variants(backend, name, x, (weight, gguf_weight), y, repeats, copy, torch_ms)
 
 
 def bench_torch(
@@ -105,16 +89,14 @@ def bench_torch(
 
 
 def bench_variants(
-    backend: HipBackend, name: str, x: DeviceTensor, weight: QuantizedWeight, y: DeviceTensor,
-    repeats: int, copy: float, torch_ms: float | None,
+    backend: HipBackend, name: str, x: DeviceTensor, weights: tuple[QuantizedWeight, ...],
+    y: DeviceTensor, repeats: int, copy: float, torch_ms: float | None,
 ) -> None:  # fmt: skip
-    """The shipped choice, each rows-per-block choice of the superblock kernels (through
-    quantized_linear), then the other builds and the staging kernels (launched directly, each
-    checked against the shipped result first)."""
+    """The shipped choice (the split weight, LANE_CHUNKS's teams per row), each teams-per-row
+    choice, then the GGUF-layout weight, all through quantized_linear, each checked against the
+    shipped result first."""
     timer = HipTimer(backend)
-    rows, k = x.shape
-    n = weight.shape[0]
-    tile = next(r for r in (1, 4, 16) if r >= rows)
+    weight, gguf_weight = weights
 
     def record(impl: str, ms: float) -> None:
         rate = weight.nbytes / ms / 1e6
@@ -123,60 +105,36 @@ def bench_variants(
             row["vs_torch"] = torch_ms / ms
         emit(**row)
 
-    def timed(impl: str, run: Any) -> None:
-        record(impl, time_ms(run, timer.start, timer.stop, repeats))
+    def timed(impl: str, stored: QuantizedWeight) -> None:
+        def run() -> None:
+            backend.quantized_linear(x, stored, out=y)
 
-    group = quantized_matmul.rows_per_block(n)
-    timed(f"hip shipped (sb group={group})", lambda: backend.quantized_linear(x, weight, out=y))
-    saved = quantized_matmul.ROWS_PER_BLOCK
-    try:
-        for group in GROUPS:
-            quantized_matmul.ROWS_PER_BLOCK = ((1 << 62, group),)
-            backend._plans = None  # (plans keep the choice they were made with)
-            timed(f"sb group={group}", lambda: backend.quantized_linear(x, weight, out=y))
-    finally:
-        quantized_matmul.ROWS_PER_BLOCK = saved
-        backend._plans = None
-    shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
-    others: list[tuple[str, Any, int, int, int]] = []  # impl, kernel, rows, split, threads
-    for label, macros in BUILDS if rows == 1 else ():
-        try:
-            kernel = build(backend, macros).get_kernel(f"gemv_sb_{weight.encoding}_r{tile}_bf16")
-        except Exception as error:  # a build that does not compile must not hide the others
-            emit(bench="skipped", case=f"{name} sb {label}", impl="build",
-                 reason=f"{type(error).__name__}: {error}"[:300])  # fmt: skip
-            continue
-        threads = 128 if "HIPK_GEMV_SB_THREADS=128" in macros else 256
-        others += [(f"sb {label} group={g}", kernel, g, g, threads) for g in GROUPS]
-    staging = backend._kernel("gemv_quant.hip", f"gemv_{weight.encoding}_r{tile}_bf16")
-    others += [(f"staging tpr={tpr}", staging, 256 // tpr, tpr, 256) for tpr in STAGING_TPR]
-    for impl, kernel, per_block, split, threads in others:
-        grid = -(-n // per_block)
-
-        def launch(kernel: Any = kernel, grid: int = grid, split: int = split,
-                   threads: int = threads) -> None:  # fmt: skip
-            kernel.launch(grid, threads, weight.blocks, x, y, n, k, rows, split, k, n,
-                          stream=backend.stream)  # fmt: skip
-
-        launch()
-        error = np.abs(y.to_numpy().astype(np.float32) - shipped).max() / np.abs(shipped).max()
+        run()
+        got = y.to_numpy().astype(np.float32)
+        error = np.abs(got - shipped).max() / max(np.abs(shipped).max(), 1e-30)
         if error > 1e-2:  # a wrong kernel's speed means nothing
             emit(bench=name, impl=f"check: {impl} vs shipped", max_rel_err=float(error))
-            continue
-        timed(impl, launch)
+            return
+        record(impl, time_ms(run, timer.start, timer.stop, repeats))
+
+    slices = quantized_matmul.split_slices(weight.encoding, weight.shape[1])
+    shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
+    timed(f"hip split (slices={slices})", weight)
+    try:
+        for choice in SLICES:
+            quantized_matmul.SPLIT_SLICES = choice
+            backend._plans = None  # (plans keep the choice they were made with)
+            timed(f"split slices={choice}", weight)
+    finally:
+        quantized_matmul.SPLIT_SLICES = None
+        backend._plans = None
+    timed("hip gguf (staging)", gguf_weight)
 
 
-@functools.cache
-def build(backend: HipBackend, macros: tuple[str, ...]) -> Any:
-    """gemv_quant_superblock.hip compiled with -D of each of `macros`, loaded on the device."""
-    options = tuple(f"-D{macro}" for macro in macros)
-    return kernel_sources.program("gemv_quant_superblock.hip", options=options).load(backend.device)
-
-
-#: The summary's abbreviations: g<G> = sb group=G, <build>g<G> = a build, st<T> = staging.
+#: The summary's abbreviations: s<S> = split slices=S, gguf = the GGUF-layout weight.
 SHORT_NAMES = (
-    ("hip shipped (sb group=", "shipped(g"), ("sb group=", "g"), ("sb ", ""), (" group=", "g"),
-    ("staging tpr=", "st"), ("torch bf16 matmul", "torch"),
+    ("hip split (slices=", "shipped(s"), ("split slices=", "s"), ("hip gguf (staging)", "gguf"),
+    ("torch bf16 matmul", "torch"),
 )  # fmt: skip
 
 
@@ -198,8 +156,8 @@ def summary(copy: float) -> str:
         elif r["bench"] == "skipped":
             notes.append(f"skipped {r['case']}: {r['reason']}")
     head = (
-        f"D2D copy (read + write): {copy:.0f} GB/s; figures: weight bytes/s of copy (g<G>: "
-        "superblock rows per block; builds: m<B> minblocks B, xs x in shared memory; st<T> staging)"
+        f"D2D copy (read + write): {copy:.0f} GB/s; figures: weight bytes/s of copy (s<S>: "
+        "split layout, S teams per row; gguf: GGUF layout, staging kernels)"
     )
     lines = [f"{c}: " + ", ".join(v) for c, v in cases.items()]
     check = "no torch" if worst is None else f"{worst:.2e}"

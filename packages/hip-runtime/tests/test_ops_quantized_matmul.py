@@ -1,10 +1,10 @@
-"""quantized_linear (kernels/gemv_quant_superblock.hip for K a multiple of 256 and 16-byte
-aligned blocks, kernels/gemv_quant.hip otherwise, and dequantize + GEMM beyond GEMV_MAX_ROWS)
-and dequantize against float64 references of the dequantized weight, under hypothesis: both
-encodings, each dtype, row lengths that take the superblock kernels (K a multiple of 256) and
-the staging ones (with its 2-byte copy), blocks at a 2-byte aligned address, 1..20 rows (the row
-tiles 1, 4, 16 and two launches), weight rows that do not fill a block, x in strided and
-unaligned layouts, every threads-per-row and rows-per-block choice.
+"""quantized_linear (kernels/gemv_quant_split.hip for weights in the split layout,
+kernels/gemv_quant.hip for GGUF's, and dequantize + GEMM beyond GEMV_MAX_ROWS), dequantize and
+split_quantized against float64 references of the dequantized weight, under hypothesis: both
+encodings, each dtype, both layouts (split where K is a multiple of 256), GGUF blocks at a
+2-byte aligned address (the staging kernels' 2-byte copy), 1..20 rows (the row tiles 1, 4, 16
+and two launches), weight rows that do not fill a block, x in strided and unaligned layouts,
+every threads-per-row and teams-per-row choice.
 
 On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
 """
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hip_core import Device
-from hip_runtime import HipBackend, kernel_sources, testing
+from hip_runtime import HipBackend, testing
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.tensor import DeviceTensor
@@ -73,22 +73,24 @@ def expected(x: np.ndarray, dense: np.ndarray) -> testing.Reference:
     rows=st.sampled_from([1, 2, 4, 5, 16, 17]),
     layout=st.sampled_from(["contiguous", "strided", "unaligned", "batched"]),
     tpr=st.sampled_from([32, 64, 128, 256]),
-    group=st.sampled_from([8, 16, 32, 64]),
-    shifted=st.booleans(),
+    slices=st.sampled_from([None, 1, 2, 4, 8]),
+    stored=st.sampled_from(["gguf", "shifted", "split"]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_matches_the_reference(
     backend: HipBackend, monkeypatch: pytest.MonkeyPatch, encoding: str, dtype: str, n: int,
-    blocks: int, rows: int, layout: str, tpr: int, group: int, shifted: bool, seed: int,
+    blocks: int, rows: int, layout: str, tpr: int, slices: int | None, stored: str, seed: int,
 ) -> None:  # fmt: skip
     monkeypatch.setattr(quantized_matmul, "THREADS_PER_ROW", ((1 << 62, tpr),))
-    monkeypatch.setattr(quantized_matmul, "ROWS_PER_BLOCK", ((1 << 62, group),))
+    monkeypatch.setattr(quantized_matmul, "SPLIT_SLICES", slices)
     backend._plans = None  # plans keep the kernel choice they were made with
     rng = np.random.default_rng(seed)
     k = 32 * blocks
     weight, dense = quantized(backend, rng, n, k, encoding)
-    if shifted:  # the same blocks 2 bytes past a 16-byte boundary: the staging kernels
+    if stored == "shifted":  # the same blocks 2 bytes past a 16-byte boundary
         weight = QuantizedWeight(shifted_copy(backend, weight.blocks), (n, k), encoding)
+    elif stored == "split" and k % 256 == 0:
+        weight = backend.split_quantized(weight)
     if layout == "batched":
         x = testing.random(rng, (rows, 1, k), dtype)  # [B, 1, K]: a decode step's hidden states
         device_x = backend.from_numpy(x)
@@ -122,45 +124,56 @@ def test_many_rows_take_dequantize_and_gemm(backend: HipBackend, encoding: str) 
 
 @pytest.mark.parametrize("dtype", TYPES)
 @pytest.mark.parametrize("encoding", sorted(QTYPES))
-def test_dequantize_is_exact(backend: HipBackend, encoding: str, dtype: str) -> None:
+@pytest.mark.parametrize(("k", "split"), [(96, False), (512, False), (512, True)])
+def test_dequantize_is_exact(
+    backend: HipBackend, encoding: str, dtype: str, k: int, split: bool
+) -> None:  # fmt: skip
     rng = np.random.default_rng(5)
-    weight, _ = quantized(backend, rng, 5, 96, encoding)
-    got = backend.dequantize(weight, testing.DTYPES[dtype]).to_numpy()
+    weight, _ = quantized(backend, rng, 5, k, encoding)
     blocks = weight.blocks.to_numpy()
-    testing.assert_bits_equal(got, testing.dequantize(blocks, encoding, dtype).reshape(5, 96))
+    if split:
+        weight = backend.split_quantized(weight)
+    got = backend.dequantize(weight, testing.DTYPES[dtype]).to_numpy()
+    testing.assert_bits_equal(got, testing.dequantize(blocks, encoding, dtype).reshape(5, k))
+
+
+def split_rows(blocks: np.ndarray, encoding: str) -> np.ndarray:
+    """The split layout of GGUF blocks [n, k / 32 * block bytes], by numpy: each row's scales,
+    then its quants."""
+    block_bytes = 34 if encoding == "q8_0" else 18
+    b = blocks.reshape(blocks.shape[0], -1, block_bytes)
+    scales, quants = b[:, :, :2], b[:, :, 2:]
+    return np.concatenate([scales.reshape(len(b), -1), quants.reshape(len(b), -1)], axis=1)
 
 
 @pytest.mark.parametrize("encoding", sorted(QTYPES))
-def test_x_shared_build_matches_the_reference(
-    backend: HipBackend, device: Device, encoding: str
-) -> None:
-    """The superblock kernels built with HIPK_GEMV_SB_X_SHARED=1 (bench_quant's `xs`: one row of
-    x staged as f32 in shared memory) and 2-superblock tiles of x: several tiles a row, a last
-    tile cut short, threads with no superblock in a tile, rows that do not fill a block."""
-    options = ("-DHIPK_GEMV_SB_X_SHARED=1", "-DHIPK_GEMV_SB_X_TILE=512")
-    program = kernel_sources.program("gemv_quant_superblock.hip", options=options).load(device)
+def test_split_quantized_rearranges_the_bytes(backend: HipBackend, encoding: str) -> None:
     rng = np.random.default_rng(11)
-    for n, k, group in ((40, 1280, 16), (70, 512, 64), (17, 768, 8), (33, 2048, 32)):
-        weight, dense = quantized(backend, rng, n, k, encoding)
-        for dtype in TYPES:
-            x = testing.random(rng, (1, k), dtype)
-            y = backend.empty((1, n), testing.DTYPES[dtype])
-            kernel = program.get_kernel(f"gemv_sb_{encoding}_r1_{dtype}")
-            kernel.launch(-(-n // group), 256, weight.blocks, backend.from_numpy(x), y, n, k, 1,
-                          group, k, n, stream=backend.stream)  # fmt: skip
-            testing.assert_close(y.to_numpy(), expected(x, dense), dtype)
+    weight, dense = quantized(backend, rng, 7, 768, encoding)
+    split = backend.split_quantized(weight)
+    assert (split.layout, split.shape, split.encoding) == ("split", (7, 768), encoding)
+    assert split.blocks.ptr != weight.blocks.ptr and split.nbytes == weight.nbytes
+    np.testing.assert_array_equal(
+        split.blocks.to_numpy(), split_rows(weight.blocks.to_numpy(), encoding)
+    )
+    assert backend.split_quantized(split) is split
+    x = testing.random(rng, (1, 768), "f32")
+    got = backend.quantized_linear(backend.from_numpy(x), split).to_numpy()
+    testing.assert_close(got, expected(x, dense), "f32")
 
 
 def test_repeated_calls_use_the_plan(backend: HipBackend) -> None:
-    """The planned path (second call of the same layouts) gives the same result, into out= too."""
+    """The planned path (second call of the same layouts) gives the same result, into out= too,
+    for both layouts of the weight."""
     rng = np.random.default_rng(7)
-    weight, _ = quantized(backend, rng, 33, 256, "q8_0")
+    gguf_weight, _ = quantized(backend, rng, 33, 256, "q8_0")
     x = backend.from_numpy(testing.random(rng, (3, 256), "bf16"))
-    first = backend.quantized_linear(x, weight).to_numpy()
-    out = backend.empty((3, 33), "bfloat16")
-    for _ in range(2):
-        backend.quantized_linear(x, weight, out=out)
-        np.testing.assert_array_equal(out.to_numpy().view(np.uint16), first.view(np.uint16))
+    for weight in (gguf_weight, backend.split_quantized(gguf_weight)):
+        first = backend.quantized_linear(x, weight).to_numpy()
+        out = backend.empty((3, 33), "bfloat16")
+        for _ in range(2):
+            backend.quantized_linear(x, weight, out=out)
+            np.testing.assert_array_equal(out.to_numpy().view(np.uint16), first.view(np.uint16))
 
 
 def test_bad_arguments_raise_before_launch(backend: HipBackend) -> None:
@@ -186,21 +199,30 @@ def test_bad_arguments_raise_before_launch(backend: HipBackend) -> None:
         (lambda: QuantizedWeight(blocks, (8, 96), "q4_0"), "expected uint8"),
         (lambda: QuantizedWeight(blocks, (8, 64), "q8_0"), "expected uint8"),
         (lambda: QuantizedWeight(blocks.to_numpy(), (8, 64), "q4_0"), "DeviceTensor"),  # type: ignore[arg-type]
+        (lambda: QuantizedWeight(blocks, (8, 64), "q4_0", "rows"), "layout"),
+        (lambda: QuantizedWeight(blocks, (8, 64), "q4_0", "split"), "multiple of 256"),
+        (lambda: backend.split_quantized(weight), "multiple of 256"),
+        (lambda: backend.split_quantized(blocks), "QuantizedWeight"),  # type: ignore[arg-type]
     ]:
         with pytest.raises((ValueError, TypeError), match=message):
             make()
+    wide, _ = quantized(backend, rng, 2, 256, "q8_0")
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        QuantizedWeight(shifted_copy(backend, wide.blocks), (2, 256), "q8_0", "split")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("encoding", sorted(QTYPES))
 def test_llama_shapes(backend: HipBackend, platform: str, encoding: str) -> None:
-    """A 1B/8B Llama's down projection (K = 14336) and a 4096-wide layer at rows 1 and 16, bf16."""
+    """A 1B/8B Llama's down projection (K = 14336) and a 4096-wide layer at rows 1 and 16, bf16,
+    in both layouts."""
     if platform == "cpu":
         pytest.skip("a GPU-sized shape")
     rng = np.random.default_rng(13)
     for n, k in ((4096, 4096), (1024, 14336)):
         weight, dense = quantized(backend, rng, n, k, encoding)
-        for rows in (1, 16):
-            x = testing.random(rng, (rows, k), "bf16")
-            got = backend.quantized_linear(backend.from_numpy(x), weight).to_numpy()
-            testing.assert_close(got, expected(x, dense), "bf16")
+        for stored in (weight, backend.split_quantized(weight)):
+            for rows in (1, 16):
+                x = testing.random(rng, (rows, k), "bf16")
+                got = backend.quantized_linear(backend.from_numpy(x), stored).to_numpy()
+                testing.assert_close(got, expected(x, dense), "bf16")

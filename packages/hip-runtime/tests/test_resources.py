@@ -62,6 +62,7 @@ BACKEND: dict[str, Call] = {
     "synchronize": lambda b, t: b.synchronize(),
     "quantized_linear": lambda b, t: b.quantized_linear(t["x"].reshape(1, 32), t["q8"]),
     "dequantize": lambda b, t: b.dequantize(t["q8"]),
+    "split_quantized": lambda b, t: b.split_quantized(t["q8"]),
     # issue 14's op set
     "where": lambda b, t: b.where(t["x"] > 0, t["x"], 0.0),
     "affine": lambda b, t: b.affine(t["x"], 2.0, 1.0),

@@ -13,7 +13,9 @@ with one row gather on the device, so both sources run the same rotate-half rope
 A GGUF's Q8_0 / Q4_0 linear weights (attention, MLP and the untied head) may stay quantized:
 `keep_quantized` turns their records into raw byte records (the loader copies the blocks as
 they are, no dequantization) and `prepare` wraps them in ops.quantized_matmul.QuantizedWeight
-(row gathers of attn_q / attn_k move whole rows of blocks). The embedding is always expanded:
+(row gathers of attn_q / attn_k move whole rows of blocks), rearranged into the split layout
+where the row length allows (a multiple of 256: every Llama shape), which the decode GEMV reads
+at near the copy rate. The embedding is always expanded:
 the embedding op reads floats.
 """
 
@@ -28,6 +30,7 @@ import numpy as np
 from hip_runtime.backend import HipBackend
 from hip_runtime.loading.formats import Checkpoint, TensorRecord
 from hip_runtime.models.llama_config import LlamaConfig
+from hip_runtime.ops.quantized import SPLIT_MULTIPLE
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.tensor import DeviceTensor
 
@@ -183,10 +186,14 @@ def prepare(
             tensor = backend.index_select(tensor, 0, unpermute[heads])
         if name not in quantized:
             return backend.cast(tensor, dtype)
-        if heads is None:  # a copy: the loaded checkpoint is freed after `prepare`
-            tensor = backend.empty(tensor.shape, tensor.dtype).copy_(tensor)
         encoding, shape = quantized[name]
-        return QuantizedWeight(tensor, shape, encoding)
+        # The split layout (the decode GEMV's coalesced one) where K allows: new blocks, like
+        # the copy below, so the loaded checkpoint can be freed after `prepare`.
+        split = shape[1] % SPLIT_MULTIPLE == 0 and tensor.ptr % 2 == 0
+        if heads is None and not split:
+            tensor = backend.empty(tensor.shape, tensor.dtype).copy_(tensor)
+        weight = QuantizedWeight(tensor, shape, encoding)
+        return backend.split_quantized(weight) if split else weight
 
     embed_name, norm_name, _ = TOP_NAMES[naming]
     layers = []

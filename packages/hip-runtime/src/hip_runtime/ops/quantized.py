@@ -1,8 +1,10 @@
-"""Quantized checkpoint blocks (GGUF's Q8_0 and Q4_0) dequantized on the device.
+"""Quantized checkpoint blocks (GGUF's Q8_0 and Q4_0) dequantized and rearranged on the device.
 
 The loader copies a quantized tensor's stored bytes (TensorRecord.nbytes, encoding "q8_0" or
 "q4_0") to the device as they are, then `dequantize_into` expands them into the record's
-float tensor with the kernels of `kernels/dequant.hip`.
+float tensor with the kernels of `kernels/dequant.hip`. `split_rows_into` rearranges them into
+the split row layout that the decode GEMV reads coalesced (kernels/gemv_quant_split.hip), and
+`dequantize_into(..., layout="split")` expands that layout.
 """
 
 from __future__ import annotations
@@ -20,13 +22,20 @@ BLOCK_ENCODINGS: dict[str, tuple[int, int]] = {
     "q4_0": (32, 2 + 16),  # value = d * (nibble - 8); low nibbles are elements 0..15
 }
 
+#: Layouts of a weight's quantized bytes: "gguf", ggml's blocks as a GGUF file stores them;
+#: "split", each row's K / 32 f16 scales, then its quants (the same bytes per row; rows of K a
+#: multiple of SPLIT_MULTIPLE, 16-byte aligned: kernels/gemv_quant_split.hip's header).
+LAYOUTS = ("gguf", "split")
+SPLIT_MULTIPLE = 256  # a split row's K: its scales and quants then start 16-byte aligned
+
 _SOURCE = "dequant.hip"
 _BLOCK = 256  # threads per block; each thread writes one 16-byte run of output per pass
 
 
 def dequantize_into(
-    kernels: KernelCache, encoding: str, source: int, out: DeviceTensor, *, stream: Stream
-) -> None:
+    kernels: KernelCache, encoding: str, source: int, out: DeviceTensor, *, stream: Stream,
+    layout: str = "gguf",
+) -> None:  # fmt: skip
     """Expand the quantized blocks at device address `source` into `out`.
 
     Args:
@@ -38,6 +47,8 @@ def dequantize_into(
             (block i becomes elements [32 i, 32 i + 32) in row-major order). Each value is
             the f32 product of the block's f16 scale and its quant, rounded once to out's dtype.
         stream: the stream the kernel is queued on.
+        layout: "gguf" (the default) or "split" (LAYOUTS): then `source` holds split rows of
+            out.shape[-1] elements (a multiple of SPLIT_MULTIPLE) and is 16-byte aligned.
 
     Stream semantics: asynchronous. The kernel runs in `stream`'s order, so the bytes at
     `source` must be ready in that order (copied on `stream`, or `stream` made to wait for the
@@ -52,6 +63,8 @@ def dequantize_into(
             f"unknown block encoding {encoding!r}; expected one of {', '.join(BLOCK_ENCODINGS)}"
         )
     per_block, block_bytes = geometry
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
     if not isinstance(out, DeviceTensor):
         raise TypeError(f"out must be a DeviceTensor, not {type(out).__name__}")
     suffix = float_type(out.dtype, "out").suffix
@@ -68,14 +81,55 @@ def dequantize_into(
     if isinstance(source, bool) or not isinstance(source, int) or source <= 0 or source % 2:
         raise ValueError(f"source must be a nonzero, 2-byte aligned device address: {source!r}")
     nblocks = out.size // per_block
+    k = out.shape[-1] if out.ndim else 1
+    if layout == "split" and (k % SPLIT_MULTIPLE or source % 16):
+        raise ValueError(f"split rows need a row length that is a multiple of {SPLIT_MULTIPLE} "
+                         f"(out is {out.shape}) and a 16-byte aligned source")  # fmt: skip
     if nblocks == 0:
         return
     if source < out.ptr + out.nbytes and out.ptr < source + nblocks * block_bytes:
         raise ValueError("the source blocks overlap out")
     runs = out.size // (16 // out.dtype.itemsize)  # 16-byte runs of output, one per thread
     grid = min(-(-runs // _BLOCK), grid_cap(kernels.device))
-    kernel = kernels.get(_SOURCE, f"dequant_{encoding}_{suffix}")
-    kernel.launch(grid, _BLOCK, DevicePointer(source), out, nblocks, stream=stream)
+    if layout == "split":
+        kernel = kernels.get(_SOURCE, f"dequant_split_{encoding}_{suffix}")
+        kernel.launch(grid, _BLOCK, DevicePointer(source), out, k, nblocks, stream=stream)
+    else:
+        kernel = kernels.get(_SOURCE, f"dequant_{encoding}_{suffix}")
+        kernel.launch(grid, _BLOCK, DevicePointer(source), out, nblocks, stream=stream)
 
 
-__all__ = ["BLOCK_ENCODINGS", "dequantize_into"]
+def split_rows_into(
+    kernels: KernelCache, encoding: str, blocks: DeviceTensor, out: DeviceTensor, *,
+    stream: Stream,
+) -> None:  # fmt: skip
+    """Rearrange a [N, K] weight's GGUF blocks into the split row layout (LAYOUTS).
+
+    Args:
+        kernels: the KernelCache of the tensors' device (compiles dequant.hip on first use).
+        encoding: "q8_0" or "q4_0".
+        blocks: uint8 [N, K / 32 * block bytes], C-contiguous, 2-byte aligned: ggml's blocks.
+        out: uint8 of the same shape, C-contiguous, 16-byte aligned, not overlapping `blocks`;
+            K (from the shape) a multiple of SPLIT_MULTIPLE.
+        stream: the stream the kernel is queued on.
+
+    Stream semantics: asynchronous, as dequantize_into: `blocks` must be ready in `stream`'s
+    order and stay allocated until `stream` has passed the kernel. Nothing synchronizes.
+    """
+    per_block, block_bytes = BLOCK_ENCODINGS[encoding]
+    rows, row_bytes = blocks.shape
+    k = row_bytes // block_bytes * per_block
+    if out.shape != blocks.shape or not out.is_contiguous or out.ptr % 16 or k % SPLIT_MULTIPLE:
+        raise ValueError(f"split rows: out must be C-contiguous, 16-byte aligned and "
+                         f"{blocks.shape} with K = {k} a multiple of {SPLIT_MULTIPLE}")  # fmt: skip
+    if blocks.ptr < out.ptr + out.nbytes and out.ptr < blocks.ptr + blocks.nbytes:
+        raise ValueError("split rows: out overlaps the blocks")
+    nblocks = rows * k // per_block
+    if nblocks == 0:
+        return
+    grid = min(-(-nblocks // _BLOCK), grid_cap(kernels.device))
+    kernel = kernels.get(_SOURCE, f"split_rows_{encoding}")
+    kernel.launch(grid, _BLOCK, blocks, out, k, nblocks, stream=stream)
+
+
+__all__ = ["BLOCK_ENCODINGS", "LAYOUTS", "SPLIT_MULTIPLE", "dequantize_into", "split_rows_into"]

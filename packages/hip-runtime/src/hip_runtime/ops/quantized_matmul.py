@@ -1,14 +1,18 @@
 """Linear layers whose weight stays in GGUF's Q8_0 / Q4_0 blocks on the device (issue 16).
 
-`QuantizedWeight` holds a weight's raw blocks (ggml's layout, ops.quantized.BLOCK_ENCODINGS)
-with its logical shape [N, K]; `quantized_linear(x, weight)` is `x @ dequantize(weight)ᵀ`:
+`QuantizedWeight` holds a weight's quantized bytes with its logical shape [N, K], in one of
+two layouts (ops.quantized.LAYOUTS): "gguf", ggml's blocks as a GGUF file stores them, or
+"split", each row's scales then its quants, which `split_quantized` makes (the Llama loader
+does, for every K a multiple of 256: all Llama shapes). `quantized_linear(x, weight)` is
+`x @ dequantize(weight)ᵀ`:
 
-- up to `GEMV_MAX_ROWS` rows of x (a decode step's tokens): GEMV kernels read the blocks once
-  per 16 rows and dequantize them in registers, so a decode step streams ~1.06 (Q8_0) or ~0.56
-  (Q4_0) bytes per weight instead of 2 (bf16) or 4 (f32). K a multiple of 256 and blocks
-  16-byte aligned (every Llama shape): kernels/gemv_quant_superblock.hip, 16-byte loads of 8
-  blocks at a time straight into registers; otherwise kernels/gemv_quant.hip, which stages the
-  blocks through shared memory;
+- up to `GEMV_MAX_ROWS` rows of x (a decode step's tokens): GEMV kernels read the quantized
+  bytes once per 16 rows and dequantize them in registers, so a decode step streams ~1.06
+  (Q8_0) or ~0.56 (Q4_0) bytes per weight instead of 2 (bf16) or 4 (f32). Split weights:
+  kernels/gemv_quant_split.hip, each team of 32 lanes reading a row's quants in 512-byte
+  coalesced loads (H100, Q8_0, one row of x: 0.81-0.83 of the copy rate at Llama's mid shapes).
+  GGUF weights: kernels/gemv_quant.hip, which stages the 34 (18) byte blocks through shared
+  memory (0.4-0.55);
 - more rows (a prefill): the weight is expanded into a pooled scratch tensor of x's dtype and
   multiplied by BLAS (GEMM speed; the scratch returns to the pool once the stream is past it).
 
@@ -25,13 +29,19 @@ from typing import TYPE_CHECKING
 from hip_core import Kernel
 from hip_runtime.dtypes import float_type
 from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_head, plan_key
-from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
+from hip_runtime.ops.quantized import (
+    BLOCK_ENCODINGS,
+    LAYOUTS,
+    SPLIT_MULTIPLE,
+    dequantize_into,
+    split_rows_into,
+)  # fmt: skip
 from hip_runtime.tensor import DeviceTensor
 
 _SOURCE = "gemv_quant.hip"
-_SUPERBLOCK_SOURCE = "gemv_quant_superblock.hip"
-_THREADS = 256  # HIPK_GEMV_THREADS and HIPK_GEMV_SB_THREADS
-_SUPERBLOCK = 256  # elements of the superblock kernels' unit (8 blocks): K must be a multiple
+_SPLIT_SOURCE = "gemv_quant_split.hip"
+_THREADS = 256  # HIPK_GEMV_THREADS and HIPK_GEMV_SPLIT_THREADS
+_TEAM = 32  # lanes of a split kernel's team (HIPK_GEMV_SPLIT_TEAM)
 _ROW_TILES = (1, 4, 16)  # the kernels' row tiles R (accumulators per thread)
 #: Rows up to which the GEMV runs (in launches of 16 rows, each rereading the blocks); beyond,
 #: expanding the weight once and one GEMM is cheaper.
@@ -40,28 +50,36 @@ GEMV_MAX_ROWS = 64
 #: entry whose bound K is at most. bench/bench_quant.py times the choices (a backend's plans
 #: keep the choice made when they were made: clear `_plans` after changing this).
 THREADS_PER_ROW: tuple[tuple[int, int], ...] = ((1 << 62, 64),)
-#: Weight rows per block of the superblock kernels (8, 16, 32 or 64), by the weight's row
-#: count N: the first entry whose bound N is at most. Fewer rows per block split K over more
-#: threads. bench/bench_quant.py times the choices (clear `_plans` after changing this): on an
-#: H100, q8_0 rows 1, 16 was best or within 0.02 of copy of the best at every Llama shape
-#: (128256x4096: 0.86 of copy, 64 rows 0.75; 14336x4096: 0.61, 32 rows 0.60).
-ROWS_PER_BLOCK: tuple[tuple[int, int], ...] = ((1 << 62, 16),)
+#: Chunks (16 bytes of quants) each lane of the split kernels takes at least before a row is
+#: split over more teams: a row of c chunks gets the largest power of two of teams (1 to 8)
+#: that leaves each lane this many. On an H100 (bf16 x, rows 1, Q8_0) one team a row of 4096
+#: (8 chunks a lane) and four a row of 14336 (7) were the best of 1, 2 and 4 teams: 0.83 of
+#: copy each; bench/bench_quant.py times every choice (`SPLIT_SLICES`).
+LANE_CHUNKS = 7
+#: Teams per row for every split weight instead of LANE_CHUNKS's choice (bench/bench_quant.py;
+#: a backend's plans keep the choice made when they were made: clear `_plans` after changing).
+SPLIT_SLICES: int | None = None
 
 
 @dataclass(frozen=True)
 class QuantizedWeight:
-    """A [N, K] weight held as GGUF blocks on the device.
+    """A [N, K] weight held as quantized blocks on the device.
 
     Attributes:
-        blocks: uint8 [N, K / 32 * block bytes], C-contiguous: row n's blocks, as a GGUF file
-            stores them (34 bytes each for q8_0, 18 for q4_0).
+        blocks: uint8 [N, K / 32 * block bytes], C-contiguous: row n's bytes (34 per 32
+            elements for q8_0, 18 for q4_0), in `layout`.
         shape: (N, K), the logical shape; K is a multiple of 32.
         encoding: "q8_0" or "q4_0".
+        layout: "gguf" (each row's blocks as a GGUF file stores them; 2-byte aligned) or
+            "split" (each row's K / 32 f16 scales, then its quants: K a multiple of 256, blocks
+            16-byte aligned; `HipBackend.split_quantized` makes it, and quantized_linear reads it
+            at near the copy rate).
     """
 
     blocks: DeviceTensor
     shape: tuple[int, int]
     encoding: str
+    layout: str = "gguf"
 
     def __post_init__(self) -> None:
         geometry = BLOCK_ENCODINGS.get(self.encoding)
@@ -82,6 +100,12 @@ class QuantizedWeight:
                              f"{self.blocks.dtype}; expected uint8 {expected}")  # fmt: skip
         if not self.blocks.is_contiguous or self.blocks.ptr % 2:
             raise ValueError("QuantizedWeight: blocks must be C-contiguous and 2-byte aligned")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"QuantizedWeight: unknown layout {self.layout!r}; expected one of "
+                             f"{', '.join(LAYOUTS)}")  # fmt: skip
+        if self.layout == "split" and (k % SPLIT_MULTIPLE or self.blocks.ptr % 16):
+            raise ValueError(f"QuantizedWeight: the split layout needs K a multiple of "
+                             f"{SPLIT_MULTIPLE} (K is {k}) and 16-byte aligned blocks")  # fmt: skip
 
     @property
     def nbytes(self) -> int:
@@ -104,8 +128,24 @@ class QuantizedOps(OpsBase):
         self._qlinear_weight(weight)
         t = float_type(dtype, "dtype")
         dense = self._output(None, weight.shape, t.dtype)
-        dequantize_into(self.kernels, weight.encoding, weight.blocks.ptr, dense, stream=self.stream)
+        dequantize_into(self.kernels, weight.encoding, weight.blocks.ptr, dense,
+                        stream=self.stream, layout=weight.layout)  # fmt: skip
         return dense
+
+    def split_quantized(self, weight: QuantizedWeight) -> QuantizedWeight:
+        """The weight in the split layout (QuantizedWeight.layout), in new blocks queued on the
+        backend's stream: the same bytes per row, rearranged so that the decode GEMV reads them
+        coalesced. A weight already split is returned as it is. ValueError unless K is a
+        multiple of 256 (kernels/gemv_quant.hip serves the other shapes in the GGUF layout)."""
+        self._qlinear_weight(weight)
+        if weight.layout == "split":
+            return weight
+        if weight.shape[1] % SPLIT_MULTIPLE:
+            raise ValueError(f"split_quantized: the split layout needs K a multiple of "
+                             f"{SPLIT_MULTIPLE}; the weight is {weight.shape}")  # fmt: skip
+        out = self._output(None, weight.blocks.shape, weight.blocks.dtype)
+        split_rows_into(self.kernels, weight.encoding, weight.blocks, out, stream=self.stream)
+        return QuantizedWeight(out, weight.shape, weight.encoding, "split")
 
     def quantized_linear(
         self, x: DeviceTensor, weight: QuantizedWeight, *, out: DeviceTensor | None = None
@@ -118,7 +158,7 @@ class QuantizedOps(OpsBase):
         the backend's stream; a repeated call of the same layouts is served by a plan."""
         call = plan_key(x, weight.blocks, out) if type(weight) is QuantizedWeight else None
         if call is not None:
-            call = ("quantized_linear", weight.encoding, weight.shape, *call)
+            call = ("quantized_linear", weight.encoding, weight.layout, weight.shape, *call)
             planned = self._planned(call)
             if planned is not None:
                 y = self._planned_output(planned, (x, weight.blocks), out)
@@ -184,14 +224,14 @@ class QuantizedOps(OpsBase):
             )
 
     def _gemv(self, weight: QuantizedWeight, rows: int, suffix: str) -> tuple[Kernel, int, int]:
-        """The GEMV kernel for up to 16 rows of x, its grid, and its split argument (the
-        superblock kernels' rows per block, or the staging kernels' threads per row)."""
+        """The GEMV kernel for up to 16 rows of x, its grid, and its split argument (the split
+        kernels' teams per row, or the staging kernels' threads per row)."""
         n, k = weight.shape
         tile = next(r for r in _ROW_TILES if r >= rows)
-        if k % _SUPERBLOCK == 0 and weight.blocks.ptr % 16 == 0:
-            group = rows_per_block(n)
-            name = f"gemv_sb_{weight.encoding}_r{tile}_{suffix}"
-            return self._kernel(_SUPERBLOCK_SOURCE, name), -(-n // group), group
+        if weight.layout == "split":
+            slices = split_slices(weight.encoding, k)
+            name = f"gemv_split_{weight.encoding}_r{tile}_{suffix}"
+            return self._kernel(_SPLIT_SOURCE, name), -(-n // (_THREADS // _TEAM // slices)), slices
         tpr = threads_per_row(k)
         name = f"gemv_{weight.encoding}_r{tile}_{suffix}"
         return self._kernel(_SOURCE, name), -(-n // (_THREADS // tpr)), tpr
@@ -202,12 +242,19 @@ def threads_per_row(k: int) -> int:
     return next(tpr for bound, tpr in THREADS_PER_ROW if k <= bound)
 
 
-def rows_per_block(n: int) -> int:
-    """The superblock kernels' weight rows per block for a weight of n rows (ROWS_PER_BLOCK)."""
-    return next(group for bound, group in ROWS_PER_BLOCK if n <= bound)
+def split_slices(encoding: str, k: int) -> int:
+    """The split kernels' teams per weight row for rows of k elements (LANE_CHUNKS, or
+    SPLIT_SLICES where set)."""
+    if SPLIT_SLICES is not None:
+        return SPLIT_SLICES
+    chunks = k // (16 if encoding == "q8_0" else 32)  # 16-byte chunks of quants a row
+    slices = 1
+    while slices < 8 and chunks >= 2 * slices * _TEAM * LANE_CHUNKS:
+        slices *= 2
+    return slices
 
 
 __all__ = [
-    "GEMV_MAX_ROWS", "ROWS_PER_BLOCK", "THREADS_PER_ROW", "QuantizedOps", "QuantizedWeight",
-    "rows_per_block", "threads_per_row",
+    "GEMV_MAX_ROWS", "LANE_CHUNKS", "SPLIT_SLICES", "THREADS_PER_ROW", "QuantizedOps",
+    "QuantizedWeight", "split_slices", "threads_per_row",
 ]  # fmt: skip
