@@ -39,12 +39,39 @@
 
 #define HIPK_GEMV_SPLIT_THREADS 256  // threads per block (the host's launch)
 #define HIPK_GEMV_SPLIT_TEAM 32      // lanes per team
-#define HIPK_GEMV_SPLIT_AHEAD 2      // chunks a lane loads before using them
+#ifndef HIPK_GEMV_SPLIT_AHEAD
+#define HIPK_GEMV_SPLIT_AHEAD 2  // chunks a lane loads before using them
+#endif
+#ifndef HIPK_GEMV_SPLIT_LDG
+#define HIPK_GEMV_SPLIT_LDG 1  // NVIDIA: the weight bytes through the read-only data path
+#endif
+#ifndef HIPK_GEMV_SPLIT_SHUFFLE_FINISH
+#define HIPK_GEMV_SPLIT_SHUFFLE_FINISH 1  // one team a row: lane 0 writes, no barrier (a GPU)
+#endif
 
 namespace hipk {
 namespace gemv_split {
 
 struct alignas(16) Chunk { unsigned int v[4]; };
+
+// A chunk and a scale of the weight (read-only for the kernel's whole life).
+HIPK_DEVICE Chunk load_chunk(const Chunk* p) {
+#if defined(__CUDA_ARCH__) && HIPK_GEMV_SPLIT_LDG
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    Chunk chunk = {{v.x, v.y, v.z, v.w}};
+    return chunk;
+#else
+    return *p;
+#endif
+}
+
+HIPK_DEVICE unsigned short load_scale(const unsigned short* p) {
+#if defined(__CUDA_ARCH__) && HIPK_GEMV_SPLIT_LDG
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
 
 // Byte `at` (0..15) of a chunk, in the low 8 bits.
 HIPK_DEVICE unsigned int byte_at(const Chunk& chunk, int at) {
@@ -143,8 +170,8 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
             HIPK_UNROLL
             for (int a = 0; a < AHEAD; ++a) {  // every load issued before any is used
                 const int c = first + a * step;
-                chunk[a] = c < chunks ? quants[c] : Chunk();
-                scale[a] = c < chunks ? scales[Q::scale_index(c)] : (unsigned short)0;
+                chunk[a] = c < chunks ? load_chunk(quants + c) : Chunk();
+                scale[a] = c < chunks ? load_scale(scales + Q::scale_index(c)) : (unsigned short)0;
             }
             HIPK_UNROLL
             for (int a = 0; a < AHEAD; ++a) {
@@ -162,6 +189,19 @@ HIPK_DEVICE void run(const unsigned char* w, const T* x, T* y, int n, int k, int
             }
         }
     }
+#if HIPK_GPU && HIPK_GEMV_SPLIT_SHUFFLE_FINISH
+    if (slices == 1) {  // (the same for the whole block: no thread waits at the barrier below)
+        HIPK_UNROLL
+        for (int r = 0; r < R; ++r) acc[r] = team_sum(acc[r]);
+        if (lane == 0 && row < n) {
+            HIPK_UNROLL
+            for (int r = 0; r < R; ++r) {
+                if (r < rows) y[r * ys + row] = from_float<T>(acc[r]);
+            }
+        }
+        return;
+    }
+#endif
     HIPK_UNROLL
     for (int r = 0; r < R; ++r) partial[r * THREADS + t] = team_sum(acc[r]);
     __syncthreads();
