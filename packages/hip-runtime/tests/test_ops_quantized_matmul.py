@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 
 from hip_core import Device
 from hip_runtime import HipBackend, testing
+from hip_runtime.models import llama_weights
+from hip_runtime.models.llama_config import LlamaConfig
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.tensor import DeviceTensor
@@ -226,3 +228,29 @@ def test_llama_shapes(backend: HipBackend, platform: str, encoding: str) -> None
                 x = testing.random(rng, (rows, k), "bf16")
                 got = backend.quantized_linear(backend.from_numpy(x), stored).to_numpy()
                 testing.assert_close(got, expected(x, dense), "bf16")
+
+
+def test_the_llama_loader_splits_rows_of_a_multiple_of_256(backend: HipBackend) -> None:
+    """`llama_weights.prepare` keeps a kept-quantized weight whose rows are a multiple of 256
+    long in the split layout (the decode GEMV's) and the others in GGUF's, each holding the
+    checkpoint's values."""
+    config = LlamaConfig(
+        vocab_size=32, hidden_size=256, intermediate_size=96, layers=1, heads=2, kv_heads=1,
+        head_dim=128, rms_norm_eps=1e-5, rope_theta=1e4, max_positions=16,
+        tie_word_embeddings=True, rope={"rope_type": "default"},
+    )  # fmt: skip
+    rng = np.random.default_rng(17)
+    tensors, quantized_records, dense = {}, {}, {}
+    for name, shape in llama_weights.checkpoint_names(config, "hf").items():
+        if len(shape) == 2 and "embed" not in name:
+            weight, dense[name] = quantized(backend, rng, *shape, "q8_0")  # type: ignore[misc]
+            tensors[name] = weight.blocks
+            quantized_records[name] = ("q8_0", shape)
+        else:
+            tensors[name] = backend.from_numpy(rng.standard_normal(shape).astype(np.float32))
+    weights = llama_weights.prepare(backend, tensors, config, "float32", "hf", quantized_records)
+    layer = weights.layers[0]
+    assert (layer.q.layout, layer.gate.layout, layer.down.layout) == ("split", "split", "gguf")
+    for field, name in (("q", "self_attn.q_proj"), ("down", "mlp.down_proj")):
+        got = backend.dequantize(getattr(layer, field)).to_numpy()
+        np.testing.assert_array_equal(got, dense[f"model.layers.0.{name}.weight"])
