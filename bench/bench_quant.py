@@ -1,13 +1,14 @@
 """Q8_0 / Q4_0 decode GEMV (quantized_linear) beside the copy rate and torch, in one run (bf16 x).
 
 For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096 gate/up,
-4096x14336 down, 128256x4096 head) and rows 1 and 16 of x: ms per call of
+4096x14336 down, 128256x4096 head) and rows 1, 2, 4, 8 and 16 of x: ms per call of
 `backend.quantized_linear` as shipped (`hip split`: the weight in the split layout, as the Llama
 loader keeps it, kernels/gemv_quant_split.hip with LANE_CHUNKS's teams per row), then every
-teams-per-row choice of the split kernels (`split slices=1..8`), and the weight in GGUF's
-layout (`hip gguf`: kernels/gemv_quant.hip's shared-memory staging), each checked against the
-shipped result first. Figures: the effective bandwidth of the weight bytes read (34 bytes per
-32 weights for Q8_0, 18 for Q4_0, in either layout) as a fraction of the same run's
+teams-per-row choice of the split kernels (`split slices=1..8`), the weight in GGUF's
+layout (`hip gguf`: kernels/gemv_quant.hip's shared-memory staging), and the path beyond
+GEMV_MAX_ROWS (`dequantize + GEMM`: the weight expanded to bf16, then BLAS), each checked
+against the shipped result first. Figures: the effective bandwidth of the weight bytes read
+(34 bytes per 32 weights for Q8_0, 18 for Q4_0, in either layout) as a fraction of the same run's
 device-to-device copy rate (read + write bytes per second, the better of hipMemcpyAsync and
 torch). Anchor: torch's bf16 matmul of the dequantized weight (`x @ Wᵀ`, cuBLAS), its time and
 the bf16 weight bytes per second. The goal (issue 16): Q8_0 at rows 1 >= 80% of copy.
@@ -34,7 +35,7 @@ from hip_runtime.tensor import DeviceTensor
 
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
 QUICK_SHAPES = [(4096, 4096), (4096, 14336)]
-ROW_COUNTS = (1, 16)
+ROW_COUNTS = (1, 2, 4, 8, 16)
 SLICES = (1, 2, 4, 8)  # the split kernels' teams per weight row
 
 
@@ -105,10 +106,7 @@ def bench_variants(
             row["vs_torch"] = torch_ms / ms
         emit(**row)
 
-    def timed(impl: str, stored: QuantizedWeight) -> None:
-        def run() -> None:
-            backend.quantized_linear(x, stored, out=y)
-
+    def timed(impl: str, run: Any) -> None:
         run()
         got = y.to_numpy().astype(np.float32)
         error = np.abs(got - shipped).max() / max(np.abs(shipped).max(), 1e-30)
@@ -117,24 +115,31 @@ def bench_variants(
             return
         record(impl, time_ms(run, timer.start, timer.stop, repeats))
 
+    def product(stored: QuantizedWeight) -> Any:
+        return lambda: backend.quantized_linear(x, stored, out=y)
+
+    def expand_and_multiply() -> None:  # what quantized_linear does beyond GEMV_MAX_ROWS
+        backend.linear(x, backend.dequantize(weight, x.dtype), out=y)
+
     slices = quantized_matmul.split_slices(weight.encoding, weight.shape[1])
     shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
-    timed(f"hip split (slices={slices})", weight)
+    timed(f"hip split (slices={slices})", product(weight))
     try:
         for choice in SLICES:
             quantized_matmul.SPLIT_SLICES = choice
             backend._plans = None  # (plans keep the choice they were made with)
-            timed(f"split slices={choice}", weight)
+            timed(f"split slices={choice}", product(weight))
     finally:
         quantized_matmul.SPLIT_SLICES = None
         backend._plans = None
-    timed("hip gguf (staging)", gguf_weight)
+    timed("hip gguf (staging)", product(gguf_weight))
+    timed("dequantize + GEMM", expand_and_multiply)
 
 
 #: The summary's abbreviations: s<S> = split slices=S, gguf = the GGUF-layout weight.
 SHORT_NAMES = (
     ("hip split (slices=", "shipped(s"), ("split slices=", "s"), ("hip gguf (staging)", "gguf"),
-    ("torch bf16 matmul", "torch"),
+    ("torch bf16 matmul", "torch"), ("dequantize + GEMM", "dq+gemm"),
 )  # fmt: skip
 
 
