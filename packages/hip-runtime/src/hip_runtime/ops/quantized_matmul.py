@@ -7,7 +7,7 @@ does, for every K a multiple of 256: all Llama shapes). `quantized_linear(x, wei
 `x @ dequantize(weight)ᵀ`:
 
 - up to `GEMV_MAX_ROWS` rows of x (a decode step's tokens): GEMV kernels read the quantized
-  bytes once per 16 rows and dequantize them in registers, so a decode step streams ~1.06
+  bytes once and dequantize them in registers, so a decode step streams ~1.06
   (Q8_0) or ~0.56 (Q4_0) bytes per weight instead of 2 (bf16) or 4 (f32). Split weights:
   kernels/gemv_quant_split.hip, each team of 32 lanes reading a row's quants in 512-byte
   coalesced loads (H100, Q8_0, one row of x: 0.81-0.83 of the copy rate at Llama's mid shapes).
@@ -43,9 +43,11 @@ _SPLIT_SOURCE = "gemv_quant_split.hip"
 _THREADS = 256  # HIPK_GEMV_THREADS and HIPK_GEMV_SPLIT_THREADS
 _TEAM = 32  # lanes of a split kernel's team (HIPK_GEMV_SPLIT_TEAM)
 _ROW_TILES = (1, 4, 16)  # the kernels' row tiles R (accumulators per thread)
-#: Rows up to which the GEMV runs (in launches of 16 rows, each rereading the blocks); beyond,
-#: expanding the weight once and one GEMM is cheaper.
-GEMV_MAX_ROWS = 64
+#: Rows up to which the GEMV runs (one launch); beyond, expanding the weight once and one GEMM
+#: is cheaper. bench/bench_quant.py on an H100 (bf16 x, split Q8_0, fraction of copy, GEMV /
+#: dequantize + GEMM): 14336x4096 rows 4 0.43 / 0.18, rows 8 0.21 / 0.18, rows 16 0.12 / 0.18
+#: (each row of x rereads its x from L1 for every chunk of weights); at most 16 (a row tile).
+GEMV_MAX_ROWS = 8
 #: Threads per weight row (32, 64, 128 or 256), by the row length K in elements: the first
 #: entry whose bound K is at most. bench/bench_quant.py times the choices (a backend's plans
 #: keep the choice made when they were made: clear `_plans` after changing this).
@@ -186,7 +188,7 @@ class QuantizedOps(OpsBase):
         launch = (rows, n, k, t.suffix, direct)
         self._qlinear_launch(launch, x, weight, y)
         single = None
-        if direct and 0 < rows <= _ROW_TILES[-1]:  # what _qlinear_launch did, kept whole
+        if direct and 0 < rows <= GEMV_MAX_ROWS:  # what _qlinear_launch did, kept whole
             kernel, grid, split = self._gemv(weight, rows, t.suffix)
             single = (kernel, grid, (n, k, rows, split, k, n))
         self._keep_plan(call, (*plan_head((x, weight.blocks), y), launch, single))
@@ -212,16 +214,10 @@ class QuantizedOps(OpsBase):
             copy = self._output(None, x.shape, x.dtype)
             copy.copy_(x)
             x = copy
-        x2, y2 = x.reshape(rows, k), y.reshape(rows, n)
-        for first in range(0, rows, 16):
-            part = min(16, rows - first)
-            kernel, grid, split = self._gemv(weight, part, suffix)
-            xs, ys = (
-                (x2, y2) if part == rows else (x2[first : first + part], y2[first : first + part])
-            )
-            kernel.launch(
-                grid, _THREADS, weight.blocks, xs, ys, n, k, part, split, k, n, stream=self.stream
-            )
+        kernel, grid, split = self._gemv(weight, rows, suffix)  # (rows <= GEMV_MAX_ROWS <= 16)
+        kernel.launch(
+            grid, _THREADS, weight.blocks, x, y, n, k, rows, split, k, n, stream=self.stream
+        )
 
     def _gemv(self, weight: QuantizedWeight, rows: int, suffix: str) -> tuple[Kernel, int, int]:
         """The GEMV kernel for up to 16 rows of x, its grid, and its split argument (the split
