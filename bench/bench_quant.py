@@ -3,9 +3,10 @@
 For each weight shape of a 1B/8B Llama ([N, K] = 4096x4096 attention, 14336x4096 gate/up,
 4096x14336 down, 128256x4096 head) and rows 1, 2, 4, 8 and 16 of x: ms per call of
 `backend.quantized_linear` as shipped (`hip split`: the weight in the split layout, as the Llama
-loader keeps it, kernels/gemv_quant_split.hip with LANE_CHUNKS's teams per row), then every
-teams-per-row choice of the split kernels (`split slices=1..8`), the weight in GGUF's
-layout (`hip gguf`: kernels/gemv_quant.hip's shared-memory staging), and the path beyond
+loader keeps it, kernels/gemv_quant_split.hip with LANE_CHUNKS's teams per row, or dequantize +
+GEMM past GEMV_MAX_ROWS), then the GEMV at every row count: every teams-per-row choice of the
+split kernels (`split slices=1..8`) and the weight in GGUF's layout (`hip gguf`:
+kernels/gemv_quant.hip's shared-memory staging), and the path beyond
 GEMV_MAX_ROWS (`dequantize + GEMM`: the weight expanded to bf16, then BLAS), each checked
 against the shipped result first. Figures: the effective bandwidth of the weight bytes read
 (34 bytes per 32 weights for Q8_0, 18 for Q4_0, in either layout) as a fraction of the same run's
@@ -123,16 +124,19 @@ def bench_variants(
 
     slices = quantized_matmul.split_slices(weight.encoding, weight.shape[1])
     shipped = backend.quantized_linear(x, weight).to_numpy().astype(np.float32)
-    timed(f"hip split (slices={slices})", product(weight))
-    try:
+    gemv = "" if x.shape[0] <= quantized_matmul.GEMV_MAX_ROWS else ", as dequantize + GEMM"
+    timed(f"hip split (slices={slices}){gemv}", product(weight))
+    saved = quantized_matmul.SPLIT_SLICES, quantized_matmul.GEMV_MAX_ROWS
+    try:  # the GEMV itself at every row count, past GEMV_MAX_ROWS too (to place it)
+        quantized_matmul.GEMV_MAX_ROWS = max(ROW_COUNTS)
         for choice in SLICES:
             quantized_matmul.SPLIT_SLICES = choice
             backend._plans = None  # (plans keep the choice they were made with)
             timed(f"split slices={choice}", product(weight))
+        timed("hip gguf (staging)", product(gguf_weight))
     finally:
-        quantized_matmul.SPLIT_SLICES = None
+        quantized_matmul.SPLIT_SLICES, quantized_matmul.GEMV_MAX_ROWS = saved
         backend._plans = None
-    timed("hip gguf (staging)", product(gguf_weight))
     timed("dequantize + GEMM", expand_and_multiply)
 
 

@@ -25,6 +25,7 @@ from hip_runtime import HipBackend, testing
 from hip_runtime.models import llama_weights
 from hip_runtime.models.llama_config import LlamaConfig
 from hip_runtime.ops import quantized_matmul
+from hip_runtime.ops.quantized import split_rows_into
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.tensor import DeviceTensor
 
@@ -149,6 +150,54 @@ def split_rows(blocks: np.ndarray, encoding: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("encoding", sorted(QTYPES))
+def test_split_kernels_at_every_tile_and_team_count(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, encoding: str
+) -> None:
+    """The split GEMV at rows 1, 3, 5 and 8 (tiles 1, 4, 16), 1, 2, 4 and 8 teams a row, weights
+    whose rows do not fill a block (N 1 and 9) and rows long enough that every lane loops
+    (K 2304: 144 Q8_0 / 72 Q4_0 chunks), against the float64 reference."""
+    rng = np.random.default_rng(19)
+    for n, k in ((1, 256), (9, 2304)):
+        gguf_weight, dense = quantized(backend, rng, n, k, encoding)
+        weight = backend.split_quantized(gguf_weight)
+        for slices in (1, 2, 4, 8):
+            monkeypatch.setattr(quantized_matmul, "SPLIT_SLICES", slices)
+            backend._plans = None
+            for rows in (1, 3, 5, 8):
+                x = testing.random(rng, (rows, k), "f32")
+                got = backend.quantized_linear(backend.from_numpy(x), weight).to_numpy()
+                testing.assert_close(got, expected(x, dense), "f32")
+
+
+def test_bad_knobs_and_split_arguments_raise(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(23)
+    weight, _ = quantized(backend, rng, 4, 256, "q8_0")
+    split = backend.split_quantized(weight)
+    x = backend.from_numpy(testing.random(rng, (1, 256), "f32"))
+    backend._plans = None
+    monkeypatch.setattr(quantized_matmul, "SPLIT_SLICES", 3)
+    with pytest.raises(ValueError, match="SPLIT_SLICES"):
+        backend.quantized_linear(x, split)
+    monkeypatch.setattr(quantized_matmul, "SPLIT_SLICES", None)
+    monkeypatch.setattr(quantized_matmul, "GEMV_MAX_ROWS", 17)
+    with pytest.raises(ValueError, match="GEMV_MAX_ROWS"):
+        backend.quantized_linear(x, split)
+    out = backend.empty(weight.blocks.shape, "uint8")
+    floats = backend.empty(weight.blocks.shape, "float32")
+    for args, error, message in [
+        (("q5_0", weight.blocks, out), ValueError, "encoding"),
+        (("q8_0", weight.blocks.to_numpy(), out), TypeError, "DeviceTensor"),
+        (("q8_0", weight.blocks, floats), ValueError, "uint8"),
+        (("q4_0", weight.blocks, out), ValueError, "whole 18-byte blocks"),
+        (("q8_0", weight.blocks, out[:2]), ValueError, "16-byte aligned"),
+    ]:
+        with pytest.raises(error, match=message):
+            split_rows_into(backend.kernels, *args, stream=backend.stream)
+
+
+@pytest.mark.parametrize("encoding", sorted(QTYPES))
 def test_split_quantized_rearranges_the_bytes(backend: HipBackend, encoding: str) -> None:
     rng = np.random.default_rng(11)
     weight, dense = quantized(backend, rng, 7, 768, encoding)
@@ -168,10 +217,12 @@ def test_repeated_calls_use_the_plan(backend: HipBackend) -> None:
     """The planned path (second call of the same layouts) gives the same result, into out= too,
     for both layouts of the weight."""
     rng = np.random.default_rng(7)
-    gguf_weight, _ = quantized(backend, rng, 33, 256, "q8_0")
-    x = backend.from_numpy(testing.random(rng, (3, 256), "bf16"))
+    gguf_weight, dense = quantized(backend, rng, 33, 256, "q8_0")
+    host_x = testing.random(rng, (3, 256), "bf16")
+    x = backend.from_numpy(host_x)
     for weight in (gguf_weight, backend.split_quantized(gguf_weight)):
         first = backend.quantized_linear(x, weight).to_numpy()
+        testing.assert_close(first, expected(host_x, dense), "bf16")  # (a plan keyed by layout)
         out = backend.empty((3, 33), "bfloat16")
         for _ in range(2):
             backend.quantized_linear(x, weight, out=out)
@@ -224,7 +275,7 @@ def test_llama_shapes(backend: HipBackend, platform: str, encoding: str) -> None
     for n, k in ((4096, 4096), (1024, 14336)):
         weight, dense = quantized(backend, rng, n, k, encoding)
         for stored in (weight, backend.split_quantized(weight)):
-            for rows in (1, 16):
+            for rows in (1, 4, 8, 16):  # the GEMV's tiles 1, 4 and 16; then dequantize + GEMM
                 x = testing.random(rng, (rows, k), "bf16")
                 got = backend.quantized_linear(backend.from_numpy(x), stored).to_numpy()
                 testing.assert_close(got, expected(x, dense), "bf16")

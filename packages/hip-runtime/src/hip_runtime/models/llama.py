@@ -118,8 +118,9 @@ class LlamaDecoder(Resource):
         `quantized`: what becomes of Q8_0 / Q4_0 weights. "keep" (default): the linear
         weights (attention, MLP, untied head) stay in their blocks on the device and the
         decoder multiplies them with `quantized_linear` (GEMV kernels that dequantize in
-        registers for decode steps and prefills of up to 64 tokens in all; longer prefills
-        expand one weight at a time into pooled scratch and use BLAS); the embedding is
+        registers for decode steps and prefills of up to GEMV_MAX_ROWS = 8 tokens in all;
+        more expand one weight at a time into pooled scratch and use BLAS; rows of K a
+        multiple of 256 kept in the split layout the GEMV reads coalesced); the embedding is
         expanded into `dtype`. "dequantize": every tensor is expanded into `dtype` at load."""
         target = model_dtype(dtype, "LlamaDecoder")
         if quantized not in ("keep", "dequantize"):

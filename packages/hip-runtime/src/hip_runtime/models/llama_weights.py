@@ -80,7 +80,8 @@ class LlamaWeights:
 
     def named(self) -> dict[str, DeviceTensor]:
         """Every distinct tensor under its HF name, for ModelRuntime.weights (a quantized
-        weight's blocks under its name)."""
+        weight's blocks under its name, in that QuantizedWeight's layout: "split" for rows of
+        K a multiple of 256, so rebuild one with `QuantizedWeight(..., layout="split")`)."""
         embed, norm, head = TOP_NAMES["hf"]
         names = {embed: self.embed, norm: self.norm}
         if self.head is not self.embed:

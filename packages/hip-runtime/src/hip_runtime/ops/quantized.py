@@ -9,6 +9,8 @@ the split row layout that the decode GEMV reads coalesced (kernels/gemv_quant_sp
 
 from __future__ import annotations
 
+import numpy as np
+
 from hip_core import DevicePointer, Stream
 from hip_runtime.dtypes import float_type
 from hip_runtime.kernel_cache import KernelCache
@@ -116,7 +118,23 @@ def split_rows_into(
     Stream semantics: asynchronous, as dequantize_into: `blocks` must be ready in `stream`'s
     order and stay allocated until `stream` has passed the kernel. Nothing synchronizes.
     """
-    per_block, block_bytes = BLOCK_ENCODINGS[encoding]
+    geometry = BLOCK_ENCODINGS.get(encoding)
+    if geometry is None:
+        raise ValueError(
+            f"unknown block encoding {encoding!r}; expected one of {', '.join(BLOCK_ENCODINGS)}"
+        )
+    per_block, block_bytes = geometry
+    for tensor, name in ((blocks, "blocks"), (out, "out")):
+        if not isinstance(tensor, DeviceTensor):
+            raise TypeError(f"{name} must be a DeviceTensor, not {type(tensor).__name__}")
+        if tensor.closed:
+            raise ValueError(f"{name}'s memory is closed")
+        if tensor.dtype != np.uint8 or tensor.ndim != 2 or not tensor.is_contiguous:
+            raise ValueError(f"split rows: {name} must be a C-contiguous uint8 [N, row bytes], "
+                             f"not {tensor.shape} {tensor.dtype}")  # fmt: skip
+    if blocks.ptr % 2 or blocks.shape[1] % block_bytes:
+        raise ValueError(f"split rows: blocks must be 2-byte aligned rows of whole "
+                         f"{block_bytes}-byte blocks")  # fmt: skip
     rows, row_bytes = blocks.shape
     k = row_bytes // block_bytes * per_block
     if out.shape != blocks.shape or not out.is_contiguous or out.ptr % 16 or k % SPLIT_MULTIPLE:

@@ -188,7 +188,7 @@ class QuantizedOps(OpsBase):
         launch = (rows, n, k, t.suffix, direct)
         self._qlinear_launch(launch, x, weight, y)
         single = None
-        if direct and 0 < rows <= GEMV_MAX_ROWS:  # what _qlinear_launch did, kept whole
+        if direct and 0 < rows <= gemv_max_rows():  # what _qlinear_launch did, kept whole
             kernel, grid, split = self._gemv(weight, rows, t.suffix)
             single = (kernel, grid, (n, k, rows, split, k, n))
         self._keep_plan(call, (*plan_head((x, weight.blocks), y), launch, single))
@@ -206,7 +206,7 @@ class QuantizedOps(OpsBase):
         rows, n, k, suffix, direct = launch
         if rows == 0:
             return
-        if rows > GEMV_MAX_ROWS:
+        if rows > gemv_max_rows():
             dense = self.dequantize(weight, x.dtype)
             self.linear(x, dense, out=y)
             return
@@ -214,7 +214,7 @@ class QuantizedOps(OpsBase):
             copy = self._output(None, x.shape, x.dtype)
             copy.copy_(x)
             x = copy
-        kernel, grid, split = self._gemv(weight, rows, suffix)  # (rows <= GEMV_MAX_ROWS <= 16)
+        kernel, grid, split = self._gemv(weight, rows, suffix)  # (rows <= gemv_max_rows())
         kernel.launch(
             grid, _THREADS, weight.blocks, x, y, n, k, rows, split, k, n, stream=self.stream
         )
@@ -238,10 +238,19 @@ def threads_per_row(k: int) -> int:
     return next(tpr for bound, tpr in THREADS_PER_ROW if k <= bound)
 
 
+def gemv_max_rows() -> int:
+    """GEMV_MAX_ROWS, checked: the GEMV kernels' largest row tile (16) bounds it."""
+    if not 0 <= GEMV_MAX_ROWS <= _ROW_TILES[-1]:
+        raise ValueError(f"GEMV_MAX_ROWS must be 0..{_ROW_TILES[-1]}, not {GEMV_MAX_ROWS!r}")
+    return GEMV_MAX_ROWS
+
+
 def split_slices(encoding: str, k: int) -> int:
     """The split kernels' teams per weight row for rows of k elements (LANE_CHUNKS, or
     SPLIT_SLICES where set)."""
     if SPLIT_SLICES is not None:
+        if SPLIT_SLICES not in (1, 2, 4, 8):
+            raise ValueError(f"SPLIT_SLICES must be None, 1, 2, 4 or 8, not {SPLIT_SLICES!r}")
         return SPLIT_SLICES
     chunks = k // (16 if encoding == "q8_0" else 32)  # 16-byte chunks of quants a row
     slices = 1
@@ -252,5 +261,5 @@ def split_slices(encoding: str, k: int) -> int:
 
 __all__ = [
     "GEMV_MAX_ROWS", "LANE_CHUNKS", "SPLIT_SLICES", "THREADS_PER_ROW", "QuantizedOps",
-    "QuantizedWeight", "split_slices", "threads_per_row",
+    "QuantizedWeight", "gemv_max_rows", "split_slices", "threads_per_row",
 ]  # fmt: skip
