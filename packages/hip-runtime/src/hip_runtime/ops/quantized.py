@@ -34,6 +34,16 @@ _SOURCE = "dequant.hip"
 _BLOCK = 256  # threads per block; each thread writes one 16-byte run of output per pass
 
 
+def block_geometry(encoding: str) -> tuple[int, int]:
+    """(elements, bytes) of one block of `encoding`; ValueError naming the known ones."""
+    geometry = BLOCK_ENCODINGS.get(encoding)
+    if geometry is None:
+        raise ValueError(
+            f"unknown block encoding {encoding!r}; expected one of {', '.join(BLOCK_ENCODINGS)}"
+        )
+    return geometry
+
+
 def dequantize_into(
     kernels: KernelCache, encoding: str, source: int, out: DeviceTensor, *, stream: Stream,
     layout: str = "gguf",
@@ -59,12 +69,7 @@ def dequantize_into(
     whatever `out.stream` is. Nothing synchronizes. Bad arguments raise ValueError (TypeError
     for a non-tensor) before anything is queued.
     """
-    geometry = BLOCK_ENCODINGS.get(encoding)
-    if geometry is None:
-        raise ValueError(
-            f"unknown block encoding {encoding!r}; expected one of {', '.join(BLOCK_ENCODINGS)}"
-        )
-    per_block, block_bytes = geometry
+    per_block, block_bytes = block_geometry(encoding)
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
     if not isinstance(out, DeviceTensor):
@@ -118,12 +123,7 @@ def split_rows_into(
     Stream semantics: asynchronous, as dequantize_into: `blocks` must be ready in `stream`'s
     order and stay allocated until `stream` has passed the kernel. Nothing synchronizes.
     """
-    geometry = BLOCK_ENCODINGS.get(encoding)
-    if geometry is None:
-        raise ValueError(
-            f"unknown block encoding {encoding!r}; expected one of {', '.join(BLOCK_ENCODINGS)}"
-        )
-    per_block, block_bytes = geometry
+    per_block, block_bytes = block_geometry(encoding)
     for tensor, name in ((blocks, "blocks"), (out, "out")):
         if not isinstance(tensor, DeviceTensor):
             raise TypeError(f"{name} must be a DeviceTensor, not {type(tensor).__name__}")
