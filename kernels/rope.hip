@@ -16,9 +16,49 @@
 // and <= head_dim; elements from rot_dim on are copied (partial rotary, as GPT-NeoX and
 // GPT-J). y may be x (each work item reads its elements before writing them).
 // Launch: any 1-D grid and block (grid-stride over pairs).
+//
+//   rope_and_cache_half_<t>(q, k, v, cos, sin, positions, rows, k_table, v_table, tokens,
+//                           heads, kv_heads, head_dim, rot_dim, max_position, table_rows,
+//                           q_token, q_head, k_token, k_head, v_token, v_head)
+//   rope_and_cache_interleaved_<t>(... the same ...)
+//       a transformer layer's queries and keys rotated in place (q [tokens, heads, head_dim],
+//       k [tokens, kv_heads, head_dim], any token and head strides in elements, the last axis
+//       contiguous: views of one fused QKV projection) and the rotated keys and the values
+//       v [tokens, kv_heads, head_dim] stored at row rows[t] of the KV cache's tables
+//       k_table, v_table [table_rows, kv_heads, head_dim] (C-contiguous). A row outside
+//       [0, table_rows) (-1: a padding token) stores nothing. One launch for what two ropes
+//       and two scatters did: the per-op host cost of a decode step is what this saves.
+//       Launch: any 1-D grid and block (grid-stride over a token's q pairs, k pairs, then v).
 #include "common.h"
 
 namespace hipk {
+
+// One rotated pair (or copied tail element) k of the head at `in`, written to `out` (and
+// to `stored` when not null): the body of both kernels.
+template <typename T, bool INTERLEAVED>
+HIPK_DEVICE void rotate_pair(const T* in, T* out, T* stored, int k, int half, int rot_dim,
+                             long long p, const float* cos, const float* sin, int max_position) {
+    if (k < half) {
+        const bool inside = 0 <= p && p < max_position;
+        const float c = inside ? cos[p * half + k] : 0.0f;
+        const float s = inside ? sin[p * half + k] : 0.0f;
+        const int i = INTERLEAVED ? 2 * k : k;
+        const int j = INTERLEAVED ? 2 * k + 1 : k + half;
+        const float a = to_float(in[i]), b = to_float(in[j]);
+        const T ri = from_float<T>(a * c - b * s), rj = from_float<T>(b * c + a * s);
+        out[i] = ri;
+        out[j] = rj;
+        if (stored) {
+            stored[i] = ri;
+            stored[j] = rj;
+        }
+    } else {
+        const int i = rot_dim + (k - half);
+        const T value = in[i];
+        out[i] = value;
+        if (stored) stored[i] = value;
+    }
+}
 
 template <typename T, bool INTERLEAVED>
 HIPK_DEVICE void rope(const T* x, const float* cos, const float* sin, const int* positions, T* y,
@@ -30,22 +70,48 @@ HIPK_DEVICE void rope(const T* x, const float* cos, const float* sin, const int*
     for (long long w = global_thread(); w < total; w += grid_threads()) {
         const long long head = w / per_head;  // (token, head) flattened
         const int k = (int)(w - head * per_head);
-        const T* in = x + head * head_dim;
-        T* out = y + head * head_dim;
-        if (k < half) {
-            const long long token = head / heads;
+        const long long token = head / heads;
+        const long long p = positions ? (long long)positions[token] : token;
+        rotate_pair<T, INTERLEAVED>(x + head * head_dim, y + head * head_dim, (T*)nullptr, k, half,
+                                    rot_dim, p, cos, sin, max_position);
+    }
+}
+
+template <typename T, bool INTERLEAVED>
+HIPK_DEVICE void rope_and_cache(T* q, T* k, const T* v, const float* cos, const float* sin,
+                                const int* positions, const int* rows, T* k_table, T* v_table,
+                                int tokens, int heads, int kv_heads, int head_dim, int rot_dim,
+                                int max_position, int table_rows, long long q_token,
+                                long long q_head, long long k_token, long long k_head,
+                                long long v_token, long long v_head) {
+    const int half = rot_dim / 2;
+    const int per_head = half + (head_dim - rot_dim);
+    // A token's work items: q's pairs, k's pairs, then v's elements.
+    const long long q_items = (long long)heads * per_head;
+    const long long k_items = (long long)kv_heads * per_head;
+    const long long per_token = q_items + k_items + (long long)kv_heads * head_dim;
+    const long long total = (long long)tokens * per_token;
+    for (long long w = global_thread(); w < total; w += grid_threads()) {
+        const long long token = w / per_token;
+        long long r = w - token * per_token;
+        const long long row = rows[token];
+        const bool store = 0 <= row && row < table_rows;
+        if (r < q_items + k_items) {
+            const bool is_q = r < q_items;
+            if (!is_q) r -= q_items;
+            const long long head = r / per_head;
+            const int pair = (int)(r - head * per_head);
+            T* x = is_q ? q + token * q_token + head * q_head : k + token * k_token + head * k_head;
+            T* stored = (!is_q && store) ? k_table + (row * kv_heads + head) * head_dim : nullptr;
             const long long p = positions ? (long long)positions[token] : token;
-            const bool inside = 0 <= p && p < max_position;
-            const float c = inside ? cos[p * half + k] : 0.0f;
-            const float s = inside ? sin[p * half + k] : 0.0f;
-            const int i = INTERLEAVED ? 2 * k : k;
-            const int j = INTERLEAVED ? 2 * k + 1 : k + half;
-            const float a = to_float(in[i]), b = to_float(in[j]);
-            out[i] = from_float<T>(a * c - b * s);
-            out[j] = from_float<T>(b * c + a * s);
-        } else {
-            const int i = rot_dim + (k - half);
-            out[i] = in[i];
+            rotate_pair<T, INTERLEAVED>(x, x, stored, pair, half, rot_dim, p, cos, sin,
+                                        max_position);
+        } else if (store) {
+            r -= q_items + k_items;
+            const long long head = r / head_dim;
+            const long long i = r - head * head_dim;
+            const T* from = v + token * v_token + head * v_head;
+            v_table[(row * kv_heads + head) * head_dim + i] = from[i];
         }
     }
 }
@@ -94,3 +160,29 @@ extern "C" __global__ void rope_interleaved_bf16(const hipk::bf16* x, const floa
     hipk::rope<hipk::bf16, true>(x, cos, sin, positions, y, tokens, heads, head_dim, rot_dim,
                                  max_position);
 }
+
+// The entry points of rope_and_cache: rotate-half and interleaved pairing, per type.
+#define HIPK_ROPE_AND_CACHE(S, T)                                                                  \
+    extern "C" __global__ void rope_and_cache_half_##S(                                           \
+        T* q, T* k, const T* v, const float* cos, const float* sin, const int* positions,         \
+        const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,             \
+        int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,           \
+        long long q_head, long long k_token, long long k_head, long long v_token,                 \
+        long long v_head) {                                                                       \
+        hipk::rope_and_cache<T, false>(q, k, v, cos, sin, positions, rows, k_table, v_table,       \
+                                      tokens, heads, kv_heads, head_dim, rot_dim, max_position,   \
+                                      table_rows, q_token, q_head, k_token, k_head, v_token,      \
+                                      v_head);                                                    \
+    }                                                                                              \
+    extern "C" __global__ void rope_and_cache_interleaved_##S(                                    \
+        T* q, T* k, const T* v, const float* cos, const float* sin, const int* positions,         \
+        const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,             \
+        int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,           \
+        long long q_head, long long k_token, long long k_head, long long v_token,                 \
+        long long v_head) {                                                                       \
+        hipk::rope_and_cache<T, true>(q, k, v, cos, sin, positions, rows, k_table, v_table,        \
+                                      tokens, heads, kv_heads, head_dim, rot_dim, max_position,   \
+                                      table_rows, q_token, q_head, k_token, k_head, v_token,      \
+                                      v_head);                                                    \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_ROPE_AND_CACHE)

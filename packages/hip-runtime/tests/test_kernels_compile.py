@@ -21,7 +21,12 @@ TYPES = ("f32", "f16", "bf16")
 FAMILIES = {
     "norms.hip": ("layernorm", "rmsnorm"),
     "softmax.hip": ("softmax",),
-    "rope.hip": ("rope_half", "rope_interleaved"),
+    "rope.hip": (
+        "rope_half",
+        "rope_interleaved",
+        "rope_and_cache_half",
+        "rope_and_cache_interleaved",
+    ),
     "transpose.hip": ("transpose",),
 }
 EXPECTED = {source: {f"{op}_{t}" for op in ops for t in TYPES} for source, ops in FAMILIES.items()}

@@ -14,6 +14,9 @@ every token at one slot (no padding, equal lengths) it is one strided copy inste
 `view(layer)` gives the keys and values as [batch, kv_heads, max_tokens, head_dim] strided views
 (the head dimension contiguous) without copying; `kv_lengths(layer)` the lengths as a device
 int32 [batch]. The lengths are known on the host too (`lengths`): appends are counted there.
+A model that stores keys and values itself (HipBackend.rope_and_cache: rotated and stored in
+one launch) asks `reserve` for the rows of its new tokens, counted like an append, and writes
+them into `tables(layer)`.
 
 Stream semantics: appends, resets and length uploads are queued on the cache's stream; views
 carry that stream. Nothing synchronizes. Every method of a closed cache raises
@@ -79,6 +82,7 @@ class KVCache(Resource):
         self._lengths = np.zeros((layers, batch), np.int64)
         self._slots: tuple[Any, DeviceTensor] | None = None  # (key, device slot ids), last used
         self._counts: tuple[Any, DeviceTensor] | None = None  # (lengths, device int32 lengths)
+        self._views: dict[tuple[str, int], tuple[DeviceTensor, DeviceTensor]] = {}  # view, tables
         self.buffer.fill(0, stream=stream)
 
     @property
@@ -126,15 +130,7 @@ class KVCache(Resource):
         if keys.shape != values.shape:
             raise ValueError(f"keys {keys.shape} and values {values.shape} differ")
         tokens = keys.shape[1]
-        real = np.ones((self.batch, tokens), bool) if mask is None else _mask(mask, keys.shape)
-        start = self._lengths[layer]
-        new = start + real.sum(axis=1)
-        if (new > self.max_tokens).any():
-            b = int(np.argmax(new > self.max_tokens))
-            raise ValueError(
-                f"layer {layer}, sequence {b} holds {start[b]} of {self.max_tokens} tokens; "
-                f"{new[b] - start[b]} more do not fit"
-            )
+        real, start, new = self._new_tokens(layer, tokens, mask)
         if real.all() and (start == start[0]).all():
             # Every sequence gains every token at one slot (no padding, equal lengths: a
             # prefill without pads, decode steps of equal prompts): one strided copy each.
@@ -146,6 +142,19 @@ class KVCache(Resource):
         self._scatter(layer, keys, values, self._slot_ids(start, real))
         self._lengths[layer] = new
         return new.copy()  # type: ignore[no-any-return]
+
+    def reserve(self, layer: int, tokens: int, mask: Any = None) -> DeviceTensor:
+        """Count `tokens` new tokens of every sequence in the layer (only those `mask` marks,
+        as `append` takes it) and return the rows they go to in `tables(layer)`: a device
+        int32 [batch * tokens], b · max_tokens + slot, -1 for a masked token. For a caller
+        that stores them itself (`HipBackend.rope_and_cache`, or `write`); the rows are
+        uploaded on the cache's stream once per distinct (lengths, mask): every layer of a
+        prefill shares them. ValueError (nothing counted) when they do not fit."""
+        self._check_layer(layer)
+        real, start, new = self._new_tokens(layer, tokens, mask)
+        rows = self._slot_ids(start, real)
+        self._lengths[layer] = new
+        return rows
 
     def write(
         self, layer: int, keys: DeviceTensor, values: DeviceTensor, rows: DeviceTensor
@@ -176,9 +185,28 @@ class KVCache(Resource):
     def view(self, layer: int) -> tuple[DeviceTensor, DeviceTensor]:
         """(keys, values) of the layer, each [batch, kv_heads, max_tokens, head_dim] (strided
         views of the whole capacity, the head dimension contiguous), sharing the cache's
-        memory. Sequence b's tokens are slots 0..lengths[layer, b]-1; the rest are zeros."""
+        memory. Sequence b's tokens are slots 0..lengths[layer, b]-1; the rest are zeros.
+        Made once per layer: every call returns the same two views."""
         self._check_layer(layer)
-        return self._part(layer, 0).permute(0, 2, 1, 3), self._part(layer, 1).permute(0, 2, 1, 3)
+        views = self._views.get(("view", layer))
+        if views is None:
+            keys, values = (self._part(layer, which).permute(0, 2, 1, 3) for which in (0, 1))
+            views = (keys, values)
+            self._views[("view", layer)] = views
+        return views
+
+    def tables(self, layer: int) -> tuple[DeviceTensor, DeviceTensor]:
+        """(keys, values) of the layer, each [batch * max_tokens, kv_heads, head_dim]
+        (C-contiguous, sharing the cache's memory): row b · max_tokens + slot is sequence b's
+        slot, the rows `reserve` and a decode step's state name. Made once per layer."""
+        self._check_layer(layer)
+        tables = self._views.get(("table", layer))
+        if tables is None:
+            flat = (-1, self.kv_heads, self.head_dim)
+            keys, values = (self._part(layer, which).reshape(flat) for which in (0, 1))
+            tables = (keys, values)
+            self._views[("table", layer)] = tables
+        return tables
 
     def kv_lengths(self, layer: int) -> DeviceTensor:
         """The layer's lengths as a device int32 [batch] (uploaded on the cache's stream once
@@ -198,6 +226,25 @@ class KVCache(Resource):
         self.buffer.fill(0, stream=self.stream)
 
     # --- private ------------------------------------------------------------------------------
+
+    def _new_tokens(
+        self, layer: int, tokens: int, mask: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(which of the [batch, tokens] new tokens are real, the layer's lengths before, and
+        after): ValueError when a sequence's tokens do not fit."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"tokens must be an int >= 0, not {tokens!r}")
+        shape = (self.batch, tokens)
+        real = np.ones(shape, bool) if mask is None else _mask(mask, shape)
+        start = self._lengths[layer]
+        new = start + real.sum(axis=1)
+        if (new > self.max_tokens).any():
+            b = int(np.argmax(new > self.max_tokens))
+            raise ValueError(
+                f"layer {layer}, sequence {b} holds {start[b]} of {self.max_tokens} tokens; "
+                f"{new[b] - start[b]} more do not fit"
+            )
+        return real, start, new
 
     def _checked(self, given: Any, name: str) -> DeviceTensor:
         if not isinstance(given, DeviceTensor):

@@ -280,70 +280,76 @@ class LlamaDecoder(Resource):
     ) -> None:
         """One decoder layer on x [B, S, H] in place: x += attention(norm(x)); x += mlp(norm(x)).
         `prompt`: (host mask, device keep mask [B, 1, 1, S]) for a prefill; else `step`: (cache
-        rows, lengths after the step) of a decode step (S = 1, attention over the cache)."""
+        rows, lengths after the step) of a decode step (S = 1, attention over the cache).
+
+        The ops, each with the whole batch: rmsnorm, the fused QKV product, rope_and_cache
+        (queries and keys rotated, keys and values stored in the cache: one launch), attention,
+        the output product with x as BLAS's addend, rmsnorm, the fused gate/up product, swiglu,
+        the down product with x as addend (a decode step's time is the host's per op)."""
         c, backend = self.config, self.backend
         batch, seq, _ = x.shape
-        d = c.head_dim
         h = backend.rmsnorm(x, layer.attn_norm, eps=c.rms_norm_eps)
-        q = self._linear(h, layer.q).reshape(batch * seq, c.heads, d)
-        k = self._linear(h, layer.k).reshape(batch * seq, c.kv_heads, d)
-        v = self._linear(h, layer.v).reshape(batch, seq, c.kv_heads, d)
-        backend.rope(q, self._cos, self._sin, positions, out=q)
-        backend.rope(k, self._cos, self._sin, positions, out=k)
-        k = k.reshape(batch, seq, c.kv_heads, d)
+        q, k, v = self._qkv(h, layer)  # [B * S, heads, D] each
         cache = self.cache
         assert cache is not None
-        if prompt is not None:
-            cache.append(n, k, v, prompt[0])
-        else:
-            assert step is not None
-            cache.write(n, k, v, step[0])
+        rows = cache.reserve(n, seq, prompt[0]) if prompt is not None else step[0]  # type: ignore[index]
+        backend.rope_and_cache(q, k, v, self._cos, self._sin, positions, *cache.tables(n), rows)
         heads_first = (0, 2, 1, 3)  # [B, S, heads, D] -> [B, heads, S, D], a view
-        q4 = q.reshape(batch, seq, c.heads, d).permute(*heads_first)
-        context = backend.empty((batch, seq, c.heads, d), x.dtype)
+        q4 = q.reshape(batch, seq, c.heads, c.head_dim).permute(*heads_first)
+        context = backend.empty((batch, seq, c.heads, c.head_dim), x.dtype)
         out = context.permute(*heads_first)
         if prompt is not None:
-            backend.scaled_dot_product_attention(
-                q4, k.permute(*heads_first), v.permute(*heads_first), causal=True,
-                mask=prompt[1], out=out,
-            )  # fmt: skip
+            k4, v4 = (t.reshape(batch, seq, c.kv_heads, c.head_dim).permute(*heads_first)
+                      for t in (k, v))  # fmt: skip
+            backend.scaled_dot_product_attention(q4, k4, v4, causal=True, mask=prompt[1], out=out)
         else:
             assert step is not None
-            self._decode_attention(n, q4, out, step[1])
-        attended = self._linear(context.reshape(batch, seq, c.heads * d), layer.o)
-        backend.add(x, attended, out=x)
+            keys, values = cache.view(n)  # (attention_decode: keys 0..length-1, on the device)
+            backend.attention_decode(q4, keys, values, step[1], out=out)
+        self._linear(context.reshape(batch, seq, c.heads * c.head_dim), layer.o, residual=x)
         h = backend.rmsnorm(x, layer.mlp_norm, eps=c.rms_norm_eps)
-        backend.add(x, self._mlp(h, layer), out=x)
+        self._mlp(h, layer, residual=x)
 
-    def _linear(self, x: DeviceTensor, weight: Linear) -> DeviceTensor:
-        """x @ weightᵀ: BLAS for a dense weight, quantized_linear for GGUF blocks."""
+    def _qkv(
+        self, h: DeviceTensor, layer: LlamaLayer
+    ) -> tuple[DeviceTensor, DeviceTensor, DeviceTensor]:
+        """Queries [T, heads, D], keys and values [T, kv_heads, D] of h [B, S, H] (T = B·S):
+        column views of one product with the fused weight, or three products."""
+        c = self.config
+        tokens, d = h.shape[0] * h.shape[1], c.head_dim
+        shapes = ((tokens, c.heads, d), (tokens, c.kv_heads, d), (tokens, c.kv_heads, d))
+        if layer.qkv is None:
+            return tuple(  # type: ignore[return-value]
+                self._linear(h, weight).reshape(shape)
+                for weight, shape in zip((layer.q, layer.k, layer.v), shapes, strict=True)
+            )
+        qkv = self._linear(h, layer.qkv).reshape(tokens, -1)
+        q_end, k_end = c.heads * d, (c.heads + c.kv_heads) * d
+        return (qkv[:, :q_end].reshape(shapes[0]), qkv[:, q_end:k_end].reshape(shapes[1]),
+                qkv[:, k_end:].reshape(shapes[2]))  # fmt: skip
+
+    def _linear(
+        self, x: DeviceTensor, weight: Linear, residual: DeviceTensor | None = None
+    ) -> DeviceTensor:
+        """x @ weightᵀ: BLAS for a dense weight, quantized_linear for GGUF blocks. With
+        `residual` (contiguous, the result's shape): residual += x @ weightᵀ, in place (BLAS's
+        beta = 1 for a dense weight), and residual is returned."""
         if isinstance(weight, QuantizedWeight):
-            return self.backend.quantized_linear(x, weight)
-        return self.backend.linear(x, weight)
+            y = self.backend.quantized_linear(x, weight)
+            return y if residual is None else self.backend.add(residual, y, out=residual)
+        return self.backend.linear(x, weight, residual=residual, out=residual)
 
-    def _mlp(self, h: DeviceTensor, layer: LlamaLayer) -> DeviceTensor:
-        """SwiGLU: mlp_swiglu for dense weights; else its three products one by one."""
-        gate, up, down = layer.gate, layer.up, layer.down
-        if (
-            isinstance(gate, DeviceTensor)
-            and isinstance(up, DeviceTensor)
-            and isinstance(down, DeviceTensor)
-        ):
-            return self.backend.mlp_swiglu(h, gate, up, down)
-        g = self._linear(h, gate)
-        self.backend.swiglu(g, self._linear(h, up), out=g)
-        return self._linear(g, down)
-
-    def _decode_attention(
-        self, n: int, q: DeviceTensor, out: DeviceTensor, lengths: DeviceTensor
-    ) -> None:
-        """Attention of one new query per sequence over the layer's cache: keys 0..length-1 of
-        each sequence (`lengths` on the device: the new token's included), split over the keys
-        by `attention_decode`; nothing is read by the host, so a captured step replays it."""
-        cache = self.cache
-        assert cache is not None
-        keys, values = cache.view(n)
-        self.backend.attention_decode(q, keys, values, lengths, out=out)
+    def _mlp(self, h: DeviceTensor, layer: LlamaLayer, residual: DeviceTensor) -> None:
+        """residual += SwiGLU(h): down(silu(gate(h)) · up(h)), gate and up one product when
+        fused."""
+        if layer.gate_up is None:
+            g = self._linear(h, layer.gate)
+            self.backend.swiglu(g, self._linear(h, layer.up), out=g)
+        else:
+            inter = self.config.intermediate_size
+            gate_up = self._linear(h, layer.gate_up)
+            g = self.backend.swiglu(gate_up[:, :, :inter], gate_up[:, :, inter:])
+        self._linear(g, layer.down, residual=residual)
 
     def _cache_for(self, batch: int) -> KVCache:
         """The KV cache for `batch` sequences, cleared: kept when the batch size is the same,

@@ -6,6 +6,9 @@
 device tensors (from the backend's pool, queued on its stream). Nothing refers to the
 checkpoint's tensors afterwards, so the caller may free them once the stream has run the casts.
 
+The weights that read one input are stacked into one (`FUSED`: q, k, v; gate, up), so a layer
+runs one product for each group; the parts stay fields of `LlamaLayer` as row views of it.
+
 llama.cpp's converter permutes the rows of attn_q and attn_k within each head (HF's
 rotate-half pairs (i, i + d/2) become ggml's adjacent pairs (2i, 2i + 1)); `prepare` undoes it
 with one row gather on the device, so both sources run the same rotate-half rope.
@@ -58,6 +61,12 @@ TOP_NAMES = {
 }
 
 
+#: Weights that read the same input, stored as one (their rows stacked, in this order): one
+#: product instead of two or three, a decode step's host cost being per op. The parts stay
+#: fields of the layer as row views of the fused weight.
+FUSED = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
+
+
 @dataclass(frozen=True)
 class LlamaLayer:
     attn_norm: DeviceTensor  # [H]
@@ -69,6 +78,10 @@ class LlamaLayer:
     gate: Linear  # [I, H]
     up: Linear  # [I, H]
     down: Linear  # [H, I]
+    #: q, k and v stacked ([(heads + 2 kv_heads) * head_dim, H]; q, k, v are its row views),
+    #: or None when they cannot be one weight (dense and quantized, or two encodings).
+    qkv: Linear | None = None
+    gate_up: Linear | None = None  # gate and up stacked ([2 I, H]), or None
 
 
 @dataclass(frozen=True)
@@ -181,10 +194,17 @@ def prepare(
         for heads in {config.heads, config.kv_heads}:
             unpermute[heads] = backend.from_numpy(_rope_rows(heads, config.head_dim))
 
-    def cast(name: str, heads: int | None = None) -> Any:
+    def stored(name: str, heads: int | None) -> DeviceTensor:
+        """The checkpoint's tensor; a GGUF's attn_q / attn_k (`heads` given) with its rows back
+        in HF's order."""
         tensor = tensors[name]
         if heads is not None and naming == "gguf":
             tensor = backend.index_select(tensor, 0, unpermute[heads])
+        return tensor
+
+    def cast(name: str, heads: int | None = None) -> Any:
+        """One weight in `dtype`, or its blocks (a QuantizedWeight) in new memory."""
+        tensor = stored(name, heads)
         if name not in quantized:
             return backend.cast(tensor, dtype)
         encoding, shape = quantized[name]
@@ -196,15 +216,47 @@ def prepare(
         weight = QuantizedWeight(tensor, shape, encoding)
         return backend.split_quantized(weight) if split else weight
 
+    def stack(names: list[str], heads: list[int | None]) -> tuple[Any, list[Any]]:
+        """(the weights `names` stacked into one, each as a row view of it); (None, each on its
+        own) when they are not of one kind (dense, or one block encoding)."""
+        encodings = {quantized[name][0] if name in quantized else None for name in names}
+        if len(encodings) > 1:
+            return None, [cast(name, h) for name, h in zip(names, heads, strict=True)]
+        parts = [stored(name, h) for name, h in zip(names, heads, strict=True)]
+        rows = [part.shape[0] for part in parts]
+        encoding = encodings.pop()
+        memory = backend.empty((sum(rows), parts[0].shape[1]), parts[0].dtype if encoding
+                               else dtype)  # fmt: skip
+        at = 0
+        for part, n in zip(parts, rows, strict=True):
+            backend.cast(part, memory.dtype, out=memory[at : at + n])  # (blocks: a copy)
+            at += n
+        if encoding is None:
+            return memory, _row_views(memory, rows, lambda block, _: block)
+        k = quantized[names[0]][1][1]
+        weight = QuantizedWeight(memory, (sum(rows), k), encoding)
+        if k % SPLIT_MULTIPLE == 0:
+            weight = backend.split_quantized(weight)
+        layout = weight.layout
+        return weight, _row_views(
+            weight.blocks, rows, lambda block, n: QuantizedWeight(block, (n, k), encoding, layout)
+        )
+
+    head_counts = {"q": config.heads, "k": config.kv_heads}
     embed_name, norm_name, _ = TOP_NAMES[naming]
     layers = []
     for n in range(config.layers):
-        fields = {}
-        for field, (module, short) in LAYER_NAMES.items():
-            name = (
-                f"model.layers.{n}.{module}.weight" if naming == "hf" else f"blk.{n}.{short}.weight"
-            )
-            fields[field] = cast(name, {"q": config.heads, "k": config.kv_heads}.get(field))
+        names = {
+            field: f"model.layers.{n}.{hf}.weight" if naming == "hf" else f"blk.{n}.{gguf}.weight"
+            for field, (hf, gguf) in LAYER_NAMES.items()
+        }
+        fields: dict[str, Any] = {}
+        for fused, group in FUSED.items():
+            counts = [head_counts.get(field) for field in group]
+            fields[fused], parts = stack([names[field] for field in group], counts)
+            fields.update(zip(group, parts, strict=True))
+        for field in ("attn_norm", "o", "mlp_norm", "down"):
+            fields[field] = cast(names[field])
         layers.append(LlamaLayer(**fields))
     embed = cast(embed_name)
     return LlamaWeights(
@@ -213,6 +265,15 @@ def prepare(
         norm=cast(norm_name),
         head=embed if tied else cast(head_name),
     )
+
+
+def _row_views(stack: DeviceTensor, rows: list[int], make: Any) -> list[Any]:
+    """`make(block, n)` of each run of `rows` rows of `stack`, in order."""
+    views, at = [], 0
+    for n in rows:
+        views.append(make(stack[at : at + n], n))
+        at += n
+    return views
 
 
 def _rope_rows(heads: int, head_dim: int) -> np.ndarray:

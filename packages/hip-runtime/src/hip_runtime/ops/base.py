@@ -177,6 +177,17 @@ class OpsBase(Resource):
                 self._recycled_bytes -= replaced[2].nbytes
         plans[key] = plan
 
+    def _inputs_open(self, inputs: Sequence[DeviceTensor | None]) -> bool:
+        """Whether every tensor of a planned call is open and on this device (what a plan's
+        key cannot say)."""
+        device = self.device
+        for t in inputs:
+            if t is not None:
+                b = t.buffer
+                if b._releaser is None or b._owner._releaser is None or b.device is not device:
+                    return False
+        return True
+
     def _planned_output(
         self,
         plan: tuple[Any, ...],
@@ -190,12 +201,9 @@ class OpsBase(Resource):
         is). A new output is the plan's last one when nothing else holds it any more
         (`PlanOutput`), else comes from the pool. None when anything is in doubt: the
         caller then takes the checked path, which raises where it should."""
+        if not self._inputs_open(inputs):
+            return None
         device = self.device
-        for t in inputs:
-            if t is not None:
-                b = t.buffer
-                if b._releaser is None or b._owner._releaser is None or b.device is not device:
-                    return None
         if out is None:
             kept: PlanOutput = plan[2]
             y = kept.last

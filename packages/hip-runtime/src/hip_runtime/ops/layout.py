@@ -1,10 +1,15 @@
-"""Ops that move elements by position: rope (pairs rotated by position), transpose (a layout
-change). Queued on the backend's stream. (embedding lives with the indexing ops.)"""
+"""Ops that move elements by position: rope (pairs rotated by position), rope_and_cache (a
+layer's queries and keys rotated and its keys and values stored in KV-cache rows, one launch),
+transpose (a layout change). Queued on the backend's stream. (embedding lives with the
+indexing ops.)"""
 
 from __future__ import annotations
 
-from hip_runtime.dtypes import float32, int32
-from hip_runtime.ops.base import INT_MAX, OpsBase
+from typing import Any
+
+from hip_runtime.dtypes import FloatType, float32, int32
+from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_key
+from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 
 
@@ -34,8 +39,126 @@ class LayoutOps(OpsBase):
         if x.ndim != 3:
             raise ValueError(f"rope takes x [tokens, heads, head_dim], not {x.shape}")
         tokens, heads, head_dim = x.shape
+        rot, cos, sin, positions = self._rope_tables(x, rot_dim, cos, sin, positions)
+        if x.size > INT_MAX:
+            raise ValueError(f"x {x.shape} exceeds the kernel's int range")
+        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(cos, sin, positions))
+        name = f"rope_{'interleaved' if interleaved else 'half'}_{t.suffix}"
+        self._launch_flat(
+            self._kernel("rope.hip", name), x.size // 2, 4, x, cos, sin, positions, y,
+            tokens, heads, head_dim, rot, cos.shape[0],
+        )  # fmt: skip
+        return y
+
+    def rope_and_cache(
+        self,
+        q: DeviceTensor,
+        k: DeviceTensor,
+        v: DeviceTensor,
+        cos: DeviceTensor,
+        sin: DeviceTensor,
+        positions: DeviceTensor | None,
+        k_table: DeviceTensor,
+        v_table: DeviceTensor,
+        rows: DeviceTensor,
+        *,
+        rot_dim: int | None = None,
+        interleaved: bool = False,
+    ) -> None:
+        """A transformer layer's rotary step and KV-cache write in one launch: q [tokens,
+        heads, head_dim] and k [tokens, kv_heads, head_dim] rotated in place as `rope` rotates
+        them, then the rotated k and the values v [tokens, kv_heads, head_dim] stored at row
+        rows[t] of k_table and v_table [table_rows, kv_heads, head_dim] (a KVCache's
+        `tables`). What two ropes and two scatters did, at one op's host cost (a decode step
+        is bound by it).
+
+        q, k, v: one float dtype, any token and head strides with the last axis contiguous
+        (column views of one fused QKV projection need no copy); q and k are written, so they
+        must not be broadcast views or overlap each other. cos, sin, positions, rot_dim and
+        interleaved: as `rope`. rows: int32 [tokens] on the device, read by the kernel only:
+        a row outside [0, table_rows) (-1 for a padding token) stores nothing; two tokens
+        storing one row race (which lands is undefined). The tables:
+        C-contiguous, of q's dtype, overlapping neither each other nor q, k, v. ValueError
+        before anything is queued; queued on the backend's stream."""
+        key = plan_key(q, k, v, cos, sin, positions, k_table, v_table, rows, None)
+        if key is not None:
+            plan = self._planned(("rope_and_cache", *key, rot_dim, interleaved))
+            if plan is not None and self._inputs_open((q, k, v, cos, sin, positions, k_table,
+                                                        v_table, rows)):  # fmt: skip
+                kernel, grid, ints, extents = plan
+                written = (q.ptr, k.ptr, v.ptr, k_table.ptr, v_table.ptr)
+                if not _overlapping(written, extents) and not _heads_overlap(q, k):
+                    pointers = launch_pointers((q, k, v, cos, sin, positions, rows, k_table,
+                                                v_table))  # fmt: skip
+                    kernel.launch(grid, 256, *pointers, *ints, stream=self.stream)
+                    return
+        t, rot, ints = self._rope_and_cache_checks(q, k, v, cos, sin, positions, k_table,
+                                                   v_table, rows, rot_dim)  # fmt: skip
+        tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table)
+        mode = "interleaved" if interleaved else "half"
+        kernel = self._kernel("rope.hip", f"rope_and_cache_{mode}_{t.suffix}")
+        half = rot // 2
+        work = q.shape[0] * ((q.shape[1] + k.shape[1]) * (half + q.shape[2] - rot) + v[0].size)
+        grid = self._flat_grid(max(work, 1), 16)  # (one element per thread and pass)
+        if work:
+            kernel.launch(grid, 256, *tensors, *ints, stream=self.stream)
+        if key is not None:
+            extents = tuple(_extent(x) for x in (q, k, v, k_table, v_table))
+            self._keep_plan(("rope_and_cache", *key, rot_dim, interleaved),
+                            (kernel, grid, ints, extents))  # fmt: skip
+
+    def _rope_and_cache_checks(
+        self, q: Any, k: Any, v: Any, cos: Any, sin: Any, positions: Any, k_table: Any,
+        v_table: Any, rows: Any, rot_dim: int | None,
+    ) -> tuple[FloatType, int, tuple[int, ...]]:  # fmt: skip
+        """rope_and_cache's validation: (q's float type, rot_dim, the kernel's int arguments)."""
+        q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
+        t = self._float(k_table, "k_table")[1]
+        k_table, v_table = self._tensor(k_table, "k_table"), self._tensor(v_table, "v_table")
+        rows = self._tensor(rows, "rows")
+        if q.ndim != 3 or k.ndim != 3 or k.shape != v.shape or k.shape[::2] != q.shape[::2]:
+            raise ValueError(f"rope_and_cache takes q [tokens, heads, head_dim] and k, v "
+                             f"[tokens, kv_heads, head_dim]; got {q.shape}, {k.shape}, "
+                             f"{v.shape}")  # fmt: skip
+        tokens, _, head_dim = q.shape
+        table = (k_table.shape[0], *k.shape[1:])
+        for name, x in (("q", q), ("k", k), ("v", v), ("v_table", v_table)):
+            if x.dtype != k_table.dtype:
+                raise ValueError(f"rope_and_cache: {name} has dtype {x.dtype}; the cache holds "
+                                 f"{k_table.dtype}")  # fmt: skip
+        if k_table.ndim != 3 or k_table.shape[1:] != k.shape[1:] or v_table.shape != table:
+            raise ValueError(f"rope_and_cache: the tables are {k_table.shape} and {v_table.shape}"
+                             f"; expected [rows, {k.shape[1]}, {head_dim}] both")  # fmt: skip
+        if rows.dtype != int32 or rows.shape != (tokens,):
+            raise ValueError(f"rows is {rows.shape} {rows.dtype}; expected int32 ({tokens},)")
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if head_dim > 1 and x.strides[2] != 1:
+                raise ValueError(f"rope_and_cache: {name}'s last axis must be contiguous "
+                                 f"(strides {x.strides})")  # fmt: skip
+        check_writable(q)
+        check_writable(k)
+        rot, cos, sin, positions = self._rope_tables(q, rot_dim, cos, sin, positions)
+        spans = [x.span() for x in (q, k, v, k_table, v_table)]
+        names = ("q", "k", "v", "k_table", "v_table")
+        for i, j in _DISJOINT:
+            if spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1]:
+                raise ValueError(f"rope_and_cache: {names[i]} and {names[j]} overlap")
+        if _heads_overlap(q, k):
+            raise ValueError("rope_and_cache: q and k overlap (they are both written)")
+        if max(k_table.size, q.size, k.size) > INT_MAX or k_table.shape[0] > INT_MAX:
+            raise ValueError("rope_and_cache: shapes exceed the kernel's int range")
+        ints = (tokens, q.shape[1], k.shape[1], head_dim, rot, cos.shape[0], k_table.shape[0],
+                *q.strides[:2], *k.strides[:2], *v.strides[:2])  # fmt: skip
+        return t, rot, ints
+
+    def _rope_tables(
+        self, x: DeviceTensor, rot_dim: int | None, cos: Any, sin: Any, positions: Any
+    ) -> tuple[int, DeviceTensor, DeviceTensor, DeviceTensor | None]:
+        """The rotary arguments checked against x [tokens, heads, head_dim]: (rot_dim, cos,
+        sin, positions)."""
+        tokens, _, head_dim = x.shape
         rot = head_dim if rot_dim is None else rot_dim
-        if rot <= 0 or rot % 2 or rot > head_dim:
+        if isinstance(rot, bool) or not isinstance(rot, int) or not 0 < rot <= head_dim or rot % 2:
             raise ValueError(f"rot_dim must be even, > 0 and <= head_dim {head_dim}, not {rot}")
         cos, sin = self._tensor(cos, "cos"), self._tensor(sin, "sin")
         for name, table in (("cos", cos), ("sin", sin)):
@@ -52,15 +175,9 @@ class LayoutOps(OpsBase):
         elif tokens > cos.shape[0]:
             raise ValueError(f"{tokens} tokens need {tokens} positions; the tables hold "
                              f"{cos.shape[0]}")  # fmt: skip
-        if x.size > INT_MAX or cos.shape[0] > INT_MAX:
-            raise ValueError(f"x {x.shape} or the tables {cos.shape} exceed the kernel's int range")
-        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(cos, sin, positions))
-        name = f"rope_{'interleaved' if interleaved else 'half'}_{t.suffix}"
-        self._launch_flat(
-            self._kernel("rope.hip", name), x.size // 2, 4, x, cos, sin, positions, y,
-            tokens, heads, head_dim, rot, cos.shape[0],
-        )  # fmt: skip
-        return y
+        if cos.shape[0] > INT_MAX:
+            raise ValueError(f"the tables {cos.shape} exceed the kernel's int range")
+        return rot, cos, sin, positions
 
     def transpose(self, x: DeviceTensor, *, out: DeviceTensor | None = None) -> DeviceTensor:
         """xᵀ of a 2-D x, materialized ([rows, cols] -> [cols, rows]); `out` must not overlap x.
@@ -75,6 +192,50 @@ class LayoutOps(OpsBase):
             kernel = self._kernel("transpose.hip", f"transpose_{t.suffix}")
             kernel.launch(min(tiles, self._grid_cap), (32, 8), x, y, rows, cols, stream=self.stream)
         return y
+
+
+def _extent(x: DeviceTensor) -> tuple[int, int]:
+    """x's span as byte offsets from its address (fixed by its layout: a plan keeps them)."""
+    first, end = x.span()
+    return first - x.ptr, end - x.ptr
+
+
+#: The pairs of rope_and_cache's tensors (q, k, v, k_table, v_table) whose spans must be
+#: disjoint (q and k may interleave: `_heads_overlap`).
+_DISJOINT = ((0, 3), (0, 4), (1, 3), (1, 4), (2, 3), (2, 4), (3, 4))
+
+
+def _heads_overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
+    """Whether [tokens, heads, head_dim] tensors a and b (last axis contiguous, one dtype) may
+    share a byte. Column views of one fused projection interleave, so their spans meet: when
+    both repeat with one token stride that holds a token's heads, and one token's heads of
+    each miss the other's modulo that stride, they share none; otherwise their spans decide."""
+    if a.size == 0 or b.size == 0:
+        return False
+    stride, item = a.strides[0], a.dtype.itemsize
+    extent_a = (a.shape[1] - 1) * a.strides[1] + a.shape[2]  # one token's heads, in elements
+    extent_b = (b.shape[1] - 1) * b.strides[1] + b.shape[2]
+    gap = b.ptr - a.ptr
+    if (
+        a.shape[0] > 1 and b.strides[0] == stride and stride > 0 and gap % item == 0
+        and min(a.strides[1], b.strides[1]) >= 0 and max(extent_a, extent_b) <= stride
+    ):  # fmt: skip
+        offset = (gap // item) % stride  # where b's heads start within a's token period
+        if offset >= extent_a and offset + extent_b <= stride:
+            return False
+    first, end = a.span()
+    at, until = b.span()
+    return first < until and at < end
+
+
+def _overlapping(addresses: tuple[int, ...], extents: tuple[tuple[int, int], ...]) -> bool:
+    """Whether two of rope_and_cache's tensors that must be disjoint share a byte, from their
+    addresses and a plan's extents (the planned path's check)."""
+    for i, j in _DISJOINT:
+        a, b = addresses[i], addresses[j]
+        if a + extents[i][0] < b + extents[j][1] and b + extents[j][0] < a + extents[i][1]:
+            return True
+    return False
 
 
 __all__ = ["LayoutOps"]
