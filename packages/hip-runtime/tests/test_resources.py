@@ -28,6 +28,9 @@ def tensors(device: Device, program_cache: Path) -> Iterator[dict[str, Any]]:
             "row": backend.from_numpy(np.ones(8, np.float32)),
             "ids": backend.from_numpy(np.zeros(3, np.int32)),
             "heads": backend.from_numpy(np.ones((2, 1, 8), np.float32)),
+            "heads2": backend.from_numpy(np.ones((2, 1, 8), np.float32)),
+            "kv_table": backend.from_numpy(np.ones((3, 1, 8), np.float32)),
+            "kv_table2": backend.from_numpy(np.ones((3, 1, 8), np.float32)),
             "table": backend.from_numpy(np.ones((4, 4), np.float32)),
             "cache": backend.from_numpy(np.ones((1, 2, 4), np.float16)),
             # a [4, 32] q8_0 weight: 4 rows of one 34-byte block (zero scales)
@@ -53,6 +56,9 @@ BACKEND: dict[str, Call] = {
     "linear": lambda b, t: b.linear(t["x"], t["x"]),
     "mlp_swiglu": lambda b, t: b.mlp_swiglu(t["x"], t["x"], t["x"], t["x"].reshape(8, 4)),
     "rope": lambda b, t: b.rope(t["heads"], t["table"], t["table"]),
+    "rope_and_cache": lambda b, t: b.rope_and_cache(
+        t["heads"], t["heads2"], t["heads2"], t["table"], t["table"], None, t["kv_table"],
+        t["kv_table2"], t["ids"][:2]),
     "embedding": lambda b, t: b.embedding(t["ids"], t["table"]),
     "transpose": lambda b, t: b.transpose(t["x"]),
     "empty": lambda b, t: b.empty(3),
@@ -116,6 +122,8 @@ BLAS: dict[str, Call] = {
 KV_CACHE: dict[str, Call] = {
     "append": lambda c, t: c.append(0, t["cache"], t["cache"]),
     "view": lambda c, t: c.view(0),
+    "tables": lambda c, t: c.tables(0),
+    "reserve": lambda c, t: c.reserve(0, 1),
     "kv_lengths": lambda c, t: c.kv_lengths(0),
     "write": lambda c, t: c.write(0, t["cache"], t["cache"], t["ids"]),
     "advance": lambda c, t: c.advance(),
