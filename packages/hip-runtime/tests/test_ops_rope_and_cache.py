@@ -112,7 +112,8 @@ def arguments(backend: HipBackend, tokens: int = 3, heads: int = 4, kv_heads: in
 
 
 def call(backend: HipBackend, args: dict[str, Any], **kwargs: Any) -> None:
-    backend.rope_and_cache(*args.values(), **kwargs)
+    tensors = {name: value for name, value in args.items() if name != "rot_dim"}
+    backend.rope_and_cache(*tensors.values(), rot_dim=args.get("rot_dim"), **kwargs)
 
 
 BAD = {
@@ -124,6 +125,12 @@ BAD = {
     "rows dtype": lambda b, a: {**a, "rows": b.zeros((3,), np.int64)},
     "rows length": lambda b, a: {**a, "rows": b.zeros((2,), np.int32)},
     "positions": lambda b, a: {**a, "positions": b.zeros((2,), np.int32)},
+    "v is k": lambda b, a: {**a, "v": a["k"]},
+    "positions in a table": lambda b, a: {
+        **a,
+        "positions": a["k_table"].reshape(-1)[:3].view(np.int32),
+    },
+    "rot_dim": lambda b, a: {**a, "rot_dim": 8.0},
     "strided last axis": lambda b, a: {**a, "v": b.zeros((3, 2, 16), np.float32)[:, :, ::2]},
     "broadcast q": lambda b, a: {**a, "q": b.zeros((1, 4, 8), np.float32).expand(3, 4, 8)},
     "k heads": lambda b, a: {**a, "k": b.zeros((3, 1, 8), np.float32)},
@@ -155,6 +162,8 @@ OVERLAPS = {
         lambda b, a: {**a, "q": a["k_table"].reshape(-1)[:96].reshape(3, 4, 8)},
     ),
     "the tables": (lambda b: arguments(b), lambda b, a: {**a, "v_table": a["k_table"]}),
+    # (a float rot_dim equal to the int one: refused, never served the int's plan)
+    "rot_dim 8.0": (lambda b: {**arguments(b), "rot_dim": 8}, lambda b, a: {**a, "rot_dim": 8.0}),
 }
 
 
@@ -165,9 +174,10 @@ def test_overlaps_raise_on_a_plans_path(backend: HipBackend, overlap: str) -> No
     valid, bad = OVERLAPS[overlap]
     call(backend, valid(backend))
     args = bad(backend, valid(backend))
-    order = ("q", "k", "v", "cos", "sin", "positions", "k_table", "v_table", "rows")
-    key = ("rope_and_cache", *plan_key(*(args[name] for name in order), None), None, False)
-    assert key in (backend._plans or {})  # the bad call finds the valid call's plan
+    order = ("q", "k", "v", "cos", "sin", "positions", "rows", "k_table", "v_table")
+    rot = 8 if "rot_dim" in args else None
+    key = ("rope_and_cache", *plan_key(*(args[name] for name in order), None), rot, False)
+    assert key in (backend._plans or {})  # the bad call's layouts have the valid call's plan
     unchanged_after_refusal(backend, args)
 
 
@@ -213,3 +223,19 @@ def test_kv_cache_reserve_and_tables(device: Device, backend: HipBackend) -> Non
         testing.assert_bits_equal(viewed[0, :, 1], v_in[1])  # row 1: sequence 0, slot 1
         with pytest.raises(ValueError, match="tokens must be"):
             cache.reserve(0, -1)
+
+
+def test_no_tokens_queue_nothing(backend: HipBackend) -> None:
+    args = arguments(backend)
+    empty = {name: args[name][:0] if name in ("q", "k", "v", "positions", "rows") else args[name]
+             for name in args}  # fmt: skip
+    call(backend, empty)
+    assert (args["k_table"].to_numpy() == SENTINEL).all()
+
+
+def test_rope_takes_numpy_ints_for_rot_dim(backend: HipBackend) -> None:
+    cos, sin = testing.rope_tables(4, 4)
+    x = np.ones((2, 1, 8), np.float32)
+    got = backend.rope(backend.from_numpy(x), backend.from_numpy(cos), backend.from_numpy(sin),
+                       rot_dim=np.int64(4))  # fmt: skip
+    testing.assert_close(got.to_numpy(), testing.rope(x, cos, sin, np.arange(2), rot_dim=4), "f32")

@@ -147,9 +147,9 @@ class KVCache(Resource):
         """Count `tokens` new tokens of every sequence in the layer (only those `mask` marks,
         as `append` takes it) and return the rows they go to in `tables(layer)`: a device
         int32 [batch * tokens], b · max_tokens + slot, -1 for a masked token. For a caller
-        that stores them itself (`HipBackend.rope_and_cache`, or `write`); the rows are
-        uploaded on the cache's stream once per distinct (lengths, mask): every layer of a
-        prefill shares them. ValueError (nothing counted) when they do not fit."""
+        that stores them itself (`HipBackend.rope_and_cache`, or `write`); calls in a row
+        with the same (lengths, mask) share one upload on the cache's stream: every layer of a
+        prefill does. ValueError (nothing counted) when they do not fit."""
         self._check_layer(layer)
         real, start, new = self._new_tokens(layer, tokens, mask)
         rows = self._slot_ids(start, real)

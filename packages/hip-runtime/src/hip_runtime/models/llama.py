@@ -9,8 +9,9 @@ untied head) from a Hugging Face folder or a llama.cpp GGUF file, with a batched
 Prompts are LEFT-padded batches (`attention_mask` 0 on the pads, as a tokenizer with
 padding_side="left" makes them). Positions come from the mask as transformers' `generate`
 makes them (the i-th real token of a sequence is at position i), and the KV cache holds each
-sequence's real tokens from slot 0 (`KVCache.append` skips the pads), so a decode step's
-attention reads keys 0..length-1 of every sequence: `attention_decode`'s contract.
+sequence's real tokens from slot 0 (`KVCache.reserve` gives the pads row -1: not stored), so
+a decode step's attention reads keys 0..length-1 of every sequence: `attention_decode`'s
+contract.
 
 Everything runs on the device, on the backend's stream, with the whole batch in each op;
 `forward` and `decode` return at once (nothing waits). Host work per step: the positions of

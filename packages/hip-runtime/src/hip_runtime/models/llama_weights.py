@@ -92,9 +92,10 @@ class LlamaWeights:
     head: Linear  # [vocab, H]: lm_head, or `embed` itself when tied
 
     def named(self) -> dict[str, DeviceTensor]:
-        """Every distinct tensor under its HF name, for ModelRuntime.weights (a quantized
-        weight's blocks under its name, in that QuantizedWeight's layout: "split" for rows of
-        K a multiple of 256, so rebuild one with `QuantizedWeight(..., layout="split")`)."""
+        """Every tensor under its HF name, for ModelRuntime.weights. q/k/v and gate/up are row
+        views of their stacked weight (`qkv`, `gate_up`). A quantized weight is its blocks, in
+        that QuantizedWeight's layout: "split" for rows of K a multiple of 256, so rebuild one
+        with `QuantizedWeight(..., layout="split")`."""
         embed, norm, head = TOP_NAMES["hf"]
         names = {embed: self.embed, norm: self.norm}
         if self.head is not self.embed:

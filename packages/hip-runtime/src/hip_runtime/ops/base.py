@@ -173,7 +173,7 @@ class OpsBase(Resource):
             self._recycled_bytes = 0  # (the outputs they kept go with them)
         else:
             replaced = plans.get(key)
-            if replaced is not None and replaced[2].last is not None:
+            if replaced is not None and type(replaced[2]) is PlanOutput and replaced[2].last:
                 self._recycled_bytes -= replaced[2].nbytes
         plans[key] = plan
 

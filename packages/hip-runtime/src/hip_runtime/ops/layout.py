@@ -5,6 +5,7 @@ indexing ops.)"""
 
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Any
 
 from hip_runtime.dtypes import FloatType, float32, int32
@@ -78,38 +79,35 @@ class LayoutOps(OpsBase):
         interleaved: as `rope`. rows: int32 [tokens] on the device, read by the kernel only:
         a row outside [0, table_rows) (-1 for a padding token) stores nothing; two tokens
         storing one row race (which lands is undefined). The tables:
-        C-contiguous, of q's dtype, overlapping neither each other nor q, k, v. ValueError
-        before anything is queued; queued on the backend's stream."""
-        key = plan_key(q, k, v, cos, sin, positions, k_table, v_table, rows, None)
-        if key is not None:
-            plan = self._planned(("rope_and_cache", *key, rot_dim, interleaved))
-            if plan is not None and self._inputs_open((q, k, v, cos, sin, positions, k_table,
-                                                        v_table, rows)):  # fmt: skip
+        C-contiguous, of q's dtype. Nothing that is written (q, k, the tables) may overlap
+        another argument. ValueError before anything is queued; queued on the backend's
+        stream."""
+        tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table)  # the kernel's order
+        key = plan_key(*tensors, None)
+        if key is not None and (rot_dim is None or type(rot_dim) is int):
+            key = ("rope_and_cache", *key, rot_dim, bool(interleaved))
+            plan = self._planned(key)
+            if plan is not None and self._inputs_open(tensors):
                 kernel, grid, ints, extents = plan
-                written = (q.ptr, k.ptr, v.ptr, k_table.ptr, v_table.ptr)
-                if not _overlapping(written, extents) and not _heads_overlap(q, k):
-                    pointers = launch_pointers((q, k, v, cos, sin, positions, rows, k_table,
-                                                v_table))  # fmt: skip
-                    kernel.launch(grid, 256, *pointers, *ints, stream=self.stream)
+                if _aliased(tensors, extents) is None:
+                    kernel.launch(grid, 256, *launch_pointers(tensors), *ints, stream=self.stream)
                     return
-        t, rot, ints = self._rope_and_cache_checks(q, k, v, cos, sin, positions, k_table,
-                                                   v_table, rows, rot_dim)  # fmt: skip
-        tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table)
+        else:
+            key = None  # (a rot_dim of another type: checked every call)
+        t, rot, ints = self._rope_and_cache_checks(*tensors, rot_dim)
         mode = "interleaved" if interleaved else "half"
         kernel = self._kernel("rope.hip", f"rope_and_cache_{mode}_{t.suffix}")
-        half = rot // 2
-        work = q.shape[0] * ((q.shape[1] + k.shape[1]) * (half + q.shape[2] - rot) + v[0].size)
+        tokens, heads, head_dim = q.shape
+        half, kv_heads = rot // 2, k.shape[1]
+        work = tokens * ((heads + kv_heads) * (half + head_dim - rot) + kv_heads * head_dim)
         grid = self._flat_grid(max(work, 1), 16)  # (one element per thread and pass)
         if work:
             kernel.launch(grid, 256, *tensors, *ints, stream=self.stream)
-        if key is not None:
-            extents = tuple(_extent(x) for x in (q, k, v, k_table, v_table))
-            self._keep_plan(("rope_and_cache", *key, rot_dim, interleaved),
-                            (kernel, grid, ints, extents))  # fmt: skip
+        self._keep_plan(key, (kernel, grid, ints, tuple(map(_extent, tensors))))
 
     def _rope_and_cache_checks(
-        self, q: Any, k: Any, v: Any, cos: Any, sin: Any, positions: Any, k_table: Any,
-        v_table: Any, rows: Any, rot_dim: int | None,
+        self, q: Any, k: Any, v: Any, cos: Any, sin: Any, positions: Any, rows: Any,
+        k_table: Any, v_table: Any, rot_dim: int | None,
     ) -> tuple[FloatType, int, tuple[int, ...]]:  # fmt: skip
         """rope_and_cache's validation: (q's float type, rot_dim, the kernel's int arguments)."""
         q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
@@ -138,14 +136,12 @@ class LayoutOps(OpsBase):
         check_writable(q)
         check_writable(k)
         rot, cos, sin, positions = self._rope_tables(q, rot_dim, cos, sin, positions)
-        spans = [x.span() for x in (q, k, v, k_table, v_table)]
-        names = ("q", "k", "v", "k_table", "v_table")
-        for i, j in _DISJOINT:
-            if spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1]:
-                raise ValueError(f"rope_and_cache: {names[i]} and {names[j]} overlap")
-        if _heads_overlap(q, k):
-            raise ValueError("rope_and_cache: q and k overlap (they are both written)")
-        if max(k_table.size, q.size, k.size) > INT_MAX or k_table.shape[0] > INT_MAX:
+        tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table)
+        aliased = _aliased(tensors, tuple(map(_extent, tensors)))
+        if aliased is not None:
+            raise ValueError(f"rope_and_cache: {aliased} overlap (q, k and the tables are "
+                             "written)")  # fmt: skip
+        if max(tokens, k_table.shape[0]) > INT_MAX:
             raise ValueError("rope_and_cache: shapes exceed the kernel's int range")
         ints = (tokens, q.shape[1], k.shape[1], head_dim, rot, cos.shape[0], k_table.shape[0],
                 *q.strides[:2], *k.strides[:2], *v.strides[:2])  # fmt: skip
@@ -157,9 +153,12 @@ class LayoutOps(OpsBase):
         """The rotary arguments checked against x [tokens, heads, head_dim]: (rot_dim, cos,
         sin, positions)."""
         tokens, _, head_dim = x.shape
-        rot = head_dim if rot_dim is None else rot_dim
-        if isinstance(rot, bool) or not isinstance(rot, int) or not 0 < rot <= head_dim or rot % 2:
-            raise ValueError(f"rot_dim must be even, > 0 and <= head_dim {head_dim}, not {rot}")
+        rot: Any = head_dim if rot_dim is None else rot_dim  # (numpy ints too)
+        integral = isinstance(rot, Integral) and not isinstance(rot, bool)
+        if not integral or not 0 < rot <= head_dim or rot % 2:
+            raise ValueError(f"rot_dim must be an even int, > 0 and <= head_dim {head_dim}, not "
+                             f"{rot!r}")  # fmt: skip
+        rot = int(rot)
         cos, sin = self._tensor(cos, "cos"), self._tensor(sin, "sin")
         for name, table in (("cos", cos), ("sin", sin)):
             if table.dtype != float32 or table.ndim != 2 or table.shape[1] != rot // 2:
@@ -194,15 +193,41 @@ class LayoutOps(OpsBase):
         return y
 
 
-def _extent(x: DeviceTensor) -> tuple[int, int]:
+def _extent(x: DeviceTensor | None) -> tuple[int, int]:
     """x's span as byte offsets from its address (fixed by its layout: a plan keeps them)."""
+    if x is None:
+        return 0, 0
     first, end = x.span()
     return first - x.ptr, end - x.ptr
 
 
-#: The pairs of rope_and_cache's tensors (q, k, v, k_table, v_table) whose spans must be
-#: disjoint (q and k may interleave: `_heads_overlap`).
-_DISJOINT = ((0, 3), (0, 4), (1, 3), (1, 4), (2, 3), (2, 4), (3, 4))
+#: rope_and_cache's tensors, in the kernel's order, and the pairs whose spans must be disjoint:
+#: each written one (q, k, the tables) against every other, but q, k and v among themselves,
+#: which interleave as views of one fused product (`_heads_overlap` decides those).
+_NAMES = ("q", "k", "v", "cos", "sin", "positions", "rows", "k_table", "v_table")
+_WRITTEN = (0, 1, 7, 8)
+_DISJOINT = tuple(
+    (i, j) for i in _WRITTEN for j in range(len(_NAMES))
+    if j != i and not (i in _WRITTEN and j in _WRITTEN and j < i) and {i, j} - {0, 1, 2}
+)  # fmt: skip
+_HEADS = ((0, 1), (0, 2), (1, 2))
+
+
+def _aliased(
+    tensors: tuple[DeviceTensor | None, ...], extents: tuple[tuple[int, int], ...]
+) -> str | None:
+    """The names of two of rope_and_cache's tensors that may share a byte although one of them
+    is written, or None; from their addresses and extents (a plan keeps the extents)."""
+    for i, j in _DISJOINT:
+        a, b = tensors[i], tensors[j]
+        if a is not None and b is not None:
+            (a_low, a_high), (b_low, b_high) = extents[i], extents[j]
+            if a.ptr + a_low < b.ptr + b_high and b.ptr + b_low < a.ptr + a_high:
+                return f"{_NAMES[i]} and {_NAMES[j]}"
+    for i, j in _HEADS:
+        if _heads_overlap(tensors[i], tensors[j]):  # type: ignore[arg-type]
+            return f"{_NAMES[i]} and {_NAMES[j]}"
+    return None
 
 
 def _heads_overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
@@ -226,16 +251,6 @@ def _heads_overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
     first, end = a.span()
     at, until = b.span()
     return first < until and at < end
-
-
-def _overlapping(addresses: tuple[int, ...], extents: tuple[tuple[int, int], ...]) -> bool:
-    """Whether two of rope_and_cache's tensors that must be disjoint share a byte, from their
-    addresses and a plan's extents (the planned path's check)."""
-    for i, j in _DISJOINT:
-        a, b = addresses[i], addresses[j]
-        if a + extents[i][0] < b + extents[j][1] and b + extents[j][0] < a + extents[i][1]:
-            return True
-    return False
 
 
 __all__ = ["LayoutOps"]
