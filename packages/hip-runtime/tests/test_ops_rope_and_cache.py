@@ -239,3 +239,49 @@ def test_rope_takes_numpy_ints_for_rot_dim(backend: HipBackend) -> None:
     got = backend.rope(backend.from_numpy(x), backend.from_numpy(cos), backend.from_numpy(sin),
                        rot_dim=np.int64(4))  # fmt: skip
     testing.assert_close(got.to_numpy(), testing.rope(x, cos, sin, np.arange(2), rot_dim=4), "f32")
+
+
+class _Item:
+    itemsize = 2
+
+
+class _Heads:
+    """The attributes `layout._period` and `_aliased` read of a [tokens, heads, D] tensor, and
+    the element offsets it covers (the exact answer the test compares with)."""
+
+    def __init__(self, element: int, shape: tuple[int, int, int], strides: tuple[int, ...]):
+        self.ptr, self.shape, self.strides, self.dtype = element * 2, shape, strides, _Item
+        self.elements = {element + sum(i * s for i, s in zip(index, strides, strict=True))
+                         for index in np.ndindex(*shape)}  # fmt: skip
+
+    def span(self) -> tuple[int, int]:
+        return min(self.elements) * 2, (max(self.elements) + 1) * 2
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(data=st.data())
+def test_the_overlap_test_of_q_k_v_misses_no_shared_element(data: Any) -> None:
+    """q, k, v as random [tokens, heads, D] layouts near each other (some the column views of
+    one fused product): every pair that shares an element is refused, and the fused views,
+    which share none, are not."""
+    from hip_runtime.ops import layout
+
+    tokens, d = data.draw(st.integers(1, 4)), data.draw(st.sampled_from([1, 2, 4]))
+    stride = data.draw(st.integers(1, 24))
+    views = [
+        _Heads(1000 + data.draw(st.integers(-30, 30)), (tokens, data.draw(st.integers(1, 3)), d),
+               (stride, data.draw(st.sampled_from([d, d + 1, 2 * d])), 1))
+        for _ in range(3)
+    ]  # fmt: skip
+    fused = data.draw(st.booleans())
+    if fused:  # the fused product's column views: disjoint
+        heads = [data.draw(st.integers(1, 3)) for _ in range(3)]
+        starts = np.cumsum([0, *heads]) * d
+        views = [_Heads(1000 + int(starts[i]), (tokens, heads[i], d),
+                        (int(starts[-1]), d, 1)) for i in range(3)]  # fmt: skip
+    tensors = (*views, None, None, None, None, None, None)
+    found = layout._aliased(tensors, *layout._layouts(tensors))  # type: ignore[arg-type]
+    if any(views[i].elements & views[j].elements for i, j in layout._HEADS):
+        assert found is not None
+    if fused:
+        assert found is None

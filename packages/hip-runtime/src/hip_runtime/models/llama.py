@@ -297,16 +297,18 @@ class LlamaDecoder(Resource):
         backend.rope_and_cache(q, k, v, self._cos, self._sin, positions, *cache.tables(n), rows)
         heads_first = (0, 2, 1, 3)  # [B, S, heads, D] -> [B, heads, S, D], a view
         q4 = q.reshape(batch, seq, c.heads, c.head_dim).permute(*heads_first)
-        context = backend.empty((batch, seq, c.heads, c.head_dim), x.dtype)
-        out = context.permute(*heads_first)
         if prompt is not None:
+            context = backend.empty((batch, seq, c.heads, c.head_dim), x.dtype)
             k4, v4 = (t.reshape(batch, seq, c.kv_heads, c.head_dim).permute(*heads_first)
                       for t in (k, v))  # fmt: skip
-            backend.scaled_dot_product_attention(q4, k4, v4, causal=True, mask=prompt[1], out=out)
-        else:
+            backend.scaled_dot_product_attention(
+                q4, k4, v4, causal=True, mask=prompt[1], out=context.permute(*heads_first)
+            )
+        else:  # one token a sequence: [B, heads, 1, D] is [B, 1, heads, D]'s memory; a new
+            # output (no out=) keeps the call on attention_decode's plan (strided out= is not)
             assert step is not None
             keys, values = cache.view(n)  # (attention_decode: keys 0..length-1, on the device)
-            backend.attention_decode(q4, keys, values, step[1], out=out)
+            context = backend.attention_decode(q4, keys, values, step[1])
         self._linear(context.reshape(batch, seq, c.heads * c.head_dim), layer.o, residual=x)
         h = backend.rmsnorm(x, layer.mlp_norm, eps=c.rms_norm_eps)
         self._mlp(h, layer, residual=x)

@@ -88,8 +88,8 @@ class LayoutOps(OpsBase):
             key = ("rope_and_cache", *key, rot_dim, bool(interleaved))
             plan = self._planned(key)
             if plan is not None and self._inputs_open(tensors):
-                kernel, grid, ints, extents = plan
-                if _aliased(tensors, extents) is None:
+                kernel, grid, ints, extents, periods = plan
+                if _aliased(tensors, extents, periods) is None:
                     kernel.launch(grid, 256, *launch_pointers(tensors), *ints, stream=self.stream)
                     return
         else:
@@ -103,7 +103,7 @@ class LayoutOps(OpsBase):
         grid = self._flat_grid(max(work, 1), 16)  # (one element per thread and pass)
         if work:
             kernel.launch(grid, 256, *tensors, *ints, stream=self.stream)
-        self._keep_plan(key, (kernel, grid, ints, tuple(map(_extent, tensors))))
+        self._keep_plan(key, (kernel, grid, ints, *_layouts(tensors)))
 
     def _rope_and_cache_checks(
         self, q: Any, k: Any, v: Any, cos: Any, sin: Any, positions: Any, rows: Any,
@@ -137,7 +137,7 @@ class LayoutOps(OpsBase):
         check_writable(k)
         rot, cos, sin, positions = self._rope_tables(q, rot_dim, cos, sin, positions)
         tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table)
-        aliased = _aliased(tensors, tuple(map(_extent, tensors)))
+        aliased = _aliased(tensors, *_layouts(tensors))
         if aliased is not None:
             raise ValueError(f"rope_and_cache: {aliased} overlap (q, k and the tables are "
                              "written)")  # fmt: skip
@@ -193,17 +193,9 @@ class LayoutOps(OpsBase):
         return y
 
 
-def _extent(x: DeviceTensor | None) -> tuple[int, int]:
-    """x's span as byte offsets from its address (fixed by its layout: a plan keeps them)."""
-    if x is None:
-        return 0, 0
-    first, end = x.span()
-    return first - x.ptr, end - x.ptr
-
-
 #: rope_and_cache's tensors, in the kernel's order, and the pairs whose spans must be disjoint:
 #: each written one (q, k, the tables) against every other, but q, k and v among themselves,
-#: which interleave as views of one fused product (`_heads_overlap` decides those).
+#: which interleave as views of one fused product (`_HEADS`: decided by `_period`).
 _NAMES = ("q", "k", "v", "cos", "sin", "positions", "rows", "k_table", "v_table")
 _WRITTEN = (0, 1, 7, 8)
 _DISJOINT = tuple(
@@ -211,46 +203,66 @@ _DISJOINT = tuple(
     if j != i and not (i in _WRITTEN and j in _WRITTEN and j < i) and {i, j} - {0, 1, 2}
 )  # fmt: skip
 _HEADS = ((0, 1), (0, 2), (1, 2))
+#: What a pair of _HEADS repeats with, when it does (`_period`): (token stride, item size, one
+#: token's heads' extent in each), all in elements but the item size.
+Period = tuple[int, int, int, int]
 
 
-def _aliased(
-    tensors: tuple[DeviceTensor | None, ...], extents: tuple[tuple[int, int], ...]
-) -> str | None:
-    """The names of two of rope_and_cache's tensors that may share a byte although one of them
-    is written, or None; from their addresses and extents (a plan keeps the extents)."""
-    for i, j in _DISJOINT:
-        a, b = tensors[i], tensors[j]
-        if a is not None and b is not None:
-            (a_low, a_high), (b_low, b_high) = extents[i], extents[j]
-            if a.ptr + a_low < b.ptr + b_high and b.ptr + b_low < a.ptr + a_high:
-                return f"{_NAMES[i]} and {_NAMES[j]}"
-    for i, j in _HEADS:
-        if _heads_overlap(tensors[i], tensors[j]):  # type: ignore[arg-type]
-            return f"{_NAMES[i]} and {_NAMES[j]}"
+def _layouts(
+    tensors: tuple[DeviceTensor | None, ...],
+) -> tuple[tuple[tuple[int, int], ...], tuple[Period | None, ...]]:
+    """What of rope_and_cache's tensors their layouts fix (a plan keeps it): each one's span
+    as byte offsets from its address, and each _HEADS pair's period."""
+    extents = []
+    for x in tensors:
+        first, end = (0, 0) if x is None else x.span()
+        extents.append((0, 0) if x is None else (first - x.ptr, end - x.ptr))
+    periods = tuple(_period(tensors[i], tensors[j]) for i, j in _HEADS)  # type: ignore[arg-type]
+    return tuple(extents), periods
+
+
+def _period(a: DeviceTensor, b: DeviceTensor) -> Period | None:
+    """How [tokens, heads, head_dim] tensors a and b repeat, when both have one token stride
+    that holds a token's heads (column views of one fused projection do): then they share no
+    byte where one token's heads of each miss the other's modulo that stride. None: their
+    spans decide."""
+    stride = a.strides[0]
+    extent_a = (a.shape[1] - 1) * a.strides[1] + a.shape[2]  # one token's heads, in elements
+    extent_b = (b.shape[1] - 1) * b.strides[1] + b.shape[2]
+    if (
+        a.shape[0] > 1 and b.strides[0] == stride and stride > 0
+        and min(a.strides[1], b.strides[1]) >= 0 and max(extent_a, extent_b) <= stride
+    ):  # fmt: skip
+        return stride, a.dtype.itemsize, extent_a, extent_b
     return None
 
 
-def _heads_overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
-    """Whether [tokens, heads, head_dim] tensors a and b (last axis contiguous, one dtype) may
-    share a byte. Column views of one fused projection interleave, so their spans meet: when
-    both repeat with one token stride that holds a token's heads, and one token's heads of
-    each miss the other's modulo that stride, they share none; otherwise their spans decide."""
-    if a.size == 0 or b.size == 0:
-        return False
-    stride, item = a.strides[0], a.dtype.itemsize
-    extent_a = (a.shape[1] - 1) * a.strides[1] + a.shape[2]  # one token's heads, in elements
-    extent_b = (b.shape[1] - 1) * b.strides[1] + b.shape[2]
-    gap = b.ptr - a.ptr
-    if (
-        a.shape[0] > 1 and b.strides[0] == stride and stride > 0 and gap % item == 0
-        and min(a.strides[1], b.strides[1]) >= 0 and max(extent_a, extent_b) <= stride
-    ):  # fmt: skip
-        offset = (gap // item) % stride  # where b's heads start within a's token period
-        if offset >= extent_a and offset + extent_b <= stride:
-            return False
-    first, end = a.span()
-    at, until = b.span()
-    return first < until and at < end
+def _aliased(
+    tensors: tuple[DeviceTensor | None, ...],
+    extents: tuple[tuple[int, int], ...],
+    periods: tuple[Period | None, ...],
+) -> str | None:
+    """The names of two of rope_and_cache's tensors that may share a byte although one of them
+    is written, or None; from their addresses and what their layouts fix (`_layouts`)."""
+    spans = [
+        None if t is None or low == high else (t.ptr + low, t.ptr + high)
+        for t, (low, high) in zip(tensors, extents, strict=True)
+    ]
+    for i, j in _DISJOINT:
+        a, b = spans[i], spans[j]
+        if a is not None and b is not None and a[0] < b[1] and b[0] < a[1]:
+            return f"{_NAMES[i]} and {_NAMES[j]}"
+    for (i, j), period in zip(_HEADS, periods, strict=True):
+        a, b = spans[i], spans[j]
+        if a is not None and b is not None and a[0] < b[1] and b[0] < a[1]:
+            if period is None:
+                return f"{_NAMES[i]} and {_NAMES[j]}"
+            stride, item, extent_a, extent_b = period
+            gap = tensors[j].ptr - tensors[i].ptr  # type: ignore[union-attr]
+            offset = (gap // item) % stride  # where b's heads start within a's token period
+            if gap % item or offset < extent_a or offset + extent_b > stride:
+                return f"{_NAMES[i]} and {_NAMES[j]}"
+    return None
 
 
 __all__ = ["LayoutOps"]
