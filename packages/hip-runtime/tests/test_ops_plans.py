@@ -266,3 +266,40 @@ def test_scalar_and_where_plans(backend: HipBackend) -> None:
             backend.where(x, x, 1.0)
     backend.mul(ints, 3)
     np.testing.assert_array_equal(backend.mul(ints, 3).to_numpy(), np.arange(8) * 3)
+
+
+def test_strided_out_takes_the_plan_and_still_refuses_overlap(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """out= a strided view (a permuted attention output, a column slice) is served by the plan
+    its first call made, and an out= whose span meets an input's goes back to the checked path,
+    which refuses a real overlap as a first call does."""
+    from hip_runtime.ops import attention_decode as decode
+
+    rng = np.random.default_rng(3)
+    q, k, v = (
+        rng.standard_normal(s).astype(F32) for s in ((1, 4, 1, 8), (1, 2, 5, 8), (1, 2, 5, 8))
+    )
+    lengths = backend.from_numpy(np.array([5], np.int32))
+    context = backend.empty((1, 1, 4, 8), F32)  # [B, S, H, D], written as [B, H, S, D]
+
+    def attend() -> np.ndarray:
+        heads_first = context.permute(0, 2, 1, 3)
+        tensors = (backend.from_numpy(q), backend.from_numpy(k), backend.from_numpy(v))
+        backend.attention_decode(*tensors, lengths, out=heads_first)
+        return context.to_numpy()
+
+    first = attend()
+    monkeypatch.setattr(decode, "_decode_split", None)  # the checked path would call it
+    np.testing.assert_array_equal(attend(), first)  # the plan's call
+    monkeypatch.undo()
+    wide = backend.from_numpy(data(8, 10, seed=9))
+    y = backend.from_numpy(data(8, 8, seed=10))
+    for _ in range(2):  # a plan for columns 1..8 of `wide` as out=, from columns 0..7 of another
+        backend.add(backend.from_numpy(data(8, 10, seed=11))[:, :8], y, out=wide[:, 1:9])
+    with pytest.raises(ValueError, match="overlap"):
+        backend.add(wide[:, :8], y, out=wide[:, 1:9])  # the same layouts, overlapping
+    before = wide.to_numpy()
+    backend.add(wide[:, 1:9], y, out=wide[:, 1:9])  # in place: the same elements
+    np.testing.assert_allclose(wide.to_numpy()[:, 1:9], before[:, 1:9] + data(8, 8, seed=10),
+                               rtol=1e-6)  # fmt: skip

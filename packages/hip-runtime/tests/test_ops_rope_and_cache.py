@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from hip_core import Device
 from hip_runtime import HipBackend, KVCache, testing
-from hip_runtime.ops.base import plan_key
+from hip_runtime.ops.plans import plan_key
 
 SETTINGS = settings(
     max_examples=25, deadline=None, database=None,

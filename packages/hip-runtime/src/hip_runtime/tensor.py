@@ -86,7 +86,7 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
     #: Device address of the first element (index 0 on every axis): `buffer.ptr + offset`,
     #: kept (both are fixed at construction) since every launch reads it.
     ptr: int
-    #: What launch plans know this tensor's layout by (hip_runtime.ops.base.layout_id): 0
+    #: What launch plans know this tensor's layout by (hip_runtime.ops.plans.layout_id): 0
     #: until first asked.
     _layout: int
 

@@ -17,7 +17,8 @@ import numpy as np
 
 from hip_core import _capture  # whether a stream capture is in progress
 from hip_runtime.dtypes import float32, float_type, int32
-from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_head, plan_key
+from hip_runtime.ops.base import INT_MAX, OpsBase
+from hip_runtime.ops.plans import launch_pointers, plan_head, plan_key
 from hip_runtime.tensor import DeviceTensor
 
 _LOG2E = 1.4426950408889634  # the kernels' softmax runs in base 2

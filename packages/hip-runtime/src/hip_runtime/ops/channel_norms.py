@@ -14,8 +14,9 @@ import math
 from typing import Any
 
 from hip_core import Kernel
-from hip_runtime.ops.base import OpsBase, plan_head, plan_key
+from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.convolution import launch_outputs, spatial_type
+from hip_runtime.ops.plans import plan_head, plan_key
 from hip_runtime.tensor import DeviceTensor
 
 _GROUP_BLOCK = 512  # group_norm: threads per group

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_core import DevicePointer, Kernel
 from hip_runtime.dtypes import FLOAT_TYPES, FloatType
-from hip_runtime.ops.base import OpsBase, plan_head, plan_key
+from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.conv_gemm import forward_chunks, transpose_chunks
 from hip_runtime.ops.conv_geometry import (
     ConvGeometry,
@@ -33,6 +33,7 @@ from hip_runtime.ops.conv_geometry import (
     ints,
     nchw,
 )
+from hip_runtime.ops.plans import plan_head, plan_key
 from hip_runtime.tensor import DeviceTensor
 
 COL_BYTES = 256 << 20  # the largest im2col / col2im workspace one chunk of the batch takes

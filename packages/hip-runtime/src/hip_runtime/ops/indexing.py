@@ -18,7 +18,8 @@ import numpy as np
 from hip_core import Kernel
 from hip_runtime import strides as layout
 from hip_runtime.dtypes import suffix
-from hip_runtime.ops.base import _BLOCK, OpsBase, launch_pointers, plan_head, plan_key
+from hip_runtime.ops.base import _BLOCK, OpsBase
+from hip_runtime.ops.plans import launch_pointers, plan_head, plan_key
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 

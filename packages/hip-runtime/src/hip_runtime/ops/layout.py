@@ -9,7 +9,8 @@ from numbers import Integral
 from typing import Any
 
 from hip_runtime.dtypes import FloatType, float32, int32
-from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_key
+from hip_runtime.ops.base import INT_MAX, OpsBase
+from hip_runtime.ops.plans import launch_pointers, plan_key
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from hip_runtime.blas import DATA_TYPES
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import OpsBase, layout_id, plan_head, plan_key
+from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
+from hip_runtime.ops.plans import layout_id, plan_head, plan_key
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 

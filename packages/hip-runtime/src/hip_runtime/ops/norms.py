@@ -14,14 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import (
-    OpsBase,
-    address_of,
-    launch_pointers,
-    not_contiguous,
-    plan_head,
-    plan_key,
-)
+from hip_runtime.ops.base import OpsBase, not_contiguous
+from hip_runtime.ops.plans import address_of, launch_pointers, plan_head, plan_key
 from hip_runtime.ops.reduce_layout import row_strides
 from hip_runtime.tensor import DeviceTensor
 

@@ -28,7 +28,8 @@ from hip_core import Kernel
 from hip_runtime import dtypes
 from hip_runtime import strides as layout
 from hip_runtime.dtypes import SUFFIXES, DTypeLike, as_dtype
-from hip_runtime.ops.base import OpsBase, launch_pointers, layout_id, plan_head
+from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.plans import launch_pointers, layout_id, plan_head
 from hip_runtime.ops.pointwise_codes import CAST_TARGETS
 from hip_runtime.tensor import DeviceTensor
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hip_runtime.ops.base import OpsBase, plan_head, plan_key
+from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.conv_geometry import ints, pool_out_size
 from hip_runtime.ops.convolution import image_operand, key_part, launch_outputs
+from hip_runtime.ops.plans import plan_head, plan_key
 from hip_runtime.tensor import DeviceTensor
 
 _MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2, "adaptive": 3}

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 
 from hip_core import Kernel
 from hip_runtime.dtypes import float_type
-from hip_runtime.ops.base import INT_MAX, OpsBase, launch_pointers, plan_head, plan_key
+from hip_runtime.ops.base import INT_MAX, OpsBase
+from hip_runtime.ops.plans import launch_pointers, plan_head, plan_key
 from hip_runtime.ops.quantized import (
     BLOCK_ENCODINGS,
     LAYOUTS,

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime.ops.base import OpsBase, plan_head, plan_key
+from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.conv_geometry import ints
 from hip_runtime.ops.convolution import image_operand, key_part, launch_outputs
+from hip_runtime.ops.plans import plan_head, plan_key
 from hip_runtime.tensor import DeviceTensor
 
 
