@@ -99,6 +99,30 @@ def test_axpy_matches_numpy_with_reused_packing(device: Device, module: Module) 
     )
 
 
+def test_a_changed_pointer_repacks_only_what_changed(device: Device, module: Module) -> None:
+    """Launches alternating between two outputs with the same other arguments (a layer's
+    weights changing between launches of one op): each lands in its own output, and a changed
+    scalar after them is packed too."""
+    n = 1000
+    x = np.arange(n, dtype=np.float32)
+    dx = device.allocate(x.nbytes)
+    dx.copy_from(x)
+    outputs = [device.allocate(x.nbytes) for _ in range(2)]
+    for out in outputs:
+        out.copy_from(np.zeros(n, np.float32))
+    stream = device.create_stream()
+    kernel = module.get_kernel("axpy")
+    alpha, count = 2.0, n
+    for i in range(6):
+        kernel.launch(4, 256, alpha, dx, outputs[i % 2], count, stream=stream)
+    kernel.launch(4, 256, -1.0, dx, outputs[1], 10, stream=stream)  # a scalar changed too
+    stream.sync()
+    np.testing.assert_allclose(_download(outputs[0], np.float32, n), 6 * x)
+    expected = 6 * x
+    expected[:10] -= x[:10]
+    np.testing.assert_allclose(_download(outputs[1], np.float32, n), expected)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -64,6 +64,9 @@ def _dim3(value: Dim3, what: str) -> tuple[int, int, int]:
 
 #: Pointer arguments whose `==` means "the same memory" (identity, or DevicePointer's fields).
 _REUSABLE_POINTERS = frozenset({type(None), DevicePointer, DeviceBuffer, PinnedBuffer})
+#: Arguments whose object, kept alive, always packs to the same bytes (`_pack` writes such an
+#: argument again only when it is another object; a closed buffer drops every packing).
+_IMMUTABLE = frozenset({int, float, bool, *_REUSABLE_POINTERS})
 
 
 class Kernel:
@@ -182,14 +185,26 @@ class Kernel:
         self.launch(grid, block, *args, shared_mem=shared_mem, stream=stream)
 
     def _pack(self, args: tuple[Any, ...]) -> None:
+        written = self._packed  # the last packing, when it was of reusable arguments
         self._packed = None  # a failure below must not leave a half-written "valid" packing
         if len(args) != len(self.params):
             signature = ", ".join(p.decl for p in self.params)
             raise TypeError(
                 f"{self.name}({signature}) takes {len(self.params)} arguments, got {len(args)}"
             )
-        for write, value in zip(self._writers, args, strict=True):
-            write(value)
+        if written is None or self._repacked:
+            for write, value in zip(self._writers, args, strict=True):
+                write(value)
+        else:
+            # Where one argument changed (a layer's weights, between launches of one plan),
+            # the others need not be written again: the same object of an immutable kind
+            # (held by the last packing since it was checked and written, so not a new one
+            # at a dead one's id) is the same value in the buffer.
+            k = 0
+            for write, value in zip(self._writers, args, strict=True):
+                if value is not written[k] or type(value) not in _IMMUTABLE:
+                    write(value)
+                k += 1  # noqa: SIM113 (enumerate is a call too)
         if self._repacked:
             return  # packed again at the next launch (see __init__)
         for index in self._pointers_at:
