@@ -91,11 +91,13 @@ def index(shape: Shape, strides: Strides, key: Any) -> tuple[Shape, Strides, int
     axis of size 1) and at most one Ellipsis, as in numpy's basic indexing."""
     items = key if isinstance(key, tuple) else (key,)
     for item in items:
-        if not (item is None or item is Ellipsis or isinstance(item, slice)):
+        if not (item is None or item is Ellipsis or type(item) is slice or type(item) is int):
             as_index(item, "an index")  # only ints besides: TypeError for lists, bools, floats
-    if sum(item is Ellipsis for item in items) > 1:
+    # (only ints, slices, None and Ellipsis from here: `count`'s == compares them safely)
+    ellipses = items.count(Ellipsis)
+    if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    used = sum(item is not None and item is not Ellipsis for item in items)
+    used = len(items) - items.count(None) - ellipses
     if used > len(shape):
         raise IndexError(f"too many indices: {used} for {len(shape)} dimensions")
     if Ellipsis not in items:
@@ -140,10 +142,11 @@ def permutation(dims: Sequence[Any], ndim: int) -> tuple[int, ...]:
 
 def resolve_shape(size: int, dims: Sequence[Any]) -> Shape:
     """A target shape for `size` elements: ints >= 0 and at most one -1 (inferred)."""
-    values = [as_index(d, "a dimension") for d in dims]
+    # (plain ints without a call each: views are made at every op of a model's step)
+    values = [d if type(d) is int else as_index(d, "a dimension") for d in dims]
     if values.count(-1) > 1:
         raise ValueError("only one dimension may be -1")
-    if any(d < -1 for d in values):
+    if values and min(values) < -1:
         raise ValueError(f"negative dimension in {tuple(values)}")
     if -1 in values:
         known = math.prod(d for d in values if d != -1)
