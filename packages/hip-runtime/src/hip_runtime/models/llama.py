@@ -304,8 +304,7 @@ class LlamaDecoder(Resource):
             backend.scaled_dot_product_attention(
                 q4, k4, v4, causal=True, mask=prompt[1], out=context.permute(*heads_first)
             )
-        else:  # one token a sequence: [B, heads, 1, D] is [B, 1, heads, D]'s memory; a new
-            # output (no out=) keeps the call on attention_decode's plan (strided out= is not)
+        else:  # one token a sequence: a new [B, heads, 1, D] is [B, 1, heads, D]'s memory
             assert step is not None
             keys, values = cache.view(n)  # (attention_decode: keys 0..length-1, on the device)
             context = backend.attention_decode(q4, keys, values, step[1])
