@@ -10,7 +10,7 @@ from typing import Any
 
 from hip_runtime.dtypes import FloatType, float32, int32
 from hip_runtime.ops.base import INT_MAX, OpsBase
-from hip_runtime.ops.plans import launch_pointers, plan_key
+from hip_runtime.ops.plans import byte_extent, launch_pointers, plan_key
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 
@@ -112,8 +112,8 @@ class LayoutOps(OpsBase):
     ) -> tuple[FloatType, int, tuple[int, ...]]:  # fmt: skip
         """rope_and_cache's validation: (q's float type, rot_dim, the kernel's int arguments)."""
         q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
-        t = self._float(k_table, "k_table")[1]
-        k_table, v_table = self._tensor(k_table, "k_table"), self._tensor(v_table, "v_table")
+        k_table, t = self._float(k_table, "k_table")
+        v_table = self._tensor(v_table, "v_table")
         rows = self._tensor(rows, "rows")
         if q.ndim != 3 or k.ndim != 3 or k.shape != v.shape or k.shape[::2] != q.shape[::2]:
             raise ValueError(f"rope_and_cache takes q [tokens, heads, head_dim] and k, v "
@@ -214,12 +214,8 @@ def _layouts(
 ) -> tuple[tuple[tuple[int, int], ...], tuple[Period | None, ...]]:
     """What of rope_and_cache's tensors their layouts fix (a plan keeps it): each one's span
     as byte offsets from its address, and each _HEADS pair's period."""
-    extents = []
-    for x in tensors:
-        first, end = (0, 0) if x is None else x.span()
-        extents.append((0, 0) if x is None else (first - x.ptr, end - x.ptr))
     periods = tuple(_period(tensors[i], tensors[j]) for i, j in _HEADS)  # type: ignore[arg-type]
-    return tuple(extents), periods
+    return tuple(map(byte_extent, tensors)), periods
 
 
 def _period(a: DeviceTensor, b: DeviceTensor) -> Period | None:

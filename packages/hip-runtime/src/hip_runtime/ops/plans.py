@@ -120,11 +120,12 @@ def plan_head(inputs: Sequence[DeviceTensor | None], y: DeviceTensor) -> tuple[A
         return (*head, (*(0 if t is None else t.nbytes for t in inputs), y.nbytes))
     # A strided one: each one's span as byte offsets from its address, after a None (the
     # layouts in the key fix them; `_strided_out_clear` reads them).
-    return (*head, (None, *(_offsets(t) for t in inputs), _offsets(y)))
+    return (*head, (None, *(byte_extent(t) for t in inputs), byte_extent(y)))
 
 
-def _offsets(t: DeviceTensor | None) -> tuple[int, int]:
-    """t's span as byte offsets from its address ((0, 0) for None: no bytes)."""
+def byte_extent(t: DeviceTensor | None) -> tuple[int, int]:
+    """t's span as byte offsets from its address ((0, 0) for None: no bytes); fixed by its
+    layout, so a plan keeps it and adds the address of each call's tensor."""
     if t is None:
         return 0, 0
     first, end = t.span()
@@ -183,5 +184,5 @@ def address_of(t: DeviceTensor | None) -> int:
 
 __all__ = [
     "PLAN_LIMIT", "RECYCLE_BUDGET", "RECYCLE_BYTES", "PlanOutput", "address_of",
-    "launch_pointers", "layout_id", "plan_head", "plan_key",
+    "byte_extent", "launch_pointers", "layout_id", "plan_head", "plan_key",
 ]  # fmt: skip
