@@ -63,14 +63,22 @@ def test_nvidia_passes_f64_to_cublas_as_compute_64f() -> None:
             calls.append(args)
             return 0
 
+        def cublasDgemm_v2(self, *args: Any) -> int:
+            calls.append(("Dgemm", *args))
+            return 0
+
         cublasGemmStridedBatchedEx = cublasGemmEx
         cublasCreate_v2 = cublasDestroy_v2 = cublasSetStream_v2 = cublasGetStream_v2 = None
-        cublasSetWorkspace_v2 = None
+        cublasSetWorkspace_v2 = cublasSgemm_v2 = None
 
     blas = nvidia_blas.bind(FakeCublas())
     args = (2, 3, 4, "alpha", "A", F64, 2, "B", F64, 4, "beta", "C", F64, 2)
+    batched = (*args[:7], 8, "B", F64, 4, 12, "beta", "C", F64, 2, 6, 5)
+    assert blas["hipblasGemmStridedBatchedEx"]("h", N, N, *batched, COMPUTE_64F, ALGO) == 0
+    assert calls[-1] == ("h", 0, 0, *batched, 70, -1)  # CUDA_R_64F = 1, CUBLAS_COMPUTE_64F = 70
+    # One f64 product computed in f64 goes through cuBLAS's typed entry: no type arguments.
     assert blas["hipblasGemmEx"]("h", N, N, *args, COMPUTE_64F, ALGO) == 0
-    assert calls[-1] == ("h", 0, 0, *args, 70, -1)  # CUDA_R_64F = 1, CUBLAS_COMPUTE_64F = 70
+    assert calls[-1] == ("Dgemm", "h", 0, 0, 2, 3, 4, "alpha", "A", 2, "B", 4, "beta", "C", 2)
 
 
 def test_amd_translates_f64_for_the_old_hipblas_abi() -> None:

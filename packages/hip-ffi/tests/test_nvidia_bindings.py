@@ -288,10 +288,14 @@ class FakeCublas:
         self.calls.append(args)
         return 13  # CUBLAS_STATUS_EXECUTION_FAILED
 
+    def cublasSgemm_v2(self, *args: Any) -> int:
+        self.calls.append(("Sgemm", *args))
+        return 0
+
     cublasCreate_v2 = cublasDestroy_v2 = cublasSetStream_v2 = cublasGetStream_v2 = staticmethod(
         lambda *args: 3  # CUBLAS_STATUS_ALLOC_FAILED
     )
-    cublasSetWorkspace_v2 = cublasCreate_v2
+    cublasSetWorkspace_v2 = cublasDgemm_v2 = cublasCreate_v2
 
 
 def test_blas_translates_enums_and_statuses() -> None:
@@ -315,3 +319,24 @@ def test_blas_translates_enums_and_statuses() -> None:
     assert batched == BLAS["HIPBLAS_STATUS_EXECUTION_FAILED"]
     assert cublas.calls[-1][1:3] == (2, 0) and cublas.calls[-1][-2:] == (77, -1)
     assert blas["hipblasCreate"](ffi.new("hipblasHandle_t*")) == BLAS["HIPBLAS_STATUS_ALLOC_FAILED"]
+
+
+def test_blas_sends_f32_products_computed_in_f32_to_the_typed_entry() -> None:
+    """hipblasGemmEx of f32 operands, compute 32F, the default algorithm: cublasSgemm_v2 (the
+    same product, fewer arguments and less of cuBLAS's own host work); f32 with TF32 compute,
+    or mixed types, stay cublasGemmEx."""
+    cublas = FakeCublas()
+    blas = nvidia_blas.bind(cublas)
+    f32 = constants.HIP_R_32F
+    args = (1, 2, 3, "alpha", "A", f32, 1, "B", f32, 3, "beta", "C", f32, 1)
+    op_n, op_t = constants.HIPBLAS_OP_N, constants.HIPBLAS_OP_T
+    algo = constants.HIPBLAS_GEMM_DEFAULT
+    assert blas["hipblasGemmEx"]("h", op_t, op_n, *args, constants.HIPBLAS_COMPUTE_32F, algo) == 0
+    typed = ("Sgemm", "h", 1, 0, 1, 2, 3, "alpha", "A", 1, "B", 3, "beta", "C", 1)
+    assert cublas.calls[-1] == typed
+    tf32 = constants.HIPBLAS_COMPUTE_32F_FAST_TF32
+    assert blas["hipblasGemmEx"]("h", op_n, op_n, *args, tf32, algo) == 0
+    assert cublas.calls[-1] == ("h", 0, 0, *args, 77, -1)
+    mixed = (*args[:5], constants.HIP_R_16BF, *args[6:])
+    assert blas["hipblasGemmEx"]("h", op_n, op_n, *mixed, constants.HIPBLAS_COMPUTE_32F, algo) == 0
+    assert cublas.calls[-1] == ("h", 0, 0, *mixed, 68, -1)

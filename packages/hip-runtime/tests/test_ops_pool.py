@@ -193,18 +193,20 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
     [(3, 2, 1, 1, False), (3, 2, 0, 1, True), (2, 2, 1, 1, True), (2, 2, 0, 1, False),
      (3, (1, 2), 1, (2, 1), True), (3, (3, 2), (0, 1), 1, False)],
 )  # fmt: skip
-@pytest.mark.parametrize("pairs", [False, True, "tiled"])
+@pytest.mark.parametrize("variant", ["rows", "pairs", "tiled", "columns"])
 def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
     backend: HipBackend, window: int, stride: Any, padding: Any, dilation: Any,
-    ceil_mode: bool, dtype: str, pairs: Any, monkeypatch: pytest.MonkeyPatch,
+    ceil_mode: bool, dtype: str, variant: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """pool.hip's max_pool2d_rows (NCHW, column stride 2, several outputs a thread from one
     16-byte vector of each row): widths a multiple of the vector (16, 24) and one that is not
-    (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode; `pairs`:
-    two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS); "tiled": the
-    shared-memory variant at stride 2 (pooling._NCHW_TILED)."""
-    monkeypatch.setattr(pooling, "_NCHW_PAIRS", pairs is True)
-    monkeypatch.setattr(pooling, "_NCHW_TILED", pairs == "tiled")
+    (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode; "pairs":
+    two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS); at stride 2,
+    "tiled": the shared-memory variant (pooling._NCHW_TILED), "columns": pool_columns.hip's
+    walk down the image (pooling._NCHW_COLUMNS, the default)."""
+    monkeypatch.setattr(pooling, "_NCHW_PAIRS", variant == "pairs")
+    monkeypatch.setattr(pooling, "_NCHW_TILED", variant == "tiled")
+    monkeypatch.setattr(pooling, "_NCHW_COLUMNS", variant == "columns")
     rng = np.random.default_rng(window * 7 + len(str(stride)))
     for width in (16, 24, 20):
         x = testing.random(rng, (2, 3, 9, width), dtype, scale=3.0)
@@ -234,6 +236,7 @@ def test_tiled_max_pools_span_several_tiles_with_the_same_bits(
         x = testing.random(rng, shape, dtype, scale=3.0)
         x.reshape(-1)[[0, 17 * 64 + 5, x.size - 1]] = np.nan
         tensor, results = backend.from_numpy(x), []
+        monkeypatch.setattr(pooling, "_NCHW_COLUMNS", False)
         for tiled in (False, True):
             monkeypatch.setattr(pooling, "_NHWC_TILED", tiled)
             monkeypatch.setattr(pooling, "_NCHW_TILED", tiled)
@@ -243,6 +246,36 @@ def test_tiled_max_pools_span_several_tiles_with_the_same_bits(
         testing.assert_bits_equal(results[1], results[0])
         expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode,
                                            channels_last=channels_last)  # fmt: skip
+        assert_close_with_nans(results[1], expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize(
+    ("window", "padding", "ceil_mode"), [(3, 1, False), (3, 0, True), (2, 1, True), (2, 0, False)]
+)
+@pytest.mark.parametrize("band", [2, 8])
+def test_nchw_column_walk_spans_bands_and_segments_with_the_one_row_bits(
+    backend: HipBackend, window: int, padding: int, ceil_mode: bool, dtype: str, band: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """pool_columns.hip at stride 2 (pooling._NCHW_COLUMNS, `band` output rows a thread) on
+    rows of several 32-thread segments (272 columns: 34 threads a row in 16-bit, 68 in f32,
+    whose first and last threads load the column beside them where the others take it from a
+    neighbour) and of one short segment (16 columns), bands that end inside a pair of output
+    rows (19 of them at 37 rows), NaN at a segment's edge and the image's: the one-row
+    kernel's bits, and numpy's values."""
+    monkeypatch.setattr(pooling, "_COLUMN_BAND", band)
+    rng = np.random.default_rng(window * 5 + padding + band)
+    for shape in ((2, 2, 37, 272), (1, 3, 9, 16)):
+        x = testing.random(rng, shape, dtype, scale=3.0)
+        x.reshape(-1)[[i % x.size for i in (0, 255, 256, 3 * 272 + 127, -1)]] = np.nan
+        tensor, results = backend.from_numpy(x), []
+        for columns in (False, True):
+            monkeypatch.setattr(pooling, "_NCHW_COLUMNS", columns)
+            results.append(call_twice(backend.max_pool2d, tensor, window, 2, padding, 1,
+                                      ceil_mode))  # fmt: skip
+        testing.assert_bits_equal(results[1], results[0])
+        expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode)
         assert_close_with_nans(results[1], expected, dtype)
 
 

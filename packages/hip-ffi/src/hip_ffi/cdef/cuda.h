@@ -172,4 +172,7 @@ cublasStatus_t cublasSetStream_v2(hipblasHandle_t handle, hipStream_t streamId);
 cublasStatus_t cublasGetStream_v2(hipblasHandle_t handle, hipStream_t* streamId);
 cublasStatus_t cublasSetWorkspace_v2(hipblasHandle_t handle, void* workspace, size_t workspaceSizeInBytes);
 cublasStatus_t cublasGemmEx(hipblasHandle_t handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A, int Atype, int lda, const void* B, int Btype, int ldb, const void* beta, void* C, int Ctype, int ldc, int computeType, int algo);
+/* (f32 / f64 operands as void*, as cublasGemmEx's: the pointers are the same in the ABI) */
+cublasStatus_t cublasSgemm_v2(hipblasHandle_t handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A, int lda, const void* B, int ldb, const void* beta, void* C, int ldc);
+cublasStatus_t cublasDgemm_v2(hipblasHandle_t handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A, int lda, const void* B, int ldb, const void* beta, void* C, int ldc);
 cublasStatus_t cublasGemmStridedBatchedEx(hipblasHandle_t handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A, int Atype, int lda, long long strideA, const void* B, int Btype, int ldb, long long strideB, const void* beta, void* C, int Ctype, int ldc, long long strideC, int batchCount, int computeType, int algo);

@@ -30,6 +30,10 @@ _NCHW_PAIRS = False  # ... max_pool2d_rows at row stride 2: two output rows a th
 # not by every window that holds it): NHWC (pool_tiled_nhwc.hip), NCHW (max_pool2d_rows_tiled)
 _NHWC_TILED = False
 _NCHW_TILED = False
+# ... NCHW at stride 2 without dilation, walking down: a thread's 16-byte column vector through
+# _COLUMN_BAND output rows, each input row loaded once (pool_columns.hip)
+_NCHW_COLUMNS = True
+_COLUMN_BAND = 8  # output rows a thread (even)
 _NHWC_TILE_RUNS = 8  # at most this many 16-byte channel runs a block (8, 4, 2 or 1)
 _TILE_THREADS = 256  # the tiled kernels' block: their HIPK_POOL_TILE_THREADS (any grid)
 
@@ -153,6 +157,14 @@ class PoolingOps(OpsBase):
             ):  # fmt: skip
                 return
         stride_2 = small_max and (sh, sw, dh, dw) == (2, 2, 1, 1)
+        if rows and _NCHW_COLUMNS and stride_2:
+            runs = -(-wo // (lanes // 2))  # threads a row, in segments of `segment` threads
+            segment = min(32, 1 << (runs - 1).bit_length())
+            threads = n * c * -(-ho // _COLUMN_BAND) * -(-runs // segment) * segment
+            kernel = self._kernel("pool_columns.hip", f"max_pool2d_columns_{suffix}")
+            launch_outputs(self, kernel, threads, x, y, n * c, h, w, ho, wo, kh, ph, pw,
+                           _COLUMN_BAND, segment)  # fmt: skip
+            return
         if rows and _NCHW_TILED and stride_2:
             # Tiles of 16 output rows x 16 threads' V / 2 columns, one block each.
             tiles = n * c * -(-ho // 16) * -(-wo // (16 * (lanes // 2)))

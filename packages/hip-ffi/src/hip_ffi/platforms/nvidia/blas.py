@@ -3,6 +3,9 @@
 Arguments keep their order (hipBLAS copied cuBLAS's signatures); only the enums differ:
 hipblasOperation_t (111.. -> 0..), hipblasComputeType_t (2 -> CUBLAS_COMPUTE_32F = 68...) and
 hipblasGemmAlgo_t (default -> -1). hipDataType values are cudaDataType's and pass unchanged.
+A GEMM of f32 (or f64) operands computed in f32 (f64) with the default algorithm goes to
+cublasSgemm_v2 (cublasDgemm_v2), the same product through cuBLAS's typed entry, whose own
+host cost is below cublasGemmEx's (issue 15: most of a 64³ matmul's host time is cuBLAS's).
 An enum value with no cuBLAS counterpart returns HIPBLAS_STATUS_INVALID_ENUM before anything
 reaches the GPU. GEMMs are asynchronous on the handle's stream (hipblasSetStream).
 """
@@ -17,6 +20,9 @@ from hip_ffi.platforms.nvidia.tables import BLAS_COMPUTE_TYPE, BLAS_GEMM_ALGO, B
 from hip_ffi.platforms.nvidia.wrappers import Native, translated
 
 INVALID_ENUM = constants.HIPBLAS_STATUSES["HIPBLAS_STATUS_INVALID_ENUM"]
+_CUBLAS_COMPUTE_32F = BLAS_COMPUTE_TYPE[constants.HIPBLAS_COMPUTE_32F]
+_CUBLAS_COMPUTE_64F = BLAS_COMPUTE_TYPE[constants.HIPBLAS_COMPUTE_64F]
+_CUBLAS_GEMM_DEFAULT = BLAS_GEMM_ALGO[constants.HIPBLAS_GEMM_DEFAULT]
 
 
 def _cuda_enums(
@@ -35,6 +41,11 @@ def bind(cublas: Any) -> dict[str, Native]:
     table = CUBLAS_TO_HIPBLAS.get
     native_gemm = cublas.cublasGemmEx
     native_batched = cublas.cublasGemmStridedBatchedEx
+    # (operand type, cuBLAS compute type) -> typed entry, for the default algorithm (-1)
+    typed = {
+        (constants.HIP_R_32F, _CUBLAS_COMPUTE_32F): cublas.cublasSgemm_v2,
+        (constants.HIP_R_64F, _CUBLAS_COMPUTE_64F): cublas.cublasDgemm_v2,
+    }
 
     # The cuBLAS values of each HIP enum combination seen (a few): a GEMM's per-call cost is
     # one look-up (issue 15). Only combinations that translate are kept.
@@ -63,10 +74,15 @@ def bind(cublas: Any) -> dict[str, Native]:
         if enums is None:
             return INVALID_ENUM
         op_a, op_b, cu_compute, cu_algo = enums
-        status = native_gemm(
-            handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb,
-            beta, c, c_type, ldc, cu_compute, cu_algo,
-        )  # fmt: skip
+        same_type = a_type == b_type == c_type and cu_algo == _CUBLAS_GEMM_DEFAULT
+        typed_gemm = typed.get((a_type, cu_compute)) if same_type else None
+        if typed_gemm is not None:
+            status = typed_gemm(handle, op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        else:
+            status = native_gemm(
+                handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb,
+                beta, c, c_type, ldc, cu_compute, cu_algo,
+            )  # fmt: skip
         return table(status, HIPBLAS_UNKNOWN) if status else 0
 
     def hipblasGemmStridedBatchedEx(
