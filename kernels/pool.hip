@@ -15,8 +15,7 @@
 //       thread (the host checks sh = 2 and dh = 1).
 //   max_pool2d_rows_<t> / max_pool2d_row_pairs_<t>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw,
 //       dh): NCHW max over a k x k window (2 or 3) at column stride 2, several outputs a thread
-//       of one / two output rows; max_pool2d_rows_tiled_<t>(x, y, planes, H, W, Ho, Wo, k, ph,
-//       pw): the same at stride 2 through shared memory, 256-thread blocks (end of the file).
+//       of one / two output rows (pool_columns.hip: the same at stride 2, walking down).
 //   Each variant is an entry point of its own: a kernel's register count is its costliest
 //   path's, and the two-row variants hold twice the taps (H100: one output row a thread ran
 //   30.0 µs alone, 38.1 µs inside the kernel that also held the two-row path).
@@ -269,71 +268,6 @@ HIPK_DEVICE void max_pool2d_rows_2(const T* x, T* y, long long planes, int H, in
     max_pool2d_rows_k<I, T, 2>(x, y, planes, H, W, Ho, Wo, k, sh, ph, pw, dh);
 }
 
-// NCHW max over a K x K window at stride 2 (no dilation) through shared memory: a block of
-// TILE_THREADS takes 16 output rows x 16 * OW columns of one plane, loads the rows' input
-// once (2 * 16 + K - 2 rows of 18 aligned 16-byte vectors: the tile's 16 and one either side,
-// for the padding's left column and K = 3's right one; outside the image -inf), then each
-// thread computes OW outputs of a row from the shared rows as max_pool2d_rows does from global
-// memory. Each input row then leaves L2 for one block, not for each of the (up to two)
-// windows' rows that hold it; the loads of the next tile are in flight before the barrier.
-// The host checks W % V == 0 and x 16-byte aligned; the tile's shape is its too.
-#define HIPK_POOL_TILE_THREADS 256
-template <typename T, int K> struct RowsTile {
-    enum { V = Lanes16<T>::value, OW = V / 2, TX = 16, TH = HIPK_POOL_TILE_THREADS / TX };
-    enum { ROWS = 2 * TH + K - 2, VECTORS = TX + 2, ALL = ROWS * VECTORS };
-    enum { LOADS = (ALL + HIPK_POOL_TILE_THREADS - 1) / HIPK_POOL_TILE_THREADS };
-};
-
-template <typename T, int K>
-HIPK_DEVICE void max_pool2d_rows_tiled(const T* x, T* y, long long planes, int H, int W, int Ho,
-                                       int Wo, int ph, int pw, Vec<T, Lanes16<T>::value>* tile) {
-    typedef RowsTile<T, K> S;
-    constexpr int V = S::V, OW = S::OW, TX = S::TX, TH = S::TH, VR = S::VECTORS;
-    const int tid = (int)threadIdx.x, tx = tid % TX, ty = tid / TX;
-    const int across = (Wo + TX * OW - 1) / (TX * OW), down = (Ho + TH - 1) / TH;
-    const long long tiles = planes * down * across;
-    Vec<T, V> empty;
-    HIPK_UNROLL
-    for (int j = 0; j < V; ++j) empty.v[j] = from_float<T>(neg_inf());
-    for (long long b = blockIdx.x; b < tiles; b += gridDim.x) {
-        const int ow_t = (int)(b % across) * TX * OW, oh_t = (int)(b / across % down) * TH;
-        const long long plane = b / across / down;
-        const T* in = x + plane * H * W;
-        const int h0 = 2 * oh_t - ph, c0 = 2 * ow_t - V;  // the tile's first row and column
-        Vec<T, V> loaded[S::LOADS];
-        HIPK_UNROLL
-        for (int l = 0; l < S::LOADS; ++l) {
-            const int e = tid + l * HIPK_POOL_TILE_THREADS, h = h0 + e / VR, c = c0 + e % VR * V;
-            loaded[l] = empty;
-            if (e < S::ALL && h >= 0 && h < H && c >= 0 && c < W)
-                loaded[l] = *reinterpret_cast<const Vec<T, V>*>(in + (long long)h * W + c);
-        }
-        __syncthreads();  // every thread is done with the previous tile
-        HIPK_UNROLL
-        for (int l = 0; l < S::LOADS; ++l)
-            if (tid + l * HIPK_POOL_TILE_THREADS < S::ALL)
-                tile[tid + l * HIPK_POOL_TILE_THREADS] = loaded[l];
-        __syncthreads();
-        const int oh = oh_t + ty, ow0 = ow_t + tx * OW;
-        if (oh >= Ho || ow0 >= Wo) continue;
-        float column[V + 1];  // column[k]: the max over the window's rows of column c - pw + k
-        HIPK_UNROLL
-        for (int k = 0; k <= V; ++k) column[k] = neg_inf();
-        HIPK_UNROLL
-        for (int r = 0; r < K; ++r) {
-            const Vec<T, V>* row = tile + (2 * ty + r) * VR + 1 + tx;
-            const Vec<T, V> middle = row[0];
-            const float left = to_float(row[-1].v[V - 1]), right = to_float(row[1].v[0]);
-            HIPK_UNROLL
-            for (int k = 0; k <= V; ++k) {
-                const float v = row_column<T, V>(middle, left, right, true, pw, k);
-                column[k] = v > column[k] || v != v ? v : column[k];  // a NaN wins, stays
-            }
-        }
-        store_row_outputs<T, K>(column, y + (plane * Ho + oh) * Wo + ow0, Wo - ow0);
-    }
-}
-
 }  // namespace hipk
 
 #define HIPK_POOL2D(S_, T)                                                                     \
@@ -377,17 +311,3 @@ HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_PAIRS)
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROWS)
 HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROW_PAIRS)
-
-// max_pool2d_rows_tiled_<t>(x, y, planes, H, W, Ho, Wo, k, ph, pw): the shared-memory variant
-// of max_pool2d_rows at stride 2 (above); blocks of HIPK_POOL_TILE_THREADS, any grid.
-#define HIPK_MAX_POOL2D_ROWS_TILED(S_, T)                                                      \
-    extern "C" __global__ void max_pool2d_rows_tiled_##S_(const T* x, T* y, long long planes,  \
-                                                          int H, int W, int Ho, int Wo, int k, \
-                                                          int ph, int pw) {                    \
-        __shared__ hipk::Vec<T, hipk::Lanes16<T>::value> tile[hipk::RowsTile<T, 3>::ALL];      \
-        if (k == 3)                                                                            \
-            hipk::max_pool2d_rows_tiled<T, 3>(x, y, planes, H, W, Ho, Wo, ph, pw, tile);       \
-        else                                                                                   \
-            hipk::max_pool2d_rows_tiled<T, 2>(x, y, planes, H, W, Ho, Wo, ph, pw, tile);       \
-    }
-HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_ROWS_TILED)

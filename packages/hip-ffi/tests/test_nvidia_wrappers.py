@@ -203,17 +203,19 @@ def test_extra_translation_leaves_the_argument_buffer_alone(packed: bytes) -> No
 
 
 def test_host_memcpy_native_copies_on_the_null_stream_then_waits_for_it() -> None:
-    """hipMemcpy's native entry: host<->device as an async copy on the null stream and its
-    synchronize (the first failure's CUDA status, no synchronize after a failed copy);
-    device to device stays cudaMemcpy."""
-    memcpy, memcpy_async, synchronize = Recorder(), Recorder(0, 1), Recorder(0, 700)
-    copy = wrappers.host_memcpy_native(memcpy, memcpy_async, synchronize)
+    """hipMemcpy's native entry: host->device and device->host as the driver's async copy of
+    that direction on the null stream and its synchronize (the first failure's CUDA status,
+    no synchronize after a failed copy); device to device stays cudaMemcpy."""
+    memcpy, to_device_async, to_host_async = Recorder(), Recorder(0), Recorder(1, 0, 0)
+    synchronize = Recorder(0, 700)
+    copy = wrappers.host_memcpy_native(memcpy, to_device_async, to_host_async, synchronize)
     to_device, to_host = constants.MEMCPY_HOST_TO_DEVICE, constants.MEMCPY_DEVICE_TO_HOST
     assert copy("d", "s", 4096, to_device) == 0
-    assert memcpy_async.calls == [("d", "s", 4096, to_device, ffi.NULL)]
+    assert to_device_async.calls == [("d", "s", 4096, ffi.NULL)]
     assert synchronize.calls == [(ffi.NULL,)]
-    assert copy("d", "s", 8, to_host) == 1  # the async copy failed: nothing waited on
+    assert copy("h", "d", 8, to_host) == 1  # the async copy failed: nothing waited on
     assert len(synchronize.calls) == 1
-    assert copy("d", "s", 8, to_host) == 700  # the synchronize's status
+    assert copy("h", "d", 8, to_host) == 700  # the synchronize's status
+    assert to_host_async.calls == [("h", "d", 8, ffi.NULL)] * 2
     assert copy("d", "s", 8, constants.MEMCPY_DEVICE_TO_DEVICE) == 0
     assert memcpy.calls == [("d", "s", 8, constants.MEMCPY_DEVICE_TO_DEVICE)]

@@ -193,7 +193,7 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
     [(3, 2, 1, 1, False), (3, 2, 0, 1, True), (2, 2, 1, 1, True), (2, 2, 0, 1, False),
      (3, (1, 2), 1, (2, 1), True), (3, (3, 2), (0, 1), 1, False)],
 )  # fmt: skip
-@pytest.mark.parametrize("variant", ["rows", "pairs", "tiled", "columns"])
+@pytest.mark.parametrize("variant", ["rows", "pairs", "columns"])
 def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
     backend: HipBackend, window: int, stride: Any, padding: Any, dilation: Any,
     ceil_mode: bool, dtype: str, variant: str, monkeypatch: pytest.MonkeyPatch,
@@ -201,12 +201,12 @@ def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
     """pool.hip's max_pool2d_rows (NCHW, column stride 2, several outputs a thread from one
     16-byte vector of each row): widths a multiple of the vector (16, 24) and one that is not
     (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode; "pairs":
-    two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS); at stride 2,
-    "tiled": the shared-memory variant (pooling._NCHW_TILED), "columns": pool_columns.hip's
-    walk down the image (pooling._NCHW_COLUMNS, the default)."""
+    two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS); "columns":
+    at stride 2, pool_columns.hip's walk down the image (pooling._NCHW_COLUMNS, the default
+    from pooling._COLUMN_MIN_RUNS vectors a row, here on every width)."""
     monkeypatch.setattr(pooling, "_NCHW_PAIRS", variant == "pairs")
-    monkeypatch.setattr(pooling, "_NCHW_TILED", variant == "tiled")
     monkeypatch.setattr(pooling, "_NCHW_COLUMNS", variant == "columns")
+    monkeypatch.setattr(pooling, "_COLUMN_MIN_RUNS", 0)
     rng = np.random.default_rng(window * 7 + len(str(stride)))
     for width in (16, 24, 20):
         x = testing.random(rng, (2, 3, 9, width), dtype, scale=3.0)
@@ -221,32 +221,27 @@ def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
 @pytest.mark.parametrize(
     ("window", "padding", "ceil_mode"), [(3, 1, False), (3, 0, True), (2, 1, True), (2, 0, False)]
 )
-def test_tiled_max_pools_span_several_tiles_with_the_same_bits(
+def test_tiled_nhwc_max_pool_spans_several_tiles_with_the_same_bits(
     backend: HipBackend, window: int, padding: int, ceil_mode: bool, dtype: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    """The shared-memory kernels at stride 2 (pooling._NHWC_TILED, _NCHW_TILED) on images of
-    several tiles each way (NHWC: 4 output rows x 8 columns x 64 channels a block, two blocks
-    of 32 channels in f32, and in f16 at most 4 runs a block, pooling._NHWC_TILE_RUNS: 8 x 8
-    outputs x 32 channels; NCHW: 16 rows x 64 columns, 32 in f32), NaN in the tiles' halos:
-    the one-row kernels' bits, and numpy's values."""
+    """The shared-memory kernel at stride 2 (pooling._NHWC_TILED) on images of several tiles
+    each way (4 output rows x 8 columns x 64 channels a block, two blocks of 32 channels in
+    f32, and in f16 at most 4 runs a block, pooling._NHWC_TILE_RUNS: 8 x 8 outputs x 32
+    channels), NaN in the tiles' halos: the one-row kernel's bits, and numpy's values."""
     monkeypatch.setattr(pooling, "_NHWC_TILE_RUNS", 4 if dtype == "f16" else 8)
     rng = np.random.default_rng(window * 3 + padding)
-    for channels_last, shape in ((True, (1, 19, 37, 64)), (False, (2, 2, 37, 144))):
-        x = testing.random(rng, shape, dtype, scale=3.0)
-        x.reshape(-1)[[0, 17 * 64 + 5, x.size - 1]] = np.nan
-        tensor, results = backend.from_numpy(x), []
-        monkeypatch.setattr(pooling, "_NCHW_COLUMNS", False)
-        for tiled in (False, True):
-            monkeypatch.setattr(pooling, "_NHWC_TILED", tiled)
-            monkeypatch.setattr(pooling, "_NCHW_TILED", tiled)
-            results.append(call_twice(backend.max_pool2d, tensor, window, 2, padding, 1,
-                                      ceil_mode, channels_last=channels_last))  # fmt: skip
-        # (NaNs compare by value: the one-row kernel's max.NaN gives the canonical NaN on NVIDIA)
-        testing.assert_bits_equal(results[1], results[0])
-        expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode,
-                                           channels_last=channels_last)  # fmt: skip
-        assert_close_with_nans(results[1], expected, dtype)
+    x = testing.random(rng, (1, 19, 37, 64), dtype, scale=3.0)
+    x.reshape(-1)[[0, 17 * 64 + 5, x.size - 1]] = np.nan
+    tensor, results = backend.from_numpy(x), []
+    for tiled in (False, True):
+        monkeypatch.setattr(pooling, "_NHWC_TILED", tiled)
+        results.append(call_twice(backend.max_pool2d, tensor, window, 2, padding, 1, ceil_mode,
+                                  channels_last=True))  # fmt: skip
+    # (NaNs compare by value: the one-row kernel's max.NaN gives the canonical NaN on NVIDIA)
+    testing.assert_bits_equal(results[1], results[0])
+    expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode, channels_last=True)
+    assert_close_with_nans(results[1], expected, dtype)
 
 
 @pytest.mark.parametrize("dtype", TYPES)
@@ -265,6 +260,7 @@ def test_nchw_column_walk_spans_bands_and_segments_with_the_one_row_bits(
     rows (19 of them at 37 rows), NaN at a segment's edge and the image's: the one-row
     kernel's bits, and numpy's values."""
     monkeypatch.setattr(pooling, "_COLUMN_BAND", band)
+    monkeypatch.setattr(pooling, "_COLUMN_MIN_RUNS", 0)
     rng = np.random.default_rng(window * 5 + padding + band)
     for shape in ((2, 2, 37, 272), (1, 3, 9, 16)):
         x = testing.random(rng, shape, dtype, scale=3.0)

@@ -149,6 +149,10 @@ CUresult cuMemcpyDtoD_v2(hipDeviceptr_t dstDevice, hipDeviceptr_t srcDevice, siz
 CUresult cuMemcpyHtoDAsync_v2(hipDeviceptr_t dstDevice, const void* srcHost, size_t ByteCount, hipStream_t hStream);
 CUresult cuMemcpyDtoHAsync_v2(void* dstHost, hipDeviceptr_t srcDevice, size_t ByteCount, hipStream_t hStream);
 CUresult cuMemcpyDtoDAsync_v2(hipDeviceptr_t dstDevice, hipDeviceptr_t srcDevice, size_t ByteCount, hipStream_t hStream);
+CUresult cuStreamSynchronize(hipStream_t hStream);
+CUresult cuEventCreate(hipEvent_t* phEvent, unsigned int Flags);
+CUresult cuEventDestroy_v2(hipEvent_t hEvent);
+CUresult cuEventQuery(hipEvent_t hEvent);
 
 /* ---- libnvrtc (nvrtcProgram is as opaque a pointer as hiprtcProgram) ---- */
 nvrtcResult nvrtcVersion(int* major, int* minor);

@@ -26,14 +26,16 @@ _NCHW_ROWS = True  # NCHW 2x2 / 3x3 max at column stride 2: pool.hip's max_pool2
 _KERNELS_FIRST = True  # pool.hip's small-window max variants before the DNN library
 _NHWC_PAIRS = False  # ... in NHWC at row stride 2: two output rows a thread (to measure)
 _NCHW_PAIRS = False  # ... max_pool2d_rows at row stride 2: two output rows a thread (to measure)
-# ... at stride 2 without dilation, through shared memory (each input row loaded by one block,
-# not by every window that holds it): NHWC (pool_tiled_nhwc.hip), NCHW (max_pool2d_rows_tiled)
+# ... NHWC at stride 2 without dilation, through shared memory (each input row loaded by one
+# block, not by every window that holds it: pool_tiled_nhwc.hip)
 _NHWC_TILED = False
-_NCHW_TILED = False
 # ... NCHW at stride 2 without dilation, walking down: a thread's 16-byte column vector through
-# _COLUMN_BAND output rows, each input row loaded once (pool_columns.hip)
+# _COLUMN_BAND output rows, each input row loaded once (pool_columns.hip), where a row has at
+# least _COLUMN_MIN_RUNS such vectors (H200, bf16 3x3 / 2 against max_pool2d_rows: 112 and 224
+# columns 0.59 against 0.55 of the copy rate, 56 columns 0.47 against 0.56)
 _NCHW_COLUMNS = True
 _COLUMN_BAND = 8  # output rows a thread (even)
+_COLUMN_MIN_RUNS = 12
 _NHWC_TILE_RUNS = 8  # at most this many 16-byte channel runs a block (8, 4, 2 or 1)
 _TILE_THREADS = 256  # the tiled kernels' block: their HIPK_POOL_TILE_THREADS (any grid)
 
@@ -157,20 +159,13 @@ class PoolingOps(OpsBase):
             ):  # fmt: skip
                 return
         stride_2 = small_max and (sh, sw, dh, dw) == (2, 2, 1, 1)
-        if rows and _NCHW_COLUMNS and stride_2:
-            runs = -(-wo // (lanes // 2))  # threads a row, in segments of `segment` threads
-            segment = min(32, 1 << (runs - 1).bit_length())
+        runs = -(-wo // (lanes // 2))  # (max_pool2d_rows' threads a row)
+        if rows and _NCHW_COLUMNS and stride_2 and runs >= _COLUMN_MIN_RUNS:
+            segment = min(32, 1 << (runs - 1).bit_length())  # threads a row's segment
             threads = n * c * -(-ho // _COLUMN_BAND) * -(-runs // segment) * segment
             kernel = self._kernel("pool_columns.hip", f"max_pool2d_columns_{suffix}")
             launch_outputs(self, kernel, threads, x, y, n * c, h, w, ho, wo, kh, ph, pw,
                            _COLUMN_BAND, segment)  # fmt: skip
-            return
-        if rows and _NCHW_TILED and stride_2:
-            # Tiles of 16 output rows x 16 threads' V / 2 columns, one block each.
-            tiles = n * c * -(-ho // 16) * -(-wo // (16 * (lanes // 2)))
-            kernel = self._kernel("pool.hip", f"max_pool2d_rows_tiled_{suffix}")
-            kernel.launch(min(tiles, self._grid_cap), _TILE_THREADS, x, y, n * c, h, w, ho, wo,
-                          kh, ph, pw, stream=self.stream)  # fmt: skip
             return
         if rows:
             pairs = 2 if _NCHW_PAIRS and (sh, dh) == (2, 1) else 1  # output rows a thread

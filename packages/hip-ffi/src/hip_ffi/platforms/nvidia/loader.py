@@ -214,13 +214,18 @@ def load() -> HipApi:
         keep_alive=(*opened, state),
         natives={
             "hipDrvLaunchKernelEx": cuda.cuLaunchKernelEx,
-            # (hip-core's events and synchronous copies; flags and kinds as HIP's, which
-            # CUDA shares for what hip-core passes: a failure re-runs the surface call)
-            "hipEventCreateWithFlags": cudart.cudaEventCreateWithFlags,
-            "hipEventDestroy": cudart.cudaEventDestroy,
-            "hipEventQuery": cudart.cudaEventQuery,  # (a close asks it: 0 or not, nothing more)
+            # (hip-core's events and synchronous copies through the driver API, whose calls
+            # cost less host time than the runtime's; flags as HIP's, which CUDA shares for
+            # what hip-core passes. They need the current context that hip-core's device
+            # switch makes: without one they fail, and a failure re-runs the surface call)
+            "hipEventCreateWithFlags": cuda.cuEventCreate,
+            "hipEventDestroy": cuda.cuEventDestroy_v2,
+            "hipEventQuery": cuda.cuEventQuery,  # (a close asks it: 0 or not, nothing more)
             "hipMemcpy": host_memcpy_native(
-                cudart.cudaMemcpy, cudart.cudaMemcpyAsync, cudart.cudaStreamSynchronize
+                cudart.cudaMemcpy,
+                cuda.cuMemcpyHtoDAsync_v2,
+                cuda.cuMemcpyDtoHAsync_v2,
+                cuda.cuStreamSynchronize,
             ),
         },
     )

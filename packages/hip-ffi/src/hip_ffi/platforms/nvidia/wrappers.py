@@ -281,18 +281,24 @@ def event_create(native: Native) -> Native:
     return runtime(hipEventCreateWithFlags, "hipEventCreateWithFlags")
 
 
-def host_memcpy_native(memcpy: Native, memcpy_async: Native, synchronize: Native) -> Native:
-    """hipMemcpy's native entry (`HipApi.fast`, CUDA statuses): a host<->device copy as an
-    async copy on the legacy null stream and that stream's synchronize, which orders and
-    blocks as cudaMemcpy does but cost 0.5-0.7 µs less a call at 4 KiB pinned on an H100
-    (bench_core.py's raw C rows); other kinds (device to device, whose cudaMemcpy does not
-    wait) stay cudaMemcpy. A failure of either call leaves nothing that a repeat would undo."""
+def host_memcpy_native(
+    memcpy: Native, to_device_async: Native, to_host_async: Native, synchronize: Native
+) -> Native:
+    """hipMemcpy's native entry (`HipApi.fast`, CUDA statuses): a host->device (device->host)
+    copy as the driver's cuMemcpyHtoDAsync_v2 (cuMemcpyDtoHAsync_v2) on the legacy null
+    stream and cuStreamSynchronize of it, which order and block as cudaMemcpy does: an async
+    copy and a synchronize cost 0.5-0.7 µs less than cudaMemcpy at 4 KiB pinned on an H100
+    (bench_core.py's raw C rows), and the driver's calls less than the runtime's. Device to
+    device (whose cudaMemcpy does not wait) stays cudaMemcpy. A failure of either call leaves
+    nothing that a repeat would undo."""
     null = ffi.NULL
-    host_kinds = frozenset({constants.MEMCPY_HOST_TO_DEVICE, constants.MEMCPY_DEVICE_TO_HOST})
+    to_device, to_host = constants.MEMCPY_HOST_TO_DEVICE, constants.MEMCPY_DEVICE_TO_HOST
 
     def host_memcpy(dst: Any, src: Any, size: int, kind: int) -> int:
-        if kind in host_kinds:
-            return memcpy_async(dst, src, size, kind, null) or synchronize(null)
+        if kind == to_device:
+            return to_device_async(dst, src, size, null) or synchronize(null)
+        if kind == to_host:
+            return to_host_async(dst, src, size, null) or synchronize(null)
         return memcpy(dst, src, size, kind)
 
     return host_memcpy
