@@ -1,7 +1,7 @@
 // Normalizations per channel: group_norm and batch_norm (inference), torch's semantics.
 //
 //   group_norm_<t>(x, weight, bias, y, int C, int G, long long inner, float eps, int vec,
-//                 int passes)
+//                 int passes, int hints)
 //       x, y [N, C, inner] C-contiguous (inner: the spatial size); block b normalizes group
 //       (n, g) = (b / G, b % G), its C / G channels' elements [C / G * inner] in a row:
 //       y = (x - mean) / sqrt(var + eps) * weight[c] + bias[c], biased variance over the group.
@@ -9,7 +9,8 @@
 //       when inner is a multiple of that and x, y are 16-byte aligned, else 1. passes: 2 (the
 //       statistics in one read, Welford per vector merged by Chan's formula, then the output in
 //       a second read, backwards) or 3 (the mean, the variance about it, the output: kept to
-//       compare the two on a GPU).
+//       compare the two on a GPU). hints: the two-read kernel's cache hints, HIPK_HINT_* bits
+//       (below; 0: none).
 //   group_norm_on_chip_<t>(x, weight, bias, y, int C, int G, long long inner, float eps,
 //                          int vec, int flight, long long groups)
 //       The same, the group held in dynamic shared memory (the host launches with the group's
@@ -39,20 +40,73 @@
 
 namespace hipk {
 
+// Cache hints of group_norm's 16-byte accesses (`hints`, bits; NVIDIA only, plain accesses
+// elsewhere). Both reads of a group and its write pass through L2, whose capacity is below
+// all groups' x and y together: 1 stores y streaming (st.global.cs, evict-first), so the writes
+// push out fewer rows still to be read again; 2 reads x the second time as its last use
+// (ld.global.cs); 4 reads it the first time under an L2 evict_last policy (from sm_80).
+#define HIPK_HINT_STREAM_STORE 1
+#define HIPK_HINT_LAST_READ 2
+#define HIPK_HINT_KEEP_READ 4
+
+template <typename T, int V>
+HIPK_DEVICE Vec<T, V> load_hinted(const Vec<T, V>* p, int hint) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    if (sizeof(Vec<T, V>) == 16 && hint != 0) {
+        Vec<T, V> v;
+        unsigned int* w = reinterpret_cast<unsigned int*>(&v);
+#if __CUDA_ARCH__ >= 800
+        if (hint & HIPK_HINT_KEEP_READ) {
+            unsigned long long policy;
+            asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+            asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                : "l"(p), "l"(policy));
+            return v;
+        }
+#endif
+        if (hint & HIPK_HINT_LAST_READ) {
+            asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+                : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                : "l"(p));
+            return v;
+        }
+    }
+#endif
+    (void)hint;
+    return *p;
+}
+
+template <typename T, int V>
+HIPK_DEVICE void store_hinted(Vec<T, V>* p, const Vec<T, V>& v, int hints) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    if (sizeof(Vec<T, V>) == 16 && (hints & HIPK_HINT_STREAM_STORE)) {
+        const unsigned int* w = reinterpret_cast<const unsigned int*>(&v);
+        asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};"
+                     :
+                     : "l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                     : "memory");
+        return;
+    }
+#endif
+    (void)hints;
+    *p = v;
+}
+
 // Vector j of the group's row normalized and written (c: its channel; the group's mean is
 // shift + mean). (x - mean) first: x * scale - mean * scale would cancel where the spread is
 // small beside the mean (a one-element group: 0 exactly, not the rounding of x * scale).
 template <typename T, int V>
 HIPK_DEVICE void group_norm_write(const Vec<T, V>& v, Vec<T, V>* out, long long j, int c,
                                   const T* weight, const T* bias, float shift, float mean,
-                                  float rstd) {
+                                  float rstd, int hints = 0) {
     const float scale = (weight ? to_float(weight[c]) : 1.0f) * rstd;
     const float offset = bias ? to_float(bias[c]) : 0.0f;
     Vec<T, V> o;
     HIPK_UNROLL
     for (int i = 0; i < V; ++i)
         o.v[i] = from_float<T>((to_float(v.v[i]) - shift - mean) * scale + offset);
-    out[j] = o;
+    store_hinted<T, V>(out + j, o, hints);
 }
 
 // V elements per access: 16 bytes when the host found `inner` a multiple of V and the
@@ -112,7 +166,8 @@ HIPK_DEVICE void welford_vector(const Vec<T, V>& v, float shift, float& count, f
 // Two reads of the row: statistics, then the output (backwards; see the file's comment).
 template <typename T, int V>
 HIPK_DEVICE void group_norm_two_reads(const T* x, const T* weight, const T* bias, T* y, int C,
-                                      int G, long long inner, float eps) {
+                                      int G, long long inner, float eps, int hints) {
+    const int first_read = hints & HIPK_HINT_KEEP_READ, last_read = hints & HIPK_HINT_LAST_READ;
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     BlockReducer reduce = {scratch, 0, (int)threadIdx.x, (int)blockDim.x, 0};
     const int Cg = C / G;
@@ -128,11 +183,12 @@ HIPK_DEVICE void group_norm_two_reads(const T* x, const T* weight, const T* bias
     for (; j + step < vectors; j += 2 * step) {
         Vec<T, V> v[2];
         HIPK_UNROLL
-        for (int k = 0; k < 2; ++k) v[k] = row[j + k * step];
+        for (int k = 0; k < 2; ++k) v[k] = load_hinted<T, V>(row + j + k * step, first_read);
         HIPK_UNROLL
         for (int k = 0; k < 2; ++k) welford_vector<T, V>(v[k], shift, n, mean, m2);
     }
-    for (; j < vectors; j += step) welford_vector<T, V>(row[j], shift, n, mean, m2);
+    for (; j < vectors; j += step)
+        welford_vector<T, V>(load_hinted<T, V>(row + j, first_read), shift, n, mean, m2);
     // Chan's formula over the block in two sums: the mean, then M2 about it (an empty thread
     // adds 0, not 0 · inf where the deviation overflows).
     const float total = reduce.sum(n * mean) / (float)count;
@@ -146,24 +202,25 @@ HIPK_DEVICE void group_norm_two_reads(const T* x, const T* weight, const T* bias
     for (; j - step >= 0; j -= 2 * step) {
         Vec<T, V> v[2];
         HIPK_UNROLL
-        for (int k = 0; k < 2; ++k) v[k] = row[j - k * step];
+        for (int k = 0; k < 2; ++k) v[k] = load_hinted<T, V>(row + j - k * step, last_read);
         HIPK_UNROLL
         for (int k = 0; k < 2; ++k) {
             const long long at = j - k * step;
             group_norm_write<T, V>(v[k], out, at, c0 + (int)(at * V / inner), weight, bias,
-                                   shift, total, rstd);
+                                   shift, total, rstd, hints);
         }
     }
     for (; j >= 0; j -= step)
-        group_norm_write<T, V>(row[j], out, j, c0 + (int)(j * V / inner), weight, bias, shift,
-                               total, rstd);
+        group_norm_write<T, V>(load_hinted<T, V>(row + j, last_read), out, j,
+                               c0 + (int)(j * V / inner), weight, bias, shift, total, rstd,
+                               hints);
 }
 
 template <typename T, int V>
 HIPK_DEVICE void group_norm_passes(const T* x, const T* weight, const T* bias, T* y, int C,
-                                   int G, long long inner, float eps, int passes) {
+                                   int G, long long inner, float eps, int passes, int hints) {
     if (passes == 3) group_norm_three_reads<T, V>(x, weight, bias, y, C, G, inner, eps);
-    else group_norm_two_reads<T, V>(x, weight, bias, y, C, G, inner, eps);
+    else group_norm_two_reads<T, V>(x, weight, bias, y, C, G, inner, eps, hints);
 }
 
 // A group's row into shared memory `tile`, its statistics (of x - shift) added to the thread's
@@ -278,12 +335,12 @@ HIPK_DEVICE void batch_norm(const T* x, const T* mean, const T* var, const T* we
 #define HIPK_GROUP_NORM(S_, T)                                                                 \
     extern "C" __global__ void __launch_bounds__(1024, 2)                                     \
         group_norm_##S_(const T* x, const T* weight, const T* bias, T* y, int C, int G,        \
-                        long long inner, float eps, int vec, int passes) {                     \
+                        long long inner, float eps, int vec, int passes, int hints) {          \
         if (vec == hipk::Lanes16<T>::value)                                                    \
             hipk::group_norm_passes<T, hipk::Lanes16<T>::value>(x, weight, bias, y, C, G,      \
-                                                                 inner, eps, passes);          \
+                                                                 inner, eps, passes, hints);   \
         else                                                                                   \
-            hipk::group_norm_passes<T, 1>(x, weight, bias, y, C, G, inner, eps, passes);       \
+            hipk::group_norm_passes<T, 1>(x, weight, bias, y, C, G, inner, eps, passes, 0);    \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_GROUP_NORM)
 

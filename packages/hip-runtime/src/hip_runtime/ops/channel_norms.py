@@ -23,6 +23,7 @@ _GROUP_BLOCK = 512  # group_norm: threads per group
 _FEW_GROUPS_BLOCK = 1024  # ... where the groups are fewer than two per multiprocessor
 _VECTORS = True  # group_norm: 16-byte accesses where the layout allows (False: by element)
 _GROUP_PASSES = 2  # group_norm: reads of each group (2: statistics, output; 3: mean, var, output)
+_GROUP_HINTS = 0  # ... the two-read kernel's cache hints (channel_norms.hip's HIPK_HINT_* bits)
 # group_norm: a group within the device's opt-in shared memory is held there (one read of x)
 # instead of read twice. Off: on an H100 (bench_conv's bf16 [8, 512, 64, 64], 128 KiB groups;
 # 2026-11-27) no variant of it beat two reads, whose second read comes from L2 (the groups
@@ -89,7 +90,8 @@ class ChannelNormOps(OpsBase):
                 grid = min(grid, max(1, slots) * self.device.properties.multiprocessors)
         else:
             kernel = self._kernel("channel_norms.hip", f"group_norm_{suffix}")
-            args, shared = (c, num_groups, inner, float(eps), vec, _GROUP_PASSES), 0
+            args = (c, num_groups, inner, float(eps), vec, _GROUP_PASSES, _GROUP_HINTS)
+            shared = 0
             # Fewer groups than two per multiprocessor: wider blocks (H200, bf16: 1024 threads
             # 55 % of the copy rate at 256 groups against 50 % for 512; 512 ahead at 1024).
             few = grid < 2 * self.device.properties.multiprocessors
