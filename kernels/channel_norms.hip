@@ -11,6 +11,10 @@
 //       a second read, backwards) or 3 (the mean, the variance about it, the output: kept to
 //       compare the two on a GPU). hints: the two-read kernel's cache hints, HIPK_HINT_* bits
 //       (below; 0: none).
+//   group_norm_deep_<t>(x, weight, bias, y, int C, int G, long long inner, float eps, int vec,
+//                      int flight, int hints)
+//       The two-read kernel with `flight` (4 or 8) vectors a thread in flight, blocks of at
+//       most 512 threads.
 //   group_norm_on_chip_<t>(x, weight, bias, y, int C, int G, long long inner, float eps,
 //                          int vec, int flight, long long groups)
 //       The same, the group held in dynamic shared memory (the host launches with the group's
@@ -163,8 +167,9 @@ HIPK_DEVICE void welford_vector(const Vec<T, V>& v, float shift, float& count, f
     m2 += squares + d * (local - mean) * (float)V;
 }
 
-// Two reads of the row: statistics, then the output (backwards; see the file's comment).
-template <typename T, int V>
+// Two reads of the row: statistics, then the output (backwards; see the file's comment). F
+// vectors a thread in flight, then the rest one by one.
+template <typename T, int V, int F = 2>
 HIPK_DEVICE void group_norm_two_reads(const T* x, const T* weight, const T* bias, T* y, int C,
                                       int G, long long inner, float eps, int hints) {
     const int first_read = hints & HIPK_HINT_KEEP_READ, last_read = hints & HIPK_HINT_LAST_READ;
@@ -179,13 +184,13 @@ HIPK_DEVICE void group_norm_two_reads(const T* x, const T* weight, const T* bias
     // error of the three reads without it).
     const float shift = to_float(x[first]);
     float n = 0.0f, mean = 0.0f, m2 = 0.0f;
-    long long j = threadIdx.x;  // two vectors a thread in flight, then the rest one by one
-    for (; j + step < vectors; j += 2 * step) {
-        Vec<T, V> v[2];
+    long long j = threadIdx.x;
+    for (; j + (F - 1) * step < vectors; j += F * step) {
+        Vec<T, V> v[F];
         HIPK_UNROLL
-        for (int k = 0; k < 2; ++k) v[k] = load_hinted<T, V>(row + j + k * step, first_read);
+        for (int k = 0; k < F; ++k) v[k] = load_hinted<T, V>(row + j + k * step, first_read);
         HIPK_UNROLL
-        for (int k = 0; k < 2; ++k) welford_vector<T, V>(v[k], shift, n, mean, m2);
+        for (int k = 0; k < F; ++k) welford_vector<T, V>(v[k], shift, n, mean, m2);
     }
     for (; j < vectors; j += step)
         welford_vector<T, V>(load_hinted<T, V>(row + j, first_read), shift, n, mean, m2);
@@ -199,12 +204,12 @@ HIPK_DEVICE void group_norm_two_reads(const T* x, const T* weight, const T* bias
     Vec<T, V>* out = reinterpret_cast<Vec<T, V>*>(y + first);
     const long long t = threadIdx.x;
     j = t < vectors ? t + (vectors - 1 - t) / step * step : -1;  // this thread's last vector
-    for (; j - step >= 0; j -= 2 * step) {
-        Vec<T, V> v[2];
+    for (; j - (F - 1) * step >= 0; j -= F * step) {
+        Vec<T, V> v[F];
         HIPK_UNROLL
-        for (int k = 0; k < 2; ++k) v[k] = load_hinted<T, V>(row + j - k * step, last_read);
+        for (int k = 0; k < F; ++k) v[k] = load_hinted<T, V>(row + j - k * step, last_read);
         HIPK_UNROLL
-        for (int k = 0; k < 2; ++k) {
+        for (int k = 0; k < F; ++k) {
             const long long at = j - k * step;
             group_norm_write<T, V>(v[k], out, at, c0 + (int)(at * V / inner), weight, bias,
                                    shift, total, rstd, hints);
@@ -343,6 +348,23 @@ HIPK_DEVICE void batch_norm(const T* x, const T* mean, const T* var, const T* we
             hipk::group_norm_passes<T, 1>(x, weight, bias, y, C, G, inner, eps, passes, 0);    \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_GROUP_NORM)
+
+// group_norm_deep_<t>: group_norm_<t>'s arguments (two reads; `passes` unused), `flight` (4 or
+// 8) 16-byte vectors a thread in flight per step instead of two, in blocks of at most 512
+// threads (64 registers a thread on NVIDIA, two blocks a multiprocessor).
+#define HIPK_GROUP_NORM_DEEP(S_, T)                                                            \
+    extern "C" __global__ void __launch_bounds__(512, 2)                                      \
+        group_norm_deep_##S_(const T* x, const T* weight, const T* bias, T* y, int C, int G,   \
+                             long long inner, float eps, int vec, int flight, int hints) {     \
+        constexpr int L = hipk::Lanes16<T>::value;                                             \
+        if (vec != L)                                                                          \
+            hipk::group_norm_two_reads<T, 1>(x, weight, bias, y, C, G, inner, eps, 0);         \
+        else if (flight == 8)                                                                  \
+            hipk::group_norm_two_reads<T, L, 8>(x, weight, bias, y, C, G, inner, eps, hints);  \
+        else                                                                                   \
+            hipk::group_norm_two_reads<T, L, 4>(x, weight, bias, y, C, G, inner, eps, hints);  \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_GROUP_NORM_DEEP)
 
 #define HIPK_GROUP_NORM_ON_CHIP(S_, T)                                                         \
     extern "C" __global__ void __launch_bounds__(1024, 1)                                     \
