@@ -89,15 +89,16 @@ def test_the_route_follows_the_devices_shared_memory_limit(
     backend: HipBackend, dtype: str, launches: list[tuple[str, int]]
 ) -> None:
     """With _ON_CHIP, a group of exactly the limit's elements is held on chip (launched with
-    its bytes); one element more goes to the two-read kernel (no dynamic shared memory). By
-    default (_ON_CHIP off) every group goes there."""
+    its bytes); one element more goes to the two-read kernel (no dynamic shared memory: its
+    four-in-flight build, group_norm_deep). By default (_ON_CHIP off) every group goes
+    there."""
     size = ITEMSIZE[dtype]
     fits = opt_in_limit(backend, dtype) // size
     rng = np.random.default_rng(7)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(channel_norms, "_ON_CHIP", True)
         for elements, expected in ((fits, (f"group_norm_on_chip_{dtype}", fits * size)),
-                                   (fits + 1, (f"group_norm_{dtype}", 0))):  # fmt: skip
+                                   (fits + 1, (f"group_norm_deep_{dtype}", 0))):  # fmt: skip
             x = testing.random(rng, (1, 2, elements), dtype, scale=2.0, shift=1.0)
             launches.clear()
             got = normalized(backend.device, x, 2)
@@ -105,7 +106,7 @@ def test_the_route_follows_the_devices_shared_memory_limit(
             testing.assert_close(got, testing_conv.group_norm(x, 2), dtype, 1e-3)
     launches.clear()
     normalized(backend.device, np.ascontiguousarray(x[:, :, :8]), 2)
-    assert launches == [(f"group_norm_{dtype}", 0)] * 2
+    assert launches == [(f"group_norm_deep_{dtype}", 0)] * 2
 
 
 @pytest.mark.parametrize(
@@ -150,7 +151,7 @@ def test_groups_past_the_limit_take_two_reads(
     backend: HipBackend, dtype: str, launches: list[tuple[str, int]]
 ) -> None:
     """Groups of twice the on-chip limit (on cpu 128 KiB; an H100's 454 KiB), by vector and
-    by element (one element more a channel), through the two-read kernel."""
+    by element (one element more a channel), through the two-read kernel (group_norm_deep)."""
     size = ITEMSIZE[dtype]
     inner = opt_in_limit(backend, dtype) // size
     rng = np.random.default_rng(23)
@@ -158,7 +159,7 @@ def test_groups_past_the_limit_take_two_reads(
         x = testing.random(rng, (1, 4, spatial), dtype, scale=2.0, shift=1.0)
         launches.clear()
         got = normalized(backend.device, x, 2)
-        assert {name for name, _ in launches} == {f"group_norm_{dtype}"}
+        assert {name for name, _ in launches} == {f"group_norm_deep_{dtype}"}
         testing.assert_close(got, testing_conv.group_norm(x, 2), dtype, 1e-3)
 
 

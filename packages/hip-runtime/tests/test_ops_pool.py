@@ -286,22 +286,23 @@ def test_nchw_column_walk_spans_bands_and_segments_with_the_one_row_bits(
     ],
 )
 @pytest.mark.parametrize(
-    ("passes", "hints", "flight"),
-    [(2, 0, 2), (2, 1, 2), (2, 7, 2), (2, 1, 4), (2, 0, 8), (3, 0, 2)],
+    ("passes", "hints", "deep"),
+    [(2, 0, False), (2, 1, False), (2, 7, False), (2, 1, True), (2, 7, True), (3, 0, False)],
 )
 def test_group_norm_of_large_groups_matches_numpy(
     backend: HipBackend, shape: tuple[int, ...], groups: int, dtype: str, passes: int,
-    hints: int, flight: int, monkeypatch: pytest.MonkeyPatch,
+    hints: int, deep: bool, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Groups the hypothesis test's shapes never reach: rows of many 16-byte vectors a thread
     (two at a time, then the rest), one pass partly filled; both kernels of
     kernels/channel_norms.hip (two reads, the default, and three), each on a fresh backend
     (a plan keeps the kernel's arguments); the two-read kernel with its cache hints
-    (channel_norms._GROUP_HINTS: a streaming store, and every hint; NVIDIA's accesses) and
-    4 or 8 vectors a thread in flight (channel_norms._GROUP_FLIGHT: group_norm_deep)."""
+    (channel_norms._GROUP_HINTS: a streaming store, and every hint; NVIDIA's accesses),
+    with two or four vectors a thread in flight (channel_norms._GROUP_DEEP: group_norm_deep,
+    the default)."""
     monkeypatch.setattr(channel_norms, "_GROUP_PASSES", passes)
     monkeypatch.setattr(channel_norms, "_GROUP_HINTS", hints)
-    monkeypatch.setattr(channel_norms, "_GROUP_FLIGHT", flight)
+    monkeypatch.setattr(channel_norms, "_GROUP_DEEP", deep)
     rng = np.random.default_rng(19)
     x = testing.random(rng, shape, dtype, scale=2.0, shift=1.0)
     weight, bias = (testing.random(rng, (shape[1],), dtype) for _ in range(2))

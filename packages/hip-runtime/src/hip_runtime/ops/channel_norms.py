@@ -28,7 +28,14 @@ _GROUP_PASSES = 2  # group_norm: reads of each group (2: statistics, output; 3: 
 # against 35.4; [32, 128, 56, 56] 28.7 against 29.8; a last-use second read was slower, an
 # evict_last first read no faster)
 _GROUP_HINTS = 1
-_GROUP_FLIGHT = 2  # ... its vectors a thread in flight: 2 (group_norm_<t>), 4 or 8 (_deep_)
+# ... four vectors a thread in flight (group_norm_deep_<t>), in blocks of 256 threads, 512
+# where the groups are fewer than two per multiprocessor (H200, bf16, 32 groups, against two
+# in flight and the streaming store: [8, 512, 64, 64] 24.4 µs against 32.6, 64 groups 24.5
+# against 33.0, [32, 128, 56, 56] 22.7 against 28.7; [2, 320, 64, 64] 16.1 against 14.9).
+# False: group_norm_<t>, two in flight, _GROUP_BLOCK / _FEW_GROUPS_BLOCK threads.
+_GROUP_DEEP = True
+_DEEP_BLOCK = 256
+_DEEP_FEW_GROUPS_BLOCK = 512
 # group_norm: a group within the device's opt-in shared memory is held there (one read of x)
 # instead of read twice. Off: on an H100 (bench_conv's bf16 [8, 512, 64, 64], 128 KiB groups;
 # 2026-11-27) no variant of it beat two reads, whose second read comes from L2 (the groups
@@ -101,10 +108,10 @@ class ChannelNormOps(OpsBase):
             # 55 % of the copy rate at 256 groups against 50 % for 512; 512 ahead at 1024).
             few = grid < 2 * self.device.properties.multiprocessors
             block = min(_FEW_GROUPS_BLOCK if few else _GROUP_BLOCK, self._max_block)
-            if _GROUP_FLIGHT > 2 and _GROUP_PASSES == 2:
+            if _GROUP_DEEP and _GROUP_PASSES == 2:
                 kernel = self._kernel("channel_norms.hip", f"group_norm_deep_{suffix}")
-                args = (c, num_groups, inner, float(eps), vec, _GROUP_FLIGHT, _GROUP_HINTS)
-                block = min(block, 512)
+                args = (c, num_groups, inner, float(eps), vec, _GROUP_HINTS)
+                block = min(_DEEP_FEW_GROUPS_BLOCK if few else _DEEP_BLOCK, self._max_block)
         if y.size:
             kernel.launch(grid, block, x, weight, bias, y, *args, shared_mem=shared,
                           stream=self.stream)  # fmt: skip
