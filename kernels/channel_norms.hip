@@ -14,7 +14,7 @@
 //   group_norm_deep_<t>(x, weight, bias, y, int C, int G, long long inner, float eps, int vec,
 //                      int hints)
 //       The two-read kernel with four vectors a thread in flight, blocks of at most 512
-//       threads (the host's default).
+//       threads (the host's default: 256, 512 where the groups are few).
 //   group_norm_on_chip_<t>(x, weight, bias, y, int C, int G, long long inner, float eps,
 //                          int vec, int flight, long long groups)
 //       The same, the group held in dynamic shared memory (the host launches with the group's
@@ -55,6 +55,9 @@ namespace hipk {
 #define HIPK_HINT_LAST_READ 2
 #define HIPK_HINT_KEEP_READ 4
 
+// The loads' asm is pure (no "memory" clobber), so the compiler may move it among other
+// memory accesses: for memory that nothing writes during the kernel, or that only the reading
+// thread writes after it has read it (group_norm's in-place y = x), as here.
 template <typename T, int V>
 HIPK_DEVICE Vec<T, V> load_hinted(const Vec<T, V>* p, int hint) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700

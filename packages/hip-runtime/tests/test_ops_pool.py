@@ -257,12 +257,13 @@ def test_nchw_column_walk_spans_bands_and_segments_with_the_one_row_bits(
     rows of several 32-thread segments (272 columns: 34 threads a row in 16-bit, 68 in f32,
     whose first and last threads load the column beside them where the others take it from a
     neighbour) and of one short segment (16 columns), bands that end inside a pair of output
-    rows (19 of them at 37 rows), NaN at a segment's edge and the image's: the one-row
-    kernel's bits, and numpy's values."""
+    rows (19 of them at 37 rows), two 16-thread segments of one warp whose bands take different
+    numbers of steps (128 columns in 16-bit), NaN at a segment's edge and the image's: the
+    one-row kernel's bits, and numpy's values."""
     monkeypatch.setattr(pooling, "_COLUMN_BAND", band)
     monkeypatch.setattr(pooling, "_COLUMN_MIN_RUNS", 0)
     rng = np.random.default_rng(window * 5 + padding + band)
-    for shape in ((2, 2, 37, 272), (1, 3, 9, 16)):
+    for shape in ((2, 2, 37, 272), (2, 3, 37, 128), (1, 3, 9, 16)):
         x = testing.random(rng, shape, dtype, scale=3.0)
         x.reshape(-1)[[i % x.size for i in (0, 255, 256, 3 * 272 + 127, -1)]] = np.nan
         tensor, results = backend.from_numpy(x), []
@@ -273,6 +274,38 @@ def test_nchw_column_walk_spans_bands_and_segments_with_the_one_row_bits(
         testing.assert_bits_equal(results[1], results[0])
         expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode)
         assert_close_with_nans(results[1], expected, dtype)
+
+
+@pytest.mark.parametrize(
+    ("width", "offset", "kernel"),
+    [(96, 0, "max_pool2d_columns"), (88, 0, "max_pool2d_rows"), (96, 1, "pool2d")],
+)
+def test_nchw_max_pool_takes_the_column_walk_from_twelve_vectors_a_row(
+    backend: HipBackend, width: int, offset: int, kernel: str, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    """bf16 3x3 / 2: 96 columns (12 vectors a row: pooling._COLUMN_MIN_RUNS) walk down the
+    image, 88 (11) take max_pool2d_rows, and an x one element past 16-byte alignment (a view)
+    the one-output-a-thread kernel; each against numpy."""
+    requested: list[str] = []
+    fetch = backend._kernel
+
+    def spy(source: str, name: str) -> Any:
+        requested.append(name)
+        return fetch(source, name)
+
+    monkeypatch.setattr(backend, "_kernel", spy)
+    rng = np.random.default_rng(width + offset)
+    shape = (2, 3, 9, width)
+    flat = testing.random(rng, (offset + int(np.prod(shape)),), "bf16", scale=3.0)
+    x = flat[offset:].reshape(shape)
+    view = backend.from_numpy(flat)[offset:].reshape(shape)  # (contiguous, `offset` elements in)
+    backend._conv_use_library = False
+    try:
+        got = call_twice(backend.max_pool2d, view, 3, 2, 1)
+    finally:
+        backend._conv_use_library = True
+    assert requested and set(requested) == {f"{kernel}_bf16"}
+    testing.assert_close(got, testing_conv.max_pool2d(x, 3, 2, 1, 1, False), "bf16", 0.0)
 
 
 @pytest.mark.parametrize(
@@ -294,7 +327,7 @@ def test_group_norm_of_large_groups_matches_numpy(
     hints: int, deep: bool, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Groups the hypothesis test's shapes never reach: rows of many 16-byte vectors a thread
-    (two at a time, then the rest), one pass partly filled; both kernels of
+    (two or four at a time, then the rest), one pass partly filled; both kernels of
     kernels/channel_norms.hip (two reads, the default, and three), each on a fresh backend
     (a plan keeps the kernel's arguments); the two-read kernel with its cache hints
     (channel_norms._GROUP_HINTS: a streaming store, and every hint; NVIDIA's accesses),

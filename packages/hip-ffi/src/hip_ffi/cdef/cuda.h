@@ -152,7 +152,6 @@ CUresult cuMemcpyDtoDAsync_v2(hipDeviceptr_t dstDevice, hipDeviceptr_t srcDevice
 CUresult cuStreamSynchronize(hipStream_t hStream);
 CUresult cuEventCreate(hipEvent_t* phEvent, unsigned int Flags);
 CUresult cuEventDestroy_v2(hipEvent_t hEvent);
-CUresult cuEventQuery(hipEvent_t hEvent);
 
 /* ---- libnvrtc (nvrtcProgram is as opaque a pointer as hiprtcProgram) ---- */
 nvrtcResult nvrtcVersion(int* major, int* minor);

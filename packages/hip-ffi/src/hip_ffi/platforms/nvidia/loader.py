@@ -220,7 +220,6 @@ def load() -> HipApi:
             # switch makes: without one they fail, and a failure re-runs the surface call)
             "hipEventCreateWithFlags": cuda.cuEventCreate,
             "hipEventDestroy": cuda.cuEventDestroy_v2,
-            "hipEventQuery": cuda.cuEventQuery,  # (a close asks it: 0 or not, nothing more)
             "hipMemcpy": host_memcpy_native(
                 cudart.cudaMemcpy,
                 cuda.cuMemcpyHtoDAsync_v2,
