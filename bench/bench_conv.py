@@ -8,7 +8,9 @@
   beside torch.nn.functional.conv2d / conv1d (cuDNN, `cudnn.benchmark` on: its best
   algorithm), in TFLOP/s; `vs_torch` = torch ms / ours.
 - pooling (ResNet's 3x3 stride-2 max pool on [32, 64, 112, 112]) and group_norm (32 groups on
-  [8, 512, 64, 64]) in GB/s read + written, beside torch and the same run's copy rate.
+  [8, 512, 64, 64]) in GB/s read + written, beside torch and the same run's copy rate: that of
+  a 256 MiB copy (`vs_copy`), and that of a copy moving the op's own bytes (`vs_copy_same`: a
+  copy of half of them, read + written), whose launch and tail weigh as much as the op's.
 Device time per call with events (bench_ops' method). Writes bench_conv.jsonl and .md under
 --out.
 
@@ -150,17 +152,15 @@ def pool_case(
     y = backend.max_pool2d(x, 3, 2, 1, channels_last=channels_last)
     nbytes = x.nbytes + y.nbytes
     run = lambda: backend.max_pool2d(x, 3, 2, 1, channels_last=channels_last, out=y)  # noqa: E731
+    same = bench_copy(backend, torch, nbytes // 2, repeats)
     for impl, ms in both_paths(backend, run, repeats):
-        if ms is None:
-            continue
-        emit(bench="max_pool2d 3x3/2", layout=layout, impl=impl, ms=ms,
-             gb_s=nbytes / ms / 1e6, vs_copy=nbytes / ms / 1e6 / copy)  # fmt: skip
+        if ms is not None:
+            emit_rate("max_pool2d 3x3/2", layout, impl, ms, nbytes, copy, same)
     tv = tx.movedim(-1, 1) if channels_last else tx
     f = torch.nn.functional.max_pool2d
     timer = TorchTimer(torch)
     ms = time_ms(lambda: f(tv, 3, 2, 1), timer.start, timer.stop, repeats)
-    emit(bench="max_pool2d 3x3/2", layout=layout, impl="torch", ms=ms,
-         gb_s=nbytes / ms / 1e6, vs_copy=nbytes / ms / 1e6 / copy)  # fmt: skip
+    emit_rate("max_pool2d 3x3/2", layout, "torch", ms, nbytes, copy, same)
 
 
 def group_norm_case(backend: HipBackend, torch: Any, repeats: int, copy: float) -> None:
@@ -170,15 +170,24 @@ def group_norm_case(backend: HipBackend, torch: Any, repeats: int, copy: float) 
     x = backend.from_dlpack(tx)
     y = backend.group_norm(x, groups)
     nbytes = 2 * x.nbytes
+    same = bench_copy(backend, torch, x.nbytes, repeats)
     timer = HipTimer(backend)
     ms = time_ms(lambda: backend.group_norm(x, groups, out=y), timer.start, timer.stop, repeats)
-    emit(bench="group_norm 32 groups", layout="NCHW", impl="hip", ms=ms, gb_s=nbytes / ms / 1e6,
-         vs_copy=nbytes / ms / 1e6 / copy)  # fmt: skip
+    emit_rate("group_norm 32 groups", "NCHW", "hip", ms, nbytes, copy, same)
     f = torch.nn.functional.group_norm
     anchor = TorchTimer(torch)
     ms = time_ms(lambda: f(tx, groups), anchor.start, anchor.stop, repeats)
-    emit(bench="group_norm 32 groups", layout="NCHW", impl="torch", ms=ms,
-         gb_s=nbytes / ms / 1e6, vs_copy=nbytes / ms / 1e6 / copy)  # fmt: skip
+    emit_rate("group_norm 32 groups", "NCHW", "torch", ms, nbytes, copy, same)
+
+
+def emit_rate(
+    bench: str, layout: str, impl: str, ms: float, nbytes: int, copy: float, same: float
+) -> None:
+    """A memory-bound op's row: GB/s (nbytes read + written in ms) and its fraction of the
+    256 MiB copy rate `copy` and of `same`, the rate of a copy moving nbytes."""
+    gb_s = nbytes / ms / 1e6
+    emit(bench=bench, layout=layout, impl=impl, ms=ms, gb_s=gb_s, vs_copy=gb_s / copy,
+         vs_copy_same=gb_s / same)  # fmt: skip
 
 
 def table(copy: float) -> str:
@@ -192,7 +201,8 @@ def table(copy: float) -> str:
                          f"{r['tflops']:.1f} | {ratio} |")  # fmt: skip
         elif "gb_s" in r and r["bench"] != "d2d_copy":
             lines.append(f"| {r['bench']} | {r['layout']} | {r['impl']} | {r['ms']:.4f} | "
-                         f"{r['gb_s']:.0f} GB/s | {r['vs_copy']:.3f} of copy |")  # fmt: skip
+                         f"{r['gb_s']:.0f} GB/s | {r['vs_copy']:.3f} of copy "
+                         f"({r['vs_copy_same']:.3f} of a same-size one) |")  # fmt: skip
         elif r["bench"] == "skipped" and "case" in r:
             lines.append(f"| {r['case']} | {r.get('layout', '')} | {r['impl']} | skipped: "
                          f"{r['reason'][:60]} | | |")  # fmt: skip
