@@ -228,7 +228,7 @@ HIPK_DEVICE void max_pool2d_rows(const T* x, T* y, long long planes, int H, int 
         for (int u = 0; u < OH; ++u) {
             if (oh0 + u >= Ho) continue;  // Ho odd: the last pair's second row
             // The max over the window's rows of the vector (MaxRun: packed where it can be) and
-            // of the column beside it, then column[k]: that of input column c0 - pw + k.
+            // of the columns beside it, then the outputs from them (row_outputs).
             Vec<T, V> rows_max;
             MaxRun<T, V>::init(rows_max);
             float side_left = neg_inf(), side_right = neg_inf();
@@ -240,11 +240,8 @@ HIPK_DEVICE void max_pool2d_rows(const T* x, T* y, long long planes, int H, int 
                 side_left = l > side_left || l != l ? l : side_left;
                 side_right = rr > side_right || rr != rr ? rr : side_right;
             }
-            float column[V + 1];
-            HIPK_UNROLL
-            for (int k = 0; k <= V; ++k)
-                column[k] = row_column<T, V>(rows_max, side_left, side_right, vector, pw, k);
-            store_row_outputs<T, K>(column, y + (plane * Ho + oh0 + u) * Wo + ow0, Wo - ow0);
+            row_outputs<T, K>(rows_max, side_left, side_right, vector, pw,
+                              y + (plane * Ho + oh0 + u) * Wo + ow0, Wo - ow0);
         }
     }
 }

@@ -17,8 +17,8 @@
 // thread's max over the window rows, passed by a shuffle within the segment; the segment's
 // first and last threads (and every thread on the cpu platform, whose warps are one lane here)
 // load it instead. Consecutive threads take consecutive vectors of a row: coalesced. A row's
-// outputs come from its window rows' maxima: in floats, or, for 16-bit types on NVIDIA from
-// sm_80, in packed pairs (packed_row_outputs: 22 µs against 25 at bench_conv's shape).
+// outputs come from its window rows' maxima (pool_rows.h's row_outputs: packed pairs for
+// 16-bit types on NVIDIA from sm_80, 22 µs against 25 in floats at bench_conv's shape).
 #include "pool_rows.h"
 
 namespace hipk {
@@ -68,109 +68,6 @@ HIPK_DEVICE float segment_neighbour(float v, int delta, int lanes) {
 #endif
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-// 16-bit types on NVIDIA from sm_80: the row's four outputs from its windows' row maxima in
-// packed pairs, max.NaN on two lanes an instruction, the pairs gathered by byte permutes; the
-// float path below takes about five instructions a compare and a conversion each way per
-// column (ncu, H200, bf16 [32, 64, 112, 112]: SM throughput 57 %, DRAM 48 %). H200, bench_conv's
-// NCHW pool: 21.9-22.1 µs against 25.2-25.4, 0.70 of the 256 MiB copy rate against 0.61.
-#define HIPK_PACKED_COLUMNS 1
-template <typename T> HIPK_DEVICE unsigned int max_pair(unsigned int a, unsigned int b);
-template <> HIPK_DEVICE unsigned int max_pair<bf16>(unsigned int a, unsigned int b) {
-    asm("max.NaN.bf16x2 %0, %0, %1;" : "+r"(a) : "r"(b));
-    return a;
-}
-template <> HIPK_DEVICE unsigned int max_pair<f16>(unsigned int a, unsigned int b) {
-    asm("max.NaN.f16x2 %0, %0, %1;" : "+r"(a) : "r"(b));
-    return a;
-}
-
-// w: the row maxima of input columns c0 .. c0 + 7 in four words, lane 2i in the low half of
-// w[i]; side: the neighbouring columns' word (with padding, the left thread's w[3], whose high
-// half is column c0 - 1; else the right one's w[0], whose low half is column c0 + 8). The four
-// outputs are stored at dst (`room` of them inside the row).
-template <typename T, int K>
-HIPK_DEVICE void packed_row_outputs(const unsigned int (&w)[4], unsigned int side, int pw,
-                                    T* dst, int room) {
-    const unsigned int even01 = __byte_perm(w[0], w[1], 0x5410);  // columns 0, 2
-    const unsigned int even23 = __byte_perm(w[2], w[3], 0x5410);  // 4, 6
-    const unsigned int odd01 = __byte_perm(w[0], w[1], 0x7632);   // 1, 3
-    const unsigned int odd23 = __byte_perm(w[2], w[3], 0x7632);   // 5, 7
-    unsigned int low, high;  // outputs 0, 1 and 2, 3
-    if (pw > 0) {  // output j: columns 2j - 1, 2j (, 2j + 1)
-        low = max_pair<T>(__byte_perm(side, w[0], 0x7632), even01);   // -1, 1
-        high = max_pair<T>(__byte_perm(w[1], w[2], 0x7632), even23);  // 3, 5
-        if (K == 3) {
-            low = max_pair<T>(low, odd01);
-            high = max_pair<T>(high, odd23);
-        }
-    } else {  // columns 2j, 2j + 1 (, 2j + 2)
-        low = max_pair<T>(even01, odd01);
-        high = max_pair<T>(even23, odd23);
-        if (K == 3) {
-            low = max_pair<T>(low, __byte_perm(w[1], w[2], 0x5410));    // 2, 4
-            high = max_pair<T>(high, __byte_perm(w[3], side, 0x5410));  // 6, 8
-        }
-    }
-    if (room >= 4 && aligned(dst, 8)) {
-        *reinterpret_cast<uint2*>(dst) = make_uint2(low, high);
-        return;
-    }
-    HIPK_UNROLL
-    for (int j = 0; j < 4; ++j) {
-        if (j < room) {
-            T v;
-            v.bits = (unsigned short)(((j < 2 ? low : high) >> (16 * (j & 1))) & 0xffffu);
-            dst[j] = v;
-        }
-    }
-}
-
-// `columns_output_row` of 16-bit types: the same shuffles and loads of the side column, moving
-// words (its 16 bits in the half that packed_row_outputs reads) instead of floats.
-template <typename T, int K>
-HIPK_DEVICE void packed_output_row(const Vec<T, 8>& rows_max, const T* in, int h0, int H, int W,
-                                   int c0, int pw, int lanes, bool first, bool last, T* dst,
-                                   int room, bool store) {
-    unsigned int w[4];
-    HIPK_UNROLL
-    for (int i = 0; i < 4; ++i)
-        w[i] = rows_max.v[2 * i].bits | (unsigned int)rows_max.v[2 * i + 1].bits << 16;
-    unsigned int side = 0;  // (a shuffle moves a float's 32 bits as they are)
-    if (pw > 0) {
-        side = float_bits(segment_neighbour(bits_float(w[3]), 1, lanes));
-        if (first)
-            side = (unsigned int)from_float<T>(column_max<T, K>(in, h0, H, W, c0 - 1)).bits << 16;
-    } else if (K == 3) {
-        side = float_bits(segment_neighbour(bits_float(w[0]), -1, lanes));
-        if (last) side = from_float<T>(column_max<T, K>(in, h0, H, W, c0 + 8)).bits;
-    }
-    if (store) packed_row_outputs<T, K>(w, side, pw, dst, room);
-}
-#endif
-
-// Whether the packed path took the row (bf16 and f16 on NVIDIA from sm_80); false elsewhere.
-template <typename T, int K> struct PackedColumns {
-    template <int V>
-    static HIPK_DEVICE bool row(const Vec<T, V>&, const T*, int, int, int, int, int, int, bool,
-                                bool, T*, int, bool) {
-        return false;
-    }
-};
-#ifdef HIPK_PACKED_COLUMNS
-template <typename T, int K> struct PackedColumns16 {
-    static HIPK_DEVICE bool row(const Vec<T, 8>& rows_max, const T* in, int h0, int H, int W,
-                                int c0, int pw, int lanes, bool first, bool last, T* dst,
-                                int room, bool store) {
-        packed_output_row<T, K>(rows_max, in, h0, H, W, c0, pw, lanes, first, last, dst, room,
-                                store);
-        return true;
-    }
-};
-template <int K> struct PackedColumns<bf16, K> : PackedColumns16<bf16, K> {};
-template <int K> struct PackedColumns<f16, K> : PackedColumns16<f16, K> {};
-#endif
-
 // One output row of the thread's V / 2 outputs from its window's K rows `taps` (first row h0).
 // Every thread of the segment calls it (the shuffles), `store` says whether the row exists.
 template <typename T, int K>
@@ -182,9 +79,6 @@ HIPK_DEVICE void columns_output_row(const Vec<T, Lanes16<T>::value> (&taps)[K], 
     Vec<T, V> rows_max = taps[0];
     HIPK_UNROLL
     for (int r = 1; r < K; ++r) MaxRun<T, V>::add(rows_max, taps[r]);
-    if (PackedColumns<T, K>::row(rows_max, in, h0, H, W, c0, pw, lanes, first, last, dst, room,
-                                 store))
-        return;
     float left = neg_inf(), right = neg_inf();
     if (pw > 0) {
         left = segment_neighbour(to_float(rows_max.v[V - 1]), 1, lanes);
@@ -193,11 +87,7 @@ HIPK_DEVICE void columns_output_row(const Vec<T, Lanes16<T>::value> (&taps)[K], 
         right = segment_neighbour(to_float(rows_max.v[0]), -1, lanes);
         if (last || !HIPK_GPU) right = column_max<T, K>(in, h0, H, W, c0 + V);
     }
-    if (!store) return;
-    float column[V + 1];
-    HIPK_UNROLL
-    for (int k = 0; k <= V; ++k) column[k] = row_column<T, V>(rows_max, left, right, vector, pw, k);
-    store_row_outputs<T, K>(column, dst, room);
+    if (store) row_outputs<T, K>(rows_max, left, right, vector, pw, dst, room);
 }
 
 template <typename I, typename T, int K>
