@@ -28,32 +28,33 @@ template <typename T, int V> struct MaxRunFloats {
 template <typename T, int V> struct MaxRun : MaxRunFloats<T, V> {};
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-template <int V> struct MaxRun<bf16, V> {  // two lanes an instruction (an odd run: as floats)
-    static HIPK_DEVICE void init(Vec<bf16, V>& acc) {
+// max.NaN over the two 16-bit lanes of a word (the packed max of MaxRun and row_outputs).
+template <typename T> HIPK_DEVICE unsigned int max_pair(unsigned int a, unsigned int b);
+template <> HIPK_DEVICE unsigned int max_pair<bf16>(unsigned int a, unsigned int b) {
+    asm("max.NaN.bf16x2 %0, %0, %1;" : "+r"(a) : "r"(b));
+    return a;
+}
+template <> HIPK_DEVICE unsigned int max_pair<f16>(unsigned int a, unsigned int b) {
+    asm("max.NaN.f16x2 %0, %0, %1;" : "+r"(a) : "r"(b));
+    return a;
+}
+
+// 16-bit runs: two lanes an instruction (an odd run: as floats); neg_inf_bits: T's -inf.
+template <typename T, int V, unsigned short neg_inf_bits> struct MaxRunPairs {
+    static HIPK_DEVICE void init(Vec<T, V>& acc) {
         HIPK_UNROLL
-        for (int j = 0; j < V; ++j) acc.v[j].bits = 0xff80u;
+        for (int j = 0; j < V; ++j) acc.v[j].bits = neg_inf_bits;
     }
-    static HIPK_DEVICE void add(Vec<bf16, V>& acc, const Vec<bf16, V>& tap) {
-        if (V % 2) return MaxRunFloats<bf16, V>::add(acc, tap);  // (V = 1: lanes one by one)
+    static HIPK_DEVICE void add(Vec<T, V>& acc, const Vec<T, V>& tap) {
+        if (V % 2) return MaxRunFloats<T, V>::add(acc, tap);  // (V = 1: lanes one by one)
         unsigned int* a = reinterpret_cast<unsigned int*>(acc.v);
         const unsigned int* t = reinterpret_cast<const unsigned int*>(tap.v);
         HIPK_UNROLL
-        for (int j = 0; j < V / 2; ++j) asm("max.NaN.bf16x2 %0, %0, %1;" : "+r"(a[j]) : "r"(t[j]));
+        for (int j = 0; j < V / 2; ++j) a[j] = max_pair<T>(a[j], t[j]);
     }
 };
-template <int V> struct MaxRun<f16, V> {
-    static HIPK_DEVICE void init(Vec<f16, V>& acc) {
-        HIPK_UNROLL
-        for (int j = 0; j < V; ++j) acc.v[j].bits = 0xfc00u;
-    }
-    static HIPK_DEVICE void add(Vec<f16, V>& acc, const Vec<f16, V>& tap) {
-        if (V % 2) return MaxRunFloats<f16, V>::add(acc, tap);  // (V = 1: lanes one by one)
-        unsigned int* a = reinterpret_cast<unsigned int*>(acc.v);
-        const unsigned int* t = reinterpret_cast<const unsigned int*>(tap.v);
-        HIPK_UNROLL
-        for (int j = 0; j < V / 2; ++j) asm("max.NaN.f16x2 %0, %0, %1;" : "+r"(a[j]) : "r"(t[j]));
-    }
-};
+template <int V> struct MaxRun<bf16, V> : MaxRunPairs<bf16, V, 0xff80u> {};
+template <int V> struct MaxRun<f16, V> : MaxRunPairs<f16, V, 0xfc00u> {};
 template <int V> struct MaxRun<float, V> {
     static HIPK_DEVICE void init(Vec<float, V>& acc) {
         HIPK_UNROLL
@@ -126,15 +127,6 @@ template <typename T, int K> struct RowOutputs {
 // instruction over column pairs gathered by byte permutes, where the float path costs about five
 // instructions a compare and a conversion each way a column (ncu, H200, bf16 NCHW 3x3 / 2 pool:
 // SM throughput 57 %, DRAM 48 %; then 22 µs against 25).
-template <typename T> HIPK_DEVICE unsigned int max_pair(unsigned int a, unsigned int b);
-template <> HIPK_DEVICE unsigned int max_pair<bf16>(unsigned int a, unsigned int b) {
-    asm("max.NaN.bf16x2 %0, %0, %1;" : "+r"(a) : "r"(b));
-    return a;
-}
-template <> HIPK_DEVICE unsigned int max_pair<f16>(unsigned int a, unsigned int b) {
-    asm("max.NaN.f16x2 %0, %0, %1;" : "+r"(a) : "r"(b));
-    return a;
-}
 
 // w: columns c0 .. c0 + 7 in four words, column 2i in the low half of w[i]; side: with padding
 // column c0 - 1 in the high half, else column c0 + 8 in the low half.
