@@ -26,7 +26,8 @@ VERSION = (ROOT / "VERSION").read_text().strip()
 PACKAGES = ("hip-ffi", "hip-core", "hip-runtime", "hip-backend")
 WHEELS = ROOT / ".nox" / "_wheels"
 WHEELHOUSE = ROOT / ".whl"  # what travels to the device machine (git ignores it)
-TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24")
+# libclang: the cpu platform splits kernels at their barriers with it (hip-ffi[cpu]).
+TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24", "libclang>=16")
 # Reference implementations some packages' tests compare against (writers and dequantizers of
 # the checkpoint formats); never dependencies of the packages themselves.
 PACKAGE_TEST_DEPS: dict[str, tuple[str, ...]] = {

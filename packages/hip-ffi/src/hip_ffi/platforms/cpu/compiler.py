@@ -25,13 +25,14 @@ Anything else is HIPRTC_ERROR_INVALID_OPTION.
 from __future__ import annotations
 
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import HIPRTC_RESULTS
-from hip_ffi.platforms.cpu import images, source_scan, toolchain
+from hip_ffi.platforms.cpu import fission, images, source_scan, toolchain
 from hip_ffi.platforms.cpu.handles import Registry, c_string, is_null, items, takes_handle
 from hip_ffi.rtc import DEPRECATED_SPELLINGS
 
@@ -58,7 +59,8 @@ _IGNORED = re.compile(
 _WAVEFRONT = {"-mwavefrontsize64": 64, "-mno-wavefrontsize64": 32}
 _PASSED = re.compile(r"-[DUI].+|-O[0-3s]|-g|-w|-W[\w=+-]+|-ffast-math")
 #: Part of every cache key: bump it when the commands below change what a build produces.
-RECIPE = "3"  # 2: the source goes as ./name (a name is never an option); 3: name expressions
+RECIPE = "4"  # 2: the source goes as ./name (a name is never an option); 3: name expressions;
+# 4: kernels split at their barriers (fission.py)
 _OLD_STANDARDS = {"c++03", "c++11", "c++14", "gnu++11", "gnu++14"}
 
 
@@ -170,6 +172,7 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
         DEPRECATED_SPELLINGS,
         program.name,
         program.source,
+        f"split {fission.enabled()}",
         *(part for pair in headers for part in pair),
         "name expressions",
         *names,
@@ -208,12 +211,19 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
         if status != 0:
             return None, _clean(output, work, source.name)
         kernels = source_scan.find_kernels(output) + names
-        shared = source_scan.find_dynamic_shared(output)
-        source.write_text(program.source + source_scan.entry_points(kernels, shared))
+        entries = source_scan.entry_points(kernels, source_scan.find_dynamic_shared(output))
+        split = _split(source, given, kernels, flags, work, compiler)
         depfile = work / "program.d"
         library = work / "program.so"
         command = [*common, "-MMD", "-MF", str(depfile), given, "-o", str(library)]
-        status, log = toolchain.run([*command, "-Wl,-z,defs"], work)
+        if split:  # kernels split at their barriers; if that does not build, unsplit
+            source.write_text(split[0] + fission.trait_lines(split[1]) + entries)
+            status, log = toolchain.run([*command, "-Wl,-z,defs"], work)
+            if status != 0 and fission.logging():
+                print(f"hip-ffi cpu split: the split did not build:\n{log}", file=sys.stderr)
+        if not split or status != 0:
+            source.write_text(program.source + entries)
+            status, log = toolchain.run([*command, "-Wl,-z,defs"], work)
         log = _clean(log, work, source.name)
         if status != 0:
             return None, log
@@ -225,6 +235,27 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
             except OSError:
                 pass  # a full or read-only cache only costs a rebuild next time
         return code, log
+
+
+def _split(
+    source: Path, given: str, kernels: list[str], flags: list[str], work: Path,
+    compiler: toolchain.Compiler,
+) -> tuple[str, list[str]] | None:  # fmt: skip
+    """The program with its kernels split at their barriers (fission.py), and their names;
+    None when none is (or splitting is off, or libclang is missing)."""
+    if not fission.enabled():
+        return None
+    parse_flags = [f for f in flags if f.startswith(("-D", "-U", "-I", "-std="))]
+    try:
+        text, names, _ = fission.split_program(
+            source, given, kernels, parse_flags, [str(work), str(toolchain.INCLUDE_DIR)],
+            toolchain.builtin_include(compiler), str(toolchain.INCLUDE_DIR),
+        )  # fmt: skip
+    except Exception as error:
+        if fission.logging():
+            print(f"hip-ffi cpu split: failed: {error!r}", file=sys.stderr)
+        return None
+    return (text, names) if names else None
 
 
 # ---- the surface ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ def load() -> HipApi:
         copies,
         device,
         dnn,
+        fission,
         graphs,
         images,
         ipc,
@@ -90,10 +91,12 @@ def load() -> HipApi:
         code_object_check=images.check_code_object,
         error_detail=status.error_detail,
         runtime_version=_packed_version(),
-        # The ABI version is in the release string, so caches keyed on it (hip-core's program
-        # cache) never hand an object of another ABI to this one.
+        # The ABI version, the prelude's digest and whether kernels are split at their
+        # barriers are in the release string, so caches keyed on it (hip-core's program cache)
+        # never hand over an object built another way.
         platform_version=f"host runtime: {cxx.name if cxx else 'no C++ compiler'}, {cores} cores, "
-        f"ABI {toolchain.ABI_VERSION}",
+        f"ABI {toolchain.ABI_VERSION}, prelude {toolchain.headers_digest()[:12]}, "
+        f"split {'on' if fission.enabled() else 'off'}",
         libraries=libraries,
         device_prop_type=device.PROP_TYPE,
     )

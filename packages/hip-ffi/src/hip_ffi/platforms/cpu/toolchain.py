@@ -102,6 +102,18 @@ def find_compiler() -> Compiler | None:
     return None
 
 
+@functools.cache
+def builtin_include(compiler: Compiler) -> str:
+    """The compiler's own header directory (stddef.h, float.h...): fission.py's libclang
+    parses with it, since the libclang wheel ships none of clang's."""
+    try:
+        found = subprocess.run([compiler.path, "-print-file-name=include"], capture_output=True,
+                               text=True, timeout=60, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return found if os.path.isdir(found) else ""
+
+
 #: The warp sizes the executor implements (hip_cpu_prelude.h).
 WARP_SIZES = (1, 32, 64)
 

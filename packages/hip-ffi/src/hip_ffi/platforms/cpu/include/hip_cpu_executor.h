@@ -153,6 +153,10 @@ template <auto K> struct grid {
      * threadIdx in registers across the loop (and vectorize it); `Fenced` stores it before
      * each thread's code, so that a fault finds the faulting thread's index in memory. */
     template <bool Fenced> __attribute__((noinline)) static void plain(grid& g, block& b) {
+        if constexpr (runs_blocks<K>::value) {  // split at its barriers: one call a block
+            std::apply(K, g.args);
+            return;
+        }
         if (b.waits) {
             run_fibers(b);
             return;

@@ -131,6 +131,7 @@ __attribute__((noinline)) void grid_sync();
 }  // namespace hipcpu
 
 #include "hip_cpu_block.h"
+#include "hip_cpu_fission.h"
 
 static inline void __syncthreads() { (void)::hipcpu::block_barrier(0); }
 static inline int __syncthreads_count(int predicate) { return ::hipcpu::block_barrier(predicate != 0); }

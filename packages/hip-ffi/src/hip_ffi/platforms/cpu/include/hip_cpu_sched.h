@@ -237,6 +237,10 @@ static void start_round(block& b, unsigned t) {
  * threads after it become fibers, and so will every thread of the launch's later blocks on
  * this OS thread (run_fibers). */
 __attribute__((noinline)) void convert(block& b) {
+    if (b.split)  // fission.py found no wait here: it is wrong, and says so rather than corrupt
+        fail(719 /* hipErrorLaunchFailure */,
+             "a kernel split at its barriers waited where its split did not expect (report "
+             "it; HIP_FFI_CPU_SPLIT=0 runs kernels unsplit)");
     unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     if (b.stacks == nullptr) setup_fibers(b);
     make_fibers(b, t + 1);

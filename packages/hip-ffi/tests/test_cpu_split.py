@@ -1,0 +1,225 @@
+"""Kernels split at their barriers (the cpu platform's fission.py): which kernels are split and
+why the others are not, and that split and unsplit builds of each kernel give numpy's answer:
+2D blocks, several variables in one declaration, an array that lives across barriers, a
+template helper that waits (inlined, with a default functor argument), threads that return
+before the barrier, a loop whose condition each thread evaluates, a while over a kernel
+argument, and a barrier in divergent code (a launch failure that says where)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hip_ffi_test_kernel_cases as cases  # registered by conftest.py
+import numpy as np
+import pytest
+
+import hip_ffi
+from hip_ffi import constants
+from hip_ffi.platforms.cpu import fission, toolchain
+from hip_ffi.rtc import compile_source
+
+pytestmark = pytest.mark.skipif(not fission.enabled(), reason="needs libclang (hip-ffi[cpu])")
+
+LAUNCH_FAILURE = constants.ERROR_CODES["hipErrorLaunchFailure"]
+SOURCE = rb"""
+// A 16 x 16 tile through shared memory, 16 x 4 threads of 4 elements each.
+extern "C" __global__ void transpose(const float* in, float* out, int side) {
+    __shared__ float tile[16][17];
+    int x = blockIdx.x * 16 + threadIdx.x, y = blockIdx.y * 16 + threadIdx.y;
+    for (int j = 0; j < 16; j += 4) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * side + x];
+    __syncthreads();
+    x = blockIdx.y * 16 + threadIdx.x;
+    y = blockIdx.x * 16 + threadIdx.y;
+    for (int j = 0; j < 16; j += 4) out[(y + j) * side + x] = tile[threadIdx.x][threadIdx.y + j];
+}
+struct Add { __device__ float operator()(float a, float b) const { return a + b; } };
+struct Max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+template <class Op = Add>
+__device__ void tree(float* s, unsigned int t, float v, Op op = {}) {
+    s[t] = v;
+    __syncthreads();
+    for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
+        if (t < half) s[t] = op(s[t], s[t + half]);
+        __syncthreads();
+    }
+}
+// Per block: the sum and the max of its row (two inlined trees, a barrier between).
+extern "C" __global__ void sum_and_max(const float* x, float* sums, float* maxima) {
+    __shared__ float s[256];
+    const unsigned int t = threadIdx.x;
+    const float v = x[blockIdx.x * blockDim.x + t];
+    tree(s, t, v);
+    if (t == 0) sums[blockIdx.x] = s[0];
+    __syncthreads();
+    tree(s, t, v, Max());
+    if (t == 0) maxima[blockIdx.x] = s[0];
+}
+// Threads from `live` on return at once; the others add their values through shared memory.
+extern "C" __global__ void live_sum(const float* x, float* sums, int live) {
+    __shared__ float s[128];
+    const int t = threadIdx.x;
+    if (t >= live) return;
+    s[t] = x[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    if (t == 0) {
+        float total = 0.0f;
+        for (int i = 0; i < live; ++i) total += s[i];
+        sums[blockIdx.x] = total;
+    }
+}
+// Each block sums n values in tiles of blockDim.x, two partial sums a thread in an array;
+// the tile count is a variable of every thread (its condition is evaluated per thread).
+extern "C" __global__ void tiled_sum(const float* x, float* sums, int n) {
+    __shared__ float tile[64];
+    const int t = threadIdx.x, tiles = (n + 63) / 64;
+    float acc[2] = {0.0f, 0.0f};
+    for (int k = 0; k < tiles; ++k) {
+        const int i = k * 64 + t;
+        tile[t] = i < n ? x[blockIdx.x * n + i] : 0.0f;
+        __syncthreads();
+        acc[k % 2] += tile[63 - t];
+        __syncthreads();
+    }
+    atomicAdd(&sums[blockIdx.x], acc[0] + acc[1]);
+}
+// `rounds` rotations of a block's values through shared memory (a while over an argument).
+extern "C" __global__ void rotate(const int* x, int* y, int rounds) {
+    __shared__ int s[32];
+    int v = x[blockIdx.x * 32 + threadIdx.x], r = 0;
+    while (r < rounds) {
+        s[threadIdx.x] = v;
+        __syncthreads();
+        v = s[(threadIdx.x + 1) % 32];
+        __syncthreads();
+        ++r;
+    }
+    y[blockIdx.x * 32 + threadIdx.x] = v;
+}
+// A barrier only some threads reach: undefined on a GPU, a launch failure here.
+extern "C" __global__ void divergent(int* y) {
+    if (threadIdx.x < 5) __syncthreads();
+    y[threadIdx.x] = 1;
+}
+// Shuffles: left to the fibers.
+extern "C" __global__ void warp_sum(const float* x, float* y) {
+    float v = x[threadIdx.x];
+    for (int o = warpSize / 2; o > 0; o /= 2) v += __shfl_down(v, o);
+    __syncthreads();
+    if (threadIdx.x == 0) y[0] = v;
+}
+"""
+KERNELS = ["transpose", "sum_and_max", "live_sum", "tiled_sum", "rotate", "divergent", "warp_sum"]
+
+
+def test_which_kernels_are_split_and_why_not(tmp_path: Path) -> None:
+    source = tmp_path / "split.hip"
+    source.write_bytes(SOURCE)
+    compiler = toolchain.find_compiler()
+    assert compiler is not None
+    text, names, notes = fission.split_program(
+        source, "./split.hip", KERNELS, ["-DHIPCPU_WARP_SIZE=32"],
+        [str(tmp_path), str(toolchain.INCLUDE_DIR)], toolchain.builtin_include(compiler),
+        str(toolchain.INCLUDE_DIR),
+    )  # fmt: skip
+    assert sorted(names) == sorted(KERNELS[:-1])
+    assert any(n.startswith("warp_sum: runs unsplit") for n in notes), notes
+    assert "runs_blocks" not in text  # the trait lines are added by the compiler, after it
+    assert "fission_begin" in text
+
+
+@pytest.fixture(scope="module", params=["split", "unsplit"])
+def run(request: pytest.FixtureRequest) -> Iterator[Any]:
+    patch = pytest.MonkeyPatch()
+    if request.param == "unsplit":
+        patch.setenv(fission.ENV, "0")
+    runner = cases.Runner(hip_ffi.load("cpu"))
+    result = compile_source(runner.hip, SOURCE, name="split.hip")
+    assert result.ok, result.log
+    module = runner.ffi.new("hipModule_t*")
+    assert runner.hip.hipModuleLoadData(module, result.code) == 0
+    runner._modules["split.hip"] = module[0]
+    runner.split = request.param == "split"
+    yield runner
+    runner.close()
+    patch.undo()
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(23)
+
+
+def test_transpose(run: Any, rng: np.random.Generator) -> None:
+    side = 64
+    x = rng.standard_normal((side, side)).astype(np.float32)
+    y = run.output(side * side, np.float32)
+    run.launch("split.hip", "transpose", (side // 16, side // 16, 1), (16, 4, 1),
+               cases.ptr(run.upload(x)), cases.ptr(y), cases.i32(side))  # fmt: skip
+    np.testing.assert_array_equal(run.download(y, (side, side), np.float32), x.T)
+
+
+def test_sum_and_max_through_inlined_trees(run: Any, rng: np.random.Generator) -> None:
+    blocks, threads = 300, 256
+    x = rng.standard_normal((blocks, threads)).astype(np.float32)
+    sums, maxima = run.output(blocks, np.float32), run.output(blocks, np.float32)
+    run.launch("split.hip", "sum_and_max", (blocks, 1, 1), (threads, 1, 1),
+               cases.ptr(run.upload(x)), cases.ptr(sums), cases.ptr(maxima))  # fmt: skip
+    np.testing.assert_allclose(run.download(sums, blocks, np.float32), x.sum(axis=1), atol=1e-4)
+    np.testing.assert_array_equal(run.download(maxima, blocks, np.float32), x.max(axis=1))
+
+
+@pytest.mark.parametrize("live", [1, 77, 128])
+def test_threads_that_return_before_the_barrier(
+    run: Any, rng: np.random.Generator, live: int
+) -> None:
+    blocks = 50
+    x = rng.standard_normal((blocks, 128)).astype(np.float32)
+    sums = run.output(blocks, np.float32)
+    run.launch("split.hip", "live_sum", (blocks, 1, 1), (128, 1, 1),
+               cases.ptr(run.upload(x)), cases.ptr(sums), cases.i32(live))  # fmt: skip
+    expected = x[:, :live].sum(axis=1)
+    np.testing.assert_allclose(run.download(sums, blocks, np.float32), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 64, 200])
+def test_a_loop_each_thread_decides(run: Any, rng: np.random.Generator, n: int) -> None:
+    blocks = 20
+    x = rng.standard_normal((blocks, n)).astype(np.float32)
+    sums = run.upload(np.zeros(blocks, np.float32))
+    run.launch("split.hip", "tiled_sum", (blocks, 1, 1), (64, 1, 1),
+               cases.ptr(run.upload(x)), cases.ptr(sums), cases.i32(n))  # fmt: skip
+    np.testing.assert_allclose(run.download(sums, blocks, np.float32), x.sum(axis=1), atol=1e-4)
+
+
+def test_a_while_over_an_argument(run: Any, rng: np.random.Generator) -> None:
+    blocks, rounds = 40, 5
+    x = rng.integers(-100, 100, (blocks, 32), dtype=np.int32)
+    y = run.output(blocks * 32, np.int32)
+    run.launch("split.hip", "rotate", (blocks, 1, 1), (32, 1, 1),
+               cases.ptr(run.upload(x)), cases.ptr(y), cases.i32(rounds))  # fmt: skip
+    np.testing.assert_array_equal(
+        run.download(y, (blocks, 32), np.int32), np.roll(x, -rounds, axis=1)
+    )
+
+
+def test_shuffles_beside_split_kernels(run: Any, rng: np.random.Generator) -> None:
+    x = rng.standard_normal(32).astype(np.float32)
+    y = run.output(1, np.float32)
+    run.launch(
+        "split.hip", "warp_sum", (1, 1, 1), (32, 1, 1), cases.ptr(run.upload(x)), cases.ptr(y)
+    )
+    np.testing.assert_allclose(run.download(y, 1, np.float32), [x.sum()], atol=1e-4)
+
+
+def test_a_barrier_in_divergent_code_fails_the_launch(run: Any) -> None:
+    if not run.split:
+        pytest.skip("unsplit, the fibers let the threads that skip the barrier end (as they did)")
+    y = run.output(32, np.int32)
+    run.launch("split.hip", "divergent", (2, 1, 1), (32, 1, 1), cases.ptr(y))
+    status = run.hip.hipDeviceSynchronize()
+    assert status == LAUNCH_FAILURE
+    detail = run.hip.error_detail(status)
+    assert "disagree on the condition at ./split.hip:" in detail or "split.hip:" in detail, detail
+    assert "divergent" in detail
