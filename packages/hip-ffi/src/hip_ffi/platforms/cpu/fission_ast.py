@@ -45,6 +45,11 @@ def available() -> bool:
 
 @functools.cache
 def _index() -> Any:
+    # Without this, libclang's crash recovery installs LLVM's own SIGSEGV/SIGBUS handlers at
+    # the first parse, over the runtime library's: a kernel's bad access after that killed the
+    # process instead of failing the launch.
+    os.environ.setdefault("LIBCLANG_DISABLE_CRASH_RECOVERY", "1")
+    cindex.conf.lib.clang_toggleCrashRecovery(0)
     return cindex.Index.create()
 
 
