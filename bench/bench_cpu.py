@@ -16,7 +16,10 @@ Measures (numbers from different runs are not comparable on shared machines):
   with warp shuffles and one barrier (warps of 32 and 64 lanes), a 32 x 32 tiled transpose of
   a square (one barrier), a softmax over rows of 1024 (one 256-thread block a row: two trees,
   19 barriers); and the cost of a barrier round alone, in CPU ns per GPU thread (the process's
-  CPU time, all worker threads together: 33 rounds less 1, over 32).
+  CPU time, all worker threads together: 33 rounds less 1, over 32);
+- the block reduction, the softmax and the barrier round also built with HIP_FFI_CPU_SPLIT=0
+  ("as fibers": every barrier a fiber switch) beside the default build, which splits kernels
+  at their barriers when libclang is installed (docs/platforms/cpu.md).
 Kernel times are host wall time of launch + hipDeviceSynchronize (the hip_ffi call overhead
 included), median of repeats after a warm-up; the hip_ffi kernels' rows also give the least CPU
 time of a launch (the process's, all worker threads together: on a shared machine the steadier
@@ -226,12 +229,21 @@ class Cpu:
         self.ffi = self.hip.ffi
         self.module = hip_module(self.hip, KERNELS, "bench.hip")
         self.wide = hip_module(self.hip, KERNELS, "bench64.hip", ["-mwavefrontsize64"])
+        split = os.environ.get("HIP_FFI_CPU_SPLIT")
+        os.environ["HIP_FFI_CPU_SPLIT"] = "0"  # the same kernels as fibers, for the rows beside
+        try:
+            self.fibers = hip_module(self.hip, KERNELS, "bench_fibers.hip")
+        finally:
+            os.environ.pop("HIP_FFI_CPU_SPLIT")
+            if split is not None:
+                os.environ["HIP_FFI_CPU_SPLIT"] = split
         self.cores = hip_ffi.device_properties(self.hip, 0).multiprocessors
 
-    def function(self, name: str, warp: int = 0) -> Any:
-        """Kernel `name` of the program built for the device's warp size, or for `warp` (64)."""
+    def function(self, name: str, warp: int = 0, fibers: bool = False) -> Any:
+        """Kernel `name` of the program built for the device's warp size, or for `warp` (64),
+        or unsplit (`fibers`: every barrier a fiber switch)."""
         out = self.ffi.new("hipFunction_t*")
-        module = self.wide if warp == 64 else self.module
+        module = self.fibers if fibers else self.wide if warp == 64 else self.module
         assert self.hip.hipModuleGetFunction(out, module, name.encode()) == 0
         return out[0]
 
@@ -243,10 +255,10 @@ class Cpu:
 
     def launcher(
         self, name: str, grid: int | tuple[int, int], block: int | tuple[int, int],
-        *args: tuple[str, Any], warp: int = 0,
+        *args: tuple[str, Any], warp: int = 0, fibers: bool = False,
     ) -> Callable[[], None]:  # fmt: skip
         ffi, hip = self.ffi, self.hip
-        function = self.function(name, warp)
+        function = self.function(name, warp, fibers)
         boxes = [ffi.new(ctype + "*", value) for ctype, value in args]
         params = ffi.new("void*[]", [ffi.cast("void*", box) for box in boxes])
         gx, gy = (grid, 1) if isinstance(grid, int) else grid
@@ -315,6 +327,8 @@ def bench_hip(n: int, repeats: int) -> None:
     few = max(repeats // 4, 2)
     shapes = [
         (f"{blocks} blocks (1 element per thread)", "block_sum_f32", blocks, (), few, 0),
+        (f"{blocks} blocks (1 element per thread), as fibers", "block_sum_f32", blocks, (), few,
+         -1),
         (f"{blocks} blocks (1 element per thread), warps of 64", "block_sum_f32", blocks, (),
          few, 64),
         (f"{4 * cores} blocks (grid-stride)", "block_sum_f32", 4 * cores, (), repeats, 0),
@@ -323,7 +337,7 @@ def bench_hip(n: int, repeats: int) -> None:
     ]  # fmt: skip
     for label, kernel, grid, extra, samples, warp in shapes:
         reduce = cpu.launcher(kernel, grid, 256, ("void*", da), ("void*", dp), ("int", n), *extra,
-                              warp=warp)  # fmt: skip
+                              warp=max(warp, 0), fibers=warp < 0)  # fmt: skip
         ms, spent = kernel_ms(reduce, samples)
         check_sum(cpu, partial, dp, grid, a)
         _row("block_reduce_256", f"hip_ffi cpu kernel, {label}", n, ms, a.nbytes, cores, spent)
@@ -374,20 +388,22 @@ def bench_barriers(n: int, repeats: int) -> None:
     _row("transpose_32x32", "numpy copyto(out, x.T)", side * side, ms, 2 * square.nbytes, cores)
     rows = n // 1024
     table = x[: rows * 1024].reshape(rows, 1024)
-    rows_kernel = cpu.launcher("softmax_rows_f32", rows, 256, ("void*", dx), ("void*", dy),
-                               ("int", 1024))  # fmt: skip
-    ms, spent = kernel_ms(rows_kernel, few)
-    got = download(cpu, dy, np.empty_like(table))
-    np.testing.assert_allclose(got, softmax(table), rtol=1e-4, atol=1e-7)
-    label = f"hip_ffi cpu kernel, {rows} blocks of 256 (19 barriers)"
-    _row("softmax_rows_1024", label, table.size, ms, 2 * table.nbytes, cores, spent)
+    for fibers in (False, True):
+        rows_kernel = cpu.launcher("softmax_rows_f32", rows, 256, ("void*", dx), ("void*", dy),
+                                   ("int", 1024), fibers=fibers)  # fmt: skip
+        ms, spent = kernel_ms(rows_kernel, few)
+        got = download(cpu, dy, np.empty_like(table))
+        np.testing.assert_allclose(got, softmax(table), rtol=1e-4, atol=1e-7)
+        label = f"hip_ffi cpu kernel, {rows} blocks of 256 (19 barriers)" + fibers * ", as fibers"
+        _row("softmax_rows_1024", label, table.size, ms, 2 * table.nbytes, cores, spent)
     ms = median_ms(lambda: softmax(table), repeats)
     _row("softmax_rows_1024", "numpy exp(x - max) / sum", table.size, ms, 2 * table.nbytes, cores)
-    for warp in (32, 64):
+    for fibers in (False, True):
         spent = [cpu_ms(cpu.launcher("barrier_rounds", blocks, 256, ("void*", dp), ("int", k),
-                                     warp=warp), few) for k in (1, 33)]  # fmt: skip
+                                     fibers=fibers), few) for k in (1, 33)]  # fmt: skip
         ns = (spent[1] - spent[0]) / 32 / (blocks * 256) * 1e6
-        emit(bench="barrier_round", impl=f"warps of {warp}", ns_per_thread=ns, cores=cores)
+        impl = "as fibers" if fibers else "split at its barriers"
+        emit(bench="barrier_round", impl=impl, ns_per_thread=ns, cores=cores)
 
 
 def download(cpu: Cpu, device: Any, like: np.ndarray) -> np.ndarray:

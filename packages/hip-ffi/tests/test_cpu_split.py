@@ -3,7 +3,8 @@ why the others are not, and that split and unsplit builds of each kernel give nu
 2D blocks, several variables in one declaration, an array that lives across barriers, a
 template helper that waits (inlined, with a default functor argument), threads that return
 before the barrier, a loop whose condition each thread evaluates, a while over a kernel
-argument, and a barrier in divergent code (a launch failure that says where)."""
+argument, indices read by device functions and lambdas, a failed assert() (it names its
+thread), and a barrier in divergent code (a launch failure that says where)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.skipif(not fission.enabled(), reason="needs libclang (h
 
 LAUNCH_FAILURE = constants.ERROR_CODES["hipErrorLaunchFailure"]
 SOURCE = rb"""
+#include <assert.h>
 // A 16 x 16 tile through shared memory, 16 x 4 threads of 4 elements each.
 extern "C" __global__ void transpose(const float* in, float* out, int side) {
     __shared__ float tile[16][17];
@@ -102,6 +104,32 @@ extern "C" __global__ void divergent(int* y) {
     if (threadIdx.x < 5) __syncthreads();
     y[threadIdx.x] = 1;
 }
+__device__ int flat_index() { return threadIdx.x + blockDim.x * threadIdx.y; }
+// Indices read by a device function and by lambdas after barriers, and a __shared__ counter
+// that a loop's condition reads between the stretches that change it.
+extern "C" __global__ void indices(int* y) {
+    __shared__ int s[64];
+    __shared__ int rounds;
+    if (flat_index() == 0) rounds = 0;
+    s[flat_index()] = flat_index();
+    __syncthreads();
+    while (rounds < 3) {
+        const int mine = s[(flat_index() + 1) % 64];
+        __syncthreads();
+        s[flat_index()] = mine;
+        if (flat_index() == 0) ++rounds;
+        __syncthreads();
+    }
+    auto flat = [](uint3 t) { return t.x + 8 * t.y; };
+    y[blockIdx.x * 64 + flat(threadIdx)] = s[flat_index()] * 100 + [] { return threadIdx.y; }();
+}
+// A failed assert() after a barrier names its thread.
+extern "C" __global__ void checked(const int* x) {
+    __shared__ int s[32];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    assert(s[(threadIdx.x + 1) % 32] >= 0);
+}
 // Shuffles: left to the fibers.
 extern "C" __global__ void warp_sum(const float* x, float* y) {
     float v = x[threadIdx.x];
@@ -110,7 +138,8 @@ extern "C" __global__ void warp_sum(const float* x, float* y) {
     if (threadIdx.x == 0) y[0] = v;
 }
 """
-KERNELS = ["transpose", "sum_and_max", "live_sum", "tiled_sum", "rotate", "divergent", "warp_sum"]
+KERNELS = ["transpose", "sum_and_max", "live_sum", "tiled_sum", "rotate", "divergent", "indices",
+           "checked", "warp_sum"]  # fmt: skip
 
 
 def test_which_kernels_are_split_and_why_not(tmp_path: Path) -> None:
@@ -202,6 +231,24 @@ def test_a_while_over_an_argument(run: Any, rng: np.random.Generator) -> None:
     np.testing.assert_array_equal(
         run.download(y, (blocks, 32), np.int32), np.roll(x, -rounds, axis=1)
     )
+
+
+def test_indices_read_by_functions_and_lambdas(run: Any) -> None:
+    blocks = 3
+    y = run.output(blocks * 64, np.int32)
+    run.launch("split.hip", "indices", (blocks, 1, 1), (8, 8, 1), cases.ptr(y))
+    i = np.arange(64)
+    expected = np.tile((i + 3) % 64 * 100 + i // 8, blocks)
+    np.testing.assert_array_equal(run.download(y, blocks * 64, np.int32), expected)
+
+
+def test_a_failed_assert_names_its_thread(run: Any) -> None:
+    x = np.zeros(32, np.int32)
+    x[8] = -1
+    run.launch("split.hip", "checked", (1, 1, 1), (32, 1, 1), cases.ptr(run.upload(x)))
+    status = run.hip.hipDeviceSynchronize()
+    assert status == constants.ERROR_CODES["hipErrorAssert"]
+    assert "thread [7,0,0] Assertion" in run.hip.error_detail(status)
 
 
 def test_shuffles_beside_split_kernels(run: Any, rng: np.random.Generator) -> None:

@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hip_ffi.platforms.cpu import fission_ast
-from hip_ffi.platforms.cpu.fission_ast import Functions, Unsplittable, children, kind, tokens, walk
+from hip_ffi.platforms.cpu import fission_ast, fission_threads
+from hip_ffi.platforms.cpu.fission_ast import Functions, Unsplittable, kind, tokens, walk
 from hip_ffi.platforms.cpu.fission_plan import (
     Barrier,
     Branch,
@@ -43,7 +43,13 @@ from hip_ffi.platforms.cpu.fission_plan import (
     Run,
     Scope,
 )
-from hip_ffi.platforms.cpu.fission_vars import Variable, initializer_of, walk_flow
+from hip_ffi.platforms.cpu.fission_vars import (
+    Variable,
+    declarators,
+    initialization,
+    statement_end,
+    walk_flow,
+)
 
 ENV = "HIP_FFI_CPU_SPLIT"
 _STORAGE_WORDS = ("__shared__", "static", "thread_local", "constexpr", "extern")
@@ -151,7 +157,7 @@ class _Writer:
             if kind(statement) != "DECL_STMT":
                 continue
             words = {str(t.spelling) for t in tokens(self.unit, statement)}
-            for var, declaration, initializer in self._declarators(statement):
+            for var, declaration, initializer in declarators(self.unit, self.p.src, statement):
                 v = self._variable(var, instance)
                 if v is not None:
                     v.declared_in = context
@@ -161,40 +167,6 @@ class _Writer:
                         var.tls_kind.name != "NONE"
                         or var.storage_class.name in ("STATIC", "EXTERN")
                     )
-
-    def _declarators(self, statement: Any) -> list[tuple[Any, str, str]]:
-        """(variable, its declaration alone, its initializer) for each variable `statement`
-        declares: `int a = 1, *b;` gives `int a = 1` and `int *b`."""
-        variables = [c for c in children(statement) if kind(c) == "VAR_DECL"]
-        start = statement.extent.start.offset
-        commas, depth = [], 0
-        for token in tokens(self.unit, statement):
-            text = str(token.spelling)
-            depth += (text in ("(", "[", "{", "<") and 1) or 0
-            depth -= (text in (")", "]", "}", ">") and 1) or 0
-            if text == "," and depth == 0:
-                commas.append(token.extent.start.offset)
-        if len(commas) != len(variables) - 1:
-            raise Unsplittable(f"the declarators at line {statement.location.line} not found")
-        stop = self._statement_end(statement)
-        if self.p.src[stop - 1 : stop] == b";":
-            stop -= 1
-        bounds = [start, *[c + 1 for c in commas]]
-        ends = [*commas, stop]
-        first = variables[0].location.offset
-        prefix = self.p.text(start, first).rstrip()
-        pointer = ""
-        while prefix and prefix[-1] in "*&":
-            pointer, prefix = prefix[-1] + pointer, prefix[:-1].rstrip()
-        out = []
-        for i, var in enumerate(variables):
-            begin = bounds[i] if i else len(prefix.encode()) + start
-            declarator = self.p.text(begin, ends[i]).strip()
-            name_end = var.location.offset + len(var.spelling.encode())
-            out.append(
-                (var, f"{prefix} {declarator}", initializer_of(self.p.text(name_end, ends[i])))
-            )
-        return out
 
     def _collect(self, items: list[Any]) -> None:
         for item in items:
@@ -248,6 +220,7 @@ class _Writer:
             "::hipcpu::block& __hipcpu_b = ::hipcpu::fission_begin();",
             "const unsigned __hipcpu_n = __hipcpu_b.n;",
             "::hipcpu::fission_layout __hipcpu_l;",
+            *fission_threads.KERNEL_LINES,
         ]
         for v in promoted:
             t = v.cursor.type
@@ -281,10 +254,17 @@ class _Writer:
         return "\n".join(lines) + "\n}"
 
     def _hoisted(self, instance: Instance) -> list[str]:
+        """The declarations moved to the top of `instance`; a thread_local one (`__shared__`)
+        bound to a reference there, which the stretches use (fission_threads.py says why)."""
         out = []
         for v in self.variables.values():
             if v.instance is instance and v.hoisted:
                 out.append(v.declaration + ";")
+                if v.thread_local:
+                    out.append(
+                        f"auto& __hipcpu_h{v.number} = "
+                        f"::hipcpu::fission_opaque({v.cursor.spelling});"
+                    )
         return out
 
     def items(self, items: list[Any]) -> list[str]:
@@ -343,8 +323,8 @@ class _Writer:
                 f"else if ({agree} != (int)__hipcpu_c)\n"
                 f"    ::hipcpu::fission_divergent(\"{where}\");")  # fmt: skip
         out.append(f"int {agree} = -1;")
-        out += self._threads(condition.instance, getattr(condition, "context", -1), body,
-                             condition.cursor.location.line)  # fmt: skip
+        out += self._threads(condition.instance, getattr(condition, "context", -1),
+                             [condition.cursor], body, condition.cursor.location.line)  # fmt: skip
         return f"{agree} == 1"
 
     def inline(self, item: Inline) -> list[str]:
@@ -356,7 +336,8 @@ class _Writer:
                 f"::new ((void*)&__hipcpu_v{v.number}[__hipcpu_t]) "
                 f"__hipcpu_T{v.number}({argument});"
             )
-        out += self._threads(item.caller, getattr(item, "context", -1), "\n".join(inits),
+        out += self._threads(item.caller, getattr(item, "context", -1),
+                             list(item.call.get_arguments()), "\n".join(inits),
                              item.call.location.line)  # fmt: skip
         out += self.items(item.items)
         out.append("}")
@@ -366,22 +347,24 @@ class _Writer:
     def _refs(self, instance: Instance, context: int) -> list[str]:
         refs, names = [], set()
         for v in self.variables.values():
-            if v.instance is instance and v.promoted and context in v.contexts:
+            if v.instance is not instance or context not in v.contexts:
+                continue
+            if v.promoted or (v.hoisted and v.thread_local):
                 name = v.cursor.spelling
                 if name in names:
                     raise Unsplittable(f"two variables named {name} live across barriers")
                 names.add(name)
-                refs.append(f"auto& {name} = __hipcpu_v{v.number}[__hipcpu_t];")
+                element = f"__hipcpu_v{v.number}[__hipcpu_t]" if v.promoted else ""
+                refs.append(f"auto& {name} = {element or f'__hipcpu_h{v.number}'};")
         return refs
 
     def _threads(
-        self, instance: Instance, context: int, body: str, line: int, label: str = ""
-    ) -> list[str]:
-        out = ["for (unsigned __hipcpu_t = 0; __hipcpu_t < __hipcpu_n; ++__hipcpu_t) {"]
-        if self.returns:
-            out.append("if (__hipcpu_done[__hipcpu_t]) continue;")
-        out.append("::hipcpu::fission_thread(__hipcpu_b, __hipcpu_t);")
-        out += ["{", *self._refs(instance, context), f'#line {line} "{self.file}"', body, "}"]
+        self, instance: Instance, context: int, cursors: list[Any], body: str, line: int,
+        label: str = "",
+    ) -> list[str]:  # fmt: skip
+        """The loop over the block's threads that runs `body` (the code of `cursors`)."""
+        out = fission_threads.loop_head(self.p.functions, cursors, self.returns)
+        out += [*self._refs(instance, context), f'#line {line} "{self.file}"', body, "}"]
         if label:
             out.append(f"{label}:;")
         out.append("}")
@@ -389,7 +372,7 @@ class _Writer:
 
     def run(self, run: Run) -> list[str]:
         first, last = run.statements[0], run.statements[-1]
-        start, end = first.extent.start.offset, self._statement_end(last)
+        start, end = first.extent.start.offset, statement_end(self.p.src, last)
         edits: list[tuple[int, int, str]] = []
         label = ""
         for statement in run.statements:
@@ -405,7 +388,7 @@ class _Writer:
                     if not label:
                         self.labels += 1
                         label = f"__hipcpu_end{self.labels}"
-                    edits.append((node.extent.start.offset, self._statement_end(node),
+                    edits.append((node.extent.start.offset, statement_end(self.p.src, node),
                               f"{{ __hipcpu_done[__hipcpu_t] = 1; goto {label}; }}"))  # fmt: skip
                 elif k in ("BREAK_STMT", "CONTINUE_STMT") and not inside_loop:
                     raise Unsplittable(
@@ -414,9 +397,8 @@ class _Writer:
         text = self._edited(start, end, edits)
         if run.header and not text.rstrip().endswith(";"):
             text += ";"
-        return self._threads(
-            run.instance, getattr(run, "context", -1), text, first.location.line, label
-        )
+        return self._threads(run.instance, getattr(run, "context", -1), run.statements, text,
+                             first.location.line, label)  # fmt: skip
 
     def _edited(self, start: int, end: int, edits: list[tuple[int, int, str]]) -> str:
         out, at = [], start
@@ -427,24 +409,13 @@ class _Writer:
         out.append(self.p.text(at, end))
         return "".join(out)
 
-    def _statement_end(self, cursor: Any) -> int:
-        """The end of the statement `cursor` starts, its `;` included."""
-        end = int(cursor.extent.end.offset)
-        src = self.p.src
-        at = end
-        while at < len(src) and src[at : at + 1] in (b" ", b"\t", b"\n", b"\r"):
-            at += 1
-        if src[at : at + 1] == b";" and (end == 0 or src[end - 1 : end] != b";"):
-            return at + 1
-        return end
-
     # ---- declarations -----------------------------------------------------------------------
     def _declaration(self, statement: Any, instance: Instance) -> tuple[int, int, str] | None:
         """The statement declaring promoted or hoisted variables, rewritten: a promoted one's
         initial value goes to thread t's element, a hoisted one moved to the kernel's top,
         the others stay declared."""
         found = []
-        for var, declaration, _ in self._declarators(statement):
+        for var, declaration, _ in declarators(self.unit, self.p.src, statement):
             found.append((self.variables.get(self._local(var, instance) or (-1, "")), declaration))
         if not any(v is not None and (v.promoted or v.hoisted) for v, _ in found):
             return None
@@ -453,19 +424,6 @@ class _Writer:
             if v is None or not (v.promoted or v.hoisted):
                 parts.append(declaration + ";")
             elif v.promoted:
-                parts.append(self._initialization(v))
-        start, end = statement.extent.start.offset, self._statement_end(statement)
+                parts.append(initialization(v))
+        start, end = statement.extent.start.offset, statement_end(self.p.src, statement)
         return (start, end, " ".join(parts) or ";")
-
-    def _initialization(self, v: Variable) -> str:
-        """Thread t's element of promoted `v` takes the declaration's initial value."""
-        name, t, rest = v.cursor.spelling, f"__hipcpu_T{v.number}", v.initializer
-        if not rest:
-            canonical = v.cursor.type.get_canonical().kind.name
-            return f"::new ((void*)&{name}) {t};" if canonical == "RECORD" else ";"
-        array = v.cursor.type.get_canonical().kind.name == "CONSTANTARRAY"
-        if rest.startswith("=") and not rest[1:].lstrip().startswith("{") and not array:
-            return f"{name} = {rest[1:].strip()};"
-        return (f"{{ {t} __hipcpu_init {rest}; "
-                f"std::memcpy((void*)&{name}, (const void*)&__hipcpu_init, sizeof({t})); }}"
-        )  # fmt: skip

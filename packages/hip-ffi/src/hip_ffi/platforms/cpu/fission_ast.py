@@ -29,6 +29,16 @@ _WAIT_NAMES = frozenset(
 _WAIT_PREFIXES = ("__shfl", "__any", "__all", "__ballot", "__match", "__reduce", "shfl", "any",
                   "all", "ballot", "match_")  # fmt: skip
 
+#: The prelude's per-thread and per-block indices (thread_locals the executor sets).
+BUILTIN_INDICES = ("threadIdx", "blockIdx", "blockDim", "gridDim")
+#: Functions whose definitions libclang does not see (the executor's, compiled after the
+#: program) that read threadIdx: a failed assert() names the thread.
+_READ_THREAD_INDEX = frozenset({"__assert_fail", "__assert_perror_fail"})
+_FUNCTION_KINDS = frozenset(
+    {"FUNCTION_DECL", "CXX_METHOD", "CONSTRUCTOR", "DESTRUCTOR", "CONVERSION_FUNCTION",
+     "FUNCTION_TEMPLATE"}
+)  # fmt: skip
+
 
 class Unsplittable(Exception):
     """A kernel fission leaves to the fibers; the message says why (HIP_FFI_CPU_SPLIT_LOG)."""
@@ -130,6 +140,7 @@ class Functions:
         self.unit = unit
         self.include_dir = include_dir
         self._waits: dict[str, bool] = {}
+        self._reads: dict[str, bool] = {}
 
     def is_ours(self, function: Any) -> bool:
         """`function` is the prelude's (a built-in of device code)."""
@@ -176,6 +187,44 @@ class Functions:
             if kind(node) == "CALL_EXPR" and self.waits(node.referenced):
                 return True
         return False
+
+    def is_builtin_index(self, variable: Any) -> bool:
+        """`variable` is the prelude's threadIdx, blockIdx, blockDim or gridDim."""
+        return (
+            variable is not None
+            and kind(variable) == "VAR_DECL"
+            and variable.spelling in BUILTIN_INDICES
+            and _in_our_headers(variable, self.include_dir)
+        )
+
+    def calls_reading_thread_index(self, cursor: Any) -> bool:
+        """Whether code under `cursor` calls a function that may read threadIdx (itself or
+        through its calls): a split kernel then stores each thread's index where they read it."""
+        return any(
+            kind(node) == "CALL_EXPR" and self._reads_thread_index(node.referenced)
+            for node in walk(cursor)
+        )
+
+    def _reads_thread_index(self, function: Any) -> bool:
+        if function is None or kind(function) not in _FUNCTION_KINDS:
+            return True  # through a pointer, or not resolved: it may
+        if function.spelling in _READ_THREAD_INDEX:
+            return True
+        if function.location.is_in_system_header:
+            return False  # threadIdx is the program's own static: no library can read it
+        key = function.get_usr() or f"{function.location.file}:{function.location.offset}"
+        if key in self._reads:
+            return self._reads[key]
+        self._reads[key] = False  # recursion: assume not while looking
+        definition = self.definition(function)
+        result = definition is not None and any(
+            (kind(n) == "DECL_REF_EXPR" and self.is_builtin_index(n.referenced)
+             and n.referenced.spelling == "threadIdx")
+            or (kind(n) == "CALL_EXPR" and self._reads_thread_index(n.referenced))
+            for n in walk(body_of(definition))
+        )  # fmt: skip
+        self._reads[key] = result
+        return result
 
 
 # ---- variables ------------------------------------------------------------------------------

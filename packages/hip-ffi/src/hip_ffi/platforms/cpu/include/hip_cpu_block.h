@@ -73,6 +73,7 @@ struct block {
     bool unwound_in_fiber = false;  // the last unwind came from a fiber (past a barrier)
     bool split = false;    // the kernel was split at its barriers (hip_cpu_fission.h)
     bool indexed = false;  // idx holds every thread's index (this launch's blockDim)
+    bool fenced = false;   // a split kernel stores each thread's index first (a fault's rerun)
     void* jmp[5];                   // __builtin_setjmp buffer: unwinds a failing block
     /* Per thread, at fixed offsets from the block (a wait loads no pointer to find them):
      * its RUN/AT_WARP/AT_BLOCK/DONE, DONE from [n] on (a wait needs no bound check, a warp's

@@ -154,6 +154,7 @@ template <auto K> struct grid {
      * each thread's code, so that a fault finds the faulting thread's index in memory. */
     template <bool Fenced> __attribute__((noinline)) static void plain(grid& g, block& b) {
         if constexpr (runs_blocks<K>::value) {  // split at its barriers: one call a block
+            b.fenced = Fenced;
             std::apply(K, g.args);
             return;
         }
@@ -199,7 +200,11 @@ template <auto K> struct grid {
         int code = first.signal == 8 /* SIGFPE */ ? 719 /* hipErrorLaunchFailure */
                                                  : 700 /* hipErrorIllegalAddress */;
         if (!claim(g.state, code)) return;
-        bool known = b.unwound_in_fiber || (!attempt<true>(g, b) && b.fault.signal == first.signal);
+        // The rerun's fault matches by kind, not signal: its code differs (it stores threadIdx),
+        // and an address outside the address space is SIGSEGV or SIGBUS by the register that
+        // holds it (x86's #GP, or #SS through rsp/rbp).
+        bool known = b.unwound_in_fiber ||
+                     (!attempt<true>(g, b) && (b.fault.signal == 8) == (first.signal == 8));
         b.fault.signal = 0;
         describe_fault(first, known, g.state.message, g.state.message_size);
     }

@@ -58,12 +58,29 @@ static inline char* fission_storage(block& b, unsigned long long bytes) {
     return (char*)memory;
 }
 
-/* Thread t of the block runs the next stretch: threadIdx becomes its. Assigned directly, not
+/* Thread t of the block runs the next stretch. The stretch reads its index from a local
+ * (fission_threads.py); the thread_local threadIdx is stored only when a function it calls
+ * may read it (`Store`), or when the executor runs the block again to find the thread of a
+ * bad access (`fenced`: stored, and before the thread's first access). Assigned directly, not
  * through the block's pointer (set_thread_idx): the program never takes threadIdx's address,
  * so the compiler would take that store for one that cannot change it, and read threadIdx
  * once for the whole loop. */
-static inline __attribute__((always_inline)) void fission_thread(block& b, unsigned t) {
-    threadIdx = b.idx[t];
+template <bool Store>
+static inline __attribute__((always_inline)) void fission_thread(block& b, unsigned t, bool fenced) {
+    if (Store || __builtin_expect(fenced, 0)) {
+        threadIdx = b.idx[t];
+        if (fenced) __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    }
+}
+
+/* `v` (a `__shared__` variable: a thread_local of the dlopened code object) through a pointer
+ * the compiler cannot trace back to it: else it computes the address again, a __tls_get_addr
+ * call, for every thread of every stretch. (The asm takes the address, so the compiler also
+ * knows `v` may change through any pointer.) */
+template <class T> static inline __attribute__((always_inline)) T& fission_opaque(T& v) {
+    T* p = &v;
+    asm("" : "+r"(p));
+    return *p;
 }
 
 /* Threads of one block disagreed on a condition that decides whether a barrier is reached:
