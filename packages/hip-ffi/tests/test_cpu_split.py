@@ -4,10 +4,13 @@ why the others are not, and that split and unsplit builds of each kernel give nu
 template helper that waits (inlined, with a default functor argument), threads that return
 before the barrier, a loop whose condition each thread evaluates, a while over a kernel
 argument, indices read by device functions and lambdas, a failed assert() (it names its
-thread), and a barrier in divergent code (a launch failure that says where)."""
+thread), HIP's deprecated spellings with dynamic shared memory, a kernel a macro writes (left
+to the fibers), and a barrier in divergent code (a launch failure that says where)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ import pytest
 import hip_ffi
 from hip_ffi import constants
 from hip_ffi.platforms.cpu import fission, toolchain
-from hip_ffi.rtc import compile_source
+from hip_ffi.rtc import DEPRECATED_SPELLINGS, compile_source
 
 pytestmark = pytest.mark.skipif(not fission.enabled(), reason="needs libclang (hip-ffi[cpu])")
 
@@ -130,6 +133,22 @@ extern "C" __global__ void checked(const int* x) {
     __syncthreads();
     assert(s[(threadIdx.x + 1) % 32] >= 0);
 }
+// HIP's deprecated spellings and dynamic shared memory (split as the compiler sees them).
+extern "C" __global__ void old_style_reverse(const int* x, int* y) {
+    HIP_DYNAMIC_SHARED(int, s)
+    s[hipThreadIdx_x] = x[hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x];
+    __syncthreads();
+    y[hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x] = s[hipBlockDim_x - 1 - hipThreadIdx_x];
+}
+// A kernel that a macro writes (the program's text holds only the macro's use): fibers.
+#define REVERSE_KERNEL(name, type)                                                 \
+    extern "C" __global__ void name(const type* x, type* y) {                     \
+        __shared__ type s[64];                                                     \
+        s[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];                 \
+        __syncthreads();                                                           \
+        y[blockIdx.x * blockDim.x + threadIdx.x] = s[blockDim.x - 1 - threadIdx.x]; \
+    }
+REVERSE_KERNEL(macro_reverse, int)
 // Shuffles: left to the fibers.
 extern "C" __global__ void warp_sum(const float* x, float* y) {
     float v = x[threadIdx.x];
@@ -138,8 +157,9 @@ extern "C" __global__ void warp_sum(const float* x, float* y) {
     if (threadIdx.x == 0) y[0] = v;
 }
 """
-KERNELS = ["transpose", "sum_and_max", "live_sum", "tiled_sum", "rotate", "divergent", "indices",
-           "checked", "warp_sum"]  # fmt: skip
+SPLIT = ["transpose", "sum_and_max", "live_sum", "tiled_sum", "rotate", "divergent", "indices",
+         "checked", "old_style_reverse"]  # fmt: skip
+KERNELS = [*SPLIT, "macro_reverse", "warp_sum"]
 
 
 def test_which_kernels_are_split_and_why_not(tmp_path: Path) -> None:
@@ -147,25 +167,30 @@ def test_which_kernels_are_split_and_why_not(tmp_path: Path) -> None:
     source.write_bytes(SOURCE)
     compiler = toolchain.find_compiler()
     assert compiler is not None
+    compat = tmp_path / "deprecated.h"
+    compat.write_text(DEPRECATED_SPELLINGS)
     text, names, notes = fission.split_program(
-        source, "./split.hip", KERNELS, ["-DHIPCPU_WARP_SIZE=32"],
+        source, "./split.hip", KERNELS, ["-DHIPCPU_WARP_SIZE=32", "-include", str(compat)],
         [str(tmp_path), str(toolchain.INCLUDE_DIR)], toolchain.builtin_include(compiler),
         str(toolchain.INCLUDE_DIR),
     )  # fmt: skip
-    assert sorted(names) == sorted(KERNELS[:-1])
+    assert sorted(names) == sorted(SPLIT)
     assert any(n.startswith("warp_sum: runs unsplit") for n in notes), notes
+    assert "macro_reverse: runs unsplit: macro_reverse's body comes from a macro" in notes
     assert "runs_blocks" not in text  # the trait lines are added by the compiler, after it
     assert "fission_begin" in text
 
 
 @pytest.fixture(scope="module", params=["split", "unsplit"])
-def run(request: pytest.FixtureRequest) -> Iterator[Any]:
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     patch = pytest.MonkeyPatch()
-    if request.param == "unsplit":
-        patch.setenv(fission.ENV, "0")
+    patch.setenv(fission.ENV, "0" if request.param == "unsplit" else "log")
+    patch.setenv("HIP_FFI_CPU_CACHE", str(tmp_path_factory.mktemp("cache")))  # a real build
     runner = cases.Runner(hip_ffi.load("cpu"))
-    result = compile_source(runner.hip, SOURCE, name="split.hip")
+    with contextlib.redirect_stderr(io.StringIO()) as said:
+        result = compile_source(runner.hip, SOURCE, name="split.hip")
     assert result.ok, result.log
+    assert "did not build" not in said.getvalue(), said.getvalue()  # (else rebuilt unsplit)
     module = runner.ffi.new("hipModule_t*")
     assert runner.hip.hipModuleLoadData(module, result.code) == 0
     runner._modules["split.hip"] = module[0]
@@ -240,6 +265,16 @@ def test_indices_read_by_functions_and_lambdas(run: Any) -> None:
     i = np.arange(64)
     expected = np.tile((i + 3) % 64 * 100 + i // 8, blocks)
     np.testing.assert_array_equal(run.download(y, blocks * 64, np.int32), expected)
+
+
+@pytest.mark.parametrize("kernel", ["old_style_reverse", "macro_reverse"])
+def test_reversed_through_shared_memory(run: Any, rng: np.random.Generator, kernel: str) -> None:
+    blocks = 5
+    x = rng.integers(-1000, 1000, (blocks, 64), dtype=np.int32)
+    y = run.output(blocks * 64, np.int32)
+    run.launch("split.hip", kernel, (blocks, 1, 1), (64, 1, 1), cases.ptr(run.upload(x)),
+               cases.ptr(y), shared=64 * 4)  # fmt: skip
+    np.testing.assert_array_equal(run.download(y, (blocks, 64), np.int32), x[:, ::-1])
 
 
 def test_a_failed_assert_names_its_thread(run: Any) -> None:

@@ -246,6 +246,7 @@ def _split(
     if not fission.enabled():
         return None
     parse_flags = [f for f in flags if f.startswith(("-D", "-U", "-I", "-std="))]
+    parse_flags += ["-include", str(work / COMPAT_HEADER)]  # hipThreadIdx_x, ... as compiled
     try:
         text, names, _ = fission.split_program(
             source, given, kernels, parse_flags, [str(work), str(toolchain.INCLUDE_DIR)],

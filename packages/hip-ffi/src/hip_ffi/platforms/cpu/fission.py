@@ -73,6 +73,8 @@ def split_program(
     src = source.read_bytes()
     unit = fission_ast.parse(source, flags, include_dirs, compiler_include)
     if unit is None:
+        if logging():
+            print("hip-ffi cpu split: libclang could not parse the program", file=sys.stderr)
         return src.decode(), [], ["libclang could not parse the program"]
     functions = Functions(unit, include_dir)
     found = fission_ast.kernel_definitions(unit, str(source), set(kernels))
@@ -129,8 +131,9 @@ class _Writer:
             return None
         if kind(target) == "PARM_DECL" and instance.number == 0:
             return None  # the kernel's own arguments: shared, never changed (Planner.kernel)
-        parent = target.semantic_parent
-        if parent is None or parent != instance.function:
+        # (a block-scope `extern __shared__ float s[];` has the enclosing namespace or linkage
+        # spec as its semantic parent, the function as its lexical one)
+        if instance.function not in (target.semantic_parent, target.lexical_parent):
             return None
         return (instance.number, usr)
 

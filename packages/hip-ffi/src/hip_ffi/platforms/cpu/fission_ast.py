@@ -64,9 +64,11 @@ def _index() -> Any:
 
 
 def parse(path: Path, flags: list[str], include_dirs: list[str], compiler_include: str) -> Any:
-    """The translation unit of `path` as the cpu compiler sees it; None if it has errors."""
-    args = ["-x", "c++", "-std=c++17", *flags, *(f"-I{d}" for d in include_dirs)]
-    args += ["-include", "hip_cpu_prelude.h", "-isystem", compiler_include]
+    """The translation unit of `path` as the cpu compiler sees it; None if it has errors.
+    `flags` come after the prelude's forced include: an `-include` among them follows it, as
+    in the compiler's command (-D and -U apply before any -include either way)."""
+    args = ["-x", "c++", "-std=c++17", *(f"-I{d}" for d in include_dirs)]
+    args += ["-include", "hip_cpu_prelude.h", *flags, "-isystem", compiler_include]
     args += ["-Wno-everything"]
     unit = _index().parse(str(path), args=args)
     if any(d.severity >= cindex.Diagnostic.Error for d in unit.diagnostics):

@@ -29,6 +29,11 @@ from hip_ffi.platforms.cpu.fission_ast import (
     walk,
 )
 
+#: How a statement that waits starts in the program's text (else a macro wrote it: the split
+#: edits the text, which then holds only the macro's use).
+_SPELLED = {"COMPOUND_STMT": b"{", "FOR_STMT": b"for", "WHILE_STMT": b"while", "DO_STMT": b"do",
+            "IF_STMT": b"if"}  # fmt: skip
+
 
 @dataclass
 class Instance:
@@ -117,7 +122,7 @@ class Planner:
     def kernel(self, function: Any) -> tuple[Instance, list[Any]]:
         params = list(function.get_arguments())
         self.kernel_params = {p.get_usr() for p in params}
-        body = body_of(function)
+        body = self._spelled_body(function)
         for node in walk(body):
             if kind(node) in ("GOTO_STMT", "LABEL_STMT", "INDIRECT_GOTO_STMT"):
                 raise Unsplittable("it uses goto")
@@ -125,6 +130,15 @@ class Planner:
             raise Unsplittable("it changes one of its arguments (shared by the block's threads)")
         instance = self._instance(function, None)
         return instance, self.statements(children(body), instance)
+
+    def _spelled_body(self, function: Any) -> Any:
+        """`function`'s body, written out in the program's text (the split edits that text):
+        not one that a macro expands to, whose extent is the macro's use."""
+        body = body_of(function)
+        start, end = body.extent.start.offset, body.extent.end.offset
+        if self.src[start : start + 1] != b"{" or self.src[end - 1 : end] != b"}":
+            raise Unsplittable(f"{function.spelling}'s body comes from a macro")
+        return body
 
     def _instance(self, function: Any, parent: Instance | None) -> Instance:
         instance = Instance(len(self.instances), function, parent)
@@ -149,6 +163,10 @@ class Planner:
 
     def waiting(self, cursor: Any, instance: Instance) -> Any:
         k = kind(cursor)
+        start = cursor.extent.start.offset
+        spelled = _SPELLED.get(k, b"")
+        if self.src[start : start + len(spelled)] != spelled:
+            raise Unsplittable(f"it waits in a macro's expansion, line {cursor.location.line}")
         if self.functions.is_barrier(cursor) and not children_args(cursor):
             return Barrier()
         if k == "COMPOUND_STMT":
@@ -255,7 +273,7 @@ class Planner:
         file = definition.location.file
         if file is None or file.name != self.main_file:
             raise Unsplittable(f"{function.spelling} is not defined in the program's file")
-        if any(kind(n) == "RETURN_STMT" for n in walk(body_of(definition))):
+        if any(kind(n) == "RETURN_STMT" for n in walk(self._spelled_body(definition))):
             raise Unsplittable(f"{function.spelling} returns early (inlined: not yet)")
         for node in walk(body_of(definition)):
             if kind(node) in ("GOTO_STMT", "LABEL_STMT"):

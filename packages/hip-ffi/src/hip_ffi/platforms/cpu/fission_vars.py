@@ -33,9 +33,8 @@ class Variable:
 
     @property
     def thread_local(self) -> bool:
-        """A `__shared__` (thread_local) one, of a complete type (a reference can bind it)."""
-        canonical = self.cursor.type.get_canonical().kind.name
-        return self.cursor.tls_kind.name != "NONE" and canonical != "INCOMPLETEARRAY"
+        """A `__shared__` one (a thread_local; `extern __shared__ float s[]` too)."""
+        return bool(self.cursor.tls_kind.name != "NONE")
 
     @property
     def hoisted(self) -> bool:
