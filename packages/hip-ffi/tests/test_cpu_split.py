@@ -4,8 +4,10 @@ why the others are not, and that split and unsplit builds of each kernel give nu
 template helper that waits (inlined, with a default functor argument), threads that return
 before the barrier, a loop whose condition each thread evaluates, a while over a kernel
 argument, indices read by device functions and lambdas, a failed assert() (it names its
-thread), HIP's deprecated spellings with dynamic shared memory, a kernel a macro writes (left
-to the fibers), and a barrier in divergent code (a launch failure that says where)."""
+thread), local types on both sides of a barrier in a namespace's helper, HIP's deprecated
+spellings with dynamic shared memory, a kernel a macro writes (left to the fibers), and a
+barrier in divergent code (a launch failure that says where). A split that does not build
+fails the test (the compiler would quietly build the program again unsplit)."""
 
 from __future__ import annotations
 
@@ -133,6 +135,22 @@ extern "C" __global__ void checked(const int* x) {
     __syncthreads();
     assert(s[(threadIdx.x + 1) % 32] >= 0);
 }
+// Local types (enum, typedef, using) on both sides of a barrier, in a helper of a namespace
+// (inlined into the kernel outside it: its unqualified names still find the namespace's).
+namespace util {
+constexpr float scale = 32.0f;
+template <class Real> __device__ void rotate_half(const Real* x, Real* y) {
+    enum { N = 32, HALF = N / 2 };
+    typedef Real real;
+    __shared__ real s[N];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    using index = unsigned;
+    const index i = (threadIdx.x + HALF) % N;
+    y[threadIdx.x] = s[i] * (real)scale;
+}
+}  // namespace util
+extern "C" __global__ void local_types(const float* x, float* y) { util::rotate_half(x, y); }
 // HIP's deprecated spellings and dynamic shared memory (split as the compiler sees them).
 extern "C" __global__ void old_style_reverse(const int* x, int* y) {
     HIP_DYNAMIC_SHARED(int, s)
@@ -158,7 +176,7 @@ extern "C" __global__ void warp_sum(const float* x, float* y) {
 }
 """
 SPLIT = ["transpose", "sum_and_max", "live_sum", "tiled_sum", "rotate", "divergent", "indices",
-         "checked", "old_style_reverse"]  # fmt: skip
+         "checked", "local_types", "old_style_reverse"]  # fmt: skip
 KERNELS = [*SPLIT, "macro_reverse", "warp_sum"]
 
 
@@ -265,6 +283,14 @@ def test_indices_read_by_functions_and_lambdas(run: Any) -> None:
     i = np.arange(64)
     expected = np.tile((i + 3) % 64 * 100 + i // 8, blocks)
     np.testing.assert_array_equal(run.download(y, blocks * 64, np.int32), expected)
+
+
+def test_local_types_across_a_barrier_in_a_namespace(run: Any, rng: np.random.Generator) -> None:
+    x = rng.standard_normal(32).astype(np.float32)
+    y = run.output(32, np.float32)
+    run.launch("split.hip", "local_types", (1, 1, 1), (32, 1, 1), cases.ptr(run.upload(x)),
+               cases.ptr(y))  # fmt: skip
+    np.testing.assert_array_equal(run.download(y, 32, np.float32), np.roll(x, -16) * 32)
 
 
 @pytest.mark.parametrize("kernel", ["old_style_reverse", "macro_reverse"])

@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from hip_ffi.platforms.cpu import fission_ast, fission_threads
-from hip_ffi.platforms.cpu.fission_ast import Functions, Unsplittable, kind, tokens, walk
+from hip_ffi.platforms.cpu.fission_ast import (
+    Functions,
+    Unsplittable,
+    children,
+    kind,
+    tokens,
+    walk,
+)
 from hip_ffi.platforms.cpu.fission_plan import (
     Barrier,
     Branch,
@@ -110,6 +117,11 @@ def trait_lines(names: list[str]) -> str:
     )
 
 
+def _declares_types_only(statement: Any) -> bool:
+    """`statement` declares types (enum, typedef, using, struct), no variable."""
+    return all(kind(c) != "VAR_DECL" for c in children(statement))
+
+
 class _Writer:
     """Writes one split kernel's body."""
 
@@ -121,6 +133,7 @@ class _Writer:
         self.context = 0
         self.labels = 0
         self.returns = False
+        self.types: list[tuple[Instance, int, str]] = []  # (owner, offset, declaration)
 
     # ---- variables --------------------------------------------------------------------------
     def _local(self, target: Any, instance: Instance) -> tuple[int, str] | None:
@@ -158,6 +171,10 @@ class _Writer:
                             v.declared_in = context
         for statement in top:
             if kind(statement) != "DECL_STMT":
+                continue
+            if _declares_types_only(statement):  # moved to the top: any stretch may use them
+                start, end = statement.extent.start.offset, statement_end(self.p.src, statement)
+                self.types.append((instance, start, self.p.text(start, end)))
                 continue
             words = {str(t.spelling) for t in tokens(self.unit, statement)}
             for var, declaration, initializer in declarators(self.unit, self.p.src, statement):
@@ -257,18 +274,19 @@ class _Writer:
         return "\n".join(lines) + "\n}"
 
     def _hoisted(self, instance: Instance) -> list[str]:
-        """The declarations moved to the top of `instance`; a thread_local one (`__shared__`)
-        bound to a reference there, which the stretches use (fission_threads.py says why)."""
-        out = []
+        """The declarations moved to the top of `instance`, in the program's order: its local
+        types (enum, typedef, using, struct) and its variables that are not per thread; a
+        thread_local one (`__shared__`) bound to a reference there, which the stretches use
+        (fission_threads.py says why)."""
+        found = [(start, text) for owner, start, text in self.types if owner is instance]
         for v in self.variables.values():
             if v.instance is instance and v.hoisted:
-                out.append(v.declaration + ";")
+                text = v.declaration + ";"
                 if v.thread_local:
-                    out.append(
-                        f"auto& __hipcpu_h{v.number} = "
-                        f"::hipcpu::fission_opaque({v.cursor.spelling});"
-                    )
-        return out
+                    name = v.cursor.spelling
+                    text += f"\nauto& __hipcpu_h{v.number} = ::hipcpu::fission_opaque({name});"
+                found.append((v.cursor.extent.start.offset, text))
+        return [text for _, text in sorted(found, key=lambda entry: entry[0])]
 
     def items(self, items: list[Any]) -> list[str]:
         out: list[str] = []
@@ -331,7 +349,7 @@ class _Writer:
         return f"{agree} == 1"
 
     def inline(self, item: Inline) -> list[str]:
-        out = ["{", *item.instance.template_args, *self._hoisted(item.instance)]
+        out = ["{", *item.instance.preamble, *self._hoisted(item.instance)]
         inits = []
         for param, argument in item.arguments:
             v = self.variables[(item.instance.number, param.get_usr())]
@@ -417,6 +435,8 @@ class _Writer:
         """The statement declaring promoted or hoisted variables, rewritten: a promoted one's
         initial value goes to thread t's element, a hoisted one moved to the kernel's top,
         the others stay declared."""
+        if _declares_types_only(statement):
+            return (statement.extent.start.offset, statement_end(self.p.src, statement), ";")
         found = []
         for var, declaration, _ in declarators(self.unit, self.p.src, statement):
             found.append((self.variables.get(self._local(var, instance) or (-1, "")), declaration))

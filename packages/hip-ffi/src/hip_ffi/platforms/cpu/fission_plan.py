@@ -42,7 +42,9 @@ class Instance:
     number: int
     function: Any
     parent: Instance | None
-    template_args: list[str] = field(default_factory=list)  # `using T = float;` lines
+    # Lines at an inlined function's top that give its names the meaning they have where it is
+    # defined: `using namespace ns;` for its namespaces, `using T = float;` for its template.
+    preamble: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -279,7 +281,7 @@ class Planner:
             if kind(node) in ("GOTO_STMT", "LABEL_STMT"):
                 raise Unsplittable(f"{function.spelling} uses goto")
         instance = self._instance(definition, caller)
-        instance.template_args = self._template_aliases(function)
+        instance.preamble = [*_namespaces(definition), *self._template_aliases(function)]
         params = list(definition.get_arguments())
         given = list(call.get_arguments())
         arguments: list[tuple[Any, str]] = []
@@ -365,3 +367,15 @@ def children_args(call: Any) -> list[Any]:
 
 def _constexpr(unit: Any, variable: Any) -> bool:
     return any(str(t.spelling) == "constexpr" for t in tokens(unit, variable))
+
+
+def _namespaces(function: Any) -> list[str]:
+    """`using namespace a; using namespace a::b;` for a function defined in namespace a::b
+    (inlined into a kernel elsewhere, its unqualified names must still find a's and b's)."""
+    names: list[str] = []
+    parent = function.semantic_parent
+    while parent is not None and kind(parent) != "TRANSLATION_UNIT":
+        if kind(parent) == "NAMESPACE" and parent.spelling:  # (an anonymous one's names are
+            names.insert(0, parent.spelling)  # visible around it: nothing to name)
+        parent = parent.semantic_parent
+    return [f"using namespace {'::'.join(names[: i + 1])};" for i in range(len(names))]
