@@ -23,6 +23,7 @@ from hip_ffi.platforms.cpu.fission_ast import BUILTIN_INDICES, Functions, kind, 
 #: Once a block, at the top of a split kernel (after `__hipcpu_b`, its block).
 KERNEL_LINES = [
     "const bool __hipcpu_fenced = __hipcpu_b.fenced;",
+    "[[maybe_unused]] const bool __hipcpu_flat = blockDim.y == 1 && blockDim.z == 1;",
     "[[maybe_unused]] const ::uint3 __hipcpu_blockIdx = blockIdx, "
     "__hipcpu_blockDim = blockDim, __hipcpu_gridDim = gridDim;",
 ]
@@ -47,6 +48,10 @@ def loop_head(functions: Functions, cursors: list[Any], returns: bool) -> list[s
     if not lambdas:
         for name in BUILTIN_INDICES:
             if name in named:
-                value = "__hipcpu_b.idx[__hipcpu_t]" if name == "threadIdx" else f"__hipcpu_{name}"
+                value = (
+                    "::hipcpu::fission_index(__hipcpu_b, __hipcpu_t, __hipcpu_flat)"
+                    if name == "threadIdx"
+                    else f"__hipcpu_{name}"
+                )
                 out.append(f"::uint3 {name} = {value};")
     return out

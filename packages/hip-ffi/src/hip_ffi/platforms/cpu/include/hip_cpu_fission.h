@@ -58,6 +58,14 @@ static inline char* fission_storage(block& b, unsigned long long bytes) {
     return (char*)memory;
 }
 
+/* Thread t's index, for the stretch's own `threadIdx`: in a 1-D block (`flat`) {t, 0, 0},
+ * which the compiler then knows, so that a loop over the block's threads is a loop over
+ * threadIdx.x (consecutive elements, vectorized where the stretch allows); else the table's. */
+static inline __attribute__((always_inline)) uint3 fission_index(const block& b, unsigned t,
+                                                                  bool flat) {
+    return flat ? uint3{t, 0, 0} : b.idx[t];
+}
+
 /* Thread t of the block runs the next stretch. The stretch reads its index from a local
  * (fission_threads.py); the thread_local threadIdx is stored only when a function it calls
  * may read it (`Store`), or when the executor runs the block again to find the thread of a
