@@ -6,11 +6,13 @@ before the barrier, a loop whose condition each thread evaluates, a while over a
 argument, indices read by device functions and lambdas, a failed assert() (it names its
 thread), local types on both sides of a barrier in a namespace's helper, HIP's deprecated
 spellings with dynamic shared memory, a kernel a macro writes (left to the fibers), and a
-barrier in divergent code (a launch failure that says where). A split that does not build
-fails the test (the compiler would quietly build the program again unsplit)."""
+barrier in divergent code (a launch failure that says where); programs split in several
+threads at once. A split that does not build fails the test (the compiler would quietly build
+the program again unsplit)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import io
 from collections.abc import Iterator
@@ -319,6 +321,17 @@ def test_shuffles_beside_split_kernels(run: Any, rng: np.random.Generator) -> No
         "split.hip", "warp_sum", (1, 1, 1), (32, 1, 1), cases.ptr(run.upload(x)), cases.ptr(y)
     )
     np.testing.assert_allclose(run.download(y, 1, np.float32), [x.sum()], atol=1e-4)
+
+
+def test_programs_split_in_several_threads_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HIP_FFI_CPU_CACHE", str(tmp_path))
+    hip = hip_ffi.load("cpu")
+    sources = [SOURCE + f"\n// program {i}\n".encode() for i in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda s: compile_source(hip, s, name="split.hip"), sources))
+    assert all(result.ok for result in results), [r.log for r in results]
 
 
 def test_a_barrier_in_divergent_code_fails_the_launch(run: Any) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from hip_ffi.platforms.cpu.fission_vars import (
 )
 
 ENV = "HIP_FFI_CPU_SPLIT"
+_LIBCLANG = threading.Lock()
 _STORAGE_WORDS = ("__shared__", "static", "thread_local", "constexpr", "extern")
 _TRUE = "static constexpr bool value = true;"
 _BAD_SPELLINGS = ("lambda", "auto", "type-parameter", "(anonymous", "(unnamed")
@@ -76,7 +78,20 @@ def split_program(
     source: Path, given_name: str, kernels: list[str], flags: list[str], include_dirs: list[str],
     compiler_include: str, include_dir: str,
 ) -> tuple[str, list[str], list[str]]:  # fmt: skip
-    """(the program with its splittable kernels split, their names, why others were not)."""
+    """(the program with its splittable kernels split, their names, why others were not).
+    One program at a time in a process: libclang's index is shared, and it is not safe for
+    two threads at once (ctypes lets go of the GIL in each call). The host compiler's run,
+    the long part of a build, is not held up."""
+    with _LIBCLANG:
+        return _split_program(
+            source, given_name, kernels, flags, include_dirs, compiler_include, include_dir
+        )
+
+
+def _split_program(
+    source: Path, given_name: str, kernels: list[str], flags: list[str], include_dirs: list[str],
+    compiler_include: str, include_dir: str,
+) -> tuple[str, list[str], list[str]]:  # fmt: skip
     src = source.read_bytes()
     unit = fission_ast.parse(source, flags, include_dirs, compiler_include)
     if unit is None:
