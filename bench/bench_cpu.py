@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 from _harness import ROWS, emit, hip_module, parser, run, save, seconds
@@ -229,14 +230,8 @@ class Cpu:
         self.ffi = self.hip.ffi
         self.module = hip_module(self.hip, KERNELS, "bench.hip")
         self.wide = hip_module(self.hip, KERNELS, "bench64.hip", ["-mwavefrontsize64"])
-        split = os.environ.get("HIP_FFI_CPU_SPLIT")
-        os.environ["HIP_FFI_CPU_SPLIT"] = "0"  # the same kernels as fibers, for the rows beside
-        try:
+        with mock.patch.dict(os.environ, {"HIP_FFI_CPU_SPLIT": "0"}):  # the same, as fibers
             self.fibers = hip_module(self.hip, KERNELS, "bench_fibers.hip")
-        finally:
-            os.environ.pop("HIP_FFI_CPU_SPLIT")
-            if split is not None:
-                os.environ["HIP_FFI_CPU_SPLIT"] = split
         self.cores = hip_ffi.device_properties(self.hip, 0).multiprocessors
 
     def function(self, name: str, warp: int = 0, fibers: bool = False) -> Any:
@@ -326,18 +321,18 @@ def bench_hip(n: int, repeats: int) -> None:
     dp = cpu.device_copy(partial)
     few = max(repeats // 4, 2)
     shapes = [
-        (f"{blocks} blocks (1 element per thread)", "block_sum_f32", blocks, (), few, 0),
+        (f"{blocks} blocks (1 element per thread)", "block_sum_f32", blocks, (), few, {}),
         (f"{blocks} blocks (1 element per thread), as fibers", "block_sum_f32", blocks, (), few,
-         -1),
+         {"fibers": True}),
         (f"{blocks} blocks (1 element per thread), warps of 64", "block_sum_f32", blocks, (),
-         few, 64),
-        (f"{4 * cores} blocks (grid-stride)", "block_sum_f32", 4 * cores, (), repeats, 0),
+         few, {"warp": 64}),
+        (f"{4 * cores} blocks (grid-stride)", "block_sum_f32", 4 * cores, (), repeats, {}),
         (f"{-(-n // 65536)} blocks (a 65536-float chunk each)", "block_sum_chunk_f32",
-         -(-n // 65536), (("int", 65536),), repeats, 0),
+         -(-n // 65536), (("int", 65536),), repeats, {}),
     ]  # fmt: skip
-    for label, kernel, grid, extra, samples, warp in shapes:
+    for label, kernel, grid, extra, samples, build in shapes:
         reduce = cpu.launcher(kernel, grid, 256, ("void*", da), ("void*", dp), ("int", n), *extra,
-                              warp=max(warp, 0), fibers=warp < 0)  # fmt: skip
+                              **build)  # fmt: skip
         ms, spent = kernel_ms(reduce, samples)
         check_sum(cpu, partial, dp, grid, a)
         _row("block_reduce_256", f"hip_ffi cpu kernel, {label}", n, ms, a.nbytes, cores, spent)

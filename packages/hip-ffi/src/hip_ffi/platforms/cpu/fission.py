@@ -82,28 +82,30 @@ def split_program(
     One program at a time in a process: libclang's index is shared, and it is not safe for
     two threads at once (ctypes lets go of the GIL in each call). The host compiler's run,
     the long part of a build, is not held up."""
-    with _LIBCLANG:
-        return _split_program(
-            source, given_name, kernels, flags, include_dirs, compiler_include, include_dir
-        )
-
-
-def _split_program(
-    source: Path, given_name: str, kernels: list[str], flags: list[str], include_dirs: list[str],
-    compiler_include: str, include_dir: str,
-) -> tuple[str, list[str], list[str]]:  # fmt: skip
     src = source.read_bytes()
-    unit = fission_ast.parse(source, flags, include_dirs, compiler_include)
-    if unit is None:
-        if logging():
-            print("hip-ffi cpu split: libclang could not parse the program", file=sys.stderr)
-        return src.decode(), [], ["libclang could not parse the program"]
-    functions = Functions(unit, include_dir)
-    found = fission_ast.kernel_definitions(unit, str(source), set(kernels))
+    with _LIBCLANG:
+        unit = fission_ast.parse(source, flags, include_dirs, compiler_include)
+        edits, split, notes = _split_kernels(unit, src, source, given_name, kernels, include_dir)
+    out = src
+    for start, end, text in sorted(edits, reverse=True):
+        out = out[:start] + text.encode() + out[end:]
+    if logging():
+        print("\n".join(f"hip-ffi cpu split: {n}" for n in notes), file=sys.stderr)
+    return out.decode(), split, notes
+
+
+def _split_kernels(
+    unit: Any, src: bytes, source: Path, given_name: str, kernels: list[str], include_dir: str
+) -> tuple[list[tuple[int, int, str]], list[str], list[str]]:
+    """(the edits that split the kernels of `unit` that can be, their names, notes); `unit`
+    None: libclang could not parse the program."""
     edits: list[tuple[int, int, str]] = []
     split: list[str] = []
+    if unit is None:
+        return edits, split, ["libclang could not parse the program"]
+    functions = Functions(unit, include_dir)
     notes: list[str] = []
-    for name, function in found.items():
+    for name, function in fission_ast.kernel_definitions(unit, str(source), set(kernels)).items():
         body = fission_ast.body_of(function)
         if body is None or not functions.contains_wait(body):
             continue
@@ -117,12 +119,7 @@ def _split_program(
         edits.append((body.extent.start.offset, body.extent.end.offset, text))
         split.append(name)
         notes.append(f"{name}: split at its barriers")
-    out = src
-    for start, end, text in sorted(edits, reverse=True):
-        out = out[:start] + text.encode() + out[end:]
-    if logging():
-        print("\n".join(f"hip-ffi cpu split: {n}" for n in notes), file=sys.stderr)
-    return out.decode(), split, notes
+    return edits, split, notes
 
 
 def trait_lines(names: list[str]) -> str:
@@ -164,6 +161,11 @@ class _Writer:
         if instance.function not in (target.semantic_parent, target.lexical_parent):
             return None
         return (instance.number, usr)
+
+    def _known(self, target: Any, instance: Instance) -> Variable | None:
+        """The variable recorded for `target` in `instance`, if any."""
+        key = self._local(target, instance)
+        return None if key is None else self.variables.get(key)
 
     def _variable(self, target: Any, instance: Instance) -> Variable | None:
         key = self._local(target, instance)
@@ -212,7 +214,7 @@ class _Writer:
                 self._scan(item.statements, item.instance, item_context, item.statements)
                 if item.header:
                     for var in walk(item.statements[0]):
-                        v = self.variables.get(self._local(var, item.instance) or (-1, ""))
+                        v = self._known(var, item.instance)
                         if v is not None and kind(var) == "VAR_DECL":
                             v.header = True
             elif isinstance(item, Scope):
@@ -390,8 +392,10 @@ class _Writer:
                 if name in names:
                     raise Unsplittable(f"two variables named {name} live across barriers")
                 names.add(name)
-                element = f"__hipcpu_v{v.number}[__hipcpu_t]" if v.promoted else ""
-                refs.append(f"auto& {name} = {element or f'__hipcpu_h{v.number}'};")
+                target = (
+                    f"__hipcpu_v{v.number}[__hipcpu_t]" if v.promoted else f"__hipcpu_h{v.number}"
+                )
+                refs.append(f"auto& {name} = {target};")
         return refs
 
     def _threads(
@@ -454,7 +458,7 @@ class _Writer:
             return (statement.extent.start.offset, statement_end(self.p.src, statement), ";")
         found = []
         for var, declaration, _ in declarators(self.unit, self.p.src, statement):
-            found.append((self.variables.get(self._local(var, instance) or (-1, "")), declaration))
+            found.append((self._known(var, instance), declaration))
         if not any(v is not None and (v.promoted or v.hoisted) for v, _ in found):
             return None
         parts = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,8 @@ def _in_our_headers(cursor: Any, include_dir: str) -> bool:
 
 
 class Functions:
-    """Which functions wait (a barrier, a warp operation), reached through their bodies."""
+    """Which functions wait (a barrier, a warp operation) or read threadIdx, reached through
+    their bodies."""
 
     def __init__(self, unit: Any, include_dir: str) -> None:
         self.unit = unit
@@ -175,14 +176,7 @@ class Functions:
             return name in _WAIT_NAMES or name.startswith(_WAIT_PREFIXES)
         if function.location.is_in_system_header:
             return False
-        key = function.get_usr() or f"{function.location.file}:{function.location.offset}"
-        if key in self._waits:
-            return self._waits[key]
-        self._waits[key] = False  # recursion: assume not while looking
-        definition = self.definition(function)
-        result = definition is not None and self.contains_wait(body_of(definition))
-        self._waits[key] = result
-        return result
+        return self._in_body(self._waits, function, self.contains_wait)
 
     def contains_wait(self, cursor: Any) -> bool:
         for node in walk(cursor):
@@ -199,12 +193,13 @@ class Functions:
             and _in_our_headers(variable, self.include_dir)
         )
 
-    def calls_reading_thread_index(self, cursor: Any) -> bool:
-        """Whether code under `cursor` calls a function that may read threadIdx (itself or
-        through its calls): a split kernel then stores each thread's index where they read it."""
+    def calls_reading_thread_index(self, nodes: Iterable[Any]) -> bool:
+        """Whether `nodes` (a stretch's, all of them) call a function that may read threadIdx
+        (itself or through its calls): a split kernel then stores each thread's index where
+        they read it."""
         return any(
             kind(node) == "CALL_EXPR" and self._reads_thread_index(node.referenced)
-            for node in walk(cursor)
+            for node in nodes
         )
 
     def _reads_thread_index(self, function: Any) -> bool:
@@ -214,19 +209,28 @@ class Functions:
             return True
         if function.location.is_in_system_header:
             return False  # threadIdx is the program's own static: no library can read it
+        return self._in_body(self._reads, function, self._reads_in)
+
+    def _reads_in(self, cursor: Any) -> bool:
+        nodes = list(walk(cursor))
+        return self.calls_reading_thread_index(nodes) or any(
+            kind(n) == "DECL_REF_EXPR"
+            and self.is_builtin_index(n.referenced)
+            and n.referenced.spelling == "threadIdx"
+            for n in nodes
+        )
+
+    def _in_body(
+        self, memo: dict[str, bool], function: Any, found_in: Callable[[Any], bool]
+    ) -> bool:
+        """`found_in(body)` of `function`'s definition (False without one), worked out once
+        per function; False while it is being worked out (a recursive call)."""
         key = function.get_usr() or f"{function.location.file}:{function.location.offset}"
-        if key in self._reads:
-            return self._reads[key]
-        self._reads[key] = False  # recursion: assume not while looking
-        definition = self.definition(function)
-        result = definition is not None and any(
-            (kind(n) == "DECL_REF_EXPR" and self.is_builtin_index(n.referenced)
-             and n.referenced.spelling == "threadIdx")
-            or (kind(n) == "CALL_EXPR" and self._reads_thread_index(n.referenced))
-            for n in walk(body_of(definition))
-        )  # fmt: skip
-        self._reads[key] = result
-        return result
+        if key not in memo:
+            memo[key] = False
+            definition = self.definition(function)
+            memo[key] = definition is not None and found_in(body_of(definition))
+        return memo[key]
 
 
 # ---- variables ------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def loop_head(functions: Functions, cursors: list[Any], returns: bool) -> list[s
     up to (not including) the stretch's own references: it opens two scopes."""
     nodes = [node for cursor in cursors for node in walk(cursor)]
     lambdas = any(kind(node) == "LAMBDA_EXPR" for node in nodes)
-    store = lambdas or any(functions.calls_reading_thread_index(c) for c in cursors)
+    store = lambdas or functions.calls_reading_thread_index(nodes)
     named = {
         node.referenced.spelling
         for node in nodes
