@@ -39,6 +39,9 @@ from hip_runtime import HipBackend
 VOCAB = 1000
 COPY_BYTES = 4096
 OBJECT_CALLS = 2000
+#: (m, k, n) of the device-time rows: 64³ (the small-product limit), a GEMV-like row and a
+#: narrow result of the same work, and a smaller square.
+SMALL_PRODUCTS = ((64, 64, 64), (1, 512, 512), (512, 64, 8), (32, 32, 32))
 PROFILED_FUNCTIONS = 8
 
 
@@ -100,6 +103,7 @@ def profile_ops(ops: dict[str, Callable[[], Any]], sync: Callable[[], Any], call
 
 def bench_hip(arrays: dict[str, np.ndarray], calls: int, profile: int = 0) -> None:
     backend = HipBackend()
+    blas = HipBackend(small_gemm=0)  # every product through hipBLAS
     t = {name: backend.from_numpy(a) for name, a in arrays.items()}
     x, y, w, b = t["x"], t["y"], t["w"], t["b"]
     out = backend.empty(x.shape, x.dtype)
@@ -114,12 +118,41 @@ def bench_hip(arrays: dict[str, np.ndarray], calls: int, profile: int = 0) -> No
         "softmax": lambda: backend.softmax(x),
         "matmul": lambda: backend.matmul(x, y),
         "matmul out=": lambda: backend.matmul(x, y, out=out),
+        "matmul [hipBLAS]": lambda: blas.matmul(x, y),
+        "matmul out= [hipBLAS]": lambda: blas.matmul(x, y, out=out),
         "embedding": lambda: backend.embedding(t["ids"], t["table"]),
         "cast f32->f16": lambda: backend.cast(x, np.float16),
     }
-    time_ops("hip_runtime", ops, backend.synchronize, calls, platform=hip_api().platform)
+
+    def sync() -> None:  # (both backends' streams: the [hipBLAS] rows queue on blas's)
+        backend.synchronize()
+        blas.synchronize()
+
+    time_ops("hip_runtime", ops, sync, calls, platform=hip_api().platform)
     if profile:
-        profile_ops(ops, backend.synchronize, profile)
+        profile_ops(ops, sync, profile)
+
+
+def bench_small_products(per_graph: int = 100) -> None:
+    """Device time of small products, each engine alone: `per_graph` matmuls (out=) of one
+    shape captured into a graph, replayed, µs per product (no host cost in it). The
+    small-product kernel (hip_runtime.small_gemm) beside hipBLAS, at and below its limit."""
+    from hip_core import capture
+    from hip_runtime.small_gemm import SMALL_GEMM_WORK
+
+    rng = np.random.default_rng(15)
+    for engine, work in (("kernel", SMALL_GEMM_WORK), ("hipBLAS", 0)):
+        backend = HipBackend(small_gemm=work)
+        for m, k, n in SMALL_PRODUCTS:
+            a = backend.from_numpy(rng.standard_normal((m, k)).astype(np.float32))
+            b = backend.from_numpy(rng.standard_normal((k, n)).astype(np.float32))
+            out = backend.matmul(a, b)
+            with capture(backend.stream) as captured:
+                for _ in range(per_graph):
+                    backend.matmul(a, b, out=out)
+            graph = captured.graph.instantiate()  # type: ignore[union-attr]
+            us = median_us(lambda g=graph, s=backend.stream: g.launch(s), 20, backend.synchronize)
+            emit(bench="device", op=f"{m}x{k}x{n}", impl=engine, us=us / per_graph)
 
 
 def _needs_nvidia(anchor: str) -> None:
@@ -196,6 +229,38 @@ def bench_hip_core() -> None:
     for op, copy in (("4 KiB H2D", buffer.copy_from), ("4 KiB D2H", buffer.copy_to)):
         us = median_us(lambda c=copy: c(pinned), OBJECT_CALLS, stream.sync)
         emit(bench="core", op=op, impl="hip_core", us=us)
+    bench_bare_binding(device, pinned, buffer, stream.sync)
+
+
+def bench_bare_binding(device: Any, pinned: Any, buffer: Any, sync: Callable[[], Any]) -> None:
+    """The same rows as the bare native calls hip-core makes, through cffi from Python and
+    nothing else (`HipApi.fast`; no checks, no objects): the floor of any binding of cffi's
+    ABI mode, which the gap from it to cuda.core's Cython is."""
+    from hip_ffi.constants import (
+        EVENT_DISABLE_TIMING,
+        MEMCPY_DEVICE_TO_HOST,
+        MEMCPY_HOST_TO_DEVICE,
+    )
+
+    api = hip_api()
+    create, destroy = api.fast("hipEventCreateWithFlags"), api.fast("hipEventDestroy")
+    memcpy = api.fast("hipMemcpy")
+    cell = api.ffi.new("hipEvent_t*")
+    host, dev = pinned._void(), buffer._void()
+
+    def event() -> None:
+        create(cell, EVENT_DISABLE_TIMING)
+        destroy(cell[0])
+
+    with device:
+        emit(bench="core", op="event create", impl="bare cffi",
+             us=median_us(event, OBJECT_CALLS, sync))  # fmt: skip
+        for op, args in (
+            ("4 KiB H2D", (dev, host, COPY_BYTES, MEMCPY_HOST_TO_DEVICE)),
+            ("4 KiB D2H", (host, dev, COPY_BYTES, MEMCPY_DEVICE_TO_HOST)),
+        ):
+            us = median_us(lambda a=args: memcpy(*a), OBJECT_CALLS, sync)
+            emit(bench="core", op=op, impl="bare cffi", us=us)
 
 
 def bench_cuda_core() -> None:
@@ -224,14 +289,16 @@ def bench_cuda_core() -> None:
 def table() -> str:
     cells: dict[tuple[str, str], dict[str, float]] = {}
     for row in ROWS:
-        if row["bench"] in ("op", "core"):
+        if row["bench"] in ("op", "core", "device"):
             cells.setdefault((row["bench"], row["op"]), {})[row["impl"]] = row["us"]
     lines = [
         "| op | hip µs | torch µs | CuPy µs | hip / torch | hip / CuPy |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    core = ["", "| hip-core | hip_core µs | cuda.core µs | hip_core / cuda.core |",
-            "| --- | ---: | ---: | ---: |"]  # fmt: skip
+    core = ["", "| hip-core | hip_core µs | bare cffi µs | cuda.core µs | hip_core / cuda.core |",
+            "| --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    device = ["", "| product m×k×n, device µs | kernel | hipBLAS | kernel / hipBLAS |",
+              "| --- | ---: | ---: | ---: |"]  # fmt: skip
 
     def us(value: float | None) -> str:
         return f"{value:.2f}" if value else "-"
@@ -241,13 +308,20 @@ def table() -> str:
 
     for (bench, op), impls in cells.items():
         if bench == "op":
-            hip, torch, cupy = impls.get("hip_runtime"), impls.get("torch"), impls.get("cupy")
+            # ("matmul [hipBLAS]": another path of hip's "matmul", beside the same anchors)
+            anchors = cells.get(("op", op.split(" [")[0]), impls)
+            hip, torch, cupy = impls.get("hip_runtime"), anchors.get("torch"), anchors.get("cupy")
             lines.append(f"| {op} | {us(hip)} | {us(torch)} | {us(cupy)} | "
                          f"{ratio(hip, torch)} | {ratio(hip, cupy)} |")  # fmt: skip
+        elif bench == "core":
+            ours, bare = impls.get("hip_core"), impls.get("bare cffi")
+            anchor = impls.get("cuda.core")
+            core.append(f"| {op} | {us(ours)} | {us(bare)} | {us(anchor)} | "
+                        f"{ratio(ours, anchor)} |")  # fmt: skip
         else:
-            ours, anchor = impls.get("hip_core"), impls.get("cuda.core")
-            core.append(f"| {op} | {us(ours)} | {us(anchor)} | {ratio(ours, anchor)} |")
-    lines += core
+            kernel, blas = impls.get("kernel"), impls.get("hipBLAS")
+            device.append(f"| {op} | {us(kernel)} | {us(blas)} | {ratio(kernel, blas)} |")
+    lines += core + device
     profiled = [r for r in ROWS if r["bench"] == "profile"]
     if profiled:
         lines += ["", "| op | function (cProfile) | calls per op | own µs | total µs |",
@@ -270,6 +344,7 @@ def main() -> None:
     run(
         (
             ("hip_runtime", lambda: bench_hip(arrays, calls, args.profile)),
+            ("small products", bench_small_products),
             ("torch", lambda: bench_torch(arrays, calls)),
             ("cupy", lambda: bench_cupy(arrays, calls)),
             ("hip_core", bench_hip_core),

@@ -96,6 +96,7 @@ def test_traits_and_the_device_count(api: HipApi) -> None:
         default_stream_handle=1,  # CUDA's legacy default stream
         cuda_array_interface=True,
         host_memory_is_device_memory=False,
+        blas_chooses_on_host=True,  # cuBLAS
     )
     assert hip_ffi.device_count(api) == (0, "hipErrorNoDevice")
 

@@ -17,9 +17,10 @@ from hip_runtime import DeviceTensor, ForwardGraph, HipBackend
 HIDDEN, FFN, ROWS = 32, 64, 24
 
 
-@pytest.fixture
-def backend(device: Device) -> HipBackend:
-    return HipBackend(device)
+@pytest.fixture(params=["blas", "kernel"])
+def backend(device: Device, request: pytest.FixtureRequest) -> HipBackend:
+    """Products through BLAS, or through the small-product kernel (hip_runtime.small_gemm)."""
+    return HipBackend(device, small_gemm=0 if request.param == "blas" else 2**62)
 
 
 def _encoder_layer(backend: HipBackend) -> tuple[Callable[..., Any], np.ndarray]:

@@ -49,19 +49,25 @@ SETTINGS = settings(
 SIGNATURE = "(m?,k),(k,n?)->(m?,n?)"
 
 
-@pytest.fixture(scope="module")
-def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
-    with HipBackend(device) as backend:
+@pytest.fixture(scope="module", params=["blas", "kernel"])
+def backend(
+    device: Device, program_cache: Path, request: pytest.FixtureRequest
+) -> Iterator[HipBackend]:
+    """Every product through BLAS, or every one through the small-product kernel
+    (hip_runtime.small_gemm, which takes the small ones by default on amd and nvidia)."""
+    with HipBackend(device, small_gemm=0 if request.param == "blas" else 2**62) as backend:
         yield backend
 
 
 class Calls:
-    """The BLAS calls and copies an op makes (`contiguous()` of a strided tensor, `copy_`)."""
+    """The products an op queues (BLAS's or the small-product kernel's calls) and the copies
+    it makes (`contiguous()` of a strided tensor, `copy_`)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, backend: HipBackend) -> None:
         self.gemms: list[tuple[Any, int]] = []  # (spec, calls)
         self.copies = self.copies_out = 0
-        gemm, contiguous, copy = backend.blas.gemm, DeviceTensor.contiguous, DeviceTensor.copy_
+        engine = backend.small_gemm if backend.small_gemm.work else backend.blas
+        gemm, contiguous, copy = engine.gemm, DeviceTensor.contiguous, DeviceTensor.copy_
 
         def counted_gemm(spec: Any, *args: Any, offsets: Any = ((0, 0, 0),), **kw: Any) -> None:
             self.gemms.append((spec, len(offsets)))
@@ -75,7 +81,9 @@ class Calls:
             self.copies_out += 1
             return copy(tensor, source)
 
-        monkeypatch.setattr(backend.blas, "gemm", counted_gemm)
+        monkeypatch.setattr(engine, "gemm", counted_gemm)
+        # (no plans of earlier tests: a planned call may take a prepared launch, not `gemm`)
+        monkeypatch.setattr(backend, "_plans", None)
         monkeypatch.setattr(DeviceTensor, "contiguous", counted_contiguous)
         monkeypatch.setattr(DeviceTensor, "copy_", counted_copy)
 

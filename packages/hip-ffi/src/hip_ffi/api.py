@@ -41,20 +41,28 @@ class PlatformTraits:
             CuPy and Numba can take the memory): nvidia only.
         host_memory_is_device_memory: device pointers are host addresses (the cpu platform), so
             a consumer reads them on the host after synchronizing, with no stream to order.
+        blas_chooses_on_host: each BLAS call picks a device kernel on the host and launches it
+            (cuBLAS; rocBLAS or hipBLASLt under hipBLAS), which costs host time well beyond
+            a launch: a 64³ cublasSgemm about 9 µs on the H200's host, a launch 2-3 µs.
+            False on cpu, whose GEMM is the runtime library's own loop on the stream.
     """
 
     dlpack_device_type: int
     default_stream_handle: int
     cuda_array_interface: bool
     host_memory_is_device_memory: bool
+    blas_chooses_on_host: bool
 
 
 #: One row per platform; `HipApi.traits` is its platform's row.
 PLATFORM_TRAITS = {
-    "amd": PlatformTraits(10, 0, cuda_array_interface=False, host_memory_is_device_memory=False),
-    "nvidia": PlatformTraits(2, 1, cuda_array_interface=True, host_memory_is_device_memory=False),
-    "cpu": PlatformTraits(1, 0, cuda_array_interface=False, host_memory_is_device_memory=True),
-}
+    "amd": PlatformTraits(10, 0, False, host_memory_is_device_memory=False,
+                          blas_chooses_on_host=True),
+    "nvidia": PlatformTraits(2, 1, True, host_memory_is_device_memory=False,
+                             blas_chooses_on_host=True),
+    "cpu": PlatformTraits(1, 0, False, host_memory_is_device_memory=True,
+                          blas_chooses_on_host=False),
+}  # fmt: skip
 
 
 class HipApi:

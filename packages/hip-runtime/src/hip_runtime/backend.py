@@ -40,6 +40,7 @@ from hip_runtime.ops.reductions import ReductionOps
 from hip_runtime.ops.softmax import SoftmaxOps
 from hip_runtime.ops.sorting import SortingOps
 from hip_runtime.ops.spatial import SpatialOps
+from hip_runtime.small_gemm import SmallGemm, small_gemm_work
 from hip_runtime.tensor import DeviceTensor, ShapeLike
 
 
@@ -66,6 +67,10 @@ class HipBackend(
     Args:
         device: a Device, an ordinal, or None for this thread's current device.
         preload: compile and load every kernel source now instead of on first use.
+        small_gemm: the most multiply-adds (m · n · k · batch) a matmul or linear may have to
+            be queued as hip-runtime's own kernel rather than a BLAS call (hip_runtime.
+            small_gemm: a BLAS call's host cost outweighs a small product). None: the
+            platform's default, 64³ on amd and nvidia, 0 on cpu; 0: always BLAS.
 
     A hip_core.Resource: `close()` (or `with HipBackend() as backend:`) waits for the stream
     and destroys the BLAS handle; the stream and the pool are released once no tensor of this
@@ -74,12 +79,20 @@ class HipBackend(
 
     _dnn = backend_dnn  # the DNN library on this backend's stream, or None (hip_runtime.dnn)
 
-    def __init__(self, device: Device | int | None = None, *, preload: bool = False) -> None:
+    def __init__(
+        self,
+        device: Device | int | None = None,
+        *,
+        preload: bool = False,
+        small_gemm: int | None = None,
+    ) -> None:
+        work = small_gemm_work(small_gemm)
         self.device = device = as_device(device)
+        self.kernels = KernelCache(device)
         self.stream = device.create_stream()
+        self.small_gemm = SmallGemm(self.kernels, self.stream, work)
         self.pool = MemoryPool(device)
         self.blas = Blas(self.stream)
-        self.kernels = KernelCache(device)
         self._grid_cap = grid_cap(device)
         self._max_block = min(device.properties.max_threads_per_block, 1024)
         self._own(self.blas.close)

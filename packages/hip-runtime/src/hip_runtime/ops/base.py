@@ -30,6 +30,7 @@ from hip_runtime.ops.plans import (
     PlanOutput,
     _strided_out_clear,
 )
+from hip_runtime.small_gemm import SmallGemm
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.strides import broadcast_to, collapse
 from hip_runtime.tensor import DeviceTensor, Shape, as_shape
@@ -52,6 +53,7 @@ class OpsBase(Resource):
     stream: Stream
     pool: MemoryPool
     blas: Blas
+    small_gemm: SmallGemm
     kernels: KernelCache
     _grid_cap: int
     _max_block: int

@@ -1,4 +1,5 @@
-"""Matrix ops through hipBLAS gemm-ex: matmul, linear, mlp_swiglu.
+"""Matrix ops through hipBLAS gemm-ex (small products through hip_runtime.small_gemm's
+kernel): matmul, linear, mlp_swiglu.
 
 matmul follows numpy's `matmul` (any rank, 1-D operands, broadcast batch axes) in f32, f64,
 f16 and bf16 (16-bit types accumulate in f32, f64 in f64); results are C-contiguous, of the
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hip_runtime.blas import DATA_TYPES
+from hip_runtime.blas import DATA_TYPES, Blas, Gemm
 from hip_runtime.dtypes import FloatType, float_type
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
 from hip_runtime.ops.plans import layout_id, plan_head, plan_key
+from hip_runtime.small_gemm import SmallGemm
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
 
@@ -94,8 +96,14 @@ class LinalgOps(OpsBase):
         (no copies): (the prepared call, its alpha, swap, the offsets), else None."""
         if len(found.offsets) != 1 or found.copy_a or found.copy_b or found.copy_out:
             return None
-        prepared = self.blas.prepare(found.spec, data_type, alpha=float(alpha), beta=beta)
+        engine = self._gemm_engine(found.spec)
+        prepared = engine.prepare(found.spec, data_type, alpha=float(alpha), beta=beta)
         return None if prepared is None else (prepared, alpha, found.swap, found.offsets[0])
+
+    def _gemm_engine(self, spec: Gemm) -> Blas | SmallGemm:
+        """What queues `spec`: hip-runtime's own kernel for a small product where a BLAS
+        call's host cost would outweigh it (hip_runtime.small_gemm), else BLAS."""
+        return self.small_gemm if self.small_gemm.takes(spec) else self.blas
 
     def _matmul_out(
         self,
@@ -143,7 +151,7 @@ class LinalgOps(OpsBase):
                 result.region().fill(0, stream=self.stream)
         else:
             first, second = (b, a) if found.swap else (a, b)
-            self.blas.gemm(
+            self._gemm_engine(found.spec).gemm(
                 found.spec, first.ptr, second.ptr, result.ptr, data_type, alpha=alpha,
                 beta=beta, offsets=found.offsets,
             )  # fmt: skip
