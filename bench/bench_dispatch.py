@@ -28,10 +28,11 @@ call, inflated by the profiler itself: compare the functions, not the totals).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _harness import ROWS, cuda_core, emit, median_us, parser, run, save
+from _harness import ROWS, cuda_core, emit, median_us, parser, pyplot, run, save
 
 from hip_core import hip_api
 from hip_runtime import HipBackend
@@ -332,6 +333,33 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def plot(path: Path) -> None:
+    """Bars of each row's ratio to its anchor (hip / torch eager, hip-core / cuda.core), with
+    issue 15's goal (1.0) as a line."""
+    plt = pyplot()
+    if plt is None:
+        return
+    us = {(r["bench"], r["op"], r["impl"]): r["us"] for r in ROWS if r["bench"] in ("op", "core")}
+    bars = []
+    for (bench, op, impl), value in us.items():
+        if (bench, impl) in (("op", "hip_runtime"), ("core", "hip_core")):
+            anchor = us.get((bench, op.split(" [")[0], "torch" if bench == "op" else "cuda.core"))
+            if anchor:
+                bars.append((op, value / anchor))
+    if not bars:
+        return
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(bars) + 1.5))
+    ax.barh(range(len(bars)), [ratio for _, ratio in bars])
+    ax.axvline(1.0, color="k", linestyle="--", label="goal: the anchor's time")
+    ax.set_yticks(range(len(bars)), [op for op, _ in bars])
+    ax.invert_yaxis()
+    ax.set_xlabel("host time per call / anchor's (torch eager; cuda.core for hip-core rows)")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot: {path}")
+
+
 def main() -> None:
     flags = parser(__doc__)
     flags.add_argument("--size", type=int, default=64, help="N of the N x N operands (64)")
@@ -352,6 +380,7 @@ def main() -> None:
         )
     )
     save(args.out, "bench_dispatch", table())
+    plot(args.out / "bench_dispatch.png")
 
 
 if __name__ == "__main__":

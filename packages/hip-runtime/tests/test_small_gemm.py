@@ -58,7 +58,7 @@ def test_products_up_to_the_limit_take_the_kernel(
     device: Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """64³ multiply-adds and fewer: the kernel, on the first (checked) call and on planned
-    ones; one more row of the result: BLAS. Both agree with numpy."""
+    ones; one more row of the result, or a depth k beyond 64: BLAS. Both agree with numpy."""
     rng = np.random.default_rng(3)
     with HipBackend(device, small_gemm=SMALL_GEMM_WORK) as backend:
         engines = spied(monkeypatch, backend)
@@ -74,13 +74,17 @@ def test_products_up_to_the_limit_take_the_kernel(
         batched = backend.from_numpy(rng.standard_normal((2, 8, 4), np.float32))
         backend.matmul(batched, backend.from_numpy(rng.standard_normal((4, 8), np.float32)))
         assert engines == ["kernel"]  # 2 · 8 · 4 · 8: the batch counts in the work
+        a, b = rng.standard_normal((1, 65), np.float32), rng.standard_normal((65, 8), np.float32)
+        y = backend.matmul(backend.from_numpy(a), backend.from_numpy(b))
+        np.testing.assert_allclose(y.to_numpy(), a @ b, rtol=1e-5, atol=1e-4)
+        assert engines == ["kernel", "blas"]  # small, but deeper than SMALL_GEMM_DEPTH
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_beta_zero_never_reads_the_output(device: Device, dtype: str) -> None:
     """out= full of NaN is overwritten, as BLAS does with beta 0; a linear with a residual
     (beta 1; linear takes no f64) adds the product to what the output holds."""
-    rng = np.random.default_rng(4)
+    rng = np.random.default_rng(4)  # (k = 6: the kernel takes every product of this backend)
     a = rng.standard_normal((5, 6)).astype(dtype)
     b = rng.standard_normal((6, 7)).astype(dtype)
     with HipBackend(device, small_gemm=2**62) as backend:

@@ -5,8 +5,9 @@ Where the platform's BLAS picks a device kernel on the host at every call and la
 more host time than a small product takes on the device: a 64³ cublasSgemm spends about 9 µs
 on the H200's host, a kernel launch 2-3 µs, and the product itself runs in a few. Eager code of
 small shapes then waits on the host. Products of at most `SMALL_GEMM_WORK` multiply-adds
-(m · n · k · batch) are therefore queued as one launch of a tiled kernel; larger ones go to the
-library, whose tuned kernels win once the device time counts. On cpu the runtime library's
+(m · n · k · batch) and a depth k of at most `SMALL_GEMM_DEPTH` are therefore queued as one
+launch of a tiled kernel; others go to the library, whose tuned kernels win once the device
+time counts. On cpu the runtime library's
 GEMM is the faster at every size, so the default there is 0 (everything goes to BLAS).
 
 `SmallGemm` has `Blas`'s calling convention (a `Gemm` spec, device addresses, byte offsets per
@@ -26,10 +27,13 @@ from hip_ffi.constants import HIP_R_16BF, HIP_R_16F, HIP_R_32F, HIP_R_64F
 from hip_runtime.blas import Gemm
 from hip_runtime.kernel_cache import KernelCache
 
-#: The most multiply-adds a product queued as the kernel may have: 64³. Up to here the kernel's
-#: device time is on a par with cuBLAS's on the H200 (docs/benchmarks), so a graph replay loses
-#: nothing either.
+#: The most multiply-adds a product queued as the kernel may have: 64³; and its most depth k.
+#: A block walks k in steps of 16, one after another, about 0.5 µs each on the H200: at k = 512
+#: a 1 x 512 x 512 product took 18.5 µs on the device against cuBLAS's 2.4. Within both limits
+#: the kernel's device time is cuBLAS's or less (64³: 3.3 µs against 3.3; 512 x 64 x 8: 3.4
+#: against 5.8; docs/benchmarks), so a graph replay loses nothing either.
 SMALL_GEMM_WORK = 64**3
+SMALL_GEMM_DEPTH = 64
 _TILE = 16  # kernels/gemm_small.hip's HIPK_GEMM_TILE: a block is one 16 x 16 tile of C
 _MAX_BATCH = 65535  # the grid's z limit: one batch entry per z
 _SUFFIXES = {HIP_R_32F: "f32", HIP_R_64F: "f64", HIP_R_16F: "f16", HIP_R_16BF: "bf16"}
@@ -60,7 +64,11 @@ class SmallGemm:
 
     def takes(self, spec: Gemm) -> bool:
         """Whether `spec` (a validated, non-empty product) is queued here rather than by BLAS."""
-        return 0 < spec.m * spec.n * spec.k * spec.batch <= self.work and spec.batch <= _MAX_BATCH
+        return (
+            0 < spec.m * spec.n * spec.k * spec.batch <= self.work
+            and spec.k <= SMALL_GEMM_DEPTH
+            and spec.batch <= _MAX_BATCH
+        )
 
     def gemm(
         self,
@@ -114,4 +122,4 @@ class SmallGemm:
         return kernel, grid, scalars
 
 
-__all__ = ["SMALL_GEMM_WORK", "SmallGemm", "small_gemm_work"]
+__all__ = ["SMALL_GEMM_DEPTH", "SMALL_GEMM_WORK", "SmallGemm", "small_gemm_work"]
