@@ -43,8 +43,9 @@ class PlatformTraits:
             a consumer reads them on the host after synchronizing, with no stream to order.
         blas_chooses_on_host: each BLAS call picks a device kernel on the host and launches it
             (cuBLAS; rocBLAS or hipBLASLt under hipBLAS), which costs host time well beyond
-            a launch: a 64³ cublasSgemm about 9 µs on the H200's host, a launch 2-3 µs.
-            False on cpu, whose GEMM is the runtime library's own loop on the stream.
+            a launch: a 64³ cublasSgemm about 9 µs on the H200's host, a launch 2-3 µs
+            (rocBLAS's cost is not measured here: no AMD GPU). False on cpu, whose GEMM is
+            the runtime library's own loop on the stream.
     """
 
     dlpack_device_type: int

@@ -7,8 +7,8 @@ on the H200's host, a kernel launch 2-3 µs, and the product itself runs in a fe
 small shapes then waits on the host. Products of at most `SMALL_GEMM_WORK` multiply-adds
 (m · n · k · batch) and a depth k of at most `SMALL_GEMM_DEPTH` are therefore queued as one
 launch of a tiled kernel; others go to the library, whose tuned kernels win once the device
-time counts. On cpu the runtime library's
-GEMM is the faster at every size, so the default there is 0 (everything goes to BLAS).
+time counts. On cpu the runtime library's GEMM is the faster at every size, so the default
+there is 0 (everything goes to BLAS).
 
 `SmallGemm` has `Blas`'s calling convention (a `Gemm` spec, device addresses, byte offsets per
 call), so a matmul plan is queued through either without translation. Results are those of an
@@ -51,7 +51,8 @@ def small_gemm_work(setting: int | None) -> int:
 
 
 class SmallGemm:
-    """Queues products of at most `work` multiply-adds on `stream` as gemm_small.hip's kernel.
+    """Queues products of at most `work` multiply-adds (and depth `SMALL_GEMM_DEPTH`) on
+    `stream` as gemm_small.hip's kernel.
 
     `takes(spec)` says whether a product is one of them; `gemm` and `prepare` then do what
     `Blas.gemm` and `Blas.prepare` do. work 0: it takes none (`small_gemm_work` checks it).
