@@ -133,6 +133,8 @@ def bench_hip(arrays: dict[str, np.ndarray], calls: int, profile: int = 0) -> No
     time_ops("hip_runtime", ops, sync, calls, platform=hip_api().platform)
     if profile:
         profile_ops(ops, sync, profile)
+    blas.close()
+    backend.close()
 
 
 def bench_small_products(per_graph: int = 100) -> None:
@@ -156,6 +158,7 @@ def bench_small_products(per_graph: int = 100) -> None:
             graph = captured.graph.instantiate()  # type: ignore[union-attr]
             us = median_us(lambda g=graph, s=backend.stream: g.launch(s), 20, backend.synchronize)
             emit(bench="device", op=f"{m}x{k}x{n}", impl=engine, us=us / per_graph)
+        backend.close()
 
 
 def _needs_nvidia(anchor: str) -> None:

@@ -100,12 +100,24 @@ def test_describe_lists_the_devices(cpu: Any) -> None:
         # kDLCPU; device memory is host memory, read after a synchronize
         (
             "cpu",
-            PlatformTraits(1, 0, False, True, blas_chooses_on_host=False),
+            PlatformTraits(
+                1,
+                0,
+                cuda_array_interface=False,
+                host_memory_is_device_memory=True,
+                blas_chooses_on_host=False,
+            ),
         ),
         # kDLROCM; ROCm's default stream is 0
         (
             "amd",
-            PlatformTraits(10, 0, False, False, blas_chooses_on_host=True),
+            PlatformTraits(
+                10,
+                0,
+                cuda_array_interface=False,
+                host_memory_is_device_memory=False,
+                blas_chooses_on_host=True,
+            ),
         ),
     ],
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -42,7 +43,9 @@ def spied(monkeypatch: pytest.MonkeyPatch, backend: HipBackend) -> list[str]:
 
 
 def test_the_default_follows_the_platforms_blas(device: Device) -> None:
-    expected = SMALL_GEMM_WORK if hip_api().traits.blas_chooses_on_host else 0
+    """64³ where the BLAS library chooses its kernel on the host (cuBLAS, rocBLAS), none on
+    the cpu platform, whose GEMM is the runtime library's own loop."""
+    expected = {"amd": 64**3, "nvidia": 64**3, "cpu": 0}[hip_api().platform]
     assert small_gemm_work(None) == expected
     with HipBackend(device) as backend:
         assert backend.small_gemm.work == expected
@@ -78,6 +81,59 @@ def test_products_up_to_the_limit_take_the_kernel(
         y = backend.matmul(backend.from_numpy(a), backend.from_numpy(b))
         np.testing.assert_allclose(y.to_numpy(), a @ b, rtol=1e-5, atol=1e-4)
         assert engines == ["kernel", "blas"]  # small, but deeper than SMALL_GEMM_DEPTH
+
+
+@pytest.mark.parametrize("shape", [(17, 33, 47), (64, 1, 64), (1, 64, 64), (40, 64, 3)])
+@pytest.mark.parametrize("transposes", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_tiles_edges_and_leading_dimensions(
+    device: Device,
+    monkeypatch: pytest.MonkeyPatch,
+    shape: tuple[int, int, int],
+    transposes: tuple[bool, bool],
+    dtype: str,
+) -> None:
+    """m, k, n across several 16 x 16 tiles and k steps, none of them whole; each operand
+    stored either way and read through a leading dimension wider than its rows (a slice of a
+    wider tensor), the result into a slice too."""
+    m, k, n = shape
+    ta, tb = transposes
+    rng = np.random.default_rng(5)
+    stored_a = (k, m) if ta else (m, k)
+    stored_b = (n, k) if tb else (k, n)
+    wide_a = rng.standard_normal((stored_a[0], stored_a[1] + 3)).astype(ml_dtypes.bfloat16)
+    wide_b = rng.standard_normal((stored_b[0], stored_b[1] + 5)).astype(ml_dtypes.bfloat16)
+    a_host = wide_a[:, : stored_a[1]].astype(dtype)  # (bf16 values: exact in either dtype)
+    b_host = wide_b[:, : stored_b[1]].astype(dtype)
+    with HipBackend(device, small_gemm=2**62) as backend:
+        engines = spied(monkeypatch, backend)
+        a = backend.from_numpy(wide_a.astype(dtype))[:, : stored_a[1]]
+        b = backend.from_numpy(wide_b.astype(dtype))[:, : stored_b[1]]
+        out = backend.zeros((m, n + 2), dtype)[:, :n]
+        backend.matmul(a, b, transpose_a=ta, transpose_b=tb, alpha=2.0, out=out)
+        expected = 2.0 * (
+            (a_host.T if ta else a_host).astype(np.float64)
+            @ (b_host.T if tb else b_host).astype(np.float64)
+        )
+        tolerance = 2e-2 if dtype == "bfloat16" else 1e-5
+        np.testing.assert_allclose(
+            out.contiguous().to_numpy().astype(np.float64), expected, rtol=tolerance,
+            atol=tolerance * max(1.0, np.abs(expected).max()),
+        )  # fmt: skip
+        assert engines == ["kernel"]
+
+
+def test_a_result_taller_than_the_grid_goes_to_blas(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tile row a grid row: more than 65535 · 16 rows of C are BLAS's, whatever the limit."""
+    rows = 65535 * 16 + 1
+    with HipBackend(device, small_gemm=2**62) as backend:
+        engines = spied(monkeypatch, backend)
+        x = backend.full((rows, 1), 3.0, np.float32)
+        y = backend.matmul(x, backend.full((1, 1), 0.5, np.float32))
+        assert engines == ["blas"]
+        assert (y.to_numpy() == 1.5).all()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])

@@ -57,12 +57,18 @@ class PlatformTraits:
 
 #: One row per platform; `HipApi.traits` is its platform's row.
 PLATFORM_TRAITS = {
-    "amd": PlatformTraits(10, 0, False, host_memory_is_device_memory=False,
-                          blas_chooses_on_host=True),
-    "nvidia": PlatformTraits(2, 1, True, host_memory_is_device_memory=False,
-                             blas_chooses_on_host=True),
-    "cpu": PlatformTraits(1, 0, False, host_memory_is_device_memory=True,
-                          blas_chooses_on_host=False),
+    "amd": PlatformTraits(
+        10, 0, cuda_array_interface=False, host_memory_is_device_memory=False,
+        blas_chooses_on_host=True,
+    ),
+    "nvidia": PlatformTraits(
+        2, 1, cuda_array_interface=True, host_memory_is_device_memory=False,
+        blas_chooses_on_host=True,
+    ),
+    "cpu": PlatformTraits(
+        1, 0, cuda_array_interface=False, host_memory_is_device_memory=True,
+        blas_chooses_on_host=False,
+    ),
 }  # fmt: skip
 
 

@@ -67,10 +67,12 @@ class HipBackend(
     Args:
         device: a Device, an ordinal, or None for this thread's current device.
         preload: compile and load every kernel source now instead of on first use.
-        small_gemm: the most multiply-adds (m · n · k · batch) a matmul or linear of depth
-            k <= 64 may have to be queued as hip-runtime's own kernel rather than a BLAS call
-            (hip_runtime.small_gemm: a BLAS call's host cost outweighs a small product).
-            None: the platform's default, 64³ on amd and nvidia, 0 on cpu; 0: always BLAS.
+        small_gemm: the most multiply-adds (m · n · k · batch) one product call of a matmul,
+            linear or mlp_swiglu of depth k <= 64 may have to be queued as hip-runtime's own
+            kernel rather than a BLAS call (hip_runtime.small_gemm: a BLAS call's host cost
+            outweighs a small product; a matmul whose batch layout needs several calls is
+            judged per call). None: the platform's default, 64³ on amd and nvidia, 0 on cpu;
+            0: always BLAS. Convolutions' products always go to BLAS.
 
     A hip_core.Resource: `close()` (or `with HipBackend() as backend:`) waits for the stream
     and destroys the BLAS handle; the stream and the pool are released once no tensor of this

@@ -73,6 +73,14 @@ class Gemm:
     ldc: int = 0
 
     @functools.cached_property
+    def leading_dimensions(self) -> tuple[int, int, int]:
+        """(lda, ldb, ldc) as stored: the given ones, 0 standing for the stored row length
+        (k or m for A, n or k for B, n for C), at least 1."""
+        lda = self.lda or (self.m if self.transpose_a else self.k)
+        ldb = self.ldb or (self.k if self.transpose_b else self.n)
+        return max(lda, 1), max(ldb, 1), max(self.ldc or self.n, 1)
+
+    @functools.cached_property
     def _column_major(self) -> tuple[int, ...] | None:
         """The column-major call's (op_b, op_a, n, m, k, ldb, lda, ldc), worked out once per
         spec (plans are cached, so a repeated matmul pays nothing here); None when C is
@@ -83,13 +91,11 @@ class Gemm:
         if m == 0 or n == 0 or self.batch == 0:
             return None
         # Column-major: first operand op(B)ᵀ (n x k), second op(A)ᵀ (k x m), result n x m.
+        lda, ldb, ldc = self.leading_dimensions
         return (
             HIPBLAS_OP_T if self.transpose_b else HIPBLAS_OP_N,
             HIPBLAS_OP_T if self.transpose_a else HIPBLAS_OP_N,
-            n, m, k,
-            max(self.ldb or (k if self.transpose_b else n), 1),
-            max(self.lda or (m if self.transpose_a else k), 1),
-            max(self.ldc or n, 1),
+            n, m, k, ldb, lda, ldc,
         )  # fmt: skip
 
 

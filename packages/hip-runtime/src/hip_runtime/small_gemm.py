@@ -35,7 +35,7 @@ from hip_runtime.kernel_cache import KernelCache
 SMALL_GEMM_WORK = 64**3
 SMALL_GEMM_DEPTH = 64
 _TILE = 16  # kernels/gemm_small.hip's HIPK_GEMM_TILE: a block is one 16 x 16 tile of C
-_MAX_BATCH = 65535  # the grid's z limit: one batch entry per z
+_GRID_YZ = 65535  # the grid's y and z limit: a row of tiles per y, a batch entry per z
 _SUFFIXES = {HIP_R_32F: "f32", HIP_R_64F: "f64", HIP_R_16F: "f16", HIP_R_16BF: "bf16"}
 
 
@@ -68,7 +68,8 @@ class SmallGemm:
         return (
             0 < spec.m * spec.n * spec.k * spec.batch <= self.work
             and spec.k <= SMALL_GEMM_DEPTH
-            and spec.batch <= _MAX_BATCH
+            and spec.m <= _GRID_YZ * _TILE
+            and spec.batch <= _GRID_YZ
         )
 
     def gemm(
@@ -94,7 +95,8 @@ class SmallGemm:
         self, spec: Gemm, data_type: int, *, alpha: float = 1.0, beta: float = 0.0
     ) -> Callable[[int, int, int], None]:
         """`gemm(a, b, c)` queueing one call of `spec` with everything but the addresses
-        packed once (hip-core's `Kernel.prepare`), as `Blas.prepare`."""
+        packed once (hip-core's `Kernel.prepare`), as `Blas.prepare`; unlike it, for a batch
+        too (one launch covers it), so never None."""
         kernel, grid, scalars = self._launch_of(spec, data_type, alpha, beta)
         stream, block = self.stream, (_TILE, _TILE)
         null = DevicePointer(0)
@@ -113,10 +115,9 @@ class SmallGemm:
         """The kernel, grid and non-pointer arguments of `spec`'s launches."""
         kernel = self.kernels.get("gemm_small.hip", f"gemm_small_{_SUFFIXES[data_type]}")
         grid = (-(-spec.n // _TILE), -(-spec.m // _TILE), spec.batch)
-        lda = spec.lda or (spec.m if spec.transpose_a else spec.k)
-        ldb = spec.ldb or (spec.k if spec.transpose_b else spec.n)
+        lda, ldb, ldc = spec.leading_dimensions
         scalars = (
-            spec.m, spec.n, spec.k, lda, ldb, spec.ldc or spec.n, int(spec.transpose_a),
+            spec.m, spec.n, spec.k, lda, ldb, ldc, int(spec.transpose_a),
             int(spec.transpose_b), spec.stride_a, spec.stride_b, spec.stride_c, float(alpha),
             float(beta),
         )  # fmt: skip

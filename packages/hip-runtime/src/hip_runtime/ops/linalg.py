@@ -6,7 +6,8 @@ f16 and bf16 (16-bit types accumulate in f32, f64 in f64); results are C-contigu
 operands' dtype. Strided operands are read in place wherever BLAS can read them (transposed
 views through the op flags, row slices through the leading dimension, any batch strides);
 `ops/gemm_plan.py` says which layouts, and how batches become as few calls as possible. All
-work is queued on the backend's stream through its BLAS handle.
+work is queued on the backend's stream, through its BLAS handle or, for a small product, as
+one launch of hip_runtime.small_gemm's kernel (the same calls, the same layouts).
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ class LinalgOps(OpsBase):
     def _prepare_gemm(
         self, found: MatmulPlan, data_type: int, alpha: Any, beta: float = 0.0
     ) -> Any:
-        """What `_prepared_gemm` runs for a plan of one BLAS call on the operands as they are
-        (no copies): (the prepared call, its alpha, swap, the offsets), else None."""
+        """What `_prepared_gemm` runs for a plan of one product call (BLAS's or the small
+        kernel's) on the operands as they are (no copies): (the prepared call, its alpha,
+        swap, the offsets), else None."""
         if len(found.offsets) != 1 or found.copy_a or found.copy_b or found.copy_out:
             return None
         engine = self._gemm_engine(found.spec)
@@ -119,6 +121,8 @@ class LinalgOps(OpsBase):
         if out.shape != shape or out.dtype != dtype:
             raise ValueError(f"out is {out.shape} {out.dtype}; this op writes {shape} {dtype}")
         check_writable(out)
+        if not out.size:  # (nothing is written; an empty tensor's address may be anywhere)
+            return out
         first, end = out.span()
         for tensor in inputs:
             low, high = tensor.span()
@@ -137,8 +141,9 @@ class LinalgOps(OpsBase):
         *,
         beta: float = 0.0,
     ) -> None:
-        """Queue a validated plan: copies where it says so, then its BLAS calls (k == 0:
-        the result is zeros, or y as it is with beta 1)."""
+        """Queue a validated plan: copies where it says so, then its product calls (BLAS's or
+        the small kernel's: `_gemm_engine`; k == 0: the result is zeros, or y as it is with
+        beta 1)."""
         if found.copy_a:
             a = a.contiguous()
         if found.copy_b:
@@ -303,7 +308,8 @@ def _data_type(a: DeviceTensor, b: DeviceTensor) -> int:
 
 
 def _prepared_gemm(fast: Any, a: DeviceTensor, b: DeviceTensor, y: DeviceTensor) -> None:
-    """A plan's one BLAS call (`_prepare_gemm`) on a, b and y (b's place first when swapped)."""
+    """A plan's one product call (`_prepare_gemm`) on a, b and y (b's place first when
+    swapped)."""
     prepared, _, swap, (off_a, off_b, off_c) = fast
     first, second = (b, a) if swap else (a, b)
     prepared(first.ptr + off_a, second.ptr + off_b, y.ptr + off_c)
