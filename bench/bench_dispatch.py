@@ -41,9 +41,11 @@ VOCAB = 1000
 COPY_BYTES = 4096
 OBJECT_CALLS = 2000
 #: (m, k, n) of the device-time rows: 64³ (the small-product limit), a GEMV-like row of the
-#: same work but deeper than the kernel takes (so hipBLAS's by default), a narrow result of the
-#: same work, and a smaller square.
-SMALL_PRODUCTS = ((64, 64, 64), (1, 512, 512), (512, 64, 8), (32, 32, 32))
+#: same work but deeper than the kernel takes (so hipBLAS's by default), two products at the
+#: kernel's depth limit (128), a narrow result and a smaller square.
+SMALL_PRODUCTS = (
+    (64, 64, 64), (1, 512, 512), (16, 128, 128), (128, 128, 16), (512, 64, 8), (32, 32, 32),
+)  # fmt: skip
 PROFILED_FUNCTIONS = 8
 
 

@@ -14,11 +14,16 @@
 //
 // Launch: block (16, 16), grid (ceil(n / 16), ceil(m / 16), batch); any k >= 0.
 //
-// Each block makes one 16 x 16 tile of C, walking k in steps of 16 through shared memory. Both
-// layouts of each operand are loaded so that consecutive threads read consecutive addresses.
+// Each block makes one 16 x 16 tile of C, walking k in steps of 64 through shared memory: a
+// step's 16 x 64 slice of op(A) and 64 x 16 slice of op(B) are four loads a thread each, all
+// issued before the first is stored, and every operand layout is read so that consecutive
+// threads read consecutive addresses. (Steps of 16 took 0.5 µs each on an H200, one after
+// another: 18.5 µs for a 1 x 512 x 512 product against cuBLAS's 2.4.)
 #include "dtypes.h"
 
-#define HIPK_GEMM_TILE 16
+#define HIPK_GEMM_TILE 16  // C's tile: TILE x TILE, a thread an element
+#define HIPK_GEMM_STEP 64  // k per step
+#define HIPK_GEMM_LOADS (HIPK_GEMM_TILE * HIPK_GEMM_STEP / (HIPK_GEMM_TILE * HIPK_GEMM_TILE))
 
 namespace hipk {
 
@@ -28,33 +33,48 @@ HIPK_DEVICE void gemm_small(const T* a, const T* b, T* c, int m, int n, int k, i
                             long long stride_b, long long stride_c, double alpha, double beta) {
     typedef typename Compute<T>::type Acc;
     // tile_a[i][p]: op(A)'s row row0 + i, column p0 + p; tile_b[p][j]: op(B)'s row p0 + p,
-    // column col0 + j. Rows padded by one so that a column read hits 16 different banks.
-    __shared__ Acc tile_a[HIPK_GEMM_TILE][HIPK_GEMM_TILE + 1];
-    __shared__ Acc tile_b[HIPK_GEMM_TILE][HIPK_GEMM_TILE + 1];
-    const int tx = threadIdx.x, ty = threadIdx.y;
+    // column col0 + j. Rows padded by one (odd pitches) so that neither the stores of either
+    // layout nor the column reads below hit one bank twice.
+    __shared__ Acc tile_a[HIPK_GEMM_TILE][HIPK_GEMM_STEP + 1];
+    __shared__ Acc tile_b[HIPK_GEMM_STEP][HIPK_GEMM_TILE + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y, t = ty * HIPK_GEMM_TILE + tx;
     const int row0 = blockIdx.y * HIPK_GEMM_TILE, col0 = blockIdx.x * HIPK_GEMM_TILE;
     a += blockIdx.z * stride_a;
     b += blockIdx.z * stride_b;
     c += blockIdx.z * stride_c;
     Acc sum = 0;
     // k is the same for the whole block, so every thread reaches both barriers.
-    for (int p0 = 0; p0 < k; p0 += HIPK_GEMM_TILE) {
-        if (transpose_a) {  // A stored [k, m]: op(A)(i, p) at p · lda + i; tx walks i
-            const int i = row0 + tx, p = p0 + ty;
-            tile_a[tx][ty] = i < m && p < k ? load_value(a[(long long)p * lda + i]) : Acc(0);
-        } else {  // stored [m, k]: tx walks p
-            const int i = row0 + ty, p = p0 + tx;
-            tile_a[ty][tx] = i < m && p < k ? load_value(a[(long long)i * lda + p]) : Acc(0);
+    for (int p0 = 0; p0 < k; p0 += HIPK_GEMM_STEP) {
+        Acc va[HIPK_GEMM_LOADS], vb[HIPK_GEMM_LOADS];
+        HIPK_UNROLL
+        for (int s = 0; s < HIPK_GEMM_LOADS; ++s) {
+            const int e = s * HIPK_GEMM_TILE * HIPK_GEMM_TILE + t;  // this load's element
+            // A stored [k, m] (transposed): op(A)(i, p) at p · lda + i, consecutive threads
+            // walk i; stored [m, k]: at i · lda + p, they walk p. B likewise.
+            const int ia = transpose_a ? e % HIPK_GEMM_TILE : e / HIPK_GEMM_STEP;
+            const int pa = transpose_a ? e / HIPK_GEMM_TILE : e % HIPK_GEMM_STEP;
+            const int i = row0 + ia, p = p0 + pa;
+            va[s] = i < m && p < k
+                        ? load_value(a[transpose_a ? (long long)p * lda + i : (long long)i * lda + p])
+                        : Acc(0);
+            const int jb = transpose_b ? e / HIPK_GEMM_STEP : e % HIPK_GEMM_TILE;
+            const int pb = transpose_b ? e % HIPK_GEMM_STEP : e / HIPK_GEMM_TILE;
+            const int j = col0 + jb, pj = p0 + pb;
+            vb[s] = pj < k && j < n
+                        ? load_value(b[transpose_b ? (long long)j * ldb + pj : (long long)pj * ldb + j])
+                        : Acc(0);
         }
-        if (transpose_b) {  // B stored [n, k]: op(B)(p, j) at j · ldb + p; tx walks p
-            const int p = p0 + tx, j = col0 + ty;
-            tile_b[tx][ty] = p < k && j < n ? load_value(b[(long long)j * ldb + p]) : Acc(0);
-        } else {  // stored [k, n]: tx walks j
-            const int p = p0 + ty, j = col0 + tx;
-            tile_b[ty][tx] = p < k && j < n ? load_value(b[(long long)p * ldb + j]) : Acc(0);
+        HIPK_UNROLL
+        for (int s = 0; s < HIPK_GEMM_LOADS; ++s) {
+            const int e = s * HIPK_GEMM_TILE * HIPK_GEMM_TILE + t;
+            tile_a[transpose_a ? e % HIPK_GEMM_TILE : e / HIPK_GEMM_STEP]
+                  [transpose_a ? e / HIPK_GEMM_TILE : e % HIPK_GEMM_STEP] = va[s];
+            tile_b[transpose_b ? e % HIPK_GEMM_STEP : e / HIPK_GEMM_TILE]
+                  [transpose_b ? e / HIPK_GEMM_STEP : e % HIPK_GEMM_TILE] = vb[s];
         }
         __syncthreads();
-        for (int q = 0; q < HIPK_GEMM_TILE; ++q) sum += tile_a[ty][q] * tile_b[q][tx];
+        HIPK_UNROLL
+        for (int q = 0; q < HIPK_GEMM_STEP; ++q) sum += tile_a[ty][q] * tile_b[q][tx];
         __syncthreads();  // the tiles are read before the next step overwrites them
     }
     const int i = row0 + ty, j = col0 + tx;

@@ -53,7 +53,7 @@ SIGNATURE = "(m?,k),(k,n?)->(m?,n?)"
 def backend(
     device: Device, program_cache: Path, request: pytest.FixtureRequest
 ) -> Iterator[HipBackend]:
-    """Every product through BLAS, or every one of depth k <= 64 through the small-product
+    """Every product through BLAS, or every one of depth k <= 128 through the small-product
     kernel (hip_runtime.small_gemm, which takes the small ones by default on amd and nvidia)."""
     with HipBackend(device, small_gemm=0 if request.param == "blas" else 2**62) as backend:
         yield backend

@@ -61,7 +61,7 @@ def test_products_up_to_the_limit_take_the_kernel(
     device: Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """64³ multiply-adds and fewer: the kernel, on the first (checked) call and on planned
-    ones; one more row of the result, or a depth k beyond 64: BLAS. Both agree with numpy."""
+    ones; one more row of the result, or a depth k beyond 128: BLAS. Both agree with numpy."""
     rng = np.random.default_rng(3)
     with HipBackend(device, small_gemm=SMALL_GEMM_WORK) as backend:
         engines = spied(monkeypatch, backend)
@@ -77,13 +77,15 @@ def test_products_up_to_the_limit_take_the_kernel(
         batched = backend.from_numpy(rng.standard_normal((2, 8, 4), np.float32))
         backend.matmul(batched, backend.from_numpy(rng.standard_normal((4, 8), np.float32)))
         assert engines == ["kernel"]  # 2 · 8 · 4 · 8: the batch counts in the work
-        a, b = rng.standard_normal((1, 65), np.float32), rng.standard_normal((65, 8), np.float32)
+        a, b = rng.standard_normal((1, 129), np.float32), rng.standard_normal((129, 8), np.float32)
         y = backend.matmul(backend.from_numpy(a), backend.from_numpy(b))
         np.testing.assert_allclose(y.to_numpy(), a @ b, rtol=1e-5, atol=1e-4)
         assert engines == ["kernel", "blas"]  # small, but deeper than SMALL_GEMM_DEPTH
 
 
-@pytest.mark.parametrize("shape", [(17, 33, 47), (64, 1, 64), (1, 64, 64), (40, 64, 3)])
+@pytest.mark.parametrize(
+    "shape", [(17, 33, 47), (17, 100, 47), (9, 128, 33), (64, 1, 64), (1, 64, 64), (40, 64, 3)]
+)
 @pytest.mark.parametrize("transposes", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_tiles_edges_and_leading_dimensions(
@@ -93,7 +95,7 @@ def test_tiles_edges_and_leading_dimensions(
     transposes: tuple[bool, bool],
     dtype: str,
 ) -> None:
-    """m, k, n across several 16 x 16 tiles and k steps, none of them whole; each operand
+    """m, k, n across several 16 x 16 tiles and 64-deep k steps, whole or not; each operand
     stored either way and read through a leading dimension wider than its rows (a slice of a
     wider tensor), the result into a slice too."""
     m, k, n = shape

@@ -68,7 +68,7 @@ class HipBackend(
         device: a Device, an ordinal, or None for this thread's current device.
         preload: compile and load every kernel source now instead of on first use.
         small_gemm: the most multiply-adds (m · n · k · batch) one product call of a matmul,
-            linear or mlp_swiglu of depth k <= 64 may have to be queued as hip-runtime's own
+            linear or mlp_swiglu of depth k <= 128 may have to be queued as hip-runtime's own
             kernel rather than a BLAS call (hip_runtime.small_gemm: a BLAS call's host cost
             outweighs a small product; a matmul whose batch layout needs several calls is
             judged per call). None: the platform's default, 64³ on amd and nvidia, 0 on cpu;

@@ -28,12 +28,12 @@ from hip_runtime.blas import Gemm
 from hip_runtime.kernel_cache import KernelCache
 
 #: The most multiply-adds a product queued as the kernel may have: 64³; and its most depth k.
-#: A block walks k in steps of 16, one after another, about 0.5 µs each on the H200: at k = 512
-#: a 1 x 512 x 512 product took 18.5 µs on the device against cuBLAS's 2.4. Within both limits
-#: the kernel's device time is cuBLAS's or less (64³: 3.3 µs against 3.3; 512 x 64 x 8: 3.4
-#: against 5.8; docs/benchmarks), so a graph replay loses nothing either.
+#: A block walks k in steps of 64, one after another: device µs on the H200 against cuBLAS's,
+#: each product captured in a graph 100 times (docs/benchmarks): 64³ 2.3 against 3.1;
+#: 128 x 128 x 16 3.5 against 5.9; 16 x 128 x 128 3.5 against 51.8 (cuBLAS's choice there);
+#: but 4 x 256 x 256 6.0 against 4.8 and 1 x 512 x 512 11.0 against 2.3, hence k <= 128.
 SMALL_GEMM_WORK = 64**3
-SMALL_GEMM_DEPTH = 64
+SMALL_GEMM_DEPTH = 128
 _TILE = 16  # kernels/gemm_small.hip's HIPK_GEMM_TILE: a block is one 16 x 16 tile of C
 _GRID_YZ = 65535  # the grid's y and z limit: a row of tiles per y, a batch entry per z
 _SUFFIXES = {HIP_R_32F: "f32", HIP_R_64F: "f64", HIP_R_16F: "f16", HIP_R_16BF: "bf16"}
