@@ -45,32 +45,31 @@ HIPK_DEVICE void gemm_small(const T* a, const T* b, T* c, int m, int n, int k, i
     Acc sum = 0;
     // k is the same for the whole block, so every thread reaches both barriers.
     for (int p0 = 0; p0 < k; p0 += HIPK_GEMM_STEP) {
+        // Load s of this thread: element e of the step's slices, at tile_a[ia][pa] and
+        // tile_b[pb][jb]. A stored [k, m] (transposed): op(A)(i, p) at p · lda + i, so
+        // consecutive threads walk i; stored [m, k]: at i · lda + p, they walk p. B likewise.
         Acc va[HIPK_GEMM_LOADS], vb[HIPK_GEMM_LOADS];
+        int ia[HIPK_GEMM_LOADS], pa[HIPK_GEMM_LOADS], pb[HIPK_GEMM_LOADS], jb[HIPK_GEMM_LOADS];
         HIPK_UNROLL
         for (int s = 0; s < HIPK_GEMM_LOADS; ++s) {
-            const int e = s * HIPK_GEMM_TILE * HIPK_GEMM_TILE + t;  // this load's element
-            // A stored [k, m] (transposed): op(A)(i, p) at p · lda + i, consecutive threads
-            // walk i; stored [m, k]: at i · lda + p, they walk p. B likewise.
-            const int ia = transpose_a ? e % HIPK_GEMM_TILE : e / HIPK_GEMM_STEP;
-            const int pa = transpose_a ? e / HIPK_GEMM_TILE : e % HIPK_GEMM_STEP;
-            const int i = row0 + ia, p = p0 + pa;
+            const int e = s * HIPK_GEMM_TILE * HIPK_GEMM_TILE + t;
+            ia[s] = transpose_a ? e % HIPK_GEMM_TILE : e / HIPK_GEMM_STEP;
+            pa[s] = transpose_a ? e / HIPK_GEMM_TILE : e % HIPK_GEMM_STEP;
+            const int i = row0 + ia[s], p = p0 + pa[s];
             va[s] = i < m && p < k
                         ? load_value(a[transpose_a ? (long long)p * lda + i : (long long)i * lda + p])
                         : Acc(0);
-            const int jb = transpose_b ? e / HIPK_GEMM_STEP : e % HIPK_GEMM_TILE;
-            const int pb = transpose_b ? e % HIPK_GEMM_STEP : e / HIPK_GEMM_TILE;
-            const int j = col0 + jb, pj = p0 + pb;
+            jb[s] = transpose_b ? e / HIPK_GEMM_STEP : e % HIPK_GEMM_TILE;
+            pb[s] = transpose_b ? e % HIPK_GEMM_STEP : e / HIPK_GEMM_TILE;
+            const int j = col0 + jb[s], pj = p0 + pb[s];
             vb[s] = pj < k && j < n
                         ? load_value(b[transpose_b ? (long long)j * ldb + pj : (long long)pj * ldb + j])
                         : Acc(0);
         }
         HIPK_UNROLL
-        for (int s = 0; s < HIPK_GEMM_LOADS; ++s) {
-            const int e = s * HIPK_GEMM_TILE * HIPK_GEMM_TILE + t;
-            tile_a[transpose_a ? e % HIPK_GEMM_TILE : e / HIPK_GEMM_STEP]
-                  [transpose_a ? e / HIPK_GEMM_TILE : e % HIPK_GEMM_STEP] = va[s];
-            tile_b[transpose_b ? e % HIPK_GEMM_STEP : e / HIPK_GEMM_TILE]
-                  [transpose_b ? e / HIPK_GEMM_STEP : e % HIPK_GEMM_TILE] = vb[s];
+        for (int s = 0; s < HIPK_GEMM_LOADS; ++s) {  // (every load issued before this store)
+            tile_a[ia[s]][pa[s]] = va[s];
+            tile_b[pb[s]][jb[s]] = vb[s];
         }
         __syncthreads();
         HIPK_UNROLL

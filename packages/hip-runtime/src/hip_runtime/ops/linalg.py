@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_runtime.blas import DATA_TYPES, Blas, Gemm
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.base import OpsBase, _overlap
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
 from hip_runtime.ops.plans import layout_id, plan_head, plan_key
 from hip_runtime.small_gemm import SmallGemm
@@ -121,12 +121,11 @@ class LinalgOps(OpsBase):
         if out.shape != shape or out.dtype != dtype:
             raise ValueError(f"out is {out.shape} {out.dtype}; this op writes {shape} {dtype}")
         check_writable(out)
-        if not out.size:  # (nothing is written; an empty tensor's address may be anywhere)
-            return out
         first, end = out.span()
         for tensor in inputs:
             low, high = tensor.span()
-            if tensor.size and first < high and low < end:
+            # (empty spans overlap nothing: an empty tensor's address may lie anywhere)
+            if _overlap(first, end - first, low, high - low):
                 raise ValueError("out must not overlap the inputs of this op")
         return out
 
