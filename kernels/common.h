@@ -247,6 +247,18 @@ HIPK_DEVICE int warp_lanes() {
 #endif
 }
 
+// This thread's lane in its warp (warp_lanes()'s). NVIDIA's warps are 32 lanes, a constant
+// there: nvrtc reads `warpSize` from a register and takes the remainder by it as a division.
+HIPK_DEVICE int lane_id() {
+#if defined(__CUDA_ARCH__)
+    return (int)(threadIdx.x & 31u);
+#elif HIPK_GPU
+    return (int)(threadIdx.x % (unsigned int)warpSize);
+#else
+    return 0;
+#endif
+}
+
 // Lane 0 ends with op() over lanes [0, present) of its warp; `present` is how many lanes of
 // this warp exist (the last warp of a block whose size is not a multiple of warpSize is
 // partial). Shuffle-down tree: lane i merges lane i + offset only when that lane exists.

@@ -1,24 +1,35 @@
 // NCHW max pooling of a K x K window (K 2 or 3) at stride 2, no dilation, torch's rules (taps
-// outside the image skipped; NaN propagates), walking down the image.
+// outside the image skipped; NaN propagates): a thread takes a 16-byte column vector through
+// two output rows.
 //
-//   max_pool2d_columns_<t>(x, y, planes, H, W, Ho, Wo, k, ph, pw, band, lanes)
+//   max_pool2d_columns_<t>(x, y, planes, H, W, Ho, Wo, k, ph, pw)
 //       x [planes, H, W], y [planes, Ho, Wo], C-contiguous; W a multiple of V = 16 bytes' worth
-//       of elements and x 16-byte aligned (the host checks). band: output rows a thread (even);
-//       lanes: threads of one row segment, a power of two of at most 32 (the host's: the
-//       smallest that holds a row's ceil(Wo / (V / 2)) threads, or 32). Grid-stride, any 1-D
-//       grid of blocks of a multiple of 32 threads, at most 256 (its launch bounds).
+//       of elements and x 16-byte aligned (the host checks). Grid-stride over column_threads()
+//       threads (planes x pairs of output rows x a row's threads, rounded up to whole warps),
+//       any 1-D grid of blocks of a multiple of 64 threads, at most 256 (its launch bounds).
 //
 // A thread takes one aligned 16-byte vector of input columns (c0 .. c0 + V - 1, its V / 2
-// outputs of each row, as pool.hip's max_pool2d_rows) through `band` output rows, two at a
-// time: the window row that two consecutive output rows share is kept in registers, so each
-// input row is loaded once where max_pool2d_rows loads it for each window that holds it (1.5
-// times at 3x3 / 2), and a thread has four 16-byte loads in flight. The column beside the
-// vector (the left one with padding, the right one for K = 3 without) is the neighbour
-// thread's max over the window rows, passed by a shuffle within the segment; the segment's
-// first and last threads (and every thread on the cpu platform, whose warps are one lane here)
-// load it instead. Consecutive threads take consecutive vectors of a row: coalesced. A row's
-// outputs come from its window rows' maxima (pool_rows.h's row_outputs: packed pairs for
-// 16-bit types on NVIDIA from sm_80, 22 µs against 25 in floats at bench_conv's shape).
+// outputs of each row, as pool.hip's max_pool2d_rows) through a pair of output rows: the K + 2
+// window rows of the pair (the row they share loaded once), every load issued before the
+// first compare. Consecutive threads take consecutive vectors of a row, and a row's last
+// vector is followed by the next pair's or plane's first (no lane idle between rows: each
+// warp's loads are coalesced and every lane loads). The column beside the vector (the left one
+// with padding, the right one for K = 3 without) is the neighbour thread's max over the window
+// rows, passed by a shuffle within the warp; a row's first and last threads and the warp's
+// first and last lanes (every thread on the cpu platform, whose warps are one lane here) load
+// it instead. A row's outputs come from its window rows' maxima (pool_rows.h's row_outputs:
+// packed pairs for 16-bit types on NVIDIA from sm_80).
+//
+// The window size and padding are template parameters (max_pool2d_columns_k picks one of four
+// instances), and the side columns of the warp's edges are loaded for both rows at once after
+// the shuffles: nvrtc's code for one generic loop over runtime K and padding executed 1.7x the
+// instructions of this one (ncu, H200).
+//
+// H200, bf16 [32, 64, 112, 112] 3x3 / 2, against a 256 MiB copy in the same process: 20.0 µs,
+// 0.77 of the copy rate, against 22.4 (0.69) for the earlier walk of 8 output rows a thread in
+// warp segments of a power of two of threads (14 vectors a row: 2 of every 16 lanes idle); a
+// stand-alone CUDA kernel of the same layout, specialized to this shape, 18.7 (0.83). Threads
+// walking 4 and 8 rows, the shared row kept in registers, ran slower (0.77, 0.75 there).
 #include "pool_rows.h"
 
 namespace hipk {
@@ -27,136 +38,148 @@ namespace hipk {
 // the vector past its end (`vector` false).
 template <typename T, int V>
 HIPK_DEVICE Vec<T, V> window_row(const T* in, int h, int H, int W, int c0, bool vector) {
-    Vec<T, V> row;
-    if (vector && h >= 0 && h < H)
-        row = *reinterpret_cast<const Vec<T, V>*>(in + (long long)h * W + c0);
-    else
-        MaxRun<T, V>::init(row);
-    return row;
-}
-
-// The max over window rows h0 .. h0 + K - 1 of input column c (-inf outside the image).
-template <typename T, int K>
-HIPK_DEVICE float column_max(const T* in, int h0, int H, int W, int c) {
-    float m = neg_inf();
-    if (c < 0 || c >= W) return m;
-    HIPK_UNROLL
-    for (int r = 0; r < K; ++r) {
-        const int h = h0 + r;
-        if (h < 0 || h >= H) continue;
-        const float v = to_float(in[(long long)h * W + c]);
-        m = v > m || v != v ? v : m;  // a NaN wins and stays
+    // Chosen as four words: as a Vec of 16-bit elements the choice took a byte permute for each
+    // element (nvrtc, sm_90).
+    union {
+        Vec<T, V> row;
+        unsigned int words[4];
+    } out;
+    MaxRun<T, V>::init(out.row);
+    if (vector && h >= 0 && h < H) {
+        typedef Vec<unsigned int, 4> Words;
+        const Words v = *reinterpret_cast<const Words*>(in + (long long)h * W + c0);
+        HIPK_UNROLL
+        for (int i = 0; i < 4; ++i) out.words[i] = v.v[i];
     }
-    return m;
+    return out.row;
 }
 
-// `v` of the segment's thread `delta` places up (delta 1) or down (-1): `lanes` threads a
-// segment, aligned in the warp. The first / last thread gets its own value back (the caller
-// loads those). One lane a warp on the cpu platform: `v` itself, unused there.
-HIPK_DEVICE float segment_neighbour(float v, int delta, int lanes) {
+// Input row h's column c as a float, -inf outside the image.
+template <typename T>
+HIPK_DEVICE float side_column(const T* in, int h, int H, int W, int c) {
+    if (h >= 0 && h < H && c >= 0 && c < W) return to_float(in[(long long)h * W + c]);
+    return neg_inf();
+}
+
+// `v` of the thread one place up the warp (delta 1) or down (-1); every lane of the warp calls
+// it. The warp's first / last lane gets its own value back (those load their side column). One
+// lane a warp on the cpu platform: `v` itself, unused there.
+HIPK_DEVICE float warp_neighbour(float v, int delta) {
 #if defined(__CUDA_ARCH__)
-    const int lane = (int)(threadIdx.x % 32u);
-    const unsigned int mask =
-        lanes >= 32 ? 0xffffffffu : ((1u << lanes) - 1u) << (lane & ~(lanes - 1));
-    return delta > 0 ? __shfl_up_sync(mask, v, 1, lanes) : __shfl_down_sync(mask, v, 1, lanes);
+    return delta > 0 ? __shfl_up_sync(0xffffffffu, v, 1) : __shfl_down_sync(0xffffffffu, v, 1);
 #elif HIPK_GPU
-    return delta > 0 ? __shfl_up(v, 1, lanes) : __shfl_down(v, 1, lanes);
+    return delta > 0 ? __shfl_up(v, 1) : __shfl_down(v, 1);
 #else
     (void)delta;
-    (void)lanes;
     return v;
 #endif
 }
 
-// One output row of the thread's V / 2 outputs from its window's K rows `taps` (first row h0).
-// Every thread of the segment calls it (the shuffles), `store` says whether the row exists.
-template <typename T, int K>
-HIPK_DEVICE void columns_output_row(const Vec<T, Lanes16<T>::value> (&taps)[K], const T* in,
-                                    int h0, int H, int W, int c0, int pw, int lanes,
-                                    bool first, bool last, bool vector, T* dst, int room,
-                                    bool store) {
-    constexpr int V = Lanes16<T>::value;
-    Vec<T, V> rows_max = taps[0];
-    HIPK_UNROLL
-    for (int r = 1; r < K; ++r) MaxRun<T, V>::add(rows_max, taps[r]);
-    float left = neg_inf(), right = neg_inf();
-    if (pw > 0) {
-        left = segment_neighbour(to_float(rows_max.v[V - 1]), 1, lanes);
-        if (first || !HIPK_GPU) left = column_max<T, K>(in, h0, H, W, c0 - 1);
-    } else if (K == 3) {
-        right = segment_neighbour(to_float(rows_max.v[0]), -1, lanes);
-        if (last || !HIPK_GPU) right = column_max<T, K>(in, h0, H, W, c0 + V);
-    }
-    if (store) row_outputs<T, K>(rows_max, left, right, vector, pw, dst, room);
+// Threads of a launch: planes x pairs of output rows x a row's threads (`per` outputs each),
+// rounded up to 64 (a multiple of every warp size) so that whole warps take the loop's steps
+// and shuffles together.
+HIPK_DEVICE long long column_threads(long long planes, int Ho, int Wo, int per) {
+    const long long n = planes * ((Ho + 1) / 2) * ((Wo + per - 1) / per);
+    return (n + 63) / 64 * 64;
 }
 
-template <typename I, typename T, int K>
+// The max over K window rows of the thread's vector (rows[0 .. K)).
+template <typename T, int K>
+HIPK_DEVICE Vec<T, Lanes16<T>::value> rows_max(const Vec<T, Lanes16<T>::value>* rows) {
+    Vec<T, Lanes16<T>::value> m = rows[0];
+    HIPK_UNROLL
+    for (int r = 1; r < K; ++r) MaxRun<T, Lanes16<T>::value>::add(m, rows[r]);
+    return m;
+}
+
+// The NaN-propagating max of sides[0 .. K) (a NaN wins and stays).
+template <int K> HIPK_DEVICE float sides_max(const float* sides) {
+    float m = sides[0];
+    HIPK_UNROLL
+    for (int r = 1; r < K; ++r) m = sides[r] > m || sides[r] != sides[r] ? sides[r] : m;
+    return m;
+}
+
+// PW: the padding, 0 or 1 (the left column beside the vector is the window's with padding,
+// the right one for K = 3 without).
+template <typename I, typename T, int K, int PW>
 HIPK_DEVICE void max_pool2d_columns(const T* x, T* y, long long planes, int H, int W, int Ho,
-                                    int Wo, int ph, int pw, int band, int lanes) {
+                                    int Wo, int ph) {
     constexpr int V = Lanes16<T>::value, OW = V / 2;
-    const int runs = (Wo + OW - 1) / OW;  // threads a row
-    const int segments = (runs + lanes - 1) / lanes, bands = (Ho + band - 1) / band;
-    const I n_all = (I)(planes * bands * segments * lanes);
+    constexpr bool SIDE = PW > 0 || K == 3;  // whether the outputs need a column beside
+    const int runs = (Wo + OW - 1) / OW, pairs = (Ho + 1) / 2;  // threads a row, row pairs
+    const I n_real = (I)(planes * pairs * runs);
+    const I n_all = (I)column_threads(planes, Ho, Wo, OW);
+    const int lane = lane_id();
     for (I i = (I)global_thread(); i < n_all; i += (I)grid_threads()) {
-        const int lane = (int)(i % (I)lanes);
-        I rest = i / (I)lanes;
-        const int run = (int)(rest % (I)segments) * lanes + lane;
-        rest /= (I)segments;
-        const int oh_first = (int)(rest % (I)bands) * band;
-        const long long plane = (long long)(rest / (I)bands);
-        const int ow0 = run * OW, c0 = 2 * ow0, oh_end = imin(Ho, oh_first + band);
-        const bool vector = c0 < W, first = lane == 0, last = lane == lanes - 1;
+        const bool active = i < n_real;  // (the rest take the warp's shuffles, store nothing)
+        const I row_of = i / (I)runs, plane_of = row_of / (I)pairs;
+        const int run = (int)(i - row_of * (I)runs);
+        const int oh = 2 * (int)(row_of - plane_of * (I)pairs);
+        const long long plane = active ? (long long)plane_of : 0;
+        const int ow0 = run * OW, c0 = 2 * ow0, h0 = 2 * oh - ph;
+        const bool vector = c0 < W;
         const T* in = x + plane * H * W;
-        T* out = y + plane * Ho * Wo + ow0;
-        const int room = run < runs ? Wo - ow0 : 0;
-        // K = 3: the pair's first window row, the last one of the pair before.
-        Vec<T, V> kept = window_row<T, V>(in, 2 * oh_first - ph, H, W, c0, vector && K == 3);
-        for (int oh = oh_first; oh < oh_end; oh += 2) {
-            const int h0 = 2 * oh - ph, from = K == 3 ? h0 + 1 : h0;
-            Vec<T, V> loaded[4];  // every load of the pair issued before the first compare
-            HIPK_UNROLL
-            for (int r = 0; r < 4; ++r)
-                loaded[r] = window_row<T, V>(in, from + r, H, W, c0, vector);
-            Vec<T, V> upper[K], lower[K];
-            HIPK_UNROLL
-            for (int r = 0; r < K; ++r) {
-                upper[r] = K == 3 ? (r == 0 ? kept : loaded[r - 1]) : loaded[r];
-                lower[r] = K == 3 ? loaded[r + 1] : loaded[r + 2];
+        T* out = y + plane * Ho * Wo + (long long)oh * Wo + ow0;
+        const int room = active ? Wo - ow0 : 0;
+        Vec<T, V> rows[K + 2];  // rows h0 .. h0 + K + 1: both windows, every load at once
+        HIPK_UNROLL
+        for (int r = 0; r < K + 2; ++r) rows[r] = window_row<T, V>(in, h0 + r, H, W, c0, vector);
+        const Vec<T, V> upper = rows_max<T, K>(rows), lower = rows_max<T, K>(rows + 2);
+        // The column beside the vector: the neighbour thread's (every lane takes part in the
+        // shuffles), or, at a row's edge or the warp's, loaded, for both rows at once.
+        float side_upper = neg_inf(), side_lower = neg_inf();
+        if (SIDE) {
+            const int delta = PW > 0 ? 1 : -1, at = PW > 0 ? V - 1 : 0;
+            side_upper = warp_neighbour(to_float(upper.v[at]), delta);
+            side_lower = warp_neighbour(to_float(lower.v[at]), delta);
+            const bool own = PW > 0 ? run == 0 || lane == 0
+                                    : run == runs - 1 || lane == warp_lanes() - 1;
+            if (own) {
+                const int side_c = PW > 0 ? c0 - 1 : c0 + V;
+                float sides[K + 2];
+                HIPK_UNROLL
+                for (int r = 0; r < K + 2; ++r)
+                    sides[r] = side_column<T>(in, h0 + r, H, W, side_c);
+                side_upper = sides_max<K>(sides);
+                side_lower = sides_max<K>(sides + 2);
             }
-            kept = loaded[3];
-            columns_output_row<T, K>(upper, in, h0, H, W, c0, pw, lanes, first, last, vector,
-                                     out + (long long)oh * Wo, room, room > 0);
-            columns_output_row<T, K>(lower, in, h0 + 2, H, W, c0, pw, lanes, first, last, vector,
-                                     out + (long long)(oh + 1) * Wo, room,
-                                     room > 0 && oh + 1 < oh_end);
         }
+        const float none = neg_inf();
+        if (room > 0)
+            row_outputs<T, K>(upper, PW > 0 ? side_upper : none, PW > 0 ? none : side_upper,
+                              vector, PW, out, room);
+        if (room > 0 && oh + 1 < Ho)
+            row_outputs<T, K>(lower, PW > 0 ? side_lower : none, PW > 0 ? none : side_lower,
+                              vector, PW, out + Wo, room);
     }
 }
 
 template <typename I, typename T>
 HIPK_DEVICE void max_pool2d_columns_k(const T* x, T* y, long long planes, int H, int W, int Ho,
-                                      int Wo, int k, int ph, int pw, int band, int lanes) {
-    if (k == 3)
-        max_pool2d_columns<I, T, 3>(x, y, planes, H, W, Ho, Wo, ph, pw, band, lanes);
+                                      int Wo, int k, int ph, int pw) {
+    if (k == 3 && pw > 0)
+        max_pool2d_columns<I, T, 3, 1>(x, y, planes, H, W, Ho, Wo, ph);
+    else if (k == 3)
+        max_pool2d_columns<I, T, 3, 0>(x, y, planes, H, W, Ho, Wo, ph);
+    else if (pw > 0)
+        max_pool2d_columns<I, T, 2, 1>(x, y, planes, H, W, Ho, Wo, ph);
     else
-        max_pool2d_columns<I, T, 2>(x, y, planes, H, W, Ho, Wo, ph, pw, band, lanes);
+        max_pool2d_columns<I, T, 2, 0>(x, y, planes, H, W, Ho, Wo, ph);
 }
 
 }  // namespace hipk
 
-// __launch_bounds__(256, 4): the host launches blocks of 256 threads; four of them a
-// multiprocessor keeps a thread within 64 registers on NVIDIA (73 without: three blocks, 37.5 %
-// occupancy, and 47 % of the DRAM peak by ncu). H200, bf16 3x3 / 2, band 8: 0.612 of the copy
-// rate against 0.585 at [32, 64, 112, 112], 0.614 against 0.591 at [8, 64, 224, 224]; bands of
-// 2 and 4 rows were slower either way, and so was a grid of only the blocks that fit at once.
+// __launch_bounds__(256, 5): the host launches blocks of 256 threads; five of them a
+// multiprocessor hold a thread to 48 registers on NVIDIA (no spills; 62 without, four blocks).
+// H200, [32, 64, 112, 112] 3x3 / 2, same process: f32 33.9 µs against 36.1 with four blocks,
+// bf16 level (20.0 / 20.1).
 #define HIPK_MAX_POOL2D_COLUMNS(S_, T)                                                         \
-    extern "C" __global__ void __launch_bounds__(256, 4)                                      \
+    extern "C" __global__ void __launch_bounds__(256, 5)                                      \
         max_pool2d_columns_##S_(const T* x, T* y, long long planes, int H, int W, int Ho,      \
-                                int Wo, int k, int ph, int pw, int band, int lanes) {          \
-        const int per = hipk::Lanes16<T>::value / 2, runs = (Wo + per - 1) / per;              \
-        const long long threads = planes * ((Ho + band - 1) / band) *                          \
-                                  ((runs + lanes - 1) / lanes) * lanes;                        \
-        HIPK_INDEXED(threads, hipk::max_pool2d_columns_k, x, y, planes, H, W, Ho, Wo, k, ph,   \
-                     pw, band, lanes);                                                         \
+                                int Wo, int k, int ph, int pw) {                               \
+        const int per = hipk::Lanes16<T>::value / 2;                                           \
+        HIPK_INDEXED(hipk::column_threads(planes, Ho, Wo, per), hipk::max_pool2d_columns_k, x, \
+                     y, planes, H, W, Ho, Wo, k, ph, pw);                                      \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_MAX_POOL2D_COLUMNS)

@@ -167,16 +167,20 @@ HIPK_DEVICE void packed_row_outputs(const unsigned int (&w)[4], unsigned int sid
     }
 }
 
+// The 16 bits of T of a float that came from a T (or is -inf): exact without rounding. bf16 is
+// a float's upper half; f16 is converted.
+template <typename T> HIPK_DEVICE unsigned int exact_bits(float v) {
+    return from_float<T>(v).bits;
+}
+template <> HIPK_DEVICE unsigned int exact_bits<bf16>(float v) { return float_bits(v) >> 16; }
+
 template <typename T, int K> struct PackedRowOutputs {
     static HIPK_DEVICE void store(const Vec<T, 8>& rows_max, float left, float right, bool,
                                   int pw, T* dst, int room) {
-        unsigned int w[4];
+        unsigned int w[4];  // (the vector's words as they are: no unpacking and packing again)
         HIPK_UNROLL
-        for (int i = 0; i < 4; ++i)
-            w[i] = rows_max.v[2 * i].bits | (unsigned int)rows_max.v[2 * i + 1].bits << 16;
-        // (the sides came from 16-bit values or are -inf: exact either way)
-        const unsigned int side = pw > 0 ? (unsigned int)from_float<T>(left).bits << 16
-                                         : (unsigned int)from_float<T>(right).bits;
+        for (int i = 0; i < 4; ++i) w[i] = reinterpret_cast<const unsigned int*>(rows_max.v)[i];
+        const unsigned int side = pw > 0 ? exact_bits<T>(left) << 16 : exact_bits<T>(right);
         packed_row_outputs<T, K>(w, side, pw, dst, room);
     }
 };

@@ -202,11 +202,9 @@ def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
     16-byte vector of each row): widths a multiple of the vector (16, 24) and one that is not
     (20: the one-output-a-thread loop in 16-bit), NaN, the image's edges, ceil_mode; "pairs":
     two output rows a thread where the rows' stride is 2 (pooling._NCHW_PAIRS); "columns":
-    at stride 2, pool_columns.hip's walk down the image (pooling._NCHW_COLUMNS, the default
-    from pooling._COLUMN_MIN_RUNS vectors a row, here on every width)."""
+    at stride 2, pool_columns.hip's two rows a thread (pooling._NCHW_COLUMNS, the default)."""
     monkeypatch.setattr(pooling, "_NCHW_PAIRS", variant == "pairs")
     monkeypatch.setattr(pooling, "_NCHW_COLUMNS", variant == "columns")
-    monkeypatch.setattr(pooling, "_COLUMN_MIN_RUNS", 0)
     rng = np.random.default_rng(window * 7 + len(str(stride)))
     for width in (16, 24, 20):
         x = testing.random(rng, (2, 3, 9, width), dtype, scale=3.0)
@@ -248,21 +246,18 @@ def test_tiled_nhwc_max_pool_spans_several_tiles_with_the_same_bits(
 @pytest.mark.parametrize(
     ("window", "padding", "ceil_mode"), [(3, 1, False), (3, 0, True), (2, 1, True), (2, 0, False)]
 )
-@pytest.mark.parametrize("band", [2, 8])
-def test_nchw_column_walk_spans_bands_and_segments_with_the_one_row_bits(
-    backend: HipBackend, window: int, padding: int, ceil_mode: bool, dtype: str, band: int,
+def test_nchw_column_kernel_spans_warps_with_the_one_row_bits(
+    backend: HipBackend, window: int, padding: int, ceil_mode: bool, dtype: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    """pool_columns.hip at stride 2 (pooling._NCHW_COLUMNS, `band` output rows a thread) on
-    rows of several 32-thread segments (272 columns: 34 threads a row in 16-bit, 68 in f32,
-    whose first and last threads load the column beside them where the others take it from a
-    neighbour) and of one short segment (16 columns), bands that end inside a pair of output
-    rows (19 of them at 37 rows), two 16-thread segments of one warp whose bands take different
-    numbers of steps (128 columns in 16-bit), NaN at a segment's edge and the image's: the
+    """pool_columns.hip at stride 2 (pooling._NCHW_COLUMNS, two output rows a thread) on rows
+    that cross warps (272 columns: 34 threads a row in 16-bit, 68 in f32; a warp's first and
+    last lanes load the column beside them where the others take it from a neighbour), rows of
+    two threads, several rows and planes a warp (16 columns), an odd number of output rows (19
+    at 37 rows: the last pair's second row is not stored), launches that end inside a warp
+    (the rest take its shuffles and store nothing), NaN at a warp's edge and the image's: the
     one-row kernel's bits, and numpy's values."""
-    monkeypatch.setattr(pooling, "_COLUMN_BAND", band)
-    monkeypatch.setattr(pooling, "_COLUMN_MIN_RUNS", 0)
-    rng = np.random.default_rng(window * 5 + padding + band)
+    rng = np.random.default_rng(window * 5 + padding)
     for shape in ((2, 2, 37, 272), (2, 3, 37, 128), (1, 3, 9, 16)):
         x = testing.random(rng, shape, dtype, scale=3.0)
         x.reshape(-1)[[i % x.size for i in (0, 255, 256, 3 * 272 + 127, -1)]] = np.nan
@@ -277,15 +272,23 @@ def test_nchw_column_walk_spans_bands_and_segments_with_the_one_row_bits(
 
 
 @pytest.mark.parametrize(
-    ("width", "offset", "kernel"),
-    [(96, 0, "max_pool2d_columns"), (88, 0, "max_pool2d_rows"), (96, 1, "pool2d")],
+    ("width", "stride", "offset", "kernel"),
+    [
+        (16, 2, 0, "max_pool2d_columns"),
+        (96, 2, 0, "max_pool2d_columns"),
+        (96, (1, 2), 0, "max_pool2d_rows"),
+        (96, 2, 1, "pool2d"),
+        (20, 2, 0, "pool2d"),
+    ],
 )
-def test_nchw_max_pool_takes_the_column_walk_from_twelve_vectors_a_row(
-    backend: HipBackend, width: int, offset: int, kernel: str, monkeypatch: pytest.MonkeyPatch
+def test_nchw_max_pool_kernel_by_stride_width_and_alignment(
+    backend: HipBackend, width: int, stride: Any, offset: int, kernel: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    """bf16 3x3 / 2: 96 columns (12 vectors a row: pooling._COLUMN_MIN_RUNS) walk down the
-    image, 88 (11) take max_pool2d_rows, and an x one element past 16-byte alignment (a view)
-    the one-output-a-thread kernel; each against numpy."""
+    """bf16 3x3 NCHW: 16-byte aligned rows at stride 2 take pool_columns.hip (from two vectors
+    a row), at column stride 2 only max_pool2d_rows; an x one element past 16-byte alignment (a
+    view) or rows not a whole number of vectors the one-output-a-thread kernel; each against
+    numpy."""
     requested: list[str] = []
     fetch = backend._kernel
 
@@ -301,11 +304,11 @@ def test_nchw_max_pool_takes_the_column_walk_from_twelve_vectors_a_row(
     view = backend.from_numpy(flat)[offset:].reshape(shape)  # (contiguous, `offset` elements in)
     backend._conv_use_library = False
     try:
-        got = call_twice(backend.max_pool2d, view, 3, 2, 1)
+        got = call_twice(backend.max_pool2d, view, 3, stride, 1)
     finally:
         backend._conv_use_library = True
     assert requested and set(requested) == {f"{kernel}_bf16"}
-    testing.assert_close(got, testing_conv.max_pool2d(x, 3, 2, 1, 1, False), "bf16", 0.0)
+    testing.assert_close(got, testing_conv.max_pool2d(x, 3, stride, 1, 1, False), "bf16", 0.0)
 
 
 @pytest.mark.parametrize(
