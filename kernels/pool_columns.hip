@@ -25,11 +25,13 @@
 // the shuffles: nvrtc's code for one generic loop over runtime K and padding executed 1.7x the
 // instructions of this one (ncu, H200).
 //
-// H200, bf16 [32, 64, 112, 112] 3x3 / 2, against a 256 MiB copy in the same process: 20.0 µs,
-// 0.77 of the copy rate, against 22.4 (0.69) for the earlier walk of 8 output rows a thread in
-// warp segments of a power of two of threads (14 vectors a row: 2 of every 16 lanes idle); a
-// stand-alone CUDA kernel of the same layout, specialized to this shape, 18.7 (0.83). Threads
-// walking 4 and 8 rows, the shared row kept in registers, ran slower (0.77, 0.75 there).
+// H200, bf16 [32, 64, 112, 112] 3x3 / 2, against a 256 MiB copy in the same run: 18.9-19.2 µs,
+// 0.80-0.82 of the copy rate (0.95-0.97 of a copy of the same bytes; an ideal 4:1 streaming
+// max of the same bytes 0.87-0.89), against 22.4 (0.69) for the earlier walk of 8 output rows
+// a thread in warp segments of a power of two of threads (14 vectors a row: 2 of every 16
+// lanes idle); a stand-alone CUDA kernel of this layout, specialized to the shape, 18.7-18.8.
+// Threads walking 4 and 8 rows, the shared row kept in registers, ran slower there (0.77,
+// 0.75).
 #include "pool_rows.h"
 
 namespace hipk {
@@ -172,8 +174,7 @@ HIPK_DEVICE void max_pool2d_columns_k(const T* x, T* y, long long planes, int H,
 
 // __launch_bounds__(256, 5): the host launches blocks of 256 threads; five of them a
 // multiprocessor hold a thread to 48 registers on NVIDIA (no spills; 62 without, four blocks).
-// H200, [32, 64, 112, 112] 3x3 / 2, same process: f32 33.9 µs against 36.1 with four blocks,
-// bf16 level (20.0 / 20.1).
+// H200, [32, 64, 112, 112] 3x3 / 2, same process: f32 33.9 µs against 36.1 with four blocks.
 #define HIPK_MAX_POOL2D_COLUMNS(S_, T)                                                         \
     extern "C" __global__ void __launch_bounds__(256, 5)                                      \
         max_pool2d_columns_##S_(const T* x, T* y, long long planes, int H, int W, int Ho,      \
