@@ -169,9 +169,11 @@ def test_small_max_windows_of_the_portable_kernel_match_numpy(
     ceil_mode; the library off (on the cpu platform it takes every case it can express).
     `pairs`: two output rows a thread where the rows' stride is 2 (pooling._NHWC_PAIRS; H = 9
     leaves the last pair one row); "tiled": pool_tiled_nhwc.hip where the stride is 2
-    (pooling._NHWC_TILED; C = 24 in bf16: three 16-byte runs, one a block)."""
+    (pooling._NHWC_TILED; C = 24 in bf16: three 16-byte runs, one a block); otherwise NHWC at
+    stride 2 takes pool_nhwc.hip (pooling._NHWC_SHUFFLE)."""
     monkeypatch.setattr(pooling, "_NHWC_PAIRS", pairs is True)
     monkeypatch.setattr(pooling, "_NHWC_TILED", pairs == "tiled")
+    monkeypatch.setattr(pooling, "_NHWC_SHUFFLE", pairs is False)
     rng = np.random.default_rng(window * 10 + stride)
     shape = (2, 9, 11, c) if channels_last else (2, c, 9, 11)
     x = testing.random(rng, shape, dtype, scale=3.0)
@@ -219,6 +221,34 @@ def test_max_pool_rows_of_the_nchw_kernel_match_numpy(
 @pytest.mark.parametrize(
     ("window", "padding", "ceil_mode"), [(3, 1, False), (3, 0, True), (2, 1, True), (2, 0, False)]
 )
+@pytest.mark.parametrize("runs", [3, 10, 64])
+def test_nhwc_shuffle_kernel_spans_warps_with_the_one_row_bits(
+    backend: HipBackend, window: int, padding: int, ceil_mode: bool, dtype: str, runs: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """pool_nhwc.hip at stride 2 (pooling._NHWC_SHUFFLE, the window's first column from the
+    thread one pixel before): `runs` 16-byte runs of channels a pixel, 3 and 10 (a pixel's
+    threads cross warps at varying lanes, whose first pixel loads the column itself) and 64
+    (more than a warp: every thread loads it), rows of an odd width, launches that end inside
+    a warp, NaN at the image's edges and mid-row: the one-row kernel's bits, and numpy's."""
+    c = runs * (4 if dtype == "f32" else 8)  # 16 bytes of channels a run
+    rng = np.random.default_rng(window * 7 + padding + runs)
+    x = testing.random(rng, (2, 7, 13, c), dtype, scale=3.0)
+    x.reshape(-1)[[0, 5 * 13 * c + 3, 6 * c + 1, x.size - 1]] = np.nan
+    tensor, results = backend.from_numpy(x), []
+    for shuffle in (False, True):
+        monkeypatch.setattr(pooling, "_NHWC_SHUFFLE", shuffle)
+        results.append(call_twice(backend.max_pool2d, tensor, window, 2, padding, 1, ceil_mode,
+                                  channels_last=True))  # fmt: skip
+    testing.assert_bits_equal(results[1], results[0])
+    expected = testing_conv.max_pool2d(x, window, 2, padding, 1, ceil_mode, channels_last=True)
+    assert_close_with_nans(results[1], expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize(
+    ("window", "padding", "ceil_mode"), [(3, 1, False), (3, 0, True), (2, 1, True), (2, 0, False)]
+)
 def test_tiled_nhwc_max_pool_spans_several_tiles_with_the_same_bits(
     backend: HipBackend, window: int, padding: int, ceil_mode: bool, dtype: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -228,6 +258,7 @@ def test_tiled_nhwc_max_pool_spans_several_tiles_with_the_same_bits(
     f32, and in f16 at most 4 runs a block, pooling._NHWC_TILE_RUNS: 8 x 8 outputs x 32
     channels), NaN in the tiles' halos: the one-row kernel's bits, and numpy's values."""
     monkeypatch.setattr(pooling, "_NHWC_TILE_RUNS", 4 if dtype == "f16" else 8)
+    monkeypatch.setattr(pooling, "_NHWC_SHUFFLE", False)
     rng = np.random.default_rng(window * 3 + padding)
     x = testing.random(rng, (1, 19, 37, 64), dtype, scale=3.0)
     x.reshape(-1)[[0, 17 * 64 + 5, x.size - 1]] = np.nan
