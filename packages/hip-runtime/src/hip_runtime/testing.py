@@ -142,6 +142,33 @@ def assert_bits_equal(got: Array, expected: Array) -> None:
         )
 
 
+def assert_close_with_nans(got: Array, expected: Array, dtype: DTypeLike) -> None:
+    """Check that `got` is NaN exactly where `expected` is (which must have some NaN: the test
+    planted them) and within `assert_close`'s tolerance everywhere else. Raises Mismatch."""
+    nan = np.isnan(expected)
+    if not nan.any():
+        raise Mismatch("the reference has no NaN to compare")
+    if not np.array_equal(np.isnan(_f64(got)), nan):
+        raise Mismatch("NaNs differ")
+    got, expected = got.copy(), expected.copy()
+    got[nan], expected[nan] = 0, 0
+    assert_close(got, expected, dtype)
+
+
+def call_twice(op: Any, x: Any, *args: Any, **kwargs: Any) -> Array:
+    """`op(x, *args, **kwargs)`'s result as a numpy array, after checking that a second call
+    into a fresh `out=` (a repeated call: served by the op's plan) gives the same bits. `op` is
+    a HipBackend op returning a DeviceTensor. Raises Mismatch."""
+    first = op(x, *args, **kwargs)
+    out = first.__class__.empty(first.shape, first.dtype, device=first.device,
+                                stream=first.stream)  # fmt: skip
+    again = op(x, *args, **kwargs, out=out).to_numpy()
+    result: Array = first.to_numpy()
+    if not np.array_equal(again.view(np.uint8), result.view(np.uint8)):
+        raise Mismatch("a repeated call (its plan, into out=) gave other bits than the first")
+    return result
+
+
 # --- elementwise and activations -------------------------------------------------------------
 
 
@@ -377,7 +404,9 @@ __all__ = [
     "add_row_bias",
     "assert_bits_equal",
     "assert_close",
+    "assert_close_with_nans",
     "attention",
+    "call_twice",
     "cast",
     "dequantize",
     "dtype_name",
