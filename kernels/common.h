@@ -247,6 +247,10 @@ HIPK_DEVICE int warp_lanes() {
 #endif
 }
 
+// n threads rounded up to 64, a multiple of every warp size: a kernel whose lanes exchange
+// values by shuffles launches whole warps, the threads past n taking part and storing nothing.
+HIPK_DEVICE long long whole_warps(long long n) { return (n + 63) / 64 * 64; }
+
 // This thread's lane in its warp (warp_lanes()'s). NVIDIA's warps are 32 lanes, a constant
 // there: nvrtc reads `warpSize` from a register and takes the remainder by it as a division.
 HIPK_DEVICE int lane_id() {

@@ -77,12 +77,10 @@ HIPK_DEVICE float warp_neighbour(float v, int delta) {
 #endif
 }
 
-// Threads of a launch: planes x pairs of output rows x a row's threads (`per` outputs each),
-// rounded up to 64 (a multiple of every warp size) so that whole warps take the loop's steps
-// and shuffles together.
+// Threads of a launch: planes x pairs of output rows x a row's threads (`per` outputs each), in
+// whole warps (the shuffles).
 HIPK_DEVICE long long column_threads(long long planes, int Ho, int Wo, int per) {
-    const long long n = planes * ((Ho + 1) / 2) * ((Wo + per - 1) / per);
-    return (n + 63) / 64 * 64;
+    return whole_warps(planes * ((Ho + 1) / 2) * ((Wo + per - 1) / per));
 }
 
 // The max over K window rows of the thread's vector (rows[0 .. K)).

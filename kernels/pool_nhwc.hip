@@ -64,11 +64,9 @@ HIPK_DEVICE Vec<T, V> lanes_up(const Vec<T, V>& run, int delta) {
     return v.run;
 }
 
-// Threads of a launch: output pixels x runs of V channels, rounded up to 64 (a multiple of every
-// warp size) so that whole warps take the loop's steps and shuffles together.
+// Threads of a launch: output pixels x runs of V channels, in whole warps (the shuffles).
 HIPK_DEVICE long long nhwc_threads(long long N, int C, int Ho, int Wo, int V) {
-    const long long n = N * Ho * Wo * (C / V);
-    return (n + 63) / 64 * 64;
+    return whole_warps(N * Ho * Wo * (C / V));
 }
 
 // PW: the columns' padding, 0 or 1; ph the rows'.

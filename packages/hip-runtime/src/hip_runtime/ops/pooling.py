@@ -165,11 +165,9 @@ class PoolingOps(OpsBase):
             ):  # fmt: skip
                 return
         stride_2 = small_max and (sh, sw, dh, dw) == (2, 2, 1, 1)
-        runs = -(-wo // (lanes // 2))  # (max_pool2d_rows' threads a row)
+        runs = -(-wo // (lanes // 2))  # NCHW threads a row (the row and column kernels')
         if rows and _NCHW_COLUMNS and stride_2:
-            # planes x row pairs x runs threads, rounded up to whole warps (the kernel's
-            # column_threads: every warp size divides 64)
-            threads = -(-(n * c * -(-ho // 2) * runs) // 64) * 64
+            threads = _whole_warps(n * c * -(-ho // 2) * runs)  # planes x row pairs x runs
             kernel = self._kernel("pool_columns.hip", f"max_pool2d_columns_{suffix}")
             launch_outputs(self, kernel, threads, x, y, n * c, h, w, ho, wo, kh, ph, pw)
             return
@@ -177,13 +175,11 @@ class PoolingOps(OpsBase):
             pairs = 2 if _NCHW_PAIRS and (sh, dh) == (2, 1) else 1  # output rows a thread
             name = "max_pool2d_row_pairs" if pairs == 2 else "max_pool2d_rows"
             kernel = self._kernel("pool.hip", f"{name}_{suffix}")
-            threads = n * c * -(-ho // pairs) * -(-wo // (lanes // 2))
+            threads = n * c * -(-ho // pairs) * runs
             launch_outputs(self, kernel, threads, x, y, n * c, h, w, ho, wo, kh, sh, ph, pw, dh)
             return
         if _NHWC_SHUFFLE and stride_2 and vec > 1:
-            # output pixels x runs threads, rounded up to whole warps (the kernel's
-            # nhwc_threads: every warp size divides 64)
-            threads = -(-(n * ho * wo * (c // vec)) // 64) * 64
+            threads = _whole_warps(n * ho * wo * (c // vec))  # output pixels x channel runs
             kernel = self._kernel("pool_nhwc.hip", f"max_pool2d_nhwc_{suffix}")
             launch_outputs(self, kernel, threads, x, y, n, c, h, w, ho, wo, kh, ph, pw)
             return
@@ -203,6 +199,12 @@ class PoolingOps(OpsBase):
         )
         launch_outputs(self, kernel, threads, x, y, n, c, h, w, ho, wo, *window, mode,
                        int(channels_last), vec)  # fmt: skip
+
+
+def _whole_warps(threads: int) -> int:
+    """`threads` rounded up to 64, a multiple of every warp size: the launch of a kernel whose
+    lanes exchange values by shuffles (common.h's whole_warps, which the kernel also takes)."""
+    return -(-threads // 64) * 64
 
 
 def _window(
