@@ -6,9 +6,11 @@
     host = y.to_numpy()                          # waits for backend.stream only
 
 Stream semantics: every op and every tensor the backend makes is ordered on `backend.stream`
-(a blocking stream, so the device's null stream orders with it too). Nothing synchronizes the
-device; `to_numpy()` and `synchronize()` wait for this stream alone. Outputs come from a
-stream-ordered memory pool: dropping a tensor returns its memory in stream order, no wait.
+(a blocking stream, so the device's null stream orders with it too); a tensor of another stream
+(another backend's) is waited for on the device before an op uses it (hip_runtime.stream_order).
+Nothing synchronizes the device; `to_numpy()` and `synchronize()` wait for this stream alone.
+Outputs come from a stream-ordered memory pool: dropping a tensor returns its memory in stream
+order, no wait.
 Bad input (wrong type, device, shape, dtype) raises ValueError before anything is queued; any
 method of a closed backend raises hip_core.ClosedError (a ValueError).
 """

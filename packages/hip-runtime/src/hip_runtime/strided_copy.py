@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from hip_core import Device, DevicePointer, Stream, hip_api
 from hip_runtime import strides as layout
 from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.stream_order import order_after
 
 if TYPE_CHECKING:
     from hip_runtime.tensor import DeviceTensor
@@ -74,10 +75,11 @@ class TensorCopies:
         """self[...] = source, device to device on `self.stream`; returns self.
 
         Any strides on either side; `source` has this tensor's dtype and a shape that
-        broadcasts to this one's (numpy's rules), and must be ready in `self.stream`'s order.
-        Where the two share memory, source is copied to a temporary first, so the result is
-        always what numpy's `dst[...] = src` gives. Writing into a broadcast view (elements
-        that share memory) is a ValueError. One memcpy when both are contiguous, else one
+        broadcasts to this one's (numpy's rules). A source ordered on another stream is
+        waited for on the device first (hip_runtime.stream_order). Where the two share
+        memory, source is copied to a temporary first, so the result is always what numpy's
+        `dst[...] = src` gives. Writing into a broadcast view (elements that share memory) is
+        a ValueError. One memcpy when both are contiguous, else one
         launch of the strided-copy kernel."""
         me = self._self()
         if not isinstance(source, TensorCopies):
@@ -88,6 +90,8 @@ class TensorCopies:
             raise ValueError(f"cannot copy from device {source.device.ordinal} into "
                              f"{self.device.ordinal}")  # fmt: skip
         check_writable(me)
+        if source.stream is not self.stream:
+            order_after(self.stream, source, "source")
         copy_into(me, source, stream=self.stream)
         return me
 

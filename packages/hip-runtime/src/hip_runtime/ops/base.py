@@ -31,6 +31,7 @@ from hip_runtime.ops.plans import (
     _strided_out_clear,
 )
 from hip_runtime.small_gemm import SmallGemm
+from hip_runtime.stream_order import order_after, ordered_with
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.strides import broadcast_to, collapse
 from hip_runtime.tensor import DeviceTensor, Shape, as_shape
@@ -89,6 +90,8 @@ class OpsBase(Resource):
             raise ValueError(f"{name}'s memory is closed")
         if x.device != self.device:
             raise ValueError(f"{name} is on device {x.device.ordinal}, not {self.device.ordinal}")
+        if x.stream is not self.stream:
+            order_after(self.stream, x, name)  # (a tensor of another backend or stream)
         return x
 
     def _float(self, x: Any, name: str) -> tuple[DeviceTensor, FloatType]:
@@ -184,13 +187,16 @@ class OpsBase(Resource):
         plans[key] = plan
 
     def _inputs_open(self, inputs: Sequence[DeviceTensor | None]) -> bool:
-        """Whether every tensor of a planned call is open and on this device (what a plan's
-        key cannot say)."""
-        device = self.device
+        """Whether every tensor of a planned call is open, on this device and ordered on this
+        backend's stream (what a plan's key cannot say; a tensor of another stream takes the
+        checked path, which orders this stream after it: `_operand`)."""
+        device, stream = self.device, self.stream
         for t in inputs:
             if t is not None:
                 b = t.buffer
                 if b._releaser is None or b._owner._releaser is None or b.device is not device:
+                    return False
+                if t.stream is not stream and not ordered_with(stream, t.stream):
                     return False
         return True
 
@@ -244,6 +250,8 @@ class OpsBase(Resource):
         spans = plan[3]
         if b._releaser is None or b._owner._releaser is None or b.device is not device:
             return None
+        if out.stream is not self.stream and not ordered_with(self.stream, out.stream):
+            return None  # (the checked path orders this stream after out's)
         if spans[0] is None:  # (a strided input or output)
             return out if _strided_out_clear(out, inputs, spans) else None
         start = out.ptr
