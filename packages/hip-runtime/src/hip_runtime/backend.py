@@ -31,6 +31,7 @@ from hip_runtime.ops.attention_decode import AttentionDecodeOps
 from hip_runtime.ops.base import grid_cap
 from hip_runtime.ops.creation import CreationOps
 from hip_runtime.ops.elementwise import ElementwiseOps
+from hip_runtime.ops.gemv import gemv_row_limit
 from hip_runtime.ops.indexing import IndexingOps
 from hip_runtime.ops.joining import JoiningOps
 from hip_runtime.ops.layout import LayoutOps
@@ -75,6 +76,10 @@ class HipBackend(
             outweighs a small product; a matmul whose batch layout needs several calls is
             judged per call). None: the platform's default, 64³ on amd and nvidia, 0 on cpu;
             0: always BLAS. Convolutions' products always go to BLAS.
+        gemv_rows: the most rows of x (1-8) that `linear`, `rmsnorm_linear` and
+            `rmsnorm_swiglu` send to hip-runtime's GEMV kernel with their fusions
+            (hip_runtime.ops.gemv); None: the platform's default, 8 on amd and nvidia, 0 on
+            cpu (its host BLAS is faster there); 0: never.
 
     A hip_core.Resource: `close()` (or `with HipBackend() as backend:`) waits for the stream
     and destroys the BLAS handle; the stream and the pool are released once no tensor of this
@@ -89,8 +94,10 @@ class HipBackend(
         *,
         preload: bool = False,
         small_gemm: int | None = None,
+        gemv_rows: int | None = None,
     ) -> None:
         work = small_gemm_work(small_gemm)
+        self.gemv_rows = gemv_row_limit(gemv_rows)
         self.device = device = as_device(device)
         self.kernels = KernelCache(device)
         self.stream = device.create_stream()

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from hip_runtime.blas import DATA_TYPES, Blas, Gemm
 from hip_runtime.dtypes import FloatType, float_type
-from hip_runtime.ops.base import OpsBase, _overlap
+from hip_runtime.ops.base import _overlap
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
-from hip_runtime.ops.plans import layout_id, plan_head, plan_key
+from hip_runtime.ops.gemv import GemvOps
+from hip_runtime.ops.plans import address_of, layout_id, plan_head, plan_key
 from hip_runtime.small_gemm import SmallGemm
 from hip_runtime.strided_copy import check_writable
 from hip_runtime.tensor import DeviceTensor
@@ -26,7 +27,7 @@ from hip_runtime.tensor import DeviceTensor
 _DTYPE_NAMES = ", ".join(str(t) for t in DATA_TYPES)
 
 
-class LinalgOps(OpsBase):
+class LinalgOps(GemvOps):
     if TYPE_CHECKING:  # the pointwise family's ops, mixed into HipBackend beside this one
 
         def add(self, a: Any, b: Any, *, out: DeviceTensor | None = None) -> DeviceTensor: ...
@@ -188,7 +189,14 @@ class LinalgOps(OpsBase):
             planned = None if plans is None or self._releaser is None else plans.get(call)
             if planned is not None:
                 y = self._planned_output(planned, (x, weight, bias), out)
-                if y is not None and (residual is None or self._addends(y, bias, residual)):
+                gemv = planned[7]
+                if y is not None and gemv is not None:  # (the GEMV kernel: ops/gemv.py)
+                    clear = residual is None or (
+                        self._inputs_open((residual,)) and self._residual_clear(y, residual)
+                    )
+                    if clear and gemv(weight.ptr, x.ptr, y.ptr, address_of(residual), 0):
+                        return y
+                elif y is not None and (residual is None or self._addends(y, bias, residual)):
                     beta = 0.0 if residual is None else 1.0
                     if planned[6] is None:
                         self._gemm(planned[4], x, weight, y, planned[5], beta=beta)
@@ -205,6 +213,14 @@ class LinalgOps(OpsBase):
         y = self._output(
             out, found.shape, x.dtype, inputs=(residual,), distinct_from=(x, weight, bias)
         )
+        if (
+            bias is None
+            and self._gemv_takes(x, weight)
+            and (residual is None or self._residual_clear(y, residual))
+        ):
+            gemv = self._linear_gemv(x, weight, y, residual)
+            self._keep_plan(call, (*plan_head((x, weight, bias), y), found, None, None, gemv))
+            return y
         beta = 0.0
         if residual is not None:
             self._addends(y, bias, residual)
@@ -213,24 +229,32 @@ class LinalgOps(OpsBase):
         if bias is not None and residual is None:
             self.add(y, bias, out=y)  # [..., out] + [out]: the broadcast row, in place
         fast = self._prepare_gemm(found, t.hip_data_type, 1.0, beta)
-        self._keep_plan(call, (*plan_head((x, weight, bias), y), found, t.hip_data_type, fast))
+        self._keep_plan(
+            call, (*plan_head((x, weight, bias), y), found, t.hip_data_type, fast, None)
+        )
         return y
 
     def _addends(self, y: DeviceTensor, bias: Any, residual: DeviceTensor) -> bool:
         """y = residual + bias (bias may be None), what a linear with a residual adds its
         product to; False when residual and y overlap other than being the same tensor (the
         checked path then refuses them)."""
-        same = residual.ptr == y.ptr and residual._strides == y._strides
-        if not same and residual.size:
-            low, high = residual.span()
-            first, end = y.span()
-            if first < high and low < end:
-                return False
+        if not self._residual_clear(y, residual):
+            return False
+        same = residual.ptr == y.ptr
         if bias is not None:
             self.add(residual, bias, out=y)
         elif not same:
             y.copy_(residual)
         return True
+
+    @staticmethod
+    def _residual_clear(y: DeviceTensor, residual: DeviceTensor) -> bool:
+        """Whether residual (contiguous, y's shape) is y itself or shares no byte with it."""
+        if residual.ptr == y.ptr and residual._strides == y._strides:
+            return True
+        low, high = residual.span()
+        first, end = y.span()
+        return not residual.size or not (first < high and low < end)
 
     def _linear_plan(
         self, x: Any, weight: Any, name: str, inner: tuple[int, ...] | None = None,

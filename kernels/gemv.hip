@@ -1,0 +1,213 @@
+// Matrix-vector products over dense f32 / f16 / bf16 weights for a decode step's few rows of x,
+// with what a transformer layer does around them fused in: y[r, j] = sum_k x[r, k] * W[j, k].
+//
+//   gemv_r<R>_<t>(const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k,
+//                 int rows, int pairs, float eps, long long xs, long long ys, long long rs)
+//
+// rows <= R rows of x (R = 1, 2, 4 or 8, registers): row r at x + r * xs; y's at y + r * ys.
+// w: [n, k] row-major (pairs: [2 n, k]), w, x and every row 16-byte aligned (k a multiple of
+// 16 / sizeof(T)). The options, each a pointer that is null when unused:
+// - norm [k]: x's rows are RMS-normalized first, as rmsnorm(x, norm, eps) would, without the
+//   normalized rows ever being written: y[r, j] = rsqrt(mean_k x[r, k]^2 + eps) *
+//   sum_k W[j, k] * (x[r, k] * norm[k]). The sum of squares comes from the x elements each
+//   team loads anyway, so the norm costs no memory traffic (an rmsnorm launch of its own read
+//   and wrote the row: 6.3 us of a 2048-wide row on the H200, issue 38).
+// - pairs = 1: SwiGLU of a stacked gate/up weight: y[r, j] = silu(g) * u with g from row j and
+//   u from row n + j of w (a team reads both: two rows of loads in flight).
+// - residual: y[r, j] = residual[r * rs + j] + the product (a skip connection; residual may be
+//   y itself: each element is read and written by the one thread that owns it).
+// Everything is accumulated in f32 and rounded once to T; unfused, the intermediates (the
+// normalized row, g and u) are rounded to T on the way, so results differ by T's rounding.
+//
+// Work: a block of 256 threads is 8 teams of 32 lanes, a team per output column j (a weight
+// row, or a gate/up pair); lane l reads the row's 16-byte chunks c = l + 32 i, AHEAD of them
+// issued before any is used, each multiplied by the matching 16 bytes of every row of x (hot in
+// the cache: every team reads them). The lanes' sums meet by shuffles within the team on a GPU
+// (32 lanes of a warp, or half a 64-lane wavefront: the xor offsets stay below 32), through
+// shared memory elsewhere. Grid ceil(n / 8).
+#include "common.h"
+#include "dtypes.h"
+
+#define HIPK_GEMV_THREADS 256  // threads per block (the host's launch)
+#define HIPK_GEMV_TEAM 32      // lanes per output column
+#ifndef HIPK_GEMV_AHEAD
+#define HIPK_GEMV_AHEAD 4  // chunks a lane loads before using them
+#endif
+
+namespace hipk {
+namespace gemv {
+
+template <typename T> struct Chunk {
+    enum { elements = Lanes16<T>::value };
+};
+
+// The sum over a team's 32 lanes, in every lane of it (a GPU); elsewhere each thread its own.
+HIPK_DEVICE float team_sum(float v) {
+#if defined(__CUDA_ARCH__)
+    HIPK_UNROLL
+    for (int offset = HIPK_GEMV_TEAM / 2; offset > 0; offset /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+#elif HIPK_GPU
+    HIPK_UNROLL
+    for (int offset = HIPK_GEMV_TEAM / 2; offset > 0; offset /= 2) v += __shfl_xor(v, offset);
+#endif
+    return v;
+}
+
+HIPK_DEVICE float silu(float g) { return g / (1.0f + expf(-g)); }  // (as binary.hip's swiglu)
+
+// A lane's sums: the product with each row of x (and the up row's, pairs), x's squares (norm).
+template <int R> struct Sums {
+    float dot[R], up[R], squares[R];
+};
+
+template <typename T, int R, bool NORM, bool PAIRS>
+HIPK_DEVICE void accumulate(const T* w_row, const T* up_row, const T* x, const T* norm, int k,
+                            int rows, long long xs, int lane, Sums<R>& s) {
+    constexpr int V = Chunk<T>::elements, AHEAD = HIPK_GEMV_AHEAD, TEAM = HIPK_GEMV_TEAM;
+    const int chunks = k / V;
+    for (int first = lane; first < chunks; first += AHEAD * TEAM) {
+        float wv[AHEAD][V], uv[PAIRS ? AHEAD : 1][V];
+        HIPK_UNROLL
+        for (int a = 0; a < AHEAD; ++a) {  // every weight load issued before any is used
+            const int c = first + a * TEAM;
+            if (c < chunks) {
+                load_floats<T, V>(w_row + (long long)c * V, wv[a]);
+                if (PAIRS) load_floats<T, V>(up_row + (long long)c * V, uv[PAIRS ? a : 0]);
+            }
+        }
+        HIPK_UNROLL
+        for (int a = 0; a < AHEAD; ++a) {
+            const int c = first + a * TEAM;
+            float g[V];
+            if (NORM && c < chunks) load_floats<T, V>(norm + (long long)c * V, g);
+            HIPK_UNROLL
+            for (int r = 0; r < R; ++r) {
+                if (r < rows && c < chunks) {  // (no break: the loops must unroll)
+                    float xv[V];
+                    load_floats<T, V>(x + r * xs + (long long)c * V, xv);
+                    HIPK_UNROLL
+                    for (int e = 0; e < V; ++e) {
+                        if (NORM) {
+                            s.squares[r] += xv[e] * xv[e];
+                            xv[e] *= g[e];
+                        }
+                        s.dot[r] += wv[a][e] * xv[e];
+                        if (PAIRS) s.up[r] += uv[PAIRS ? a : 0][e] * xv[e];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Output (r, j) from the team's summed values.
+template <typename T, bool NORM, bool PAIRS>
+HIPK_DEVICE T finish(float dot, float up, float squares, int k, float eps, const T* residual) {
+    if (NORM) {
+        const float scale = 1.0f / sqrtf(squares / (float)k + eps);  // (as norms.hip)
+        dot *= scale;
+        up *= scale;
+    }
+    float v = PAIRS ? silu(dot) * up : dot;
+    if (residual) v += to_float(*residual);
+    return from_float<T>(v);
+}
+
+template <typename T, int R, bool NORM, bool PAIRS>
+HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k,
+                     int rows, float eps, long long xs, long long ys, long long rs) {
+    constexpr int THREADS = HIPK_GEMV_THREADS, TEAM = HIPK_GEMV_TEAM;
+    const int t = (int)threadIdx.x, lane = t % TEAM;
+    const int j = (int)blockIdx.x * (THREADS / TEAM) + t / TEAM;
+    Sums<R> s;
+    HIPK_UNROLL
+    for (int r = 0; r < R; ++r) s.dot[r] = s.up[r] = s.squares[r] = 0.0f;
+    if (j < n) {
+        const T* w_row = w + (long long)j * k;
+        accumulate<T, R, NORM, PAIRS>(w_row, w_row + (long long)n * k, x, norm, k, rows, xs, lane,
+                                      s);
+    }
+#if HIPK_GPU
+    HIPK_UNROLL
+    for (int r = 0; r < R; ++r) {
+        s.dot[r] = team_sum(s.dot[r]);
+        if (PAIRS) s.up[r] = team_sum(s.up[r]);
+        if (NORM) s.squares[r] = team_sum(s.squares[r]);
+    }
+    if (j >= n) return;
+    HIPK_UNROLL
+    for (int r = 0; r < R; ++r) {  // lane r writes row r
+        if (r < rows && lane == r % TEAM) {
+            y[r * ys + j] = finish<T, NORM, PAIRS>(s.dot[r], s.up[r], s.squares[r], k, eps,
+                                                    residual ? residual + r * rs + j : nullptr);
+        }
+    }
+#else
+    // Each thread's own sums meet in shared memory; one thread per output adds its team's in
+    // lane order.
+    __shared__ float part[3][R][THREADS];
+    HIPK_UNROLL
+    for (int r = 0; r < R; ++r) {
+        part[0][r][t] = s.dot[r];
+        part[1][r][t] = s.up[r];
+        part[2][r][t] = s.squares[r];
+    }
+    __syncthreads();
+    for (int o = t; o < (THREADS / TEAM) * R; o += THREADS) {
+        const int team = o % (THREADS / TEAM), r = o / (THREADS / TEAM);
+        const int col = (int)blockIdx.x * (THREADS / TEAM) + team;
+        if (r < rows && col < n) {
+            float sum[3] = {0.0f, 0.0f, 0.0f};
+            for (int l = 0; l < TEAM; ++l) {
+                HIPK_UNROLL
+                for (int q = 0; q < 3; ++q) sum[q] += part[q][r][team * TEAM + l];
+            }
+            y[r * ys + col] = finish<T, NORM, PAIRS>(sum[0], sum[1], sum[2], k, eps,
+                                                      residual ? residual + r * rs + col : nullptr);
+        }
+    }
+#endif
+}
+
+// The four fusions of one row tile, chosen per launch (the same for the whole grid).
+template <typename T, int R>
+HIPK_DEVICE void dispatch(const T* w, const T* x, T* y, const T* residual, const T* norm, int n,
+                          int k, int rows, int pairs, float eps, long long xs, long long ys,
+                          long long rs) {
+    if (norm) {
+        if (pairs) run<T, R, true, true>(w, x, y, residual, norm, n, k, rows, eps, xs, ys, rs);
+        else run<T, R, true, false>(w, x, y, residual, norm, n, k, rows, eps, xs, ys, rs);
+    } else {
+        if (pairs) run<T, R, false, true>(w, x, y, residual, norm, n, k, rows, eps, xs, ys, rs);
+        else run<T, R, false, false>(w, x, y, residual, norm, n, k, rows, eps, xs, ys, rs);
+    }
+}
+
+}  // namespace gemv
+}  // namespace hipk
+
+// Entry points: per row tile R, for each storage type T (written out: hip-core reads the
+// parameter types from the text).
+#define HIPK_GEMV(S, T) \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r1_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        int pairs, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::dispatch<T, 1>(w, x, y, residual, norm, n, k, rows, pairs, eps, xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r2_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        int pairs, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::dispatch<T, 2>(w, x, y, residual, norm, n, k, rows, pairs, eps, xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r4_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        int pairs, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::dispatch<T, 4>(w, x, y, residual, norm, n, k, rows, pairs, eps, xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r8_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        int pairs, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::dispatch<T, 8>(w, x, y, residual, norm, n, k, rows, pairs, eps, xs, ys, rs); \
+    }
+HIPK_F32_AND_16BIT_TYPES(HIPK_GEMV)

@@ -1,0 +1,215 @@
+"""Products of a decode step's few rows with dense weights, as hip-runtime's GEMV kernel
+(kernels/gemv.hip), with the layer's rmsnorm, SwiGLU and residual add fused in.
+
+A decode step multiplies 1-16 rows of activations by each weight: its time is the weight's
+bytes, read once. BLAS libraries reach well below the copy rate there (cuBLAS: ~800 µs of a
+1B Llama token's GEMVs against ~560 µs for their bytes on the H200, issue 38), and the ops
+around each product (rmsnorm before it, the residual add after it, SwiGLU between the MLP's
+products) are launches of their own that read and write rows the product reads anyway. The
+kernel streams each weight row through a team of 32 lanes with 16-byte loads and does those
+ops in its prologue and epilogue:
+
+- `rmsnorm_linear(x, norm_weight, weight)`: linear(rmsnorm(x, norm_weight, eps), weight);
+- `rmsnorm_swiglu(x, norm_weight, gate_up)`: swiglu(gate, up) of that product with a stacked
+  [2 · inter, hidden] gate/up weight;
+- `linear(x, weight, residual=...)` (ops/linalg.py) takes the kernel too, residual fused.
+
+Which calls the kernel takes: at most `HipBackend.gemv_rows` rows of x (8 on amd and nvidia,
+0 on cpu, where the host's BLAS is the faster engine), f32/f16/bf16, C-contiguous operands at
+16-byte aligned addresses with rows of whole 16-byte runs. Others run the unfused ops, with
+the same results up to the rounding of the intermediates (unfused, the normalized rows and
+gate/up are rounded to the storage type; the kernel keeps them in f32). Everything is queued
+on the backend's stream; repeated calls take a launch plan.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hip_core import hip_api
+from hip_runtime.dtypes import FLOAT_TYPES, float_type
+from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.plans import address_of, plan_head, plan_key
+from hip_runtime.tensor import DeviceTensor
+
+GEMV_TILES = (1, 2, 4, 8)  # the kernel's row tiles (kernels/gemv.hip's gemv_r<R>)
+GEMV_MAX_ROWS = GEMV_TILES[-1]
+_THREADS, _TEAMS = 256, 8  # a block's threads, and its teams: one output column each
+
+
+class GemvOps(OpsBase):
+    """The fused GEMV ops; HipBackend sets `gemv_rows`."""
+
+    #: Most rows of x the GEMV kernel takes (0: never; `HipBackend(gemv_rows=)`).
+    gemv_rows: int = 0
+
+    if TYPE_CHECKING:  # the families mixed into HipBackend beside this one
+
+        def rmsnorm(
+            self, x: DeviceTensor, weight: DeviceTensor, *, eps: float = 1e-6,
+            out: DeviceTensor | None = None,
+        ) -> DeviceTensor: ...  # fmt: skip
+
+        def linear(
+            self, x: DeviceTensor, weight: DeviceTensor, bias: DeviceTensor | None = None, *,
+            residual: DeviceTensor | None = None, out: DeviceTensor | None = None,
+        ) -> DeviceTensor: ...  # fmt: skip
+
+        def swiglu(
+            self, gate: DeviceTensor, up: DeviceTensor, *, out: DeviceTensor | None = None
+        ) -> DeviceTensor: ...
+
+    def rmsnorm_linear(
+        self,
+        x: DeviceTensor,
+        norm_weight: DeviceTensor,
+        weight: DeviceTensor,
+        *,
+        eps: float = 1e-6,
+        residual: DeviceTensor | None = None,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """linear(rmsnorm(x, norm_weight, eps=eps), weight) (+ residual): x [..., in],
+        norm_weight [in], weight [out, in], residual (optional; `out` may be it) [..., out],
+        all of x's float dtype. One launch where the GEMV kernel takes the call (the module's
+        doc), else rmsnorm then linear."""
+        return self._fused("rmsnorm_linear", x, norm_weight, weight, eps, residual, out)
+
+    def rmsnorm_swiglu(
+        self,
+        x: DeviceTensor,
+        norm_weight: DeviceTensor,
+        gate_up: DeviceTensor,
+        *,
+        eps: float = 1e-6,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """swiglu(g, u) where [g | u] = linear(rmsnorm(x, norm_weight, eps=eps), gate_up):
+        x [..., hidden], gate_up [2 · inter, hidden] (the gate's rows, then the up
+        projection's), result [..., inter]: the first half of a Llama MLP. One launch where
+        the GEMV kernel takes the call, else rmsnorm, linear and swiglu."""
+        return self._fused("rmsnorm_swiglu", x, norm_weight, gate_up, eps, None, out)
+
+    # --- the shared path ----------------------------------------------------------------------
+
+    def _fused(
+        self,
+        op: str,
+        x: DeviceTensor,
+        norm_weight: DeviceTensor,
+        weight: DeviceTensor,
+        eps: float,
+        residual: DeviceTensor | None,
+        out: DeviceTensor | None,
+    ) -> DeviceTensor:
+        pairs = op == "rmsnorm_swiglu"
+        key = plan_key(x, norm_weight, weight, residual, out)
+        if key is not None:
+            key = (op, *key)
+            plan = self._planned(key)
+            if plan is not None and eps == plan[5] and type(eps) is float:
+                y = self._planned_output(plan, (x, norm_weight, weight, residual), out)
+                if y is not None:
+                    pointers = (weight.ptr, x.ptr, y.ptr, address_of(residual), norm_weight.ptr)
+                    if not plan[4](*pointers):  # (declined: a capture, another thread in it)
+                        self._gemv_launch(x, weight, y, residual, norm_weight, eps, pairs)
+                    return y
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+            raise TypeError(f"{op}: eps must be a real number, not {type(eps).__name__}")
+        x = self._tensor(x, "x")
+        float_type(x.dtype, "x")  # (a ValueError for other dtypes)
+        self._same(x, norm_weight, "norm_weight", (x.shape[-1],) if x.ndim else ())
+        weight = self._tensor(weight, "weight")
+        if weight.ndim != 2 or weight.shape[1] != x.shape[-1] or weight.dtype != x.dtype:
+            raise ValueError(
+                f"{op}: weight is {weight.shape} {weight.dtype}; expected [out, {x.shape[-1]}] "
+                f"{x.dtype}"
+            )
+        if pairs and weight.shape[0] % 2:
+            raise ValueError(f"rmsnorm_swiglu: gate_up has {weight.shape[0]} rows, not 2 · inter")
+        n = weight.shape[0] // 2 if pairs else weight.shape[0]
+        shape = (*x.shape[:-1], n)
+        if residual is not None:
+            self._same(x, residual, "residual", shape)
+        if not self._gemv_takes(x, weight, norm_weight):
+            return self._unfused(op, x, norm_weight, weight, float(eps), residual, out, n)
+        y = self._output(out, shape, x.dtype, inputs=(residual,), distinct_from=(x, weight))
+        launch = self._gemv_launch(x, weight, y, residual, norm_weight, float(eps), pairs)
+        prepared = launch[0].prepare(*launch[1:], stream=self.stream)
+        self._keep_plan(key, (*plan_head((x, norm_weight, weight, residual), y), prepared, eps))
+        return y
+
+    def _unfused(
+        self,
+        op: str,
+        x: DeviceTensor,
+        norm_weight: DeviceTensor,
+        weight: DeviceTensor,
+        eps: float,
+        residual: DeviceTensor | None,
+        out: DeviceTensor | None,
+        n: int,
+    ) -> DeviceTensor:
+        """The same result from the separate ops (rows the kernel does not take)."""
+        h = self.rmsnorm(x, norm_weight, eps=eps)
+        if op == "rmsnorm_linear":
+            return self.linear(h, weight, residual=residual, out=out)
+        both = self.linear(h, weight)
+        return self.swiglu(both[..., :n], both[..., n:], out=out)
+
+    def _gemv_takes(
+        self, x: DeviceTensor, weight: DeviceTensor, norm: DeviceTensor | None = None
+    ) -> bool:
+        """Whether the GEMV kernel takes x @ weightᵀ (checked operands; the module's doc)."""
+        if x.ndim == 0 or x.dtype not in FLOAT_TYPES or x._strides is not None:
+            return False
+        rows = x.size // x.shape[-1] if x.shape[-1] else 0
+        if not 0 < rows <= self.gemv_rows or weight._strides is not None:
+            return False
+        run = weight.shape[1] * x.dtype.itemsize
+        return not (
+            run % 16 or x.ptr % 16 or weight.ptr % 16 or (norm is not None and norm.ptr % 16)
+        )
+
+    def _gemv_launch(
+        self,
+        x: DeviceTensor,
+        weight: DeviceTensor,
+        y: DeviceTensor,
+        residual: DeviceTensor | None,
+        norm: DeviceTensor | None,
+        eps: float,
+        pairs: bool,
+    ) -> tuple[Any, ...]:
+        """Queue y = x @ weightᵀ (with the fusions asked for) and return (kernel, grid, block,
+        its arguments): what `Kernel.prepare` takes for the plan."""
+        k = weight.shape[1]
+        rows, n = x.size // k, y.shape[-1]
+        tile = next(r for r in GEMV_TILES if r >= rows)
+        kernel = self._kernel("gemv.hip", f"gemv_r{tile}_{FLOAT_TYPES[x.dtype].suffix}")
+        grid = -(-n // _TEAMS)
+        args = (weight, x, y, residual, norm, n, k, rows, int(pairs), eps, k, n, n)
+        kernel.launch(grid, _THREADS, *args, stream=self.stream)
+        return (kernel, grid, _THREADS, *args)
+
+    def _linear_gemv(
+        self, x: DeviceTensor, weight: DeviceTensor, y: DeviceTensor, residual: DeviceTensor | None
+    ) -> Any:
+        """linear's call through the kernel (ops/linalg.py checked the operands and that the
+        kernel takes them): y = x @ weightᵀ (+ residual, which is y or shares no byte with
+        it). Returns the prepared launch for linear's plan."""
+        launch = self._gemv_launch(x, weight, y, residual, None, 0.0, False)
+        return launch[0].prepare(*launch[1:], stream=self.stream)
+
+
+def gemv_row_limit(setting: int | None) -> int:
+    """HipBackend's `gemv_rows=` checked: None is the platform's default (GEMV_MAX_ROWS where
+    device memory is the GPU's, 0 on cpu); ValueError unless 0..GEMV_MAX_ROWS."""
+    if setting is None:
+        return 0 if hip_api().traits.host_memory_is_device_memory else GEMV_MAX_ROWS
+    if type(setting) is not int or not 0 <= setting <= GEMV_MAX_ROWS:
+        raise ValueError(f"gemv_rows must be an int in 0..{GEMV_MAX_ROWS}, not {setting!r}")
+    return setting
+
+
+__all__ = ["GEMV_MAX_ROWS", "GEMV_TILES", "GemvOps", "gemv_row_limit"]

@@ -1,0 +1,173 @@
+"""The GEMV kernel (kernels/gemv.hip, hip_runtime.ops.gemv): linear with the residual fused,
+rmsnorm_linear and rmsnorm_swiglu, against float64 references and the unfused ops.
+
+On the cpu platform the kernel is off by default (`gemv_rows=0`); these tests turn it on, so
+every path of the kernel (row tiles 1-8, the fusions, columns that end inside a block) runs
+here, and with HIP_FFI_CPU_WARP_SIZE=64 under 64-lane warps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hip_core import Device, Kernel
+from hip_runtime import HipBackend, testing
+from hip_runtime.ops.gemv import GEMV_MAX_ROWS
+from hip_runtime.testing import Reference
+
+DTYPES = ["f32", "f16", "bf16"]
+EPS = 1e-5
+
+
+@pytest.fixture(scope="module")
+def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
+    with HipBackend(device, gemv_rows=GEMV_MAX_ROWS) as backend:
+        yield backend
+
+
+@pytest.fixture(scope="module")
+def unfused(device: Device, program_cache: Path) -> Iterator[HipBackend]:
+    with HipBackend(device, gemv_rows=0) as backend:
+        yield backend
+
+
+@pytest.fixture
+def gemv_launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the gemv kernels launched from now on (they still run)."""
+    seen: list[str] = []
+    launch = Kernel.launch
+
+    def record(self: Kernel, *args: Any, **kwargs: Any) -> None:
+        if self.name.startswith("gemv_r"):
+            seen.append(self.name)
+        launch(self, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "launch", record)
+    return seen
+
+
+def _normed(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    v = x.astype(np.float64)
+    return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + EPS) * g.astype(np.float64)
+
+
+def _product(h: np.ndarray, w: np.ndarray) -> Reference:
+    w64 = w.astype(np.float64)
+    return Reference(h @ w64.T, np.abs(h) @ np.abs(w64).T)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_linear_with_residual_in_place_and_apart(
+    backend: HipBackend, gemv_launches: list[str], dtype: str, rows: int
+) -> None:
+    rng = np.random.default_rng(rows)
+    k, n = 96, 37  # (37 columns: the last block's teams run past the end)
+    x = testing.random(rng, (rows, k), dtype)
+    w = testing.random(rng, (n, k), dtype, scale=0.2)
+    r = testing.random(rng, (rows, n), dtype)
+    expected = _product(x.astype(np.float64), w)
+    with_residual = Reference(expected.value + r.astype(np.float64), expected.magnitude + abs(r))
+    x_d, w_d = backend.from_numpy(x), backend.from_numpy(w)
+    testing.assert_close(backend.linear(x_d, w_d).to_numpy(), expected, dtype)
+    apart = backend.linear(x_d, w_d, residual=backend.from_numpy(r))
+    testing.assert_close(apart.to_numpy(), with_residual, dtype)
+    for _ in range(2):  # the second call takes the plan
+        in_place = backend.from_numpy(r)
+        backend.linear(x_d, w_d, residual=in_place, out=in_place)
+        testing.assert_close(in_place.to_numpy(), with_residual, dtype)
+    tile = min(t for t in (1, 2, 4, 8) if t >= rows)
+    assert gemv_launches and set(gemv_launches) == {f"gemv_r{tile}_{dtype}"}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_rmsnorm_linear_matches_the_reference_and_the_unfused_ops(
+    backend: HipBackend, unfused: HipBackend, dtype: str, rows: int
+) -> None:
+    rng = np.random.default_rng(10 + rows)
+    k, n = 256, 24
+    x = testing.random(rng, (rows, 1, k), dtype, scale=3.0)
+    g = testing.random(rng, (k,), dtype, shift=1.0)
+    w = testing.random(rng, (n, k), dtype, scale=0.1)
+    r = testing.random(rng, (rows, 1, n), dtype)
+    expected = _product(_normed(x, g), w)
+    for ops in (backend, unfused):
+        args = (ops.from_numpy(x), ops.from_numpy(g), ops.from_numpy(w))
+        got = testing.call_twice(ops.rmsnorm_linear, *args, eps=EPS)
+        # unfused, the normed row is rounded to the dtype first: twice the magnitude allowed
+        testing.assert_close(got, expected, dtype, magnitude=2 * expected.magnitude)
+        residual = ops.from_numpy(r)
+        ops.rmsnorm_linear(*args, eps=EPS, residual=residual, out=residual)
+        total = Reference(expected.value + r.astype(np.float64), 2 * expected.magnitude + abs(r))
+        testing.assert_close(residual.to_numpy(), total, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 4, 8, 11])
+def test_rmsnorm_swiglu_matches_the_reference(
+    backend: HipBackend, gemv_launches: list[str], dtype: str, rows: int
+) -> None:
+    """11 rows: more than the kernel takes, so the unfused ops give the result."""
+    rng = np.random.default_rng(20 + rows)
+    k, inter = 128, 40
+    x = testing.random(rng, (rows, k), dtype)
+    g = testing.random(rng, (k,), dtype, shift=1.0)
+    w = testing.random(rng, (2 * inter, k), dtype, scale=0.2)
+    both = _product(_normed(x, g), w)
+    gate, up = both.value[:, :inter], both.value[:, inter:]
+    magnitude = both.magnitude[:, :inter] * both.magnitude[:, inter:] + np.abs(gate * up)
+    expected = Reference(testing.swiglu(gate, up), magnitude)
+    got = testing.call_twice(
+        backend.rmsnorm_swiglu,
+        backend.from_numpy(x), backend.from_numpy(g), backend.from_numpy(w), eps=EPS,
+    )  # fmt: skip
+    testing.assert_close(got, expected, dtype, magnitude=2 * magnitude)
+    assert bool(gemv_launches) == (rows <= GEMV_MAX_ROWS)
+
+
+def test_calls_the_kernel_does_not_take_run_unfused(
+    backend: HipBackend, gemv_launches: list[str]
+) -> None:
+    """A strided x, a bias, rows of a width that is no whole 16-byte run: BLAS as before."""
+    rng = np.random.default_rng(3)
+    x = testing.random(rng, (2, 64), "f32")
+    w = testing.random(rng, (8, 64), "f32")
+    b = testing.random(rng, (8,), "f32")
+    x_d, w_d = backend.from_numpy(x), backend.from_numpy(w)
+    testing.assert_close(backend.linear(x_d, w_d, backend.from_numpy(b)).to_numpy(),
+                         testing.linear(x, w, b), "f32")  # fmt: skip
+    testing.assert_close(backend.linear(x_d[:, :60], w_d[:, :60]).to_numpy(),
+                         testing.linear(x[:, :60], w[:, :60]), "f32")  # fmt: skip
+    odd = testing.random(rng, (2, 63), "f32")
+    testing.assert_close(
+        backend.linear(backend.from_numpy(odd), backend.from_numpy(w[:, :63].copy())).to_numpy(),
+        testing.linear(odd, w[:, :63]), "f32",
+    )  # fmt: skip
+    assert gemv_launches == []
+
+
+def test_bad_arguments_raise_before_any_launch(
+    backend: HipBackend, gemv_launches: list[str]
+) -> None:
+    x = backend.from_numpy(np.ones((1, 64), np.float32))
+    g = backend.from_numpy(np.ones(64, np.float32))
+    w = backend.from_numpy(np.ones((6, 64), np.float32))
+    with pytest.raises(TypeError, match="eps must be a real number"):
+        backend.rmsnorm_linear(x, g, w, eps="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="norm_weight has shape"):
+        backend.rmsnorm_linear(x, w, w)
+    with pytest.raises(ValueError, match="expected \\[out, 64\\]"):
+        backend.rmsnorm_linear(x, g, backend.from_numpy(np.ones((6, 32), np.float32)))
+    with pytest.raises(ValueError, match="not 2 · inter"):
+        backend.rmsnorm_swiglu(x, g, backend.from_numpy(np.ones((7, 64), np.float32)))
+    with pytest.raises(ValueError, match="residual has shape"):
+        backend.rmsnorm_linear(x, g, w, residual=x)
+    with pytest.raises(ValueError, match="gemv_rows"):
+        HipBackend(backend.device, gemv_rows=9)
+    assert gemv_launches == []
