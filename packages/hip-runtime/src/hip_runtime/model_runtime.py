@@ -16,7 +16,8 @@ KV cache are device 0's (on `backend`, which is backends[0]).
 Stream semantics: the weights, the scratch arena and the KV cache all carry the backend's
 stream, so ops on them are ordered with each other (device k's: backends[k]'s stream). `load`
 returns with the weights resident (see AsyncLoader). `close()` waits for the backends' streams
-and frees everything; every method of a closed runtime raises hip_core.ClosedError.
+and frees everything; every method of a closed runtime raises hip_core.ClosedError, and so does
+reading any tensor it held.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ class ModelRuntime(Resource):
     """Owns a HipBackend, the weights (name -> DeviceTensor), an optional scratch arena and KV
     cache, and accounts for the device memory of each.
 
-    `close()` (or `with`) frees them in order. A runtime collected unclosed frees nothing
+    `close()` (or `with`) frees them in order: every tensor listed in `weights` / `shards` (the
+    loaded ones, and any put there, such as a model's prepared weights) has its memory freed
+    then, whoever still refers to it. A backend given to the constructor is shared: close
+    leaves it open. A runtime collected unclosed frees nothing
     itself: each part it holds is a Resource (or memory) that frees itself when collected.
     """
 
@@ -205,8 +209,9 @@ class ModelRuntime(Resource):
         }
 
     def close(self) -> None:
-        """Wait for the backend's stream, then free the weights, scratch and KV cache (and the
-        backend when this runtime made it). Closing twice is harmless."""
+        """Wait for the backend's stream, then free the weights (every tensor listed, not only
+        the loaded ones: those put into `weights` too), scratch and KV cache (and the backend
+        when this runtime made it). Closing twice is harmless."""
         if self.closed:
             return
         super().close()  # closed from here on, even if freeing a part fails
@@ -217,6 +222,12 @@ class ModelRuntime(Resource):
             result.free()
         self._loads.clear()
         for held in self.shards:
+            # Tensors put here rather than loaded (a model's prepared weights, from the
+            # backend's pool) would otherwise live as long as anything refers to them: their
+            # memory goes back now, and a tensor kept elsewhere raises ClosedError when used.
+            # (A loaded tensor's memory is already free; closing a view frees nothing twice.)
+            for tensor in held.values():
+                tensor.buffer.close()
             held.clear()
         self.layouts.clear()
         for part in (self.scratch, self.kv_cache):

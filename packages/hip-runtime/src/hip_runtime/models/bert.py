@@ -37,7 +37,7 @@ from hip_runtime.dtypes import DTypeLike, bool_, float32
 from hip_runtime.model_runtime import ModelRuntime
 from hip_runtime.models.bert_weights import BertWeights, prepare
 from hip_runtime.models.common import close_runtime, load_model, model_dtype
-from hip_runtime.models.config import read_config, require
+from hip_runtime.models.config import positive_float, read_config, require
 from hip_runtime.models.pooling import cls_pool, mean_pool
 from hip_runtime.models.pooling import normalize as unit_length
 from hip_runtime.tensor import DeviceTensor
@@ -88,7 +88,7 @@ class BertConfig:
             if value < 1:
                 raise ValueError(f"{where}: {name!r} must be at least 1, not {value}")
         values["hidden_act"] = require(config, "hidden_act", str, where)
-        values["layer_norm_eps"] = float(require(config, "layer_norm_eps", float, where))
+        values["layer_norm_eps"] = positive_float(config, "layer_norm_eps", where)
         if values["hidden_act"] not in ACTIVATIONS:
             raise ValueError(
                 f"{where}: hidden_act {values['hidden_act']!r} is not supported; this encoder "
@@ -119,7 +119,8 @@ class BertEncoder(Resource):
     """A BERT encoder's prepared weights on one device, owned through a ModelRuntime.
 
     Make one with `from_folder`. `close()` (or `with`) waits for the backend's stream and frees
-    the weights and the backend; every method of a closed encoder raises hip_core.ClosedError.
+    the weights, and the backend unless it was given (shared); every method of a closed
+    encoder, and every tensor it held, raises hip_core.ClosedError.
     """
 
     def __init__(self, runtime: ModelRuntime, config: BertConfig, weights: BertWeights) -> None:
@@ -136,19 +137,21 @@ class BertEncoder(Resource):
     def from_folder(
         cls,
         path: str | os.PathLike[str],
-        device: Device | int | None = None,
+        device: Device | int | HipBackend | None = None,
         *,
         dtype: DTypeLike = "float32",
     ) -> BertEncoder:
         """The encoder in the Hugging Face folder `path` (config.json + safetensors, sharded
-        or not), on `device` (the current one by default), computing in `dtype` (float32,
-        float16 or bfloat16).
+        or not), on `device` (a Device, an ordinal, None for the current one, or a HipBackend
+        to share: the encoder then runs on its stream and `close()` leaves it open), computing
+        in `dtype` (float32, float16 or bfloat16).
 
-        config.json is checked before the device is touched (ValueError naming the field).
-        The checkpoint is loaded as stored, then each weight is cast to `dtype` on the device
-        once (Q, K and V fused into one projection on the way) and the loaded copy is freed,
-        so the device holds one copy of the model in `dtype`. Returns with the weights
-        resident. On failure nothing stays allocated.
+        config.json is checked before the device is touched (ValueError naming the file and
+        the field). The checkpoint is loaded as stored, then each weight is cast to `dtype` on
+        the device once (Q, K and V fused into one projection on the way) and the loaded copy
+        is freed, so the device holds one copy of the model in `dtype`; a checkpoint with more
+        layers than num_hidden_layers is refused. Returns with the weights resident. On
+        failure nothing stays allocated.
         """
         target = model_dtype(dtype, "BertEncoder")
         config = BertConfig.from_dict(read_config(path), f"{os.fspath(path)}/config.json")
@@ -206,7 +209,8 @@ class BertEncoder(Resource):
         return unit_length(backend, pooled) if normalize else pooled
 
     def close(self) -> None:
-        """Wait for the backend's stream and free the weights and the backend. Twice is fine."""
+        """Wait for the backend's stream and free the weights (which raise ClosedError from
+        then on), and the backend unless it was given. Twice is fine."""
         super().close()
 
     def __repr__(self) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_runtime.backend import HipBackend
 from hip_runtime.dtypes import bfloat16
+from hip_runtime.models.common import layers_beyond
 from hip_runtime.tensor import DeviceTensor
 
 if TYPE_CHECKING:
@@ -100,6 +101,12 @@ def prepare(
     if has_pooler:
         source.pair_shapes("pooler.dense", (h, h), (h,))
     source.raise_missing()
+    beyond = layers_beyond(tensors, f"{source.prefix}encoder.layer.", config.num_hidden_layers)
+    if beyond:  # the config would run the first layers only: a different model, silently
+        raise ValueError(
+            f"BertEncoder: the checkpoint holds encoder layers up to {beyond[-1]}; config.json's "
+            f"num_hidden_layers is {config.num_hidden_layers}"
+        )
 
     def cast(name: str) -> DeviceTensor:
         return backend.cast(source.get(name), dtype)

@@ -1,11 +1,12 @@
 """What the model classes share: their dtype argument, loading a checkpoint into the model's
-own prepared weights, and the release of the ModelRuntime a model owns.
+own prepared weights (on a backend of their own or a shared one), the check that a checkpoint
+holds no layers beyond the config's, and the release of the ModelRuntime a model owns.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -41,19 +42,26 @@ def model_dtype(dtype: DTypeLike, model: str) -> np.dtype[Any]:
 
 def load_model(
     source: str | os.PathLike[str] | Checkpoint,
-    device: Device | int | None,
+    device: Device | int | HipBackend | None,
     prepare: Callable[[HipBackend, Mapping[str, DeviceTensor]], W],
     make: Callable[[ModelRuntime, W], M],
     **options: Any,
 ) -> M:
     """`make(runtime, weights)`: a new ModelRuntime on `device` holding the weights `prepare`
     makes from the checkpoint `source` (loaded with ModelRuntime.load_weights' `options`).
+    `device` may be a HipBackend: the runtime then shares it (the model's work is ordered on
+    its stream, its pool holds the weights) and closing the model leaves it open; else the
+    runtime makes a backend of its own, which the model's close closes.
 
     The checkpoint is loaded as stored into a second runtime that shares the backend;
     `prepare` queues the model's own tensors (casts, fusions) on the backend's stream; the
     stored copy is freed once they have run, so the device ends with one copy of the model.
     On failure nothing stays allocated and the error propagates."""
-    runtime = ModelRuntime(device=device)
+    if isinstance(device, HipBackend):
+        device._check_open()
+        runtime = ModelRuntime(device)
+    else:
+        runtime = ModelRuntime(device=device)
     try:
         loaded = ModelRuntime(runtime.backend)  # shares the backend; freed below
         try:
@@ -69,8 +77,22 @@ def load_model(
 
 
 def close_runtime(runtime: ModelRuntime) -> None:
-    """A model's release (Resource._own): its runtime's close, which frees everything."""
+    """A model's release (Resource._own): its runtime's close, which waits for the stream and
+    frees the weights it lists (a closed model's weights raise ClosedError), the KV cache and
+    the backend if the runtime made it."""
     runtime.close()
 
 
-__all__ = ["DTYPES", "Prepared", "close_runtime", "load_model", "model_dtype"]
+def layers_beyond(names: Iterable[str], prefix: str, layers: int) -> list[int]:
+    """The layer numbers >= `layers` among tensors named `{prefix}{number}.…` (sorted): a
+    config that counts fewer layers than its checkpoint holds would run a truncated model."""
+    found = set()
+    for name in names:
+        if name.startswith(prefix):
+            number = name[len(prefix) :].partition(".")[0]
+            if number.isdecimal() and int(number) >= layers:
+                found.add(int(number))
+    return sorted(found)
+
+
+__all__ = ["DTYPES", "Prepared", "close_runtime", "layers_beyond", "load_model", "model_dtype"]

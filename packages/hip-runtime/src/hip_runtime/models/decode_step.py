@@ -87,9 +87,25 @@ class DecodeStep:
         return self._state
 
     def close(self) -> None:
+        """Release the graph (its memory goes once nothing uses its outputs: a step's logits
+        may still be in the caller's hands when the cache is replaced)."""
         if self._graph is not None:
             self._graph.close()
             self._graph = None
+
+    def free(self) -> None:
+        """`close`, and free the step's device memory now: the state, and a graph's inputs,
+        outputs and captured memory (which then raise ClosedError). The decoder's close; the
+        backend's stream must have finished the steps."""
+        graph = self._graph
+        self.close()
+        owned = [] if graph is None else [*graph.inputs, graph.outputs]  # (logits: one tensor)
+        for tensor in owned if self._state is None else [*owned, self._state]:
+            tensor.buffer.close()
+        self._state = self._state_held = None
+        if graph is not None:
+            for chunk in graph.memory.chunks:
+                chunk.close()
 
 
 __all__ = ["DecodeStep"]

@@ -57,8 +57,9 @@ class LlamaDecoder(Resource):
     batch of the last `forward` (made, or remade for a new batch size, by `forward`).
 
     Make one with `from_folder` or `from_gguf`. `close()` (or `with`) waits for the backend's
-    stream and frees the weights, the cache and the backend; every method of a closed decoder
-    raises hip_core.ClosedError.
+    stream and frees the weights, the rotary tables, the cache, the decode steps' state and
+    graph, and the backend unless it was given (shared); every method of a closed decoder, and
+    every tensor it held, raises hip_core.ClosedError.
     """
 
     def __init__(
@@ -81,20 +82,24 @@ class LlamaDecoder(Resource):
     def from_folder(
         cls,
         path: str | os.PathLike[str],
-        device: Device | int | None = None,
+        device: Device | int | HipBackend | None = None,
         *,
         dtype: DTypeLike = "float32",
         max_tokens: int | None = None,
     ) -> LlamaDecoder:
         """The decoder in the Hugging Face folder `path` (config.json + safetensors, one file
-        or sharded with model.safetensors.index.json), on `device`, computing in `dtype`
-        (float32, float16 or bfloat16). `max_tokens`: the KV cache's tokens per sequence
-        (prompt and generated; default min(max_position_embeddings, 4096)).
+        or sharded with model.safetensors.index.json), on `device` (a Device, an ordinal,
+        None for the current one, or a HipBackend to share: the decoder then runs on its
+        stream and `close()` leaves it open), computing in `dtype` (float32, float16 or
+        bfloat16). `max_tokens`: the KV cache's tokens per sequence (prompt and generated;
+        default min(max_position_embeddings, 4096)).
 
-        config.json is checked before the device is touched (ValueError naming the field; a
-        rope scaling other than default/linear/llama3 is refused). The checkpoint is loaded as
-        stored, each weight cast to `dtype` once on the device, and the stored copy freed.
-        Returns with the weights resident; on failure nothing stays allocated."""
+        config.json is checked before the device is touched (ValueError naming the file and
+        the field; a rope scaling other than default/linear/llama3 is refused). The checkpoint
+        is loaded as stored, each weight cast to `dtype` once on the device, and the stored
+        copy freed; layers beyond num_hidden_layers, or tensors of a layer this decoder would
+        not read (biases), are refused. Returns with the weights resident; on failure nothing
+        stays allocated."""
         target = model_dtype(dtype, "LlamaDecoder")
         config = LlamaConfig.from_hf(read_config(path), f"{os.fspath(path)}/config.json")
         # a folder's checkpoint is found as open_checkpoint finds it (the index first)
@@ -104,7 +109,7 @@ class LlamaDecoder(Resource):
     def from_gguf(
         cls,
         path: str | os.PathLike[str],
-        device: Device | int | None = None,
+        device: Device | int | HipBackend | None = None,
         *,
         dtype: DTypeLike = "float32",
         max_tokens: int | None = None,
@@ -159,11 +164,22 @@ class LlamaDecoder(Resource):
         )  # fmt: skip
 
     def close(self) -> None:
-        """Wait for the backend's stream, then free the decode graph, the weights, the KV cache
-        and the backend. Closing twice is harmless."""
-        if not self.closed:
-            self._drop_graph()
-        super().close()
+        """Wait for the backend's stream, then free everything the decoder owns: the weights
+        and the KV cache (the runtime's), the decode steps' state and captured graph, the
+        rotary tables, and the backend unless it was given. Every tensor of a closed decoder
+        raises ClosedError. Closing twice is harmless."""
+        if self.closed:
+            return
+        steps = (self._graph_step, self._eager_step)
+        self._graph_step = self._eager_step = None
+        try:
+            super().close()  # the runtime's close: waits for the stream first
+        finally:
+            for step in steps:
+                if step is not None:
+                    step.free()
+            for table in (self._cos, self._sin):
+                table.buffer.close()
 
     @property
     def backend(self) -> HipBackend:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime.models.config import require
+from hip_runtime.models.config import flag, positive_float, positive_int, require
 
 #: rope types implemented (transformers' names): each only changes the inverse frequencies.
 ROPE_TYPES = ("default", "linear", "llama3")
@@ -46,25 +46,37 @@ class LlamaConfig:
     @classmethod
     def from_hf(cls, config: Mapping[str, Any], where: str) -> LlamaConfig:
         """From a transformers LlamaConfig's dict (config.json): rope_theta / rope_scaling as
-        transformers 4 writes them, or rope_parameters as transformers 5 does."""
-        heads = require(config, "num_attention_heads", int, where)
-        hidden = require(config, "hidden_size", int, where)
-        head_dim = config.get("head_dim") or hidden // max(heads, 1)
-        rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
-        theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
-        rope.setdefault("rope_type", rope.get("type", "default"))
+        transformers 4 writes them, or rope_parameters as transformers 5 does.
+
+        Every field read is checked, as transformers' defaults fill absent ones: sizes are
+        positive ints (not bools), rms_norm_eps and rope_theta finite numbers > 0,
+        tie_word_embeddings a JSON boolean; what this decoder does not run (partial rotary,
+        biases, another activation) is refused rather than ignored. ValueError naming `where`
+        and the field."""
+        heads = positive_int(config, "num_attention_heads", where)
+        hidden = positive_int(config, "hidden_size", where)
+        head_dim = positive_int(config, "head_dim", where, default=hidden // heads)
+        kv_heads = positive_int(config, "num_key_value_heads", where, default=heads)
+        rope = _rope_parameters(config, where)
+        for name, expected in (("attention_bias", False), ("mlp_bias", False),
+                               ("hidden_act", "silu")):  # fmt: skip
+            if name in config and config[name] != expected:
+                raise ValueError(f"{where}: {name} {config[name]!r} is not supported (this "
+                                 f"decoder runs {expected!r})")  # fmt: skip
+        if "partial_rotary_factor" in config:
+            rope["partial_rotary_factor"] = config["partial_rotary_factor"]
         made = cls(
-            vocab_size=require(config, "vocab_size", int, where),
+            vocab_size=positive_int(config, "vocab_size", where),
             hidden_size=hidden,
-            intermediate_size=require(config, "intermediate_size", int, where),
-            layers=require(config, "num_hidden_layers", int, where),
+            intermediate_size=positive_int(config, "intermediate_size", where),
+            layers=positive_int(config, "num_hidden_layers", where),
             heads=heads,
-            kv_heads=config.get("num_key_value_heads") or heads,
+            kv_heads=kv_heads,
             head_dim=head_dim,
-            rms_norm_eps=float(require(config, "rms_norm_eps", float, where)),
-            rope_theta=float(theta),
-            max_positions=require(config, "max_position_embeddings", int, where),
-            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            rms_norm_eps=positive_float(config, "rms_norm_eps", where),
+            rope_theta=rope.pop("rope_theta"),
+            max_positions=positive_int(config, "max_position_embeddings", where),
+            tie_word_embeddings=flag(config, "tie_word_embeddings", where, default=False),
             rope=rope,
             bos_token_id=_token(config.get("bos_token_id")),
             eos_token_ids=_tokens(config.get("eos_token_id")),
@@ -90,7 +102,8 @@ class LlamaConfig:
         rope: dict[str, Any] = {"rope_type": "default"}
         scaling = metadata.get("llama.rope.scaling.type", "none")
         if scaling == "linear":
-            rope = {"rope_type": "linear", "factor": metadata["llama.rope.scaling.factor"]}
+            factor = positive_float(metadata, "llama.rope.scaling.factor", where)
+            rope = {"rope_type": "linear", "factor": factor}
         elif scaling != "none":
             raise ValueError(f"{where}: rope scaling {scaling!r} is not supported (linear)")
         made = cls(
@@ -101,10 +114,8 @@ class LlamaConfig:
             heads=heads,
             kv_heads=metadata.get("llama.attention.head_count_kv") or heads,
             head_dim=int(head_dim),
-            rms_norm_eps=float(
-                require(metadata, "llama.attention.layer_norm_rms_epsilon", float, where)
-            ),
-            rope_theta=float(metadata.get("llama.rope.freq_base", 10000.0)),
+            rms_norm_eps=positive_float(metadata, "llama.attention.layer_norm_rms_epsilon", where),
+            rope_theta=positive_float(metadata, "llama.rope.freq_base", where, default=10000.0),
             max_positions=require(metadata, "llama.context_length", int, where),
             tie_word_embeddings=False,  # decided by the loader: no output.weight means tied
             rope=rope,
@@ -127,8 +138,9 @@ class LlamaConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{where}: {name} must be a positive int, not {value!r}")
         if self.heads % self.kv_heads:
-            raise ValueError(f"{where}: {self.heads} attention heads are not a multiple of "
-                             f"{self.kv_heads} key/value heads")  # fmt: skip
+            raise ValueError(f"{where}: {self.heads} attention heads (num_attention_heads) are "
+                             f"not a multiple of {self.kv_heads} key/value heads "
+                             "(num_key_value_heads)")  # fmt: skip
         if self.head_dim % 2 or self.head_dim > 256:
             raise ValueError(f"{where}: head_dim {self.head_dim} must be even and at most 256")
         kind = self.rope.get("rope_type")
@@ -136,8 +148,10 @@ class LlamaConfig:
             raise ValueError(
                 f"{where}: rope type {kind!r} is not supported ({', '.join(ROPE_TYPES)})"
             )
-        if self.rope.get("partial_rotary_factor", 1.0) != 1.0:
-            raise ValueError(f"{where}: partial_rotary_factor is not supported")
+        partial = self.rope.get("partial_rotary_factor", 1.0)
+        if isinstance(partial, bool) or partial != 1.0:  # (True == 1.0 in Python)
+            raise ValueError(f"{where}: partial_rotary_factor {partial!r} is not supported (Llama "
+                             "rotates whole heads: 1.0)")  # fmt: skip
         factors = self.rope_factors
         if factors is not None and (
             len(factors) != self.head_dim // 2
@@ -173,6 +187,38 @@ class LlamaConfig:
         op's tables)."""
         angles = np.arange(positions, dtype=np.float32)[:, None] * self.inverse_frequencies()
         return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _rope_parameters(config: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """rope_parameters (transformers 5) or rope_scaling (4) with rope_theta (either's, else the
+    top level's, else 10000) and rope_type (or 4's `type`) filled in, each scale the type reads
+    checked: a zero, negative, missing or non-numeric one is a ValueError naming the field
+    (it would make the rotary tables NaN, or a KeyError)."""
+    name = "rope_parameters" if config.get("rope_parameters") is not None else "rope_scaling"
+    given = config.get(name)
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
+        raise ValueError(f"{where}: {name} must be an object, not {given!r}")
+    rope = dict(given)
+    rope.setdefault("rope_type", rope.get("type", "default"))
+    if "rope_theta" in rope:
+        rope["rope_theta"] = positive_float(rope, "rope_theta", f"{where}: {name}")
+    else:
+        rope["rope_theta"] = positive_float(config, "rope_theta", where, default=10000.0)
+    inner = f"{where}: {name}"
+    if rope["rope_type"] in ("linear", "llama3"):
+        rope["factor"] = positive_float(rope, "factor", inner)
+    if rope["rope_type"] == "llama3":
+        low = rope["low_freq_factor"] = positive_float(rope, "low_freq_factor", inner)
+        high = rope["high_freq_factor"] = positive_float(rope, "high_freq_factor", inner)
+        if not low < high:  # their difference divides the smoothing: transformers' rule too
+            raise ValueError(f"{inner}: low_freq_factor {low} must be below high_freq_factor "
+                             f"{high}")  # fmt: skip
+        rope["original_max_position_embeddings"] = positive_int(
+            rope, "original_max_position_embeddings", inner
+        )
+    return rope
 
 
 def _token(value: Any) -> int | None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from hip_runtime.backend import HipBackend
 from hip_runtime.loading.formats import Checkpoint, TensorRecord
+from hip_runtime.models.common import layers_beyond
 from hip_runtime.models.llama_config import LlamaConfig
 from hip_runtime.ops.quantized import SPLIT_MULTIPLE
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
@@ -190,6 +191,7 @@ def prepare(
         found = quantized[name][1] if name in quantized else tensors[name].shape
         if found != shape:
             raise ValueError(f"{name} has shape {found}; expected {shape}")
+    _refuse_unread(tensors, expected, config, naming)
     unpermute = {}
     if naming == "gguf":  # undo the converter's row order of attn_q / attn_k (module docstring)
         for heads in {config.heads, config.kv_heads}:
@@ -266,6 +268,35 @@ def prepare(
         norm=cast(norm_name),
         head=embed if tied else cast(head_name),
     )
+
+
+#: Per-layer tensors a Hugging Face checkpoint may hold that the decoder does not need:
+#: transformers 4.3x saved the rotary inverse frequencies (a buffer) with the weights.
+_UNNEEDED = ("rotary_emb.inv_freq",)
+
+
+def _refuse_unread(
+    tensors: Mapping[str, Any], expected: Mapping[str, Any], config: LlamaConfig, naming: str
+) -> None:
+    """ValueError for layers beyond `config.layers` (the config would run a truncated model)
+    and, in a Hugging Face checkpoint, for a layer's tensors the decoder would not read
+    (q/k/v or MLP biases: transformers' attention_bias / mlp_bias models, Qwen2's)."""
+    prefix = "model.layers." if naming == "hf" else "blk."
+    beyond = layers_beyond(tensors, prefix, config.layers)
+    if beyond:
+        counted = "num_hidden_layers" if naming == "hf" else "llama.block_count"
+        raise ValueError(f"the checkpoint holds layers up to {beyond[-1]}; the config's "
+                         f"{counted} is {config.layers}")  # fmt: skip
+    if naming != "hf":
+        return
+    unread = sorted(
+        name for name in tensors
+        if name.startswith(prefix) and name not in expected and not name.endswith(_UNNEEDED)
+    )  # fmt: skip
+    if unread:
+        listed = ", ".join(unread[:4]) + (" ..." if len(unread) > 4 else "")
+        raise ValueError(f"the checkpoint holds {len(unread)} layer tensors this decoder does not "
+                         f"run (a Llama layer has no others): {listed}")  # fmt: skip
 
 
 def _row_views(stack: DeviceTensor, rows: list[int], make: Any) -> list[Any]:
