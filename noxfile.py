@@ -42,7 +42,9 @@ DEVICE_EXTRA_WHEELS = ("cffi", "pycparser", "ml_dtypes", "gguf")
 # tests/rocm_matrix runs only inside a ROCm release's root (the rocm-matrix session); elsewhere
 # it is left out rather than collected as skips.
 WHOLE_STACK_ONLY = "--ignore=tests/rocm_matrix"
-nox.options.sessions = ["tests", "integration", "rocm-matrix", "lint", "typecheck", "docs"]
+nox.options.sessions = [
+    "tests", "wave64", "integration", "rocm-matrix", "lint", "typecheck", "docs",
+]  # fmt: skip
 # The docs session's tools (mkdocstrings formats the separate signatures with ruff).
 DOCS_DEPS = ("mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26", "ruff>=0.6")
 nox.options.error_on_missing_interpreters = True
@@ -93,6 +95,21 @@ def tests(session: nox.Session, package: str) -> None:
     install_only(session, package)
     session.run("python", "tools/check_isolation.py", package)
     run_pytest(session, f"packages/{package}/tests", marker="not gpu")
+
+
+@nox.session
+def wave64(session: nox.Session) -> None:
+    """hip-runtime's op suite on the cpu platform with 64-lane warps (AMD CDNA's wavefront):
+    every kernel compiled with warpSize 64, so each wave64 path runs somewhere without an AMD
+    GPU. The hiprtc compile tests are left out: they do not depend on the host's warp size."""
+    install_only(session, "hip-runtime")
+    session.env["HIP_FFI_CPU_WARP_SIZE"] = "64"
+    run_pytest(
+        session,
+        "packages/hip-runtime/tests",
+        "--ignore=packages/hip-runtime/tests/test_kernels_compile.py",
+        marker="not gpu",
+    )
 
 
 @nox.session

@@ -268,8 +268,7 @@ class LlamaDecoder(Resource):
         x = self.backend.embedding(ids.reshape(batch, 1), self.weights.embed)
         for n, layer in enumerate(self.weights.layers):
             self._layer(x, n, layer, state[0], None, (state[1], state[2]))
-        final = self.backend.rmsnorm(x[:, 0], self.weights.norm, eps=self.config.rms_norm_eps)
-        return self._linear(final, self.weights.head)
+        return self._normed_linear(x[:, 0], self.weights.norm, self.weights.head)
 
     def _prefill(self, ids: np.ndarray, mask: np.ndarray, last_only: bool = False) -> DeviceTensor:
         """The final-normed hidden states [B, S, H] (or [B, H] of the last position), after
@@ -299,14 +298,15 @@ class LlamaDecoder(Resource):
         `prompt`: (host mask, device keep mask [B, 1, 1, S]) for a prefill; else `step`: (cache
         rows, lengths after the step) of a decode step (S = 1, attention over the cache).
 
-        The ops, each with the whole batch: rmsnorm, the fused QKV product, rope_and_cache
+        The ops, each with the whole batch: rmsnorm and the fused QKV product, rope_and_cache
         (queries and keys rotated, keys and values stored in the cache: one launch), attention,
-        the output product with x as BLAS's addend, rmsnorm, the fused gate/up product, swiglu,
-        the down product with x as addend (a decode step's time is the host's per op)."""
+        the output product with x as its addend, rmsnorm and the fused gate/up product and
+        swiglu, the down product with x as addend. With dense weights and a decode step's few
+        rows, each norm and the product after it, and the gate/up product and swiglu, are one
+        launch of the GEMV kernel (hip_runtime.ops.gemv): six launches a layer."""
         c, backend = self.config, self.backend
         batch, seq, _ = x.shape
-        h = backend.rmsnorm(x, layer.attn_norm, eps=c.rms_norm_eps)
-        q, k, v = self._qkv(h, layer)  # [B * S, heads, D] each
+        q, k, v = self._qkv(x, layer)  # [B * S, heads, D] each
         cache = self.cache
         assert cache is not None
         rows = cache.reserve(n, seq, prompt[0]) if prompt is not None else step[0]  # type: ignore[index]
@@ -325,23 +325,23 @@ class LlamaDecoder(Resource):
             keys, values = cache.view(n)  # (attention_decode: keys 0..length-1, on the device)
             context = backend.attention_decode(q4, keys, values, step[1])
         self._linear(context.reshape(batch, seq, c.heads * c.head_dim), layer.o, residual=x)
-        h = backend.rmsnorm(x, layer.mlp_norm, eps=c.rms_norm_eps)
-        self._mlp(h, layer, residual=x)
+        self._mlp(x, layer)
 
     def _qkv(
-        self, h: DeviceTensor, layer: LlamaLayer
+        self, x: DeviceTensor, layer: LlamaLayer
     ) -> tuple[DeviceTensor, DeviceTensor, DeviceTensor]:
-        """Queries [T, heads, D], keys and values [T, kv_heads, D] of h [B, S, H] (T = B·S):
-        column views of one product with the fused weight, or three products."""
+        """Queries [T, heads, D], keys and values [T, kv_heads, D] of rmsnorm(x) (x [B, S, H],
+        T = B·S): column views of one product with the fused weight, or three products."""
         c = self.config
-        tokens, d = h.shape[0] * h.shape[1], c.head_dim
+        tokens, d = x.shape[0] * x.shape[1], c.head_dim
         shapes = ((tokens, c.heads, d), (tokens, c.kv_heads, d), (tokens, c.kv_heads, d))
         if layer.qkv is None:
+            h = self.backend.rmsnorm(x, layer.attn_norm, eps=c.rms_norm_eps)
             return tuple(  # type: ignore[return-value]
                 self._linear(h, weight).reshape(shape)
                 for weight, shape in zip((layer.q, layer.k, layer.v), shapes, strict=True)
             )
-        qkv = self._linear(h, layer.qkv).reshape(tokens, -1)
+        qkv = self._normed_linear(x, layer.attn_norm, layer.qkv).reshape(tokens, -1)
         q_end, k_end = c.heads * d, (c.heads + c.kv_heads) * d
         return (qkv[:, :q_end].reshape(shapes[0]), qkv[:, q_end:k_end].reshape(shapes[1]),
                 qkv[:, k_end:].reshape(shapes[2]))  # fmt: skip
@@ -357,17 +357,30 @@ class LlamaDecoder(Resource):
             return y if residual is None else self.backend.add(residual, y, out=residual)
         return self.backend.linear(x, weight, residual=residual, out=residual)
 
-    def _mlp(self, h: DeviceTensor, layer: LlamaLayer, residual: DeviceTensor) -> None:
-        """residual += SwiGLU(h): down(silu(gate(h)) · up(h)), gate and up one product when
-        fused."""
-        if layer.gate_up is None:
-            g = self._linear(h, layer.gate)
-            self.backend.swiglu(g, self._linear(h, layer.up), out=g)
+    def _normed_linear(self, x: DeviceTensor, norm: DeviceTensor, weight: Linear) -> DeviceTensor:
+        """rmsnorm(x, norm) @ weightᵀ: one op for a dense weight (rmsnorm_linear: one launch
+        of the GEMV kernel for a decode step's rows), else rmsnorm and `_linear`."""
+        eps = self.config.rms_norm_eps
+        if isinstance(weight, QuantizedWeight):
+            return self._linear(self.backend.rmsnorm(x, norm, eps=eps), weight)
+        return self.backend.rmsnorm_linear(x, norm, weight, eps=eps)
+
+    def _mlp(self, x: DeviceTensor, layer: LlamaLayer) -> None:
+        """x += SwiGLU(rmsnorm(x)): down(silu(gate(h)) · up(h)); the norm, the stacked gate/up
+        product and swiglu one op (rmsnorm_swiglu) when gate and up are one dense weight."""
+        gate_up, eps = layer.gate_up, self.config.rms_norm_eps
+        if isinstance(gate_up, DeviceTensor):
+            g = self.backend.rmsnorm_swiglu(x, layer.mlp_norm, gate_up, eps=eps)
         else:
-            inter = self.config.intermediate_size
-            gate_up = self._linear(h, layer.gate_up)
-            g = self.backend.swiglu(gate_up[:, :, :inter], gate_up[:, :, inter:])
-        self._linear(g, layer.down, residual=residual)
+            h = self.backend.rmsnorm(x, layer.mlp_norm, eps=eps)
+            if gate_up is None:
+                g = self._linear(h, layer.gate)
+                self.backend.swiglu(g, self._linear(h, layer.up), out=g)
+            else:
+                inter = self.config.intermediate_size
+                both = self._linear(h, gate_up)
+                g = self.backend.swiglu(both[:, :, :inter], both[:, :, inter:])
+        self._linear(g, layer.down, residual=x)
 
     def _cache_for(self, batch: int) -> KVCache:
         """The KV cache for `batch` sequences, cleared: kept when the batch size is the same,
