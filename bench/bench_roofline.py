@@ -1,0 +1,177 @@
+"""A 1B Llama's decode step against the GPU's memory rate (issue 38's row), batch 1-64.
+
+The model is bench_decoder's: Llama-3.2-1B's shape, random bf16 weights made and saved by
+transformers. For each batch and engine, LlamaDecoder prefills `--prompt` random tokens a
+sequence, then replays its captured decode step (`generate(graph=True)`'s graph): µs per step
+from device events around `--steps` back-to-back replays, and a CUPTI profile of the same
+replays (torch.profiler's trace, which sees every kernel of the process, ours included):
+
+- kernels a token: kernel launches per decode step;
+- kernel µs a token: their device time per step (the rest of the step is gaps between them);
+- tokens/s: batch / step time;
+- of copy: the weight bytes a step reads (every parameter once; tied embeddings once) per
+  second, as a fraction of the same run's device-to-device copy rate (256 MiB, read + write,
+  the better of hipMemcpyAsync and torch). Issue 38's goal: >= 0.80 at batch 1.
+
+Engines: "gemv" (the default on nvidia: batches of up to 8 rows through hip-runtime's GEMV
+kernel with the norms, SwiGLU and residual adds fused in, hip_runtime.ops.gemv) and "blas"
+(`HipBackend(gemv_rows=0)`: rmsnorm, BLAS, swiglu as separate ops), in the same run. Needs the
+nvidia platform with torch and transformers (the profile and the model); otherwise one skipped
+row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.
+
+    python bench/bench_roofline.py [--quick] [--out DIR] [--batches 1 2 4 8 16 32 64]
+        [--prompt 32] [--steps 50] [--engines gemv blas]
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _harness import ROWS, emit, parser, run, save
+from bench_decoder import ONE_B, TINY, make_model, prompts
+from bench_ops import HipTimer, bench_copy, import_torch
+
+from hip_core import hip_api
+
+COPY_BYTES = 256 << 20
+WARMUP = 8
+
+
+def weight_bytes(model: Any) -> int:
+    """Bytes of every parameter once (`parameters()` yields a tied weight once)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str,
+                 batches: list[int], length: int, steps: int, nbytes: int,
+                 copy: float) -> None:  # fmt: skip
+    from hip_runtime import HipBackend
+    from hip_runtime.models import LlamaDecoder
+    from hip_runtime.ops.gemv import GEMV_MAX_ROWS
+
+    rows = GEMV_MAX_ROWS if engine == "gemv" else 0
+    capacity = length + WARMUP + 2 * steps + 2
+    backend = HipBackend(gemv_rows=rows)
+    with backend, LlamaDecoder.from_folder(folder, backend, dtype="bfloat16",
+                                           max_tokens=capacity) as decoder:  # fmt: skip
+        timer = HipTimer(backend)
+        for batch in batches:
+            decoder.forward(prompts(settings, batch, length))
+            step = decoder._decode_step(graph=True)
+            token = backend.from_numpy(np.full(batch, 5, np.int64))
+            for _ in range(WARMUP):
+                step(token)
+            timer.start()
+            for _ in range(steps):
+                step(token)
+            us = timer.stop() * 1e3 / steps
+            kernels, kernel_us = profile(torch, backend, lambda s=step, t=token: s(t), steps)
+            emit(bench="roofline", engine=engine, batch=batch, us=us, tokens_s=batch / us * 1e6,
+                 kernels=kernels, kernel_us=kernel_us, gb_s=nbytes / us / 1e3,
+                 of_copy=nbytes / us / 1e3 / copy, platform=hip_api().platform)  # fmt: skip
+
+
+def profile(torch: Any, backend: Any, step: Any, steps: int) -> tuple[float, float]:
+    """(kernels, kernel µs) per step: a CUPTI trace of `steps` steps (torch.profiler)."""
+    from torch.profiler import ProfilerActivity
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            backend.synchronize()
+        prof.export_chrome_trace(str(trace))
+        events = json.loads(trace.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    return len(kernels) / steps, sum(float(e["dur"]) for e in kernels) / steps
+
+
+def table(nbytes: int, copy: float) -> str:
+    lines = [
+        f"weights {nbytes / 1e9:.2f} GB; copy rate {copy:.0f} GB/s", "",
+        "| engine | batch | µs / step | tokens/s | kernels / token | kernel µs / token | "
+        "GB/s of weights | of copy |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]  # fmt: skip
+    for r in ROWS:
+        if r["bench"] == "roofline":
+            lines.append(
+                f"| {r['engine']} | {r['batch']} | {r['us']:.1f} | {r['tokens_s']:.0f} | "
+                f"{r['kernels']:.0f} | {r['kernel_us']:.1f} | {r['gb_s']:.0f} | "
+                f"{r['of_copy']:.3f} |"
+            )
+        elif r["bench"] == "skipped":
+            lines.append(f"| {r.get('impl', '')} | skipped: {r['reason'][:80]} | | | | | | |")
+    return "\n".join(lines)
+
+
+def plot(out: Path) -> None:
+    """of copy and tokens/s over batch, one line per engine (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for engine in sorted({r["engine"] for r in ROWS if r["bench"] == "roofline"}):
+        rows = [r for r in ROWS if r["bench"] == "roofline" and r["engine"] == engine]
+        batches = [r["batch"] for r in rows]
+        left.plot(batches, [r["of_copy"] for r in rows], marker="o", label=engine)
+        right.plot(batches, [r["tokens_s"] for r in rows], marker="o", label=engine)
+    for axis, label in ((left, "weight bytes/s ÷ copy rate"), (right, "tokens/s")):
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("batch")
+        axis.set_ylabel(label)
+        axis.grid(True, alpha=0.3)
+        axis.legend()
+    left.axhline(0.8, color="gray", linestyle="--", linewidth=1)
+    figure.suptitle("1B Llama decode step (bf16, graph replay)")
+    figure.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out / "bench_roofline.png", dpi=120)
+
+
+def main() -> None:
+    flags = parser(__doc__)
+    flags.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    flags.add_argument("--prompt", type=int, default=32)
+    flags.add_argument("--steps", type=int, default=50)
+    flags.add_argument("--engines", nargs="+", default=["gemv", "blas"])
+    args = flags.parse_args()
+    settings, batches, steps = (TINY, [1, 2], 5) if args.quick else (ONE_B, args.batches,
+                                                                      args.steps)  # fmt: skip
+    torch = import_torch(hip_api().platform)
+    facts: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def setup() -> None:
+            if torch is None:
+                raise RuntimeError("needs the nvidia platform with torch (the profile)")
+            from hip_runtime import HipBackend
+
+            model = make_model(settings, Path(tmp))
+            facts["bytes"] = weight_bytes(model)
+            del model
+            torch.cuda.empty_cache()
+            with HipBackend() as backend:
+                facts["copy"] = bench_copy(backend, torch, COPY_BYTES, 10)
+
+        run((("transformers + torch (model, profile)", setup),))
+        for engine in args.engines if facts else []:
+            run(((f"hip_runtime {engine}", lambda e=engine: bench_engine(
+                Path(tmp), settings, torch, e, batches, args.prompt, steps, facts["bytes"],
+                facts["copy"]
+            )),))  # fmt: skip
+    save(args.out, "bench_roofline", table(facts.get("bytes", 0), facts.get("copy", 1.0)))
+    plot(args.out)
+
+
+if __name__ == "__main__":
+    main()
