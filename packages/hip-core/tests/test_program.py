@@ -138,18 +138,20 @@ def test_a_header_that_appears_earlier_in_the_search_path_compiles_again(
 
 
 def test_included_files_follow_includes_of_includes_and_headers(tmp_path: Path) -> None:
-    from hip_core.includes import included_files
+    from hip_core.includes import scan_includes
 
     include = _with_include_dir(tmp_path, 3)
     (include / "loop.h").write_text('#include "loop.h"\n#include MACRO_NAME\n')  # no recursion
-    found = included_files(
+    scan = scan_includes(
         '#include "from_headers.h"\n  #  include <loop.h>\n',
         ["-I", str(include)],
         {"from_headers.h": '#include "scale.h"\n'},
         name="program.hip",
     )
+    found = scan.files
     assert sorted(Path(path).name for path, _ in found) == ["inner.h", "loop.h", "scale.h"]
     assert dict(found)[str(include / "nested" / "inner.h")] == b"#define SCALE 3\n"
+    assert scan.unfollowed == (f"'#include MACRO_NAME' in {include / 'loop.h'}",)
 
 
 def test_code_that_fails_to_load_is_never_cached(

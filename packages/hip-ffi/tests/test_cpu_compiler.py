@@ -256,3 +256,42 @@ def test_every_optimization_level_builds_and_runs(hip: Any, level: str) -> None:
         np.testing.assert_array_equal(run.download(out, 64, np.int32), 64 * 3)
     finally:
         run.close()
+
+
+def test_include_options_as_the_next_option_and_relative_to_the_working_directory(
+    hip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As hiprtc: "-I", "dir" is one option, and a relative directory is the caller's (the
+    compiler itself runs in a temporary directory)."""
+    from hip_ffi.platforms.cpu.compiler import OptionError, parse_options
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "value.h").write_text("#define VALUE 7\n")
+    flags = parse_options(["-I", "inc", "-D", "X=1", "--include-path", "/abs", "-Ia/b", "-U", "Y"])
+    assert flags[1:] == [f"-I{tmp_path}/inc", "-DX=1", "-I/abs", f"-I{tmp_path}/a/b", "-UY"]
+    with pytest.raises(OptionError, match="'-I' needs a value"):
+        parse_options(["-O2", "-I"])
+    source = b'#include "value.h"\nextern "C" __global__ void k(int* o) { o[0] = VALUE; }\n'
+    for options in (["-I", "inc"], ["-Iinc"]):
+        status, code, log = compile_program(hip, source, options)
+        assert status == 0 and code, log
+
+
+def test_a_header_that_now_shadows_a_later_one_is_no_cache_hit(
+    hip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HIP_FFI_CPU_CACHE", str(tmp_path / "cache"))
+    earlier, later = tmp_path / "earlier", tmp_path / "later"
+    earlier.mkdir()
+    later.mkdir()
+    (later / "value.h").write_text("#define VALUE 1\n")
+    source = b'#include "value.h"\nextern "C" __global__ void k(int* o) { o[0] = VALUE; }\n'
+    options = [f"-I{earlier}", f"-I{later}"]
+    first = compile_program(hip, source, options)
+    hits = toolchain.stats["cache_hits"]
+    assert compile_program(hip, source, options) == first  # nothing changed: a hit
+    assert toolchain.stats["cache_hits"] == hits + 1
+    (earlier / "value.h").write_text("#define VALUE 2\n")  # no file it read changed
+    second = compile_program(hip, source, options)
+    assert second[0] == 0 and second[1] != first[1] and toolchain.stats["cache_hits"] == hits + 1

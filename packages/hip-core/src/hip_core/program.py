@@ -1,14 +1,21 @@
 """Programs: HIP C++ compiled at run time for a device, with a disk cache of code objects.
 
+Options: include directories are given to the compiler as `-I<absolute path>`, resolved
+against the current working directory when the program compiles, whichever form they came in
+(`-Idir`, `"-I", "dir"`, `--include-path=dir`...; `hip_core.includes.resolved_options`); one
+that does not exist raises FileNotFoundError before anything is compiled.
+
 The cache lives in `$HIP_CORE_CACHE_DIR`, else `$XDG_CACHE_HOME/hip-core/programs`, else
 `~/.cache/hip-core/programs`; `HIP_CORE_CACHE=0` turns it off. An entry is keyed on the
 platform, the compiler's identity and version, the target arch, the name, the options, the
 source, every `headers=` entry and every file on disk the compile may include (found through
 the `-I` directories, includes of includes too: `hip_core.includes`), so any change compiles
-again. Entries are written atomically (temporary file + rename; the temporary file is removed
-when that fails) and carry a checksum: a corrupt or truncated entry is detected, discarded and
-rebuilt. `load()` caches only code that loaded, and a cached entry that fails to load is
-removed and compiled again.
+again. A program whose includes that search cannot follow (`#include MACRO`, `-include f`...)
+is never cached (`cache_key` is None): hiprtc does not say which files it read, so no key could
+be sure to cover them. Entries are written atomically (temporary file + rename; the temporary
+file is removed when that fails) and carry a checksum: a corrupt or truncated entry is
+detected, discarded and rebuilt. `load()` caches only code that loaded, and a cached entry
+that fails to load is removed and compiled again.
 
 Name expressions: a program registers its `name_expressions` (template instantiations such as
 `k<64>`) and the qualified name of every non-template kernel with C++ linkage or in a
@@ -27,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from hip_core._hip import hip
 from hip_core.errors import HipError, HipOutOfMemoryError, check_hiprtc
-from hip_core.includes import included_files
+from hip_core.includes import normalized_options, resolved_options, scan_includes
 from hip_core.kernel_scan import scan_kernels
 from hip_ffi.rtc import compile_source
 
@@ -69,7 +76,9 @@ class Program:
         name: its file name in diagnostics; never an option, so it must not start with "-"
             (nor be empty or hold a NUL or a line break): ValueError.
         options: compiler options (e.g. "-O3", "-DBLOCK=256"); the target arch is added by
-            `compile`.
+            `compile`. An include directory may come as "-Idir", "-I dir", ("-I", "dir") or
+            "--include-path=dir", relative to the working directory at compile time. TypeError
+            for a str (not a sequence of them); ValueError for "-I" with no directory.
         headers: {include name: content} made available to `#include "name"`.
         name_expressions: template instantiations to compile and find by name, e.g.
             `["transpose<32>", "transpose<64>"]` (`Module.get_kernel("transpose<32>")`).
@@ -91,6 +100,9 @@ class Program:
             raise TypeError(f"the program name must be a str, not {type(name).__name__}")
         if not name or name.startswith("-") or any(c in name for c in "\0\r\n"):
             raise ValueError(f"invalid program name {name!r}: a file name, never an option")
+        if isinstance(options, str) or not all(isinstance(o, str) for o in options):
+            raise TypeError(f"options must be a sequence of str, not {options!r}")
+        normalized_options(options)  # ValueError now for a malformed one ("-I" with no dir)
         self.source = source
         self.name = name
         self.options = tuple(options)
@@ -115,19 +127,23 @@ class Program:
         ]
         return tuple(dict.fromkeys((*self.name_expressions, *linked)))
 
-    def cache_key(self, arch: str) -> str:
+    def cache_key(self, arch: str) -> str | None:
+        """The key of this program's cache entry for `arch`, with the options resolved now; None
+        when it cannot be cached (an include the scan cannot follow: `hip_core.includes`)."""
         import hashlib
 
+        options = resolved_options(self.options)
+        scan = scan_includes(self.source, options, self.headers, name=self.name)
+        if scan.unfollowed:
+            return None
         digest = hashlib.sha256()
-        parts: list[str | bytes] = [compiler_identity(), arch, self.name, *self.options]
+        parts: list[str | bytes] = [compiler_identity(), arch, self.name, *options]
         parts.append(self.source)
         parts += ["name expressions", *self.name_expressions]
         for include, content in sorted(self.headers.items()):
             parts += [include, content]
         parts.append("files on disk")  # what follows can never be taken for headers=
-        for path, contents in included_files(
-            self.source, self.options, self.headers, name=self.name
-        ):
+        for path, contents in scan.files:
             parts += [path, contents]
         for part in parts:
             encoded = part.encode() if isinstance(part, str) else part
@@ -139,7 +155,8 @@ class Program:
         """The code object for `device`'s arch: from the disk cache, else compiled now (and
         cached).
 
-        Raises HipCompileError carrying the compiler's full log.
+        Raises HipCompileError carrying the compiler's full log; FileNotFoundError for an
+        include directory that does not exist.
         """
         code, names, entry, cached = self._cached_or_compiled(device.arch)
         if entry is not None and not cached:
@@ -177,7 +194,8 @@ class Program:
         """(code, lowered names, its cache entry or None when caching is off, whether it came
         from there)."""
         directory = cache_dir()
-        entry = directory / f"{self.cache_key(arch)}.bin" if directory else None
+        key = self.cache_key(arch) if directory else None
+        entry = directory / f"{key}.bin" if directory and key else None
         if entry is not None:
             payload = _read_entry(entry)
             found = _split_names(payload) if payload is not None else None
@@ -190,7 +208,7 @@ class Program:
             hip(),
             self.source,
             name=self.name,
-            options=(*self.options, f"--offload-arch={arch}"),
+            options=(*resolved_options(self.options), f"--offload-arch={arch}"),
             headers=self.headers,
             name_expressions=self.lookup_names,
         )

@@ -10,10 +10,13 @@ the compile) get entry points of their own; their lowered name is the expression
 form (source_scan.canonical), which hipModuleGetFunction takes. HIP's deprecated spellings
 (hip_ffi.rtc.DEPRECATED_SPELLINGS) are force-included after the prelude. Results are cached on
 disk (toolchain.py): the key covers the compiler, flags, host CPU, prelude, program, headers,
-options and name expressions; the user headers found through -I are recorded with their hashes
-and checked on every hit.
+options and name expressions; the files it read from disk (through -I, by path, by a computed
+include) are recorded with their hashes and checked on every hit, with the preprocessor run
+again where a header could have appeared (dependencies.py).
 
-Options: -D, -U, -I (attached or as --define-macro= / --undefine-macro= / --include-path=),
+Options: -D, -U, -I (attached, as the next option: "-I", "dir", or as --define-macro= /
+--undefine-macro= / --include-path=; a relative -I directory is resolved against the process's
+working directory at the compile, as hiprtc does, not the temporary one the compiler runs in),
 -O0..-O3/-Os, -std=/--std= (C++17 at least), -ffast-math/--use_fast_math, -g, -w, -W....
 GPU code-generation options (--offload-arch=, --gpu-architecture=, -arch=, -fgpu-rdc, -mcumode,
 -ftz=, -prec-div=, ...) are accepted and have no effect: there is one target, the host.
@@ -24,6 +27,7 @@ Anything else is HIPRTC_ERROR_INVALID_OPTION.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import tempfile
@@ -32,7 +36,7 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import HIPRTC_RESULTS
-from hip_ffi.platforms.cpu import fission, images, source_scan, toolchain
+from hip_ffi.platforms.cpu import dependencies, fission, images, source_scan, toolchain
 from hip_ffi.platforms.cpu.handles import Registry, c_string, is_null, items, takes_handle
 from hip_ffi.rtc import DEPRECATED_SPELLINGS
 
@@ -57,6 +61,9 @@ _IGNORED = re.compile(
     r"-fhip-new-launch-api|-fno-hip-new-launch-api"
 )
 _WAVEFRONT = {"-mwavefrontsize64": 64, "-mno-wavefrontsize64": 32}
+#: Options whose value may come as the next option ("-I", "dir"), and their short spelling.
+_SEPARATE = {"-I": "-I", "-D": "-D", "-U": "-U", "--include-path": "-I", "--define-macro": "-D",
+             "--undefine-macro": "-U"}  # fmt: skip
 _PASSED = re.compile(r"-[DUI].+|-O[0-3s]|-g|-w|-W[\w=+-]+|-ffast-math")
 #: Part of every cache key: bump it when the commands below change what a build produces.
 RECIPE = "4"  # 2: the source goes as ./name (a name is never an option); 3: name expressions;
@@ -72,7 +79,13 @@ def parse_options(options: list[str]) -> list[str]:
     """The compiler flags for hiprtc `options`; raises OptionError for an unknown one."""
     flags: list[str] = []
     warp = toolchain.warp_size()
+    pending: str | None = None  # "-I" (say) whose value is the next option
     for option in options:
+        if pending is not None:
+            option, pending = pending + option, None
+        elif option in _SEPARATE:
+            pending = _SEPARATE[option]
+            continue
         if option in _WAVEFRONT:
             warp = _WAVEFRONT[option]
             continue
@@ -83,6 +96,9 @@ def parse_options(options: list[str]) -> list[str]:
         ):
             if option.startswith(long):
                 option = short + option[len(long) :]
+        if option.startswith("-I") and len(option) > 2:
+            # As hiprtc, relative to the caller's directory, not the temporary one it builds in.
+            option = "-I" + os.path.join(os.getcwd(), option[2:])
         if option.startswith(("-std=", "--std=")):
             standard = option.split("=", 1)[1]
             if standard not in _OLD_STANDARDS:  # older ones: the prelude needs C++17
@@ -93,6 +109,8 @@ def parse_options(options: list[str]) -> list[str]:
             flags.append(option)
         elif not _IGNORED.fullmatch(option):
             raise OptionError(f"hiprtc (cpu): unknown option {option!r}")
+    if pending is not None:
+        raise OptionError(f"hiprtc (cpu): option {pending!r} needs a value after it")
     return [f"-DHIPCPU_WARP_SIZE={warp}", *flags]
 
 
@@ -133,31 +151,6 @@ def _clean(log: str, work: Path, source: str) -> str:
     return log.replace(f"./{source}", source)
 
 
-def _dependencies(depfile: Path, work: Path) -> list[list[str]]:
-    """User headers the compile read (from -MMD), except ours and the program's own."""
-    try:
-        text = depfile.read_text().replace("\\\n", " ")
-    except OSError:
-        return []
-    files = text.split(":", 1)[1].split() if ":" in text else []
-    found = []
-    for name in files:
-        path = (work / name).resolve()
-        if path.is_relative_to(work.resolve()) or path.is_relative_to(toolchain.INCLUDE_DIR):
-            continue
-        found.append([str(path), toolchain.digest(path.read_bytes())])
-    return found
-
-
-def _still_valid(dependencies: list[list[str]]) -> bool:
-    try:
-        return all(
-            toolchain.digest(Path(path).read_bytes()) == digest for path, digest in dependencies
-        )
-    except (OSError, TypeError, ValueError):  # a header gone, or a record not in this form
-        return False
-
-
 def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, str]:
     """(code object or None, log)."""
     compiler = toolchain.find_compiler()
@@ -180,12 +173,13 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
     directory = toolchain.cache_dir()
     cached = directory / f"kernel-{key[:40]}.so" if directory else None
     entry = toolchain.fetch(cached) if cached is not None else None
-    if entry is not None:  # whole (size and hash as recorded); else rebuilt and rewritten
-        code, info = entry
-        dependencies = info.get("dependencies")
-        if isinstance(dependencies, list) and _still_valid(dependencies):
-            toolchain.count("cache_hits")
-            return code, str(info.get("log", ""))
+    # A hit: whole (size and hash as recorded), every file it read unchanged, and where a header
+    # could have appeared since, the same files read again (dependencies.py); else rebuilt.
+    if entry is not None and not dependencies.unchanged(entry[1].get("dependencies")):
+        entry = None
+    if entry is not None and not dependencies.needs_rescan(entry[1], flags):
+        toolchain.count("cache_hits")
+        return entry[0], str(entry[1].get("log", ""))
     with tempfile.TemporaryDirectory(prefix="hip-ffi-hiprtc-") as temporary:
         work = Path(temporary)
         for name, text in headers:
@@ -207,7 +201,14 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
         # The source always goes as ./name: a program named "-v" or "--help" is a file, never
         # an option of the compiler.
         given = f"./{source.name}"
-        status, output = toolchain.run([*common, "-E", "-DHIPCPU_SCAN", given], work)
+        scanned = work / "scan.d"
+        scan = [*common, "-E", "-DHIPCPU_SCAN", *dependencies.depfile_flags(scanned), given]
+        if entry is not None:
+            if dependencies.rescan_agrees(entry[1], [*scan, "-o", os.devnull], scanned, work):
+                toolchain.count("cache_hits")
+                return entry[0], str(entry[1].get("log", ""))
+            scanned.unlink(missing_ok=True)
+        status, output = toolchain.run(scan, work)
         if status != 0:
             return None, _clean(output, work, source.name)
         kernels = source_scan.find_kernels(output) + names
@@ -215,7 +216,7 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
         split = _split(source, given, kernels, flags, work, compiler)
         depfile = work / "program.d"
         library = work / "program.so"
-        command = [*common, "-MMD", "-MF", str(depfile), given, "-o", str(library)]
+        command = [*common, *dependencies.depfile_flags(depfile), given, "-o", str(library)]
         if split:  # kernels split at their barriers; if that does not build, unsplit
             source.write_text(split[0] + fission.trait_lines(split[1]) + entries)
             status, log = toolchain.run([*command, "-Wl,-z,defs"], work)
@@ -230,7 +231,9 @@ def compile_program(program: Program, flags: list[str]) -> tuple[bytes | None, s
         code = images.seal(library.read_bytes())
         if cached is not None:
             try:
-                info = {"log": log, "dependencies": _dependencies(depfile, work)}
+                read = dependencies.user_files(scanned, work)
+                every = sorted({*read, *dependencies.user_files(depfile, work)})
+                info = {"log": log, "dependencies": dependencies.record(every), "scanned": read}
                 toolchain.store(cached, code, dict(info))
             except OSError:
                 pass  # a full or read-only cache only costs a rebuild next time

@@ -226,9 +226,11 @@ def fetch(path: Path) -> tuple[bytes, dict[str, object]] | None:
     return data, record
 
 
-def run(command: list[str], cwd: Path) -> tuple[int, str]:
-    """Run the compiler; returns (exit status, its diagnostics)."""
-    count("compiles")
+def run(command: list[str], cwd: Path, *, counted: bool = True) -> tuple[int, str]:
+    """Run the compiler; returns (exit status, its diagnostics). `counted`: a build, counted in
+    `stats["compiles"]` (a dependency check is not)."""
+    if counted:
+        count("compiles")
     try:
         done = subprocess.run(
             command, cwd=cwd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S
