@@ -1,21 +1,23 @@
 // Matrix-vector products over dense f32 / f16 / bf16 weights for a decode step's few rows of x,
 // with what a transformer layer does around them fused in: y[r, j] = sum_k x[r, k] * W[j, k].
 //
-//   gemv_r<R>_<t>(const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k,
-//                 int rows, int pairs, float eps, long long xs, long long ys, long long rs)
+//   gemv_r<R>_<t>, gemv_norm_r<R>_<t>, gemv_swiglu_r<R>_<t>(const T* w, const T* x, T* y,
+//       const T* residual, const T* norm, int n, int k, int rows, float eps, long long xs,
+//       long long ys, long long rs)
 //
 // rows <= R rows of x (R = 1, 2, 4 or 8, registers): row r at x + r * xs; y's at y + r * ys.
-// w: [n, k] row-major (pairs: [2 n, k]), w, x and every row 16-byte aligned (k a multiple of
-// 16 / sizeof(T)). The options, each a pointer that is null when unused:
-// - norm [k]: x's rows are RMS-normalized first, as rmsnorm(x, norm, eps) would, without the
-//   normalized rows ever being written: y[r, j] = rsqrt(mean_k x[r, k]^2 + eps) *
+// w: [n, k] row-major ([2 n, k] for gemv_swiglu); w, x and every row 16-byte aligned (k a
+// multiple of 16 / sizeof(T)). The fusions, an entry point each (each its own register budget):
+// - gemv_norm (norm [k]): x's rows are RMS-normalized first, as rmsnorm(x, norm, eps) would,
+//   without the normalized rows ever being written: y[r, j] = rsqrt(mean_k x[r, k]^2 + eps) *
 //   sum_k W[j, k] * (x[r, k] * norm[k]). The sum of squares comes from the x elements each
 //   team loads anyway, so the norm costs no memory traffic (an rmsnorm launch of its own read
 //   and wrote the row: 6.3 us of a 2048-wide row on the H200, issue 38).
-// - pairs = 1: SwiGLU of a stacked gate/up weight: y[r, j] = silu(g) * u with g from row j and
-//   u from row n + j of w (a team reads both: two rows of loads in flight).
-// - residual: y[r, j] = residual[r * rs + j] + the product (a skip connection; residual may be
-//   y itself: each element is read and written by the one thread that owns it).
+// - gemv_swiglu (norm too): SwiGLU of a stacked gate/up weight: y[r, j] = silu(g) * u, g from
+//   row j and u from row n + j of w (a team reads both: two rows of loads in flight).
+// - residual (any entry point; null: none): y[r, j] = residual[r * rs + j] + the product (a
+//   skip connection; residual may be y itself: each element is read and written by the one
+//   thread that owns it).
 // Everything is accumulated in f32 and rounded once to T; unfused, the intermediates (the
 // normalized row, g and u) are rounded to T on the way, so results differ by T's rounding.
 //
@@ -40,6 +42,20 @@ namespace gemv {
 template <typename T> struct Chunk {
     enum { elements = Lanes16<T>::value };
 };
+
+// p[0..V) of a weight row as floats: 16 bytes through the read-only data path on NVIDIA (the
+// weights are read once; x, which every team reads, keeps the L1 to itself).
+template <typename T, int V> HIPK_DEVICE void load_weights(const T* p, float (&out)[V]) {
+#if defined(__CUDA_ARCH__)
+    const uint4 bits = __ldg(reinterpret_cast<const uint4*>(p));
+    Vec<T, V> packed;
+    *reinterpret_cast<uint4*>(&packed) = bits;
+    HIPK_UNROLL
+    for (int i = 0; i < V; ++i) out[i] = to_float(packed.v[i]);
+#else
+    load_floats<T, V>(p, out);
+#endif
+}
 
 // The sum over a team's 32 lanes, in every lane of it (a GPU); elsewhere each thread its own.
 HIPK_DEVICE float team_sum(float v) {
@@ -72,8 +88,8 @@ HIPK_DEVICE void accumulate(const T* w_row, const T* up_row, const T* x, const T
         for (int a = 0; a < AHEAD; ++a) {  // every weight load issued before any is used
             const int c = first + a * TEAM;
             if (c < chunks) {
-                load_floats<T, V>(w_row + (long long)c * V, wv[a]);
-                if (PAIRS) load_floats<T, V>(up_row + (long long)c * V, uv[PAIRS ? a : 0]);
+                load_weights<T, V>(w_row + (long long)c * V, wv[a]);
+                if (PAIRS) load_weights<T, V>(up_row + (long long)c * V, uv[PAIRS ? a : 0]);
             }
         }
         HIPK_UNROLL
@@ -170,44 +186,82 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
 #endif
 }
 
-// The four fusions of one row tile, chosen per launch (the same for the whole grid).
-template <typename T, int R>
-HIPK_DEVICE void dispatch(const T* w, const T* x, T* y, const T* residual, const T* norm, int n,
-                          int k, int rows, int pairs, float eps, long long xs, long long ys,
-                          long long rs) {
-    if (norm) {
-        if (pairs) run<T, R, true, true>(w, x, y, residual, norm, n, k, rows, eps, xs, ys, rs);
-        else run<T, R, true, false>(w, x, y, residual, norm, n, k, rows, eps, xs, ys, rs);
-    } else {
-        if (pairs) run<T, R, false, true>(w, x, y, residual, norm, n, k, rows, eps, xs, ys, rs);
-        else run<T, R, false, false>(w, x, y, residual, norm, n, k, rows, eps, xs, ys, rs);
-    }
-}
-
 }  // namespace gemv
 }  // namespace hipk
 
-// Entry points: per row tile R, for each storage type T (written out: hip-core reads the
-// parameter types from the text).
+// Entry points: per fusion and row tile R, for each storage type T (written out: hip-core
+// reads the parameter types from the text).
 #define HIPK_GEMV(S, T) \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r1_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        int pairs, float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::dispatch<T, 1>(w, x, y, residual, norm, n, k, rows, pairs, eps, xs, ys, rs); \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 1, false, false>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r2_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        int pairs, float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::dispatch<T, 2>(w, x, y, residual, norm, n, k, rows, pairs, eps, xs, ys, rs); \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 2, false, false>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r4_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        int pairs, float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::dispatch<T, 4>(w, x, y, residual, norm, n, k, rows, pairs, eps, xs, ys, rs); \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 4, false, false>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r8_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        int pairs, float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::dispatch<T, 8>(w, x, y, residual, norm, n, k, rows, pairs, eps, xs, ys, rs); \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 8, false, false>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_r1_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 1, true, false>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_r2_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 2, true, false>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_r4_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 4, true, false>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_r8_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 8, true, false>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r1_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 1, true, true>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r2_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 2, true, true>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r4_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 4, true, true>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
+    } \
+    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r8_##S( \
+        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
+        float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 8, true, true>(w, x, y, residual, norm, n, k, rows, eps, \
+                                           xs, ys, rs); \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_GEMV)

@@ -43,7 +43,7 @@ def gemv_launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     launch = Kernel.launch
 
     def record(self: Kernel, *args: Any, **kwargs: Any) -> None:
-        if self.name.startswith("gemv_r"):
+        if self.name.startswith("gemv_"):
             seen.append(self.name)
         launch(self, *args, **kwargs)
 

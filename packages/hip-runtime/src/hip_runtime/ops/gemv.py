@@ -32,7 +32,7 @@ from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.plans import address_of, plan_head, plan_key
 from hip_runtime.tensor import DeviceTensor
 
-GEMV_TILES = (1, 2, 4, 8)  # the kernel's row tiles (kernels/gemv.hip's gemv_r<R>)
+GEMV_TILES = (1, 2, 4, 8)  # the kernels' row tiles (kernels/gemv.hip's gemv_*r<R>)
 GEMV_MAX_ROWS = GEMV_TILES[-1]
 _THREADS, _TEAMS = 256, 8  # a block's threads, and its teams: one output column each
 
@@ -186,9 +186,11 @@ class GemvOps(OpsBase):
         k = weight.shape[1]
         rows, n = x.size // k, y.shape[-1]
         tile = next(r for r in GEMV_TILES if r >= rows)
-        kernel = self._kernel("gemv.hip", f"gemv_r{tile}_{FLOAT_TYPES[x.dtype].suffix}")
+        fusion = "swiglu_" if pairs else ("norm_" if norm is not None else "")
+        name = f"gemv_{fusion}r{tile}_{FLOAT_TYPES[x.dtype].suffix}"
+        kernel = self._kernel("gemv.hip", name)
         grid = -(-n // _TEAMS)
-        args = (weight, x, y, residual, norm, n, k, rows, int(pairs), eps, k, n, n)
+        args = (weight, x, y, residual, norm, n, k, rows, eps, k, n, n)
         kernel.launch(grid, _THREADS, *args, stream=self.stream)
         return (kernel, grid, _THREADS, *args)
 
