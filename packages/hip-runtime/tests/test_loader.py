@@ -211,6 +211,8 @@ def test_hand_made_checkpoints_are_checked(
         "appears twice": (a, dataclasses.replace(b, name="a")),
         "not one of the checkpoint's files": (dataclasses.replace(a, path="/elsewhere"), b),
         "unknown encoding": (dataclasses.replace(a, encoding="q2_k"), b),
+        "65 dimensions": (dataclasses.replace(a, shape=(1,) * 65), b),
+        "overflows": (dataclasses.replace(a, shape=(2**62, 2**62, 0), nbytes=0), b),
         "overlap": (dataclasses.replace(b, offset=a.offset + 4), a),
     }
     for message, records in bad.items():

@@ -119,6 +119,10 @@ BAD_ENTRIES: dict[str, tuple[dict[str, Any], str, str | None]] = {
     "shape is not a list": ({"shape": "2x4"}, "shape", "w"),
     "negative dimension": ({"shape": [-2, -4]}, "shape", "w"),
     "size mismatch": ({"shape": [2, 5]}, "needs 40 bytes", "w"),
+    "65 dimensions": ({"shape": [1] * 65}, "shape has 65 dimensions; at most 64", "w"),
+    "size past int64": ({"shape": [2**61]}, "overflows", "w"),  # 2**61 F32 items: 2**63 bytes
+    # numpy's rule, stricter than the package's (which multiplies in order, reaching 0 first)
+    "size past int64 after a zero": ({"shape": [0, 2**62, 2**62]}, "overflows", "w"),
     "offsets reversed": ({"data_offsets": [32, 0]}, "end before", "w"),
     "offsets past the end": ({"data_offsets": [64, 96]}, "outside the data section", "w"),
     "overlap": ({"data_offsets": [16, 48]}, "overlap", None),
@@ -281,6 +285,17 @@ REFUSED: dict[str, tuple[bytes, bytes, str]] = {
         b'{"a": {"dtype": "F32", "shape": [-0], "data_offsets": [0, 0]}}',
         b"",
         "shape",
+    ),
+    "a product of dimensions past u64 before a zero": (
+        b'{"a": {"dtype": "F32", "shape": [%d, %d, 0], "data_offsets": [0, 0]}}' % (2**62, 2**62),
+        b"",
+        "overflows",
+    ),
+    "80,000 dimensions of 2**62": (  # refused at once: its product would take minutes
+        b'{"a": {"dtype": "F32", "shape": [%s], "data_offsets": [0, 0]}}'
+        % b", ".join([b"%d" % 2**62] * 80_000),
+        b"",
+        "shape has 80000 dimensions; at most 64",
     ),
     "bytes after the last tensor": (b'{"a": ' + _entry() + b"}", bytes(12), "belong to no tensor"),
     "bytes before the first tensor": (

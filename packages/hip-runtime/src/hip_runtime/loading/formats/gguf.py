@@ -3,10 +3,11 @@
 Our own parser rather than `gguf.GGUFReader`: that one numpy-memmaps the whole file and
 allocates from its counts and lengths as it goes, while this one validates every count and
 length against the file's size before allocating anything for it (a hostile header cannot make
-it allocate more than a small multiple of what the file holds: metadata arrays become Python
-lists, up to ~9 bytes of list per byte of u8/u32/f32 array), reads only the header, with
-ordinary buffered reads, and turns every fault into a FormatError naming the file and the
-tensor. No tensor data is read and nothing touches the device.
+it allocate more than a small multiple of what the file holds: arrays of numbers are numpy
+arrays read straight from the file, the bytes they take there; only arrays of strings or of
+arrays are lists), reads only the header, with ordinary buffered reads, and turns every fault
+into a FormatError naming the file and the tensor. No tensor data is read and nothing touches
+the device.
 
 Layout (little-endian): magic "GGUF", u32 version, u64 tensor count, u64 KV count; the KVs
 (string key, u32 value type, value); the tensor infos (string name, u32 n_dims, n_dims × u64
@@ -20,9 +21,10 @@ encoding "q8_0"/"q4_0", dequantized on the device into `dequantize_to`; hip_runt
 
 from __future__ import annotations
 
+import io
 import os
 import struct
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from hip_runtime.loading.formats.records import (
     FormatError,
     TensorRecord,
     check_layout,
+    check_shape,
     open_regular,
     stored_nbytes,
 )
@@ -86,7 +89,7 @@ class _Reader:
     """Little-endian reads from the header of an open file, in chunks; every read is checked
     against the bytes the file has left first. Errors name `tensor` when it is set."""
 
-    def __init__(self, file: IO[bytes], path: str, size: int) -> None:
+    def __init__(self, file: io.RawIOBase, path: str, size: int) -> None:
         self._file, self.path, self.size = file, path, size
         self._buffer = b""
         self._start = 0  # file offset of _buffer[0]
@@ -125,6 +128,28 @@ class _Reader:
         self._pos += n
         return data
 
+    def array(self, n: int, dtype: np.dtype[Any], what: str) -> np.ndarray[Any, Any]:
+        """The next `n` items of `dtype` as a read-only array. A large one is read from the
+        file straight into the array, so it is held once (a Python list of 5M numbers would
+        take ~40 bytes an item, and reading through the buffer would copy it twice)."""
+        nbytes = n * dtype.itemsize
+        if nbytes <= _CHUNK or self._pos + nbytes <= len(self._buffer):
+            return np.frombuffer(self.take(nbytes, what), dtype)  # read-only: over bytes
+        if nbytes > self.left:
+            self._need(nbytes, what)  # raises the truncation error
+        out = np.empty(nbytes, np.uint8)
+        done = len(self._buffer) - self._pos  # what the buffer holds of it: all it has left
+        out[:done] = np.frombuffer(self._buffer, np.uint8, offset=self._pos)
+        view = out.data
+        while done < nbytes:
+            got = self._file.readinto(view[done:])
+            if not got:  # the file shrank while we read it
+                raise self.error(f"truncated: {what} at offset {self.offset + done}")
+            done += got
+        self._start, self._buffer, self._pos = self.offset + nbytes, b"", 0
+        out.flags.writeable = False
+        return out.view(dtype)
+
     def unpack(self, layout: struct.Struct, what: str) -> Any:
         self._need(layout.size, what)
         values = layout.unpack_from(self._buffer, self._pos)
@@ -152,7 +177,9 @@ class _Reader:
 
 
 def _value(reader: _Reader, kind: int, what: str, depth: int = 0) -> object:
-    """One metadata value of GGUF value type `kind`, as a plain Python value."""
+    """One metadata value of GGUF value type `kind`: a Python scalar or string, a read-only
+    1-D numpy array for an array of numbers or bools, a list for an array of strings or of
+    arrays."""
     scalar = _SCALARS.get(kind)
     if scalar is not None:
         value = reader.unpack(scalar[1], what)
@@ -168,8 +195,11 @@ def _value(reader: _Reader, kind: int, what: str, depth: int = 0) -> object:
     if scalar is not None:
         dtype, layout = scalar
         n = reader.count(what, layout.size)
-        values = np.frombuffer(reader.take(n * layout.size, what), dtype)
-        return (values != 0).tolist() if item == _BOOL else values.tolist()
+        values = reader.array(n, np.dtype(dtype), what)
+        if item == _BOOL:
+            values = values != 0
+            values.flags.writeable = False
+        return values
     if item == _STRING:
         n = reader.count(what, 8)
         return [reader.string(f"{what}[{i}]") for i in range(n)]
@@ -230,13 +260,15 @@ def read_gguf(path: str | os.PathLike[str], *, dequantize_to: DTypeLike = float3
     F32/F16/BF16 tensors become "raw" records of float32/float16/bfloat16; Q8_0/Q4_0 tensors
     records with encoding "q8_0"/"q4_0" and dtype `dequantize_to` (float32, float16 or
     bfloat16; ValueError otherwise). Shapes are numpy order (ggml's `ne` reversed), records
-    keep the file's order, metadata holds every KV as plain Python values (lists for arrays).
+    keep the file's order, metadata holds every KV as a Python value, arrays of numbers or bools
+    as read-only 1-D numpy arrays of the file's type (arrays of strings or arrays as lists).
 
     Raises FormatError (naming the file, and the tensor where one is at fault) for a file
     that is not GGUF or is truncated, an unsupported version, counts or lengths the file cannot
-    hold, an unknown value type, an unsupported ggml type, bad dimensions, duplicate names,
-    misaligned offsets, byte ranges outside the data section or overlapping, and quantized rows
-    that are not whole blocks. Reads only the header; synchronous; no device work.
+    hold, an unknown value type, an unsupported ggml type, bad dimensions (not positive, or a
+    size on the device of 2**63 bytes or more), duplicate names, misaligned offsets, byte
+    ranges outside the data section or overlapping, and quantized rows that are not whole
+    blocks. Reads only the header; synchronous; no device work.
     """
     quantized_dtype = float_type(dequantize_to, "dequantize_to").dtype
     name = os.fspath(path)
@@ -285,6 +317,8 @@ def read_gguf(path: str | os.PathLike[str], *, dequantize_to: DTypeLike = float3
                 path=name, tensor=tensor,
             )  # fmt: skip
         dtype = stored if stored is not None else quantized_dtype
+        # Its bytes on the device fit int64 (so its element count does, as ggml requires).
+        check_shape(shape, dtype.itemsize, path=name, name=tensor)
         nbytes = stored_nbytes(shape, dtype.itemsize, encoding, path=name, name=tensor)
         records.append(
             TensorRecord(tensor, name, data_start + offset, nbytes, shape, dtype, encoding)

@@ -12,12 +12,20 @@ import itertools
 import math
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS
+
+#: Most dimensions a tensor may have: numpy's own limit (NPY_MAXDIMS), so that every record's
+#: shape is also a host array's. The safetensors package sets none, but its numpy reader cannot
+#: load such a tensor either, and a bound keeps every check of a hostile shape short.
+MAX_DIMS = 64
+#: Sizes, offsets and element counts are int64 on the host (numpy's intp) and in HIP's calls.
+INT64_LIMIT = 2**63
 
 
 class FormatError(ValueError):
@@ -31,7 +39,7 @@ class FormatError(ValueError):
         self.tensor = tensor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a checkpoint may hold 10^5 or more of them
 class TensorRecord:
     """One tensor of a checkpoint.
 
@@ -124,6 +132,55 @@ def _check_regular(path: str, mode: int) -> None:
         raise FormatError(f"is {kind}, not a regular file", path=path)
 
 
+def _is_dim(value: object) -> bool:
+    return bool(
+        isinstance(value, (int, np.integer))
+        and not isinstance(value, (bool, np.bool_))
+        and 0 <= value < INT64_LIMIT
+    )
+
+
+def brief(value: object) -> str:
+    """`value`'s repr for a message, cut short: a hostile header's shape may hold 80,000
+    dimensions of 19 digits, or a field megabytes of JSON."""
+    text = repr(value)
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
+
+
+def check_shape(shape: Sequence[Any], itemsize: int, *, path: str, name: str) -> int:
+    """The bytes a tensor of `shape` takes with items of `itemsize` bytes, once `shape` is
+    checked to be a tensor's: at most MAX_DIMS dimensions, each a non-negative int, and the
+    product of the non-zero ones times `itemsize` below 2**63. FormatError naming the tensor
+    otherwise.
+
+    That product is numpy's rule (it refuses to make an array whose bytes, its zero dimensions
+    left out, overflow intp) and is stricter than the safetensors package's, which refuses a
+    shape when a product of its leading dimensions overflows u64, so [2**62, 2**62, 0] but not
+    [0, 2**62, 2**62]: every shape it refuses is refused here. Linear in the dimensions, and no
+    product computed here exceeds 2**126, however hostile the shape (a product of 80,000 huge
+    dimensions would take minutes)."""
+    if len(shape) > MAX_DIMS:
+        raise FormatError(
+            f"shape has {len(shape)} dimensions; at most {MAX_DIMS} are allowed",
+            path=path, tensor=name,
+        )  # fmt: skip
+    if not all(map(_is_dim, shape)):
+        raise FormatError(f"shape {brief(list(shape))} is not a list of non-negative ints",
+                          path=path, tensor=name)  # fmt: skip
+    size, empty = itemsize, False
+    for dim in shape:
+        if dim == 0:
+            empty = True
+            continue
+        size *= int(dim)
+        if size >= INT64_LIMIT:
+            raise FormatError(
+                f"shape {brief(list(shape))} of {itemsize}-byte items overflows: its size "
+                f"(zero dimensions left out) is 2**63 bytes or more", path=path, tensor=name,
+            )  # fmt: skip
+    return 0 if empty else size
+
+
 def stored_nbytes(
     shape: tuple[int, ...], itemsize: int, encoding: str, *, path: str, name: str
 ) -> int:
@@ -181,9 +238,7 @@ def check_checkpoint(checkpoint: Checkpoint) -> None:
             raise FormatError("is not one of the checkpoint's files", path=r.path, tensor=r.name)
         if r.encoding != "raw" and r.encoding not in BLOCK_ENCODINGS:
             raise FormatError(f"unknown encoding {r.encoding!r}", path=r.path, tensor=r.name)
-        if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in r.shape):
-            raise FormatError(f"shape {r.shape} is not non-negative ints", path=r.path,
-                              tensor=r.name)  # fmt: skip
+        check_shape(r.shape, r.dtype.itemsize, path=r.path, name=r.name)
         expected = stored_nbytes(r.shape, r.dtype.itemsize, r.encoding, path=r.path, name=r.name)
         if r.nbytes != expected:
             raise FormatError(

@@ -4,9 +4,12 @@ Only the header is read (8-byte little-endian length, then JSON); tensor bytes s
 until the loader streams them. Everything is validated before anything is allocated: header
 length within the file and under 100 MB (safetensors' own limit), JSON as the `safetensors`
 package reads it (`strict_json`: UTF-8, no NaN, numbers within f64, no lone surrogates, no
-struct field twice), known dtypes, shape × itemsize equal to the byte length, and byte ranges
-that tile the data section exactly: inside it, no overlaps, and no byte that belongs to no
-tensor (the package refuses such files, so a file loads here only if it loads there).
+struct field twice), known dtypes, shapes of at most 64 dimensions whose size in bytes fits
+int64 (`check_shape`: the package refuses a size that overflows, numpy one past int64),
+shape × itemsize equal to the byte length, and byte ranges that tile the data section exactly:
+inside it, no overlaps, and no byte that belongs to no tensor (the package refuses such files,
+so a file loads here only if it loads there). Time and memory are linear in the header: each
+entry becomes a record as the parsed JSON is dropped.
 
 `save_safetensors` writes the format (every dtype here, bf16 and f8 included), for tests,
 benchmarks and users with numpy arrays in hand.
@@ -19,9 +22,8 @@ layout, validated up front, so that it can read every byte once straight into pi
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ml_dtypes
@@ -32,7 +34,9 @@ from hip_runtime.loading.formats.records import (
     Checkpoint,
     FormatError,
     TensorRecord,
+    brief,
     check_layout,
+    check_shape,
     open_regular,
 )
 
@@ -129,9 +133,12 @@ def _read_file(path: str) -> tuple[list[TensorRecord], dict[str, object]]:
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
         raise FormatError("__metadata__ is not an object of strings", path=path)
+    del raw  # not needed past here: free it before the records are made
     data_start = 8 + header_bytes
-    records = [_record(path, name, entry, data_start) for name, entry in header.items()]
-    records.sort(key=lambda r: (r.offset, r.nbytes))
+    # Each entry is dropped from the parsed header once its record is made, so that a header of
+    # 10^5 tensors never holds both its JSON tree and its records at once.
+    records = [_record(path, name, header.pop(name), data_start) for name in list(header)]
+    records.sort(key=_offset_and_size)
     check_layout(path, data_start, size, records)
     _check_tiled(path, data_start, size, records)
     return records, dict(metadata)
@@ -150,40 +157,54 @@ def _check_tiled(path: str, data_start: int, size: int, records: list[TensorReco
             at = r.offset + r.nbytes
 
 
+def _offset_and_size(record: TensorRecord) -> tuple[int, int]:
+    return record.offset, record.nbytes
+
+
 def _record(path: str, name: str, entry: Any, data_start: int) -> TensorRecord:
     def fail(message: str) -> FormatError:
         return FormatError(message, path=path, tensor=name)
 
+    # An entry of the three fields only (what every writer makes) is a plain dict with no field
+    # twice and nothing else to check; only odd ones take the slow path.
+    if type(entry) is not dict or len(entry) != len(_FIELDS) or not _FIELDS.issuperset(entry):
+        _check_odd_entry(entry, fail)
+    name_of_dtype = entry.get("dtype")
+    dtype = DTYPES.get(name_of_dtype) if isinstance(name_of_dtype, str) else None
+    if dtype is None:
+        raise fail(f"unknown dtype {brief(entry.get('dtype'))}")
+    shape, offsets = entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(shape, list):
+        raise fail(f"shape {brief(shape)} is not a list of non-negative ints")
+    expected = check_shape(shape, dtype.itemsize, path=path, name=name)
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_count, offsets)):
+        raise fail(f"data_offsets {brief(offsets)} is not [begin, end]")
+    begin, end = offsets
+    if end < begin:
+        raise fail(f"data_offsets {offsets} end before they begin")
+    if end - begin != expected:
+        raise fail(
+            f"shape {shape} of {name_of_dtype} needs {expected} bytes, "
+            f"data_offsets span {end - begin}"
+        )
+    return TensorRecord(name, path, data_start + begin, end - begin, tuple(shape), dtype)
+
+
+def _check_odd_entry(entry: Any, fail: Callable[[str], FormatError]) -> None:
+    """The checks of an entry that is not exactly the three fields: it is an object, no field
+    appears twice, and any other field is valid JSON as serde reads it (it is ignored, as by the
+    package, but parsed as strictly)."""
     if not isinstance(entry, dict):
         raise fail("entry is not an object")
     twice = sorted(_FIELDS & getattr(entry, "repeated", frozenset()))
     if twice:
         raise fail(f"field {twice[0]!r} appears twice in its entry")
     for field_name, value in entry.items():
-        if field_name not in _FIELDS:  # ignored, as by the package, but parsed as strictly
+        if field_name not in _FIELDS:
             try:
                 strict_json.check_tree(value, strict_json.MAX_DEPTH - 2)
             except strict_json.JsonError as error:
                 raise fail(f"header is not valid JSON: {error}") from None
-    name_of_dtype = entry.get("dtype")
-    dtype = DTYPES.get(name_of_dtype) if isinstance(name_of_dtype, str) else None
-    if dtype is None:
-        raise fail(f"unknown dtype {entry.get('dtype')!r}")
-    shape, offsets = entry.get("shape"), entry.get("data_offsets")
-    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
-        raise fail(f"shape {shape!r} is not a list of non-negative ints")
-    if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_count, offsets)):
-        raise fail(f"data_offsets {offsets!r} is not [begin, end]")
-    begin, end = offsets
-    if end < begin:
-        raise fail(f"data_offsets {offsets} end before they begin")
-    expected = math.prod(shape) * dtype.itemsize
-    if end - begin != expected:
-        raise fail(
-            f"shape {shape} of {entry['dtype']} needs {expected} bytes, "
-            f"data_offsets span {end - begin}"
-        )
-    return TensorRecord(name, path, data_start + begin, end - begin, tuple(shape), dtype)
 
 
 def safetensors_header(
