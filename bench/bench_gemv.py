@@ -65,7 +65,7 @@ def bench_shape(backend: HipBackend, torch: Any, shape: tuple[str, str, int, int
         kernel = variant_kernels(backend, ahead).get_kernel(kernel_name)
         args = (w, x, y if fusion != "residual" else r, r if fusion == "residual" else None,
                 g if fusion != "residual" else None, n, k, rows, 1e-5, k, n, n)  # fmt: skip
-        grid = -(-n // 8)
+        grid = -(-n // (8 * min(rows, 4)))
         ms = time_ms(lambda kernel=kernel, args=args, grid=grid: kernel.launch(grid, 256, *args,
                      stream=backend.stream), timer.start, timer.stop, REPEATS)  # fmt: skip
         emit_row(name, rows, f"hip ahead={ahead}", ms, nbytes, copy,

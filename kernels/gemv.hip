@@ -21,19 +21,20 @@
 // Everything is accumulated in f32 and rounded once to T; unfused, the intermediates (the
 // normalized row, g and u) are rounded to T on the way, so results differ by T's rounding.
 //
-// Work: a block of 256 threads is 8 teams of 32 lanes, a team per output column j (a weight
-// row, or a gate/up pair); lane l reads the row's 16-byte chunks c = l + 32 i, AHEAD of them
-// issued before any is used, each multiplied by the matching 16 bytes of every row of x (hot in
-// the cache: every team reads them). The lanes' sums meet by shuffles within the team on a GPU
-// (32 lanes of a warp, or half a 64-lane wavefront: the xor offsets stay below 32), through
-// shared memory elsewhere. Grid ceil(n / 8).
+// Work: a block of 256 threads is 8 teams of 32 lanes, a team per C consecutive output columns
+// (weight rows, or gate/up pairs; C = min(R, 4), `Columns`); lane l reads each of its rows'
+// 16-byte chunks c = l + 32 i, AHEAD chunks issued before any is used, and multiplies them by
+// the matching 16 bytes of every row of x (hot in the cache: every team reads them). The
+// lanes' sums meet by shuffles within the team on a GPU (32 lanes of a warp, or half a 64-lane
+// wavefront: the xor offsets stay below 32), through shared memory elsewhere. Grid
+// ceil(n / (8 C)).
 #include "common.h"
 #include "dtypes.h"
 
 #define HIPK_GEMV_THREADS 256  // threads per block (the host's launch)
 #define HIPK_GEMV_TEAM 32      // lanes per output column
 #ifndef HIPK_GEMV_AHEAD
-#define HIPK_GEMV_AHEAD 4  // chunks a lane loads before using them
+#define HIPK_GEMV_AHEAD 1  // chunks a lane loads before using them (H200: 1 of 1-8, bench_gemv)
 #endif
 
 namespace hipk {
@@ -72,24 +73,39 @@ HIPK_DEVICE float team_sum(float v) {
 
 HIPK_DEVICE float silu(float g) { return g / (1.0f + expf(-g)); }  // (as binary.hip's swiglu)
 
-// A lane's sums: the product with each row of x (and the up row's, pairs), x's squares (norm).
-template <int R> struct Sums {
-    float dot[R], up[R], squares[R];
+// Output columns a team takes: with more rows of x, each x element a lane loads (and converts)
+// serves several weight rows, so x's loads stay below the weights' (H200: 8 rows of one column
+// a team ran at 0.16-0.19 of the copy rate, bound by x's loads, issue 38).
+template <int R> struct Columns {
+    enum { value = R >= 4 ? 4 : R };
 };
 
-template <typename T, int R, bool NORM, bool PAIRS>
-HIPK_DEVICE void accumulate(const T* w_row, const T* up_row, const T* x, const T* norm, int k,
-                            int rows, long long xs, int lane, Sums<R>& s) {
+// A lane's sums: per column the product with each row of x (and the up row's: swiglu), and x's
+// squares (norm; the same for every column).
+template <int R, int C> struct Sums {
+    float dot[C][R], up[C][R], squares[R];
+};
+
+template <typename T, int R, int C, bool NORM, bool PAIRS>
+HIPK_DEVICE void accumulate(const T* w, int j0, int n, const T* x, const T* norm, int k, int rows,
+                            long long xs, int lane, Sums<R, C>& s) {
     constexpr int V = Chunk<T>::elements, AHEAD = HIPK_GEMV_AHEAD, TEAM = HIPK_GEMV_TEAM;
     const int chunks = k / V;
     for (int first = lane; first < chunks; first += AHEAD * TEAM) {
-        float wv[AHEAD][V], uv[PAIRS ? AHEAD : 1][V];
+        float wv[AHEAD][C][V], uv[PAIRS ? AHEAD : 1][C][V];
         HIPK_UNROLL
         for (int a = 0; a < AHEAD; ++a) {  // every weight load issued before any is used
             const int c = first + a * TEAM;
-            if (c < chunks) {
-                load_weights<T, V>(w_row + (long long)c * V, wv[a]);
-                if (PAIRS) load_weights<T, V>(up_row + (long long)c * V, uv[PAIRS ? a : 0]);
+            HIPK_UNROLL
+            for (int col = 0; col < C; ++col) {
+                if (c < chunks && j0 + col < n) {
+                    const T* row = w + (long long)(j0 + col) * k + (long long)c * V;
+                    load_weights<T, V>(row, wv[a][col]);
+                    if (PAIRS) load_weights<T, V>(row + (long long)n * k, uv[PAIRS ? a : 0][col]);
+                } else {
+                    HIPK_UNROLL
+                    for (int e = 0; e < V; ++e) wv[a][col][e] = uv[PAIRS ? a : 0][col][e] = 0.0f;
+                }
             }
         }
         HIPK_UNROLL
@@ -108,8 +124,11 @@ HIPK_DEVICE void accumulate(const T* w_row, const T* up_row, const T* x, const T
                             s.squares[r] += xv[e] * xv[e];
                             xv[e] *= g[e];
                         }
-                        s.dot[r] += wv[a][e] * xv[e];
-                        if (PAIRS) s.up[r] += uv[PAIRS ? a : 0][e] * xv[e];
+                        HIPK_UNROLL
+                        for (int col = 0; col < C; ++col) {
+                            s.dot[col][r] += wv[a][col][e] * xv[e];
+                            if (PAIRS) s.up[col][r] += uv[PAIRS ? a : 0][col][e] * xv[e];
+                        }
                     }
                 }
             }
@@ -133,55 +152,66 @@ HIPK_DEVICE T finish(float dot, float up, float squares, int k, float eps, const
 template <typename T, int R, bool NORM, bool PAIRS>
 HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k,
                      int rows, float eps, long long xs, long long ys, long long rs) {
-    constexpr int THREADS = HIPK_GEMV_THREADS, TEAM = HIPK_GEMV_TEAM;
+    constexpr int THREADS = HIPK_GEMV_THREADS, TEAM = HIPK_GEMV_TEAM, TEAMS = THREADS / TEAM;
+    constexpr int C = Columns<R>::value;
     const int t = (int)threadIdx.x, lane = t % TEAM;
-    const int j = (int)blockIdx.x * (THREADS / TEAM) + t / TEAM;
-    Sums<R> s;
+    const int j0 = ((int)blockIdx.x * TEAMS + t / TEAM) * C;  // the team's first column
+    Sums<R, C> s;
     HIPK_UNROLL
-    for (int r = 0; r < R; ++r) s.dot[r] = s.up[r] = s.squares[r] = 0.0f;
-    if (j < n) {
-        const T* w_row = w + (long long)j * k;
-        accumulate<T, R, NORM, PAIRS>(w_row, w_row + (long long)n * k, x, norm, k, rows, xs, lane,
-                                      s);
+    for (int r = 0; r < R; ++r) {
+        s.squares[r] = 0.0f;
+        HIPK_UNROLL
+        for (int col = 0; col < C; ++col) s.dot[col][r] = s.up[col][r] = 0.0f;
     }
+    if (j0 < n) accumulate<T, R, C, NORM, PAIRS>(w, j0, n, x, norm, k, rows, xs, lane, s);
 #if HIPK_GPU
     HIPK_UNROLL
     for (int r = 0; r < R; ++r) {
-        s.dot[r] = team_sum(s.dot[r]);
-        if (PAIRS) s.up[r] = team_sum(s.up[r]);
         if (NORM) s.squares[r] = team_sum(s.squares[r]);
+        HIPK_UNROLL
+        for (int col = 0; col < C; ++col) {
+            s.dot[col][r] = team_sum(s.dot[col][r]);
+            if (PAIRS) s.up[col][r] = team_sum(s.up[col][r]);
+        }
     }
-    if (j >= n) return;
     HIPK_UNROLL
-    for (int r = 0; r < R; ++r) {  // lane r writes row r
-        if (r < rows && lane == r % TEAM) {
-            y[r * ys + j] = finish<T, NORM, PAIRS>(s.dot[r], s.up[r], s.squares[r], k, eps,
-                                                    residual ? residual + r * rs + j : nullptr);
+    for (int col = 0; col < C; ++col) {
+        HIPK_UNROLL
+        for (int r = 0; r < R; ++r) {  // lane col * R + r writes (r, j0 + col)
+            const int j = j0 + col;
+            if (r < rows && j < n && lane == (col * R + r) % TEAM) {
+                y[r * ys + j] = finish<T, NORM, PAIRS>(s.dot[col][r], s.up[col][r],
+                                                       s.squares[r], k, eps,
+                                                       residual ? residual + r * rs + j : nullptr);
+            }
         }
     }
 #else
-    // Each thread's own sums meet in shared memory; one thread per output adds its team's in
-    // lane order.
+    // Each thread's own sums meet in shared memory, a column at a time; one thread per output
+    // adds its team's in lane order.
     __shared__ float part[3][R][THREADS];
-    HIPK_UNROLL
-    for (int r = 0; r < R; ++r) {
-        part[0][r][t] = s.dot[r];
-        part[1][r][t] = s.up[r];
-        part[2][r][t] = s.squares[r];
-    }
-    __syncthreads();
-    for (int o = t; o < (THREADS / TEAM) * R; o += THREADS) {
-        const int team = o % (THREADS / TEAM), r = o / (THREADS / TEAM);
-        const int col = (int)blockIdx.x * (THREADS / TEAM) + team;
-        if (r < rows && col < n) {
-            float sum[3] = {0.0f, 0.0f, 0.0f};
-            for (int l = 0; l < TEAM; ++l) {
-                HIPK_UNROLL
-                for (int q = 0; q < 3; ++q) sum[q] += part[q][r][team * TEAM + l];
-            }
-            y[r * ys + col] = finish<T, NORM, PAIRS>(sum[0], sum[1], sum[2], k, eps,
-                                                      residual ? residual + r * rs + col : nullptr);
+    for (int col = 0; col < C; ++col) {
+        HIPK_UNROLL
+        for (int r = 0; r < R; ++r) {
+            part[0][r][t] = s.dot[col][r];
+            part[1][r][t] = s.up[col][r];
+            part[2][r][t] = s.squares[r];
         }
+        __syncthreads();
+        for (int o = t; o < TEAMS * R; o += THREADS) {
+            const int team = o % TEAMS, r = o / TEAMS;
+            const int j = ((int)blockIdx.x * TEAMS + team) * C + col;
+            if (r < rows && j < n) {
+                float sum[3] = {0.0f, 0.0f, 0.0f};
+                for (int l = 0; l < TEAM; ++l) {
+                    HIPK_UNROLL
+                    for (int q = 0; q < 3; ++q) sum[q] += part[q][r][team * TEAM + l];
+                }
+                y[r * ys + j] = finish<T, NORM, PAIRS>(sum[0], sum[1], sum[2], k, eps,
+                                                       residual ? residual + r * rs + j : nullptr);
+            }
+        }
+        __syncthreads();
     }
 #endif
 }

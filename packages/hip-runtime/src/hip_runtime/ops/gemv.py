@@ -34,7 +34,8 @@ from hip_runtime.tensor import DeviceTensor
 
 GEMV_TILES = (1, 2, 4, 8)  # the kernels' row tiles (kernels/gemv.hip's gemv_*r<R>)
 GEMV_MAX_ROWS = GEMV_TILES[-1]
-_THREADS, _TEAMS = 256, 8  # a block's threads, and its teams: one output column each
+_THREADS, _TEAMS = 256, 8  # a block's threads, and its teams of 32 lanes
+_COLUMNS = {1: 1, 2: 2, 4: 4, 8: 4}  # output columns a team takes, by row tile (`Columns`)
 
 
 class GemvOps(OpsBase):
@@ -189,7 +190,7 @@ class GemvOps(OpsBase):
         fusion = "swiglu_" if pairs else ("norm_" if norm is not None else "")
         name = f"gemv_{fusion}r{tile}_{FLOAT_TYPES[x.dtype].suffix}"
         kernel = self._kernel("gemv.hip", name)
-        grid = -(-n // _TEAMS)
+        grid = -(-n // (_TEAMS * _COLUMNS[tile]))
         args = (weight, x, y, residual, norm, n, k, rows, eps, k, n, n)
         kernel.launch(grid, _THREADS, *args, stream=self.stream)
         return (kernel, grid, _THREADS, *args)
