@@ -13,8 +13,9 @@ replays (torch.profiler's trace, which sees every kernel of the process, ours in
   second, as a fraction of the same run's device-to-device copy rate (256 MiB, read + write,
   the better of hipMemcpyAsync and torch). Issue 38's goal: >= 0.80 at batch 1.
 
-Engines: "gemv" (the default on nvidia: batches of up to 8 rows through hip-runtime's GEMV
-kernel with the norms, SwiGLU and residual adds fused in, hip_runtime.ops.gemv) and "blas"
+Engines: "gemv" (`HipBackend(gemv_rows=8)`: batches of up to 8 rows through hip-runtime's GEMV
+kernel with the norms, SwiGLU and residual adds fused in, hip_runtime.ops.gemv; the default
+is 1 row) and "blas"
 (`HipBackend(gemv_rows=0)`: rmsnorm, BLAS, swiglu as separate ops), in the same run. Needs the
 nvidia platform with torch and transformers (the profile and the model); otherwise one skipped
 row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.

@@ -14,9 +14,10 @@ ops in its prologue and epilogue:
   [2 · inter, hidden] gate/up weight;
 - `linear(x, weight, residual=...)` (ops/linalg.py) takes the kernel too, residual fused.
 
-Which calls the kernel takes: at most `HipBackend.gemv_rows` rows of x (8 on amd and nvidia,
-0 on cpu, where the host's BLAS is the faster engine), f32/f16/bf16, C-contiguous operands at
-16-byte aligned addresses with rows of whole 16-byte runs. Others run the unfused ops, with
+Which calls the kernel takes: at most `HipBackend.gemv_rows` rows of x (`GEMV_DEFAULT_ROWS`,
+1, on amd and nvidia; up to 8 when asked; 0 on cpu, where the host's BLAS is faster),
+f32/f16/bf16, C-contiguous operands at 16-byte aligned addresses with rows of whole 16-byte
+runs. Others run the unfused ops, with
 the same results up to the rounding of the intermediates (unfused, the normalized rows and
 gate/up are rounded to the storage type; the kernel keeps them in f32). Everything is queued
 on the backend's stream; repeated calls take a launch plan.
@@ -34,6 +35,10 @@ from hip_runtime.tensor import DeviceTensor
 
 GEMV_TILES = (1, 2, 4, 8)  # the kernels' row tiles (kernels/gemv.hip's gemv_*r<R>)
 GEMV_MAX_ROWS = GEMV_TILES[-1]
+#: The default on amd and nvidia: one row. From two rows on cuBLAS matched or beat the kernel
+#: on the H200 at a 1B Llama's shapes (bench_gemv: the head at 4 rows 243 µs against 129; a
+#: decode step at batch 2 1364 µs against 1225), at one it won (1071 µs against 1219).
+GEMV_DEFAULT_ROWS = 1
 _THREADS, _TEAMS = 256, 8  # a block's threads, and its teams of 32 lanes
 _COLUMNS = {1: 1, 2: 2, 4: 4, 8: 4}  # output columns a team takes, by row tile (`Columns`)
 
@@ -206,10 +211,10 @@ class GemvOps(OpsBase):
 
 
 def gemv_row_limit(setting: int | None) -> int:
-    """HipBackend's `gemv_rows=` checked: None is the platform's default (GEMV_MAX_ROWS where
-    device memory is the GPU's, 0 on cpu); ValueError unless 0..GEMV_MAX_ROWS."""
+    """HipBackend's `gemv_rows=` checked: None is the platform's default (GEMV_DEFAULT_ROWS
+    where device memory is the GPU's, 0 on cpu); ValueError unless 0..GEMV_MAX_ROWS."""
     if setting is None:
-        return 0 if hip_api().traits.host_memory_is_device_memory else GEMV_MAX_ROWS
+        return 0 if hip_api().traits.host_memory_is_device_memory else GEMV_DEFAULT_ROWS
     if type(setting) is not int or not 0 <= setting <= GEMV_MAX_ROWS:
         raise ValueError(f"gemv_rows must be an int in 0..{GEMV_MAX_ROWS}, not {setting!r}")
     return setting
