@@ -147,3 +147,14 @@ def test_a_deeply_nested_config_is_a_value_error_naming_the_file(tmp_path: Path,
     where = re.escape(f"{tmp_path}/config.json: ")
     with pytest.raises(ValueError, match=where + ".*nested too deep"):
         read_config(tmp_path)
+
+
+def test_stop_token_ids_from_gguf_arrays_and_json_lists() -> None:
+    """GGUF's numeric arrays are numpy arrays now (loading/formats/gguf.py): a stop-token array
+    must keep its ids, as a JSON list does; non-integers are left out."""
+    from hip_runtime.models.llama_config import _tokens
+
+    assert _tokens(np.array([128001, 128009], np.int32)) == (128001, 128009)
+    assert _tokens(np.uint32(2)) == (2,)
+    assert _tokens([1, True, "x", 3]) == (1, 3)
+    assert _tokens(None) == ()

@@ -222,12 +222,17 @@ def _rope_parameters(config: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _token(value: Any) -> int | None:
+    """A token id: a JSON or GGUF integer (numpy's too: GGUF arrays are numpy arrays)."""
+    if isinstance(value, np.integer):
+        return int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _tokens(value: Any) -> tuple[int, ...]:
-    values = value if isinstance(value, list) else [value]
-    return tuple(v for v in values if _token(v) is not None)
+    """One id or a list (a JSON list, a GGUF numpy array) of them; others are left out."""
+    values = value.tolist() if isinstance(value, np.ndarray) else value
+    values = values if isinstance(values, list) else [values]
+    return tuple(t for t in map(_token, values) if t is not None)
 
 
 __all__ = ["ROPE_TYPES", "LlamaConfig"]
