@@ -137,31 +137,17 @@ class GemvOps(OpsBase):
         shape = (*x.shape[:-1], n)
         if residual is not None:
             self._same(x, residual, "residual", shape)
-        if not self._gemv_takes(x, weight, norm_weight):
-            return self._unfused(op, x, norm_weight, weight, float(eps), residual, out, n)
+        if not self._gemv_takes(x, weight, norm_weight):  # the same from the separate ops
+            h = self.rmsnorm(x, norm_weight, eps=float(eps))
+            if not pairs:
+                return self.linear(h, weight, residual=residual, out=out)
+            both = self.linear(h, weight)
+            return self.swiglu(both[..., :n], both[..., n:], out=out)
         y = self._output(out, shape, x.dtype, inputs=(residual,), distinct_from=(x, weight))
         launch = self._gemv_launch(x, weight, y, residual, norm_weight, float(eps), pairs)
         prepared = launch[0].prepare(*launch[1:], stream=self.stream)
         self._keep_plan(key, (*plan_head((x, norm_weight, weight, residual), y), prepared, eps))
         return y
-
-    def _unfused(
-        self,
-        op: str,
-        x: DeviceTensor,
-        norm_weight: DeviceTensor,
-        weight: DeviceTensor,
-        eps: float,
-        residual: DeviceTensor | None,
-        out: DeviceTensor | None,
-        n: int,
-    ) -> DeviceTensor:
-        """The same result from the separate ops (rows the kernel does not take)."""
-        h = self.rmsnorm(x, norm_weight, eps=eps)
-        if op == "rmsnorm_linear":
-            return self.linear(h, weight, residual=residual, out=out)
-        both = self.linear(h, weight)
-        return self.swiglu(both[..., :n], both[..., n:], out=out)
 
     def _gemv_takes(
         self, x: DeviceTensor, weight: DeviceTensor, norm: DeviceTensor | None = None
