@@ -21,7 +21,7 @@ nvidia platform with torch and transformers (the profile and the model); otherwi
 row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.
 
     python bench/bench_roofline.py [--quick] [--out DIR] [--batches 1 2 4 8 16 32 64]
-        [--prompt 32] [--steps 50] [--engines gemv blas]
+        [--prompt 32] [--steps 50] [--engines gemv blas] [--max-tokens N]
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ def weight_bytes(model: Any) -> int:
 
 
 def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str,
-                 batches: list[int], length: int, steps: int, nbytes: int,
-                 copy: float) -> None:  # fmt: skip
+                 batches: list[int], length: int, steps: int, nbytes: int, copy: float,
+                 max_tokens: int | None) -> None:  # fmt: skip
     from hip_runtime import HipBackend
     from hip_runtime.models import LlamaDecoder
     from hip_runtime.ops.gemv import GEMV_MAX_ROWS
 
     rows = GEMV_MAX_ROWS if engine == "gemv" else 0
-    capacity = length + WARMUP + 2 * steps + 2
+    capacity = max_tokens or length + WARMUP + 2 * steps + 2
     backend = HipBackend(gemv_rows=rows)
     with backend, LlamaDecoder.from_folder(folder, backend, dtype="bfloat16",
                                            max_tokens=capacity) as decoder:  # fmt: skip
@@ -70,14 +70,22 @@ def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str
             for _ in range(steps):
                 step(token)
             us = timer.stop() * 1e3 / steps
-            kernels, kernel_us = profile(torch, backend, lambda s=step, t=token: s(t), steps)
+            kernels, kernel_us, by_name = profile(
+                torch, backend, lambda s=step, t=token: s(t), steps
+            )
+            for name, (count, total) in sorted(by_name.items(), key=lambda e: -e[1][1])[:8]:
+                emit(bench="kernel", engine=engine, batch=batch, kernel=name[:60],
+                     per_token=count / steps, us=total / steps)  # fmt: skip
             emit(bench="roofline", engine=engine, batch=batch, us=us, tokens_s=batch / us * 1e6,
                  kernels=kernels, kernel_us=kernel_us, gb_s=nbytes / us / 1e3,
                  of_copy=nbytes / us / 1e3 / copy, platform=hip_api().platform)  # fmt: skip
 
 
-def profile(torch: Any, backend: Any, step: Any, steps: int) -> tuple[float, float]:
-    """(kernels, kernel µs) per step: a CUPTI trace of `steps` steps (torch.profiler)."""
+def profile(
+    torch: Any, backend: Any, step: Any, steps: int
+) -> tuple[float, float, dict[str, tuple[int, float]]]:
+    """(kernels, kernel µs) per step from a CUPTI trace of `steps` steps (torch.profiler),
+    and {kernel name: (launches, µs)} over all of them."""
     from torch.profiler import ProfilerActivity
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,7 +97,11 @@ def profile(torch: Any, backend: Any, step: Any, steps: int) -> tuple[float, flo
         prof.export_chrome_trace(str(trace))
         events = json.loads(trace.read_text())["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
-    return len(kernels) / steps, sum(float(e["dur"]) for e in kernels) / steps
+    by_name: dict[str, tuple[int, float]] = {}
+    for e in kernels:
+        count, total = by_name.get(e["name"], (0, 0.0))
+        by_name[e["name"]] = (count + 1, total + float(e["dur"]))
+    return len(kernels) / steps, sum(float(e["dur"]) for e in kernels) / steps, by_name
 
 
 def table(nbytes: int, copy: float) -> str:
@@ -108,6 +120,17 @@ def table(nbytes: int, copy: float) -> str:
             )
         elif r["bench"] == "skipped":
             lines.append(f"| {r.get('impl', '')} | skipped: {r['reason'][:80]} | | | | | | |")
+    lines += [
+        "",
+        "Batch 1's kernels (the 8 longest by µs a token):",
+        "",
+        "| engine | kernel | launches / token | µs / token |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for r in ROWS:
+        if r["bench"] == "kernel" and r["batch"] == 1:
+            lines.append(f"| {r['engine']} | `{r['kernel']}` | {r['per_token']:.0f} | "
+                         f"{r['us']:.1f} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -145,6 +168,12 @@ def main() -> None:
     flags.add_argument("--prompt", type=int, default=32)
     flags.add_argument("--steps", type=int, default=50)
     flags.add_argument("--engines", nargs="+", default=["gemv", "blas"])
+    flags.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="the KV cache's capacity a sequence (default: what the run needs)",
+    )
     args = flags.parse_args()
     settings, batches, steps = (TINY, [1, 2], 5) if args.quick else (ONE_B, args.batches,
                                                                       args.steps)  # fmt: skip
@@ -168,7 +197,7 @@ def main() -> None:
         for engine in args.engines if facts else []:
             run(((f"hip_runtime {engine}", lambda e=engine: bench_engine(
                 Path(tmp), settings, torch, e, batches, args.prompt, steps, facts["bytes"],
-                facts["copy"]
+                facts["copy"], args.max_tokens
             )),))  # fmt: skip
     save(args.out, "bench_roofline", table(facts.get("bytes", 0), facts.get("copy", 1.0)))
     plot(args.out)
