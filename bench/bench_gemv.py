@@ -7,7 +7,8 @@ head with the final norm) and 1, 4 and 8 rows of x: device µs per call (bench_o
 timing), the weight's GB/s and that as a fraction of the copy rate of the same run (256 MiB,
 read + write). Rows "hip ahead=A" build the kernel with HIPK_GEMV_AHEAD=A (16-byte chunks a
 lane has in flight) to choose the shipped default; "hip" is the op as shipped; torch is the
-same product without the fusions (cuBLAS). Kernel registers and spills are printed too. Needs
+same product without the fusions (cuBLAS). The variants split rows over teams as the op
+does (`gemv_slices`). Kernel registers and spills are printed too. Needs
 the nvidia platform and torch for the anchors (else skipped rows). Writes bench_gemv.jsonl and
 .md under --out.
 
@@ -23,6 +24,7 @@ from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
 
 from hip_core import Program, hip_api
 from hip_runtime import HipBackend, kernel_sources
+from hip_runtime.ops.gemv import gemv_slices
 
 #: (name, fusion, out features n, in features k): a 1B Llama's decode-step products.
 SHAPES = (
@@ -63,9 +65,12 @@ def bench_shape(backend: HipBackend, torch: Any, shape: tuple[str, str, int, int
     kernel_name = f"gemv_{'' if fusion == 'residual' else fusion + '_'}r{rows}_bf16"
     for ahead in aheads:
         kernel = variant_kernels(backend, ahead).get_kernel(kernel_name)
+        columns = min(rows, 4)
+        slices = gemv_slices(n, k, 2, columns, backend.device.properties.multiprocessors)
         args = (w, x, y if fusion != "residual" else r, r if fusion == "residual" else None,
-                g if fusion != "residual" else None, n, k, rows, 1e-5, k, n, n)  # fmt: skip
-        grid = -(-n // (8 * min(rows, 4)))
+                g if fusion != "residual" else None, n, k, rows, slices, 1e-5, k, n,
+                n)  # fmt: skip
+        grid = -(-n // (8 // slices * columns))
         ms = time_ms(lambda kernel=kernel, args=args, grid=grid: kernel.launch(grid, 256, *args,
                      stream=backend.stream), timer.start, timer.stop, REPEATS)  # fmt: skip
         emit_row(name, rows, f"hip ahead={ahead}", ms, nbytes, copy,

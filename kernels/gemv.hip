@@ -2,8 +2,8 @@
 // with what a transformer layer does around them fused in: y[r, j] = sum_k x[r, k] * W[j, k].
 //
 //   gemv_r<R>_<t>, gemv_norm_r<R>_<t>, gemv_swiglu_r<R>_<t>(const T* w, const T* x, T* y,
-//       const T* residual, const T* norm, int n, int k, int rows, float eps, long long xs,
-//       long long ys, long long rs)
+//       const T* residual, const T* norm, int n, int k, int rows, int slices, float eps,
+//       long long xs, long long ys, long long rs)
 //
 // rows <= R rows of x (R = 1, 2, 4 or 8, registers): row r at x + r * xs; y's at y + r * ys.
 // w: [n, k] row-major ([2 n, k] for gemv_swiglu); w, x and every row 16-byte aligned (k a
@@ -21,13 +21,17 @@
 // Everything is accumulated in f32 and rounded once to T; unfused, the intermediates (the
 // normalized row, g and u) are rounded to T on the way, so results differ by T's rounding.
 //
-// Work: a block of 256 threads is 8 teams of 32 lanes, a team per C consecutive output columns
-// (weight rows, or gate/up pairs; C = min(R, 4), `Columns`); lane l reads each of its rows'
-// 16-byte chunks c = l + 32 i, AHEAD chunks issued before any is used, and multiplies them by
-// the matching 16 bytes of every row of x (hot in the cache: every team reads them). The
+// Work: a block of 256 threads is 8 teams of 32 lanes; `slices` consecutive teams (1, 2, 4 or
+// 8) share C consecutive output columns (weight rows, or gate/up pairs; C = min(R, 4),
+// `Columns`), so a block takes 8 / slices groups of them: slices > 1 splits long rows over
+// more warps where the columns alone would not fill the device (H200, one slice: a 1B Llama's
+// output and down products, [2048, 2048] and [2048, 8192], took 12 us a launch on average).
+// Lane l of slice s reads each of its rows' 16-byte chunks c = 32 s + l + 32 slices i, AHEAD
+// chunks issued before any is used, and multiplies them by the matching 16 bytes of every row
+// of x (hot in the cache: every team reads them). The
 // lanes' sums meet by shuffles within the team on a GPU (32 lanes of a warp, or half a 64-lane
-// wavefront: the xor offsets stay below 32), through shared memory elsewhere. Grid
-// ceil(n / (8 C)).
+// wavefront: the xor offsets stay below 32), then the slices' through shared memory; through
+// shared memory alone elsewhere. Grid ceil(n / (8 / slices · C)).
 #include "common.h"
 #include "dtypes.h"
 
@@ -88,14 +92,14 @@ template <int R, int C> struct Sums {
 
 template <typename T, int R, int C, bool NORM, bool PAIRS>
 HIPK_DEVICE void accumulate(const T* w, int j0, int n, const T* x, const T* norm, int k, int rows,
-                            long long xs, int lane, Sums<R, C>& s) {
-    constexpr int V = Chunk<T>::elements, AHEAD = HIPK_GEMV_AHEAD, TEAM = HIPK_GEMV_TEAM;
+                            long long xs, int first_chunk, int step, Sums<R, C>& s) {
+    constexpr int V = Chunk<T>::elements, AHEAD = HIPK_GEMV_AHEAD;
     const int chunks = k / V;
-    for (int first = lane; first < chunks; first += AHEAD * TEAM) {
+    for (int first = first_chunk; first < chunks; first += AHEAD * step) {
         float wv[AHEAD][C][V], uv[PAIRS ? AHEAD : 1][C][V];
         HIPK_UNROLL
         for (int a = 0; a < AHEAD; ++a) {  // every weight load issued before any is used
-            const int c = first + a * TEAM;
+            const int c = first + a * step;
             HIPK_UNROLL
             for (int col = 0; col < C; ++col) {
                 if (c < chunks && j0 + col < n) {
@@ -110,7 +114,7 @@ HIPK_DEVICE void accumulate(const T* w, int j0, int n, const T* x, const T* norm
         }
         HIPK_UNROLL
         for (int a = 0; a < AHEAD; ++a) {
-            const int c = first + a * TEAM;
+            const int c = first + a * step;
             float g[V];
             if (NORM && c < chunks) load_floats<T, V>(norm + (long long)c * V, g);
             HIPK_UNROLL
@@ -151,11 +155,12 @@ HIPK_DEVICE T finish(float dot, float up, float squares, int k, float eps, const
 
 template <typename T, int R, bool NORM, bool PAIRS>
 HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k,
-                     int rows, float eps, long long xs, long long ys, long long rs) {
+                     int rows, int slices, float eps, long long xs, long long ys, long long rs) {
     constexpr int THREADS = HIPK_GEMV_THREADS, TEAM = HIPK_GEMV_TEAM, TEAMS = THREADS / TEAM;
     constexpr int C = Columns<R>::value;
-    const int t = (int)threadIdx.x, lane = t % TEAM;
-    const int j0 = ((int)blockIdx.x * TEAMS + t / TEAM) * C;  // the team's first column
+    const int t = (int)threadIdx.x, lane = t % TEAM, team = t / TEAM;
+    const int groups = TEAMS / slices, group = team / slices, slice = team % slices;
+    const int j0 = ((int)blockIdx.x * groups + group) * C;  // the group's first column
     Sums<R, C> s;
     HIPK_UNROLL
     for (int r = 0; r < R; ++r) {
@@ -163,7 +168,10 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
         HIPK_UNROLL
         for (int col = 0; col < C; ++col) s.dot[col][r] = s.up[col][r] = 0.0f;
     }
-    if (j0 < n) accumulate<T, R, C, NORM, PAIRS>(w, j0, n, x, norm, k, rows, xs, lane, s);
+    if (j0 < n) {
+        accumulate<T, R, C, NORM, PAIRS>(w, j0, n, x, norm, k, rows, xs, slice * TEAM + lane,
+                                         TEAM * slices, s);
+    }
 #if HIPK_GPU
     HIPK_UNROLL
     for (int r = 0; r < R; ++r) {
@@ -172,6 +180,38 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
         for (int col = 0; col < C; ++col) {
             s.dot[col][r] = team_sum(s.dot[col][r]);
             if (PAIRS) s.up[col][r] = team_sum(s.up[col][r]);
+        }
+    }
+    if (slices > 1) {  // (the same for the whole block: every thread reaches the barrier)
+        // The slices' team sums meet in shared memory; the group's first team adds them in
+        // slice order.
+        __shared__ float part[TEAMS][C][R][3];
+        if (lane == 0) {
+            HIPK_UNROLL
+            for (int col = 0; col < C; ++col) {
+                HIPK_UNROLL
+                for (int r = 0; r < R; ++r) {
+                    part[team][col][r][0] = s.dot[col][r];
+                    part[team][col][r][1] = s.up[col][r];
+                    part[team][col][r][2] = s.squares[r];
+                }
+            }
+        }
+        __syncthreads();
+        if (slice != 0) return;
+        HIPK_UNROLL
+        for (int col = 0; col < C; ++col) {
+            HIPK_UNROLL
+            for (int r = 0; r < R; ++r) {
+                float sum[3] = {0.0f, 0.0f, 0.0f};
+                for (int p = 0; p < slices; ++p) {
+                    HIPK_UNROLL
+                    for (int q = 0; q < 3; ++q) sum[q] += part[team + p][col][r][q];
+                }
+                s.dot[col][r] = sum[0];
+                s.up[col][r] = sum[1];
+                s.squares[r] = sum[2];
+            }
         }
     }
     HIPK_UNROLL
@@ -188,7 +228,7 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
     }
 #else
     // Each thread's own sums meet in shared memory, a column at a time; one thread per output
-    // adds its team's in lane order.
+    // adds its group's (slices · TEAM threads) in order.
     __shared__ float part[3][R][THREADS];
     for (int col = 0; col < C; ++col) {
         HIPK_UNROLL
@@ -198,14 +238,14 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
             part[2][r][t] = s.squares[r];
         }
         __syncthreads();
-        for (int o = t; o < TEAMS * R; o += THREADS) {
-            const int team = o % TEAMS, r = o / TEAMS;
-            const int j = ((int)blockIdx.x * TEAMS + team) * C + col;
+        for (int o = t; o < groups * R; o += THREADS) {
+            const int g = o % groups, r = o / groups;
+            const int j = ((int)blockIdx.x * groups + g) * C + col;
             if (r < rows && j < n) {
                 float sum[3] = {0.0f, 0.0f, 0.0f};
-                for (int l = 0; l < TEAM; ++l) {
+                for (int l = 0; l < slices * TEAM; ++l) {
                     HIPK_UNROLL
-                    for (int q = 0; q < 3; ++q) sum[q] += part[q][r][team * TEAM + l];
+                    for (int q = 0; q < 3; ++q) sum[q] += part[q][r][g * slices * TEAM + l];
                 }
                 y[r * ys + j] = finish<T, NORM, PAIRS>(sum[0], sum[1], sum[2], k, eps,
                                                        residual ? residual + r * rs + j : nullptr);
@@ -224,74 +264,74 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
 #define HIPK_GEMV(S, T) \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r1_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 1, false, false>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 1, false, false>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r2_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 2, false, false>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 2, false, false>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r4_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 4, false, false>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 4, false, false>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_r8_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 8, false, false>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 8, false, false>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_r1_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 1, true, false>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 1, true, false>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_r2_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 2, true, false>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 2, true, false>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_r4_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 4, true, false>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 4, true, false>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_r8_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 8, true, false>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 8, true, false>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r1_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 1, true, true>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 1, true, true>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r2_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 2, true, true>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 2, true, true>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r4_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 4, true, true>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 4, true, true>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r8_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        float eps, long long xs, long long ys, long long rs) { \
-        hipk::gemv::run<T, 8, true, true>(w, x, y, residual, norm, n, k, rows, eps, \
-                                           xs, ys, rs); \
+        int slices, float eps, long long xs, long long ys, long long rs) { \
+        hipk::gemv::run<T, 8, true, true>(w, x, y, residual, norm, n, k, rows, \
+                                           slices, eps, xs, ys, rs); \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_GEMV)

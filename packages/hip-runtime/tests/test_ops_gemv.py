@@ -17,7 +17,7 @@ import pytest
 
 from hip_core import Device, Kernel
 from hip_runtime import HipBackend, testing
-from hip_runtime.ops.gemv import GEMV_MAX_ROWS
+from hip_runtime.ops.gemv import GEMV_MAX_ROWS, gemv_slices
 from hip_runtime.testing import Reference
 
 DTYPES = ["f32", "f16", "bf16"]
@@ -129,6 +129,38 @@ def test_rmsnorm_swiglu_matches_the_reference(
     )  # fmt: skip
     testing.assert_close(got, expected, dtype, magnitude=2 * magnitude)
     assert bool(gemv_launches) == (rows <= GEMV_MAX_ROWS)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize(("k", "rows"), [(2048, 1), (8192, 1), (4096, 3)])
+def test_long_rows_split_over_several_teams(
+    backend: HipBackend, dtype: str, k: int, rows: int
+) -> None:
+    """Few columns of long rows: the teams of a block share a column group (`slices`), their
+    sums meeting in shared memory, with every fusion."""
+    n = 20
+    processors = backend.device.properties.multiprocessors
+    columns = 1 if rows == 1 else 4  # (the row tile 4 of rows = 3: four columns a team)
+    assert gemv_slices(n, k, np.dtype(testing.DTYPES[dtype]).itemsize, columns, processors) > 1
+    rng = np.random.default_rng(k + rows)
+    x = testing.random(rng, (rows, k), dtype)
+    g = testing.random(rng, (k,), dtype, shift=1.0)
+    w = testing.random(rng, (2 * n, k), dtype, scale=0.05)
+    r = testing.random(rng, (rows, n), dtype)
+    x_d, g_d, w_d = backend.from_numpy(x), backend.from_numpy(g), backend.from_numpy(w)
+    plain = _product(x.astype(np.float64), w[:n])
+    residual = backend.from_numpy(r)
+    backend.linear(x_d, w_d[:n], residual=residual, out=residual)
+    total = Reference(plain.value + r.astype(np.float64), plain.magnitude + abs(r))
+    testing.assert_close(residual.to_numpy(), total, dtype)
+    normed = _product(_normed(x, g), w)
+    got = backend.rmsnorm_linear(x_d, g_d, w_d[:n], eps=EPS).to_numpy()
+    first = Reference(normed.value[:, :n], normed.magnitude[:, :n])
+    testing.assert_close(got, first, dtype)
+    gate, up = normed.value[:, :n], normed.value[:, n:]
+    magnitude = normed.magnitude[:, :n] * normed.magnitude[:, n:] + np.abs(gate * up)
+    got = backend.rmsnorm_swiglu(x_d, g_d, w_d, eps=EPS).to_numpy()
+    testing.assert_close(got, Reference(testing.swiglu(gate, up), magnitude), dtype)
 
 
 def test_calls_the_kernel_does_not_take_run_unfused(

@@ -41,6 +41,8 @@ GEMV_MAX_ROWS = GEMV_TILES[-1]
 GEMV_DEFAULT_ROWS = 1
 _THREADS, _TEAMS = 256, 8  # a block's threads, and its teams of 32 lanes
 _COLUMNS = {1: 1, 2: 2, 4: 4, 8: 4}  # output columns a team takes, by row tile (`Columns`)
+_BLOCKS_PER_MULTIPROCESSOR = 4  # what `gemv_slices` aims for (8 resident at 256 threads)
+_CHUNKS_PER_LANE = 2  # the fewest 16-byte chunks of a row `gemv_slices` leaves a lane
 
 
 class GemvOps(OpsBase):
@@ -181,8 +183,11 @@ class GemvOps(OpsBase):
         fusion = "swiglu_" if pairs else ("norm_" if norm is not None else "")
         name = f"gemv_{fusion}r{tile}_{FLOAT_TYPES[x.dtype].suffix}"
         kernel = self._kernel("gemv.hip", name)
-        grid = -(-n // (_TEAMS * _COLUMNS[tile]))
-        args = (weight, x, y, residual, norm, n, k, rows, eps, k, n, n)
+        slices = gemv_slices(
+            n, k, x.dtype.itemsize, _COLUMNS[tile], self.device.properties.multiprocessors
+        )
+        grid = -(-n // (_TEAMS // slices * _COLUMNS[tile]))
+        args = (weight, x, y, residual, norm, n, k, rows, slices, eps, k, n, n)
         kernel.launch(grid, _THREADS, *args, stream=self.stream)
         return (kernel, grid, _THREADS, *args)
 
@@ -196,6 +201,19 @@ class GemvOps(OpsBase):
         return launch[0].prepare(*launch[1:], stream=self.stream)
 
 
+def gemv_slices(n: int, k: int, itemsize: int, columns: int, multiprocessors: int) -> int:
+    """Teams of 32 lanes that share a group of output columns (kernels/gemv.hip's `slices`):
+    the fewest of 1, 2, 4, 8 that give the launch _BLOCKS_PER_MULTIPROCESSOR blocks a
+    multiprocessor, while each lane keeps at least _CHUNKS_PER_LANE 16-byte chunks of a row."""
+    chunks = k * itemsize // 16
+    for slices in (1, 2, 4):
+        blocks = -(-n // (_TEAMS // slices * columns))
+        enough = blocks >= _BLOCKS_PER_MULTIPROCESSOR * multiprocessors
+        if enough or chunks < _CHUNKS_PER_LANE * 32 * slices * 2:
+            return slices
+    return 8
+
+
 def gemv_row_limit(setting: int | None) -> int:
     """HipBackend's `gemv_rows=` checked: None is the platform's default (GEMV_DEFAULT_ROWS
     where device memory is the GPU's, 0 on cpu); ValueError unless 0..GEMV_MAX_ROWS."""
@@ -206,4 +224,6 @@ def gemv_row_limit(setting: int | None) -> int:
     return setting
 
 
-__all__ = ["GEMV_MAX_ROWS", "GEMV_TILES", "GemvOps", "gemv_row_limit"]
+__all__ = [
+    "GEMV_DEFAULT_ROWS", "GEMV_MAX_ROWS", "GEMV_TILES", "GemvOps", "gemv_row_limit", "gemv_slices",
+]  # fmt: skip
