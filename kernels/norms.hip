@@ -13,7 +13,10 @@
 // Launch: grid = rows (see rows.h: a block takes one row, or two when they fit in half a block),
 // 1-D blocks of up to 1024 threads; about cols * sizeof(T) / 128 threads (a multiple of the
 // warp size) keeps the row in registers with 8 x 16-byte loads in flight per thread (16-bit
-// rows are held packed). One block reduction per row.
+// rows are held packed). One block reduction per row; a row whose f32 sums of squares overflow
+// (|x| from about 1.8e19 on) or vanish (tiny rows, with an eps too small to hide them) is
+// computed again from x scaled by a power of two (rows.h; rescale_row below), so rows of any
+// finite magnitude normalize. A NaN row takes that path too, and stays NaN.
 #include "rows.h"
 
 namespace hipk {
@@ -67,13 +70,18 @@ HIPK_DEVICE void write_tile(T* y, const T* weight, const T* bias, const RowPart&
     }
 }
 
-// A streamed row (N-element vectors), read again, normalized and written.
-template <bool FUSED, typename T, int N>
+// A streamed row (N-element vectors), read again, normalized and written. SCALED: a rescaled
+// row (rows.h), whose shift and scale are those of x * s.
+template <bool FUSED, bool SCALED, typename T, int N>
 HIPK_DEVICE void write_streamed(T* y, const T* x, const T* weight, const T* bias,
-                                const RowPart& p, int cols, float shift, float scale) {
+                                const RowPart& p, int cols, float shift, float scale,
+                                float s = 1.0f) {
     for (int j = p.thread; j < cols / N; j += p.threads) {
         float v[N];
         load_floats<T, N>(x + (long long)j * N, v);
+        if (SCALED)
+            HIPK_UNROLL
+            for (int i = 0; i < N; ++i) v[i] *= s;
         write_normalized<T, N, FUSED>(y, weight, bias, j, v, shift, scale);
     }
 }
@@ -99,6 +107,66 @@ struct MeanM2 {
     }
 };
 
+// Welford over this thread's vectors of a row (of x * s when SCALED): (count, mean, M2), for
+// Chan's merge.
+template <bool SCALED, typename T, int N>
+HIPK_DEVICE Floats<3> welford(const T* xr, const RowPart& p, int cols, float s) {
+    float count = 0.0f, mean = 0.0f, m2 = 0.0f;
+    for (int j = p.thread; j < cols / N; j += p.threads) {
+        float v[N];
+        load_floats<T, N>(xr + (long long)j * N, v);
+        HIPK_UNROLL
+        for (int i = 0; i < N; ++i) {
+            const float u = SCALED ? v[i] * s : v[i];
+            count += 1.0f;
+            const float d = u - mean;
+            mean += d / count;
+            m2 += d * (u - mean);
+        }
+    }
+    const Floats<3> mine = {{count, mean, m2}};
+    return mine;
+}
+
+// This thread's sum of squares of its vectors of a row (of x * s when SCALED).
+template <bool SCALED, typename T, int N>
+HIPK_DEVICE float sum_of_squares(const T* xr, const RowPart& p, int cols, float s) {
+    float squares = 0.0f;
+    for (int j = p.thread; j < cols / N; j += p.threads) {
+        float v[N];
+        load_floats<T, N>(xr + (long long)j * N, v);
+        HIPK_UNROLL
+        for (int i = 0; i < N; ++i) {
+            const float u = SCALED ? v[i] * s : v[i];
+            squares += u * u;
+        }
+    }
+    return squares;
+}
+
+// A row whose statistics left f32's range (rows.h), normalized from x * s: its max |x| (a
+// reduction), s, the statistics of x * s (another), the output; x read from memory three times
+// (it is still there: nothing of the part's row has been written). RMS: rmsnorm's (no bias),
+// else layernorm's. Its own function (__noinline__, arguments by value: no stack), as inlined
+// into the register paths it took the kernels from 68-77 VGPRs to 79-86 on gfx90a (fewer waves
+// per SIMD) for a path that normal rows never run.
+template <bool RMS, typename T, int N>
+__device__ __noinline__ void rescale_row(const T* xr, const T* weight, const T* bias, T* yr,
+                                         float eps, BlockReducer reduce, RowPart p, int cols) {
+    const Floats<1> peak = reduce.reduce(stream_max_abs<T, N>(xr, p, cols), MaxAbs());
+    const float s = power_of_two_scale(peak.v[0]);
+    if (RMS) {
+        const float squares = reduce.sum(sum_of_squares<true, T, N>(xr, p, cols, s));
+        const float mean_square = squares / (float)cols;
+        write_streamed<false, true, T, N>(yr, xr, weight, (const T*)0, p, cols, 0.0f,
+                                          scaled_rsqrt(mean_square, eps, s), s);
+    } else {
+        const Floats<3> all = reduce.reduce(welford<true, T, N>(xr, p, cols, s), MeanM2());
+        write_streamed<false, true, T, N>(yr, xr, weight, bias, p, cols, all.v[1],
+                                          scaled_rsqrt(all.v[2] / (float)cols, eps, s), s);
+    }
+}
+
 // One row of layernorm (x, y point at the whole tensors, `stride` elements per row).
 template <typename T> struct LayerNormRow {
     const T* x;
@@ -111,7 +179,8 @@ template <typename T> struct LayerNormRow {
     float* scratch;  // __shared__, HIPK_REDUCER_SCRATCH floats
 
     // Each thread's (count, mean, M2) from shifted sums over its registers, merged by the block
-    // in one reduction (Chan); one read.
+    // in one reduction (Chan); one read. Statistics that left f32's range (inf or NaN from an
+    // overflow, or lost to underflow where eps does not hide it) send the row to rescale_row.
     template <typename Tile>
     HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
         const int N = Tile::n, ITEMS = Tile::items;
@@ -136,11 +205,18 @@ template <typename T> struct LayerNormRow {
             }
         }
         const float n = fmaxf((float)count, 1.0f), s = sum[0] + sum[1];
-        const float m2 = fmaxf(squares[0] + squares[1] - s * fast_divide(s, n), 0.0f);
-        const Floats<3> mine = {{(float)count, shift + fast_divide(s, n), m2}};
+        // Rounding may leave M2 below 0; an overflow's NaN (inf - inf: the squares and s * s / n
+        // both overflowed, the mean need not) must stay, to be seen.
+        const float m2 = squares[0] + squares[1] - s * fast_divide(s, n);
+        const Floats<3> mine = {{(float)count, shift + fast_divide(s, n), m2 < 0.0f ? 0.0f : m2}};
         const Floats<3> all = reduce.reduce(mine, MeanM2());
-        const float mean = all.v[1];
-        const float rstd = 1.0f / sqrtf(all.v[2] / (float)cols + eps);
+        const float mean = all.v[1], var = all.v[2] / (float)cols;
+        if (Rescalable<T>::value && agreed(needs_rescale(mean, var + eps, cols), p)) {
+            rescale_row<false, T, N>(x + xrows.at(r), weight, bias, y + r * stride, eps, reduce, p,
+                                     cols);
+            return;
+        }
+        const float rstd = 1.0f / sqrtf(var + eps);
         if (fusable(mean, rstd))
             write_tile<true>(y + r * stride, weight, bias, p, row, cols, mean, rstd);
         else
@@ -148,30 +224,23 @@ template <typename T> struct LayerNormRow {
     }
 
     // Welford per thread during the first read, Chan's merge across the block (one reduction),
-    // a second read to normalize.
+    // a second read to normalize; rescaled (see regs) when the statistics left f32's range.
     template <int N> HIPK_DEVICE void stream(const RowPart& p, long long r, int cols) const {
         BlockReducer reduce = p.reducer(scratch);
         const T* xr = x + xrows.at(r);
-        const int vectors = cols / N;
-        float count = 0.0f, mean = 0.0f, m2 = 0.0f;
-        for (int j = p.thread; j < vectors; j += p.threads) {
-            float v[N];
-            load_floats<T, N>(xr + (long long)j * N, v);
-            HIPK_UNROLL
-            for (int i = 0; i < N; ++i) {
-                count += 1.0f;
-                const float d = v[i] - mean;
-                mean += d / count;
-                m2 += d * (v[i] - mean);
-            }
+        const Floats<3> all = reduce.reduce(welford<false, T, N>(xr, p, cols, 1.0f), MeanM2());
+        const float mean = all.v[1], var = all.v[2] / (float)cols;
+        if (Rescalable<T>::value && agreed(needs_rescale(mean, var + eps, cols), p)) {
+            rescale_row<false, T, N>(xr, weight, bias, y + r * stride, eps, reduce, p, cols);
+            return;
         }
-        const Floats<3> mine = {{count, mean, m2}};
-        const Floats<3> all = reduce.reduce(mine, MeanM2());
-        const float rstd = 1.0f / sqrtf(all.v[2] / (float)cols + eps);
-        if (fusable(all.v[1], rstd))
-            write_streamed<true, T, N>(y + r * stride, xr, weight, bias, p, cols, all.v[1], rstd);
+        const float rstd = 1.0f / sqrtf(var + eps);
+        if (fusable(mean, rstd))
+            write_streamed<true, false, T, N>(y + r * stride, xr, weight, bias, p, cols, mean,
+                                              rstd);
         else
-            write_streamed<false, T, N>(y + r * stride, xr, weight, bias, p, cols, all.v[1], rstd);
+            write_streamed<false, false, T, N>(y + r * stride, xr, weight, bias, p, cols, mean,
+                                               rstd);
     }
 };
 
@@ -210,24 +279,28 @@ template <typename T> struct RmsNormRow {
             if (row.valid(p, k, cols))
                 HIPK_UNROLL
                 for (int i = 0; i < N; ++i) squares[i % 2] += row.at(k, i) * row.at(k, i);
-        const float rrms =
-            1.0f / sqrtf(reduce.sum(squares[0] + squares[1]) / (float)cols + eps);
+        const float mean_square = reduce.sum(squares[0] + squares[1]) / (float)cols;
+        if (Rescalable<T>::value && agreed(needs_rescale(0.0f, mean_square + eps, cols), p)) {
+            rescale_row<true, T, N>(x + xrows.at(r), weight, (const T*)0, y + r * stride, eps,
+                                    reduce, p, cols);  // as in layernorm
+            return;
+        }
+        const float rrms = 1.0f / sqrtf(mean_square + eps);
         write_tile<true>(y + r * stride, weight, (const T*)0, p, row, cols, 0.0f, rrms);
     }
 
     template <int N> HIPK_DEVICE void stream(const RowPart& p, long long r, int cols) const {
         BlockReducer reduce = p.reducer(scratch);
         const T* xr = x + xrows.at(r);
-        const int vectors = cols / N;
-        float squares = 0.0f;
-        for (int j = p.thread; j < vectors; j += p.threads) {
-            float v[N];
-            load_floats<T, N>(xr + (long long)j * N, v);
-            HIPK_UNROLL
-            for (int i = 0; i < N; ++i) squares += v[i] * v[i];
+        const float squares = reduce.sum(sum_of_squares<false, T, N>(xr, p, cols, 1.0f));
+        const float mean_square = squares / (float)cols;
+        if (Rescalable<T>::value && agreed(needs_rescale(0.0f, mean_square + eps, cols), p)) {
+            rescale_row<true, T, N>(xr, weight, (const T*)0, y + r * stride, eps, reduce, p, cols);
+            return;
         }
-        const float rrms = 1.0f / sqrtf(reduce.sum(squares) / (float)cols + eps);
-        write_streamed<true, T, N>(y + r * stride, xr, weight, (const T*)0, p, cols, 0.0f, rrms);
+        const float rrms = 1.0f / sqrtf(mean_square + eps);
+        write_streamed<true, false, T, N>(y + r * stride, xr, weight, (const T*)0, p, cols, 0.0f,
+                                          rrms);
     }
 };
 

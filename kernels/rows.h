@@ -222,6 +222,83 @@ template <> struct VectorTile<bf16, true> {
     typedef PackedTile<bf16, 8, HIPK_ROW_VECTORS> type;
 };
 
+// --- rows of huge or tiny values ----------------------------------------------------------------
+// Squares overflow f32 from |x| = 2^64 (1.8e19) on, and vanish below |x| = 2^-75. A row whose
+// statistics came out inf or NaN (or so small that eps does not hide the loss) is computed
+// again from x * s, s a power of two (exact) that brings its largest |x| to [2^20, 2^21): no
+// square of it overflows, and the ones that matter do not underflow. Cost: a normal row pays a
+// few scalar tests of its reduced statistics, and a block of two rows (parts) one barrier more
+// (agreed); a rescaled row pays two more block reductions (its max |x|, then the statistics of
+// x * s) and two more reads of x (norms.hip's rescale_row, a call: the kernels' registers stay
+// those of the normal path, within a few).
+
+#define HIPK_FLOAT_MAX 3.40282347e38f
+#define HIPK_TINY_SQUARES 7.88860905e-31f  // 2^-100: below it, squares of the row were lost
+
+// Whether rows of T may need it: f16's squares (at most 65504^2, at least 2^-48) neither
+// overflow nor vanish in f32, so its kernels compile the rescaled path out.
+template <typename T> struct Rescalable { enum { value = 1 }; };
+template <> struct Rescalable<f16> { enum { value = 0 }; };
+
+// The power of two s in [2^-126, 2^126] with |m| * s in [2^20, 2^21), or as near as the range
+// allows; 1 for 0, inf and NaN. (Bits, not ldexpf/ilogbf: the same on every compiler.)
+HIPK_DEVICE float power_of_two_scale(float m) {
+    const int biased = (int)((float_bits(m) >> 23) & 0xffu);  // 0: a subnormal (or 0)
+    if (biased == 0xff || m == 0.0f) return 1.0f;
+    const int exponent = 127 + 20 - (biased - 127);  // s's biased exponent, 20 to 274
+    return bits_float((unsigned int)(exponent < 253 ? exponent : 253) << 23);
+}
+
+// Whether a row's statistics must be computed again, scaled: `denominator` (variance or mean
+// square, plus eps) is inf, NaN or tiny, or the mean overflowed. (NaN inputs go that way too,
+// and stay NaN.) Only for a part with a row.
+HIPK_DEVICE bool needs_rescale(float mean, float denominator, int cols) {
+    return cols > 0 && !(denominator >= HIPK_TINY_SQUARES && denominator <= HIPK_FLOAT_MAX &&
+                         fabsf(mean) <= HIPK_FLOAT_MAX);
+}
+
+// `need`, the same in every thread of the block, as the rescaled path's reductions require. One
+// row per block, all warps whole: the reduction gave every warp the same bits (the same
+// partials, folded in the same order), so the threads agree already and it costs nothing. Two
+// rows per block (parts), or a partial last warp (its lanes fold the partials in another order:
+// a sum at the edge of overflow may round otherwise): one __syncthreads_or.
+HIPK_DEVICE bool agreed(bool need, const RowPart& p) {
+    if (p.threads == (int)blockDim.x && ((int)blockDim.x & (warp_lanes() - 1)) == 0) return need;
+    return __syncthreads_or(need) != 0;
+}
+
+// 1 / sqrt(v + eps * s^2) without overflow: the scaled rows' reciprocal deviation, where v is
+// the variance (or mean square) of x * s. An eps * s^2 past f32 leaves eps alone.
+HIPK_DEVICE float scaled_rsqrt(float v, float eps, float s) {
+    const float e = eps * s * s;
+    return e <= HIPK_FLOAT_MAX ? 1.0f / sqrtf(v + e) : 1.0f / (sqrtf(eps) * s);
+}
+
+// The largest |x| of a block's row part (0 for none): the first step of rescaling.
+struct MaxAbs {
+    HIPK_DEVICE Floats<1> identity() const {
+        Floats<1> s = {{0.0f}};
+        return s;
+    }
+    HIPK_DEVICE Floats<1> operator()(Floats<1> a, Floats<1> b) const {
+        a.v[0] = fmaxf(a.v[0], b.v[0]);  // (a NaN drops out: the rows stay NaN anyway)
+        return a;
+    }
+};
+
+// The largest |x| of this thread's vectors of a row, read from memory.
+template <typename T, int N>
+HIPK_DEVICE Floats<1> stream_max_abs(const T* x, const RowPart& p, int cols) {
+    Floats<1> m = {{0.0f}};
+    for (int j = p.thread; j < cols / N; j += p.threads) {
+        float v[N];
+        load_floats<T, N>(x + (long long)j * N, v);
+        HIPK_UNROLL
+        for (int i = 0; i < N; ++i) m.v[0] = fmaxf(m.v[0], fabsf(v[i]));
+    }
+    return m;
+}
+
 // Runs the fitting path of a row kernel `op` for this block's row(s). `op` provides
 //   template <typename Tile> void regs(const RowPart&, long long row, int cols) const;
 //   template <int N> void stream(const RowPart&, long long row, int cols) const;

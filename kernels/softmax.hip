@@ -252,17 +252,37 @@ HIPK_DEVICE void softmax(const T* x, T* y, int rows, int cols, float scale, int 
 // vec = 1: si = yi = 1, so, sr, yo, yr and I multiples of 4, x and y 16-byte aligned),
 // 256 / lanes down r; grid = O * ceil(I / (lanes * N)), block 256. Two reads of x: the
 // statistics (online max and sum, or the sum of squares), merged down the block, then the
-// output.
+// output. The l2 norm's squares overflow f32 from |x| = 2^64 and vanish below 2^-75: a thread
+// whose own sum came out inf or tiny reads its elements once more, scaled by a power of two
+// (rows.h), and the merge keeps each sum's scale. The normal path pays a max per element, a
+// test per thread and a multiply by 1 per output.
 
-// MaxSum, or (unused, sum of squares) for the l2 norm.
+// The l2 norm's (s, q): a sum of squares q / s^2, s a power of two (1 unless rescaled).
+// Merged at the smaller scale (the larger magnitudes: the other's terms only lose what is
+// negligible next to them), unless one sum is empty (0: its scale says nothing); two sums that
+// overflow together are scaled by 2^-32 more.
+HIPK_DEVICE Floats<2> merge_squares(const Floats<2>& a, const Floats<2>& b) {
+    if (a.v[0] == b.v[0]) {  // the usual case: both unscaled
+        const Floats<2> m = {{a.v[0], a.v[1] + b.v[1]}};
+        if (m.v[1] <= HIPK_FLOAT_MAX) return m;
+    }
+    if (a.v[1] == 0.0f) return b;
+    if (b.v[1] == 0.0f) return a;
+    const float s = fminf(a.v[0], b.v[0]), ra = s / a.v[0], rb = s / b.v[0];  // exact: 2^-k
+    const float qa = a.v[1] * ra * ra, qb = b.v[1] * rb * rb;
+    Floats<2> m = {{s, qa + qb}};
+    if (!(m.v[1] <= HIPK_FLOAT_MAX) && qa <= HIPK_FLOAT_MAX && qb <= HIPK_FLOAT_MAX) {
+        m.v[0] = s * 2.32830644e-10f;  // 2^-32 (an inf or NaN term: no scale helps)
+        m.v[1] = qa * 5.42101086e-20f + qb * 5.42101086e-20f;  // 2^-64
+    }
+    return m;
+}
+
+// MaxSum, or merge_squares for the l2 norm.
 struct AxisStats {
     int l2;
     HIPK_DEVICE Floats<2> operator()(const Floats<2>& a, const Floats<2>& b) const {
-        if (l2) {
-            Floats<2> s = {{0.0f, a.v[1] + b.v[1]}};
-            return s;
-        }
-        return MaxSum()(a, b);
+        return l2 ? merge_squares(a, b) : MaxSum()(a, b);
     }
 };
 
@@ -289,10 +309,12 @@ HIPK_DEVICE void along_axis(const T* x, T* y, long long O, long long R, long lon
     const AxisStats merge = {mode == 2};
     const long long base = o * so + i0 * si;
     Floats<2> stats[N];
+    float peak[N];  // l2: the largest |x| of the thread's elements
     HIPK_UNROLL
-    for (int k = 0; k < N; ++k) {  // the identities: (-inf, 0) for MaxSum, (0, 0) for l2
-        stats[k].v[0] = merge.l2 ? 0.0f : neg_inf();
+    for (int k = 0; k < N; ++k) {  // the identities: (-inf, 0) for MaxSum, (1, 0) for l2
+        stats[k].v[0] = merge.l2 ? 1.0f : neg_inf();
         stats[k].v[1] = 0.0f;
+        peak[k] = 0.0f;
     }
     for (long long r = down; mine && r < R; r += height) {
         float v[N];
@@ -301,6 +323,7 @@ HIPK_DEVICE void along_axis(const T* x, T* y, long long O, long long R, long lon
         for (int k = 0; k < N; ++k) {
             if (merge.l2) {
                 stats[k].v[1] += v[k] * v[k];
+                peak[k] = fmaxf(peak[k], fabsf(v[k]));
                 continue;
             }
             const float s = v[k] * scale;
@@ -310,6 +333,33 @@ HIPK_DEVICE void along_axis(const T* x, T* y, long long O, long long R, long lon
             } else if (s != neg_inf()) {
                 stats[k].v[1] += expf(s - stats[k].v[0]);
             }
+        }
+    }
+    if (merge.l2) {  // a thread's squares that overflowed or vanished: again, scaled (rare)
+        float rescale[N];
+        bool again = false;
+        HIPK_UNROLL
+        for (int k = 0; k < N; ++k) {
+            const float q = stats[k].v[1];
+            const bool lost = (q > HIPK_FLOAT_MAX || q < HIPK_TINY_SQUARES) && peak[k] > 0.0f &&
+                              peak[k] <= HIPK_FLOAT_MAX;
+            rescale[k] = lost ? power_of_two_scale(peak[k]) : 0.0f;  // 0: keep the sum
+            again = again || lost;
+        }
+        if (again) {
+            float q[N] = {};
+            for (long long r = down; mine && r < R; r += height) {
+                float v[N];
+                load_at<T, N>(x, base + r * sr, v);
+                HIPK_UNROLL
+                for (int k = 0; k < N; ++k) q[k] += (v[k] * rescale[k]) * (v[k] * rescale[k]);
+            }
+            HIPK_UNROLL
+            for (int k = 0; k < N; ++k)
+                if (rescale[k] != 0.0f) {
+                    stats[k].v[0] = rescale[k];
+                    stats[k].v[1] = q[k];
+                }
         }
     }
     HIPK_UNROLL
@@ -323,16 +373,19 @@ HIPK_DEVICE void along_axis(const T* x, T* y, long long O, long long R, long lon
         stats[k] = slots[across];
         __syncthreads();
     }
-    float base_k[N], factor[N];
+    float base_k[N], factor[N], pre[N];
     HIPK_UNROLL
     for (int k = 0; k < N; ++k) {
         const float m = stats[k].v[0], sum = stats[k].v[1];
         base_k[k] = m == neg_inf() ? 0.0f : m;
-        // (sum != 0 and norm < eps rather than > and fmaxf: a NaN sum must stay NaN)
-        const float norm = sqrtf(sum);
+        // (sum != 0 and root < eps * m rather than > and fmaxf: a NaN sum must stay NaN)
+        const float root = sqrtf(sum);  // l2: the norm of x * m
         if (mode == 0) factor[k] = sum != 0.0f ? 1.0f / sum : 0.0f;
         if (mode == 1) factor[k] = sum != 0.0f ? base_k[k] + logf(sum) : neg_inf();  // log-sum-exp
-        if (mode == 2) factor[k] = 1.0f / (norm < eps ? eps : norm);
+        // l2: x / max(root / m, eps), as (x * m) / root (no overflow, no subnormal factor), or
+        // x / eps (an eps * m past f32 is past the norm too).
+        pre[k] = mode == 2 && !(root < eps * m) ? m : 1.0f;
+        if (mode == 2) factor[k] = root < eps * m ? 1.0f / eps : 1.0f / root;
     }
     for (long long r = down; mine && r < R; r += height) {
         float v[N];
@@ -342,7 +395,7 @@ HIPK_DEVICE void along_axis(const T* x, T* y, long long O, long long R, long lon
             if (mode == 0) v[k] = expf(v[k] * scale - base_k[k]) * factor[k];
             else if (mode == 1)
                 v[k] = factor[k] == neg_inf() ? neg_inf() : v[k] * scale - factor[k];
-            else v[k] = v[k] * factor[k];
+            else v[k] = v[k] * pre[k] * factor[k];
         }
         T* at = y + o * yo + r * yr + i0 * yi;
         if (N > 1) {

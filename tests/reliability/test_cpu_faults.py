@@ -7,6 +7,9 @@ shared memory (checked mode). Now the stream's next synchronize raises HipError
 thread, and the same stream and device go on working. Every case runs in a subprocess first
 (a regression fails the test, not the suite), then in this process.
 
+Traps too: a kernel's __builtin_trap() killed the interpreter (SIGILL), abort() did (SIGABRT);
+now both raise HipLaunchError (hipErrorLaunchFailure, as a GPU's trap) that says where.
+
 Run as a script (`python test_cpu_faults.py cases 0|1`, 1: checked mode) it prints what each
 case gave as JSON.
 """
@@ -37,9 +40,16 @@ extern "C" __global__ void shared_overrun(float* out, int at) {
     out[0] = scratch[at];
 }
 extern "C" __global__ void fill(float* p, float v) { p[blockIdx.x * blockDim.x + threadIdx.x] = v; }
+extern "C" __global__ void trap(float* p, int aborts) {
+    if (blockIdx.x == 3 && threadIdx.x == 2) {
+        if (aborts) abort();
+        __builtin_trap();
+    }
+    p[threadIdx.x] = 1.0f;
+}
 """
 WHERE = r"in block \[{}\], thread \[{}\]"
-CASES = {  # name: (pattern of the detail, checked mode only)
+CASES = {  # name: (pattern of the detail, checked mode only); all hipErrorIllegalAddress
     "rope-like read": ("kernel rope_like: illegal address .* " + WHERE.format("1,0,0", "6,0,0"),
                        False),
     "null pointer": (r"kernel store: illegal address 0x0 \(write, SIGSEGV\) "
@@ -48,6 +58,11 @@ CASES = {  # name: (pattern of the detail, checked mode only)
                           False),
     "shared memory overrun": ("kernel shared_overrun: illegal address 0x[0-9a-f]+ "
                               r"\(write, SIGSEGV\) " + WHERE.format("0,0,0", "0,0,0"), True),
+}  # fmt: skip
+TRAPS = {  # name: pattern of the detail; hipErrorLaunchFailure
+    "__builtin_trap": r"kernel trap: trap: illegal instruction \(SIGILL.*\) "
+                      + WHERE.format("3,0,0", "2,0,0"),
+    "abort": r"kernel trap: abort\(\) was called " + WHERE.format("3,0,0", "2,0,0"),
 }  # fmt: skip
 
 
@@ -77,16 +92,18 @@ def cases(checked: str) -> dict[str, list[Any]]:
             4, 16, out, 1 << 40, stream=stream),
         "shared memory overrun": lambda: module.get_kernel("shared_overrun").launch(
             1, 1, out, 1024 + 2048, shared_mem=4096, stream=stream),
+        "__builtin_trap": lambda: module.get_kernel("trap").launch(4, 8, out, 0, stream=stream),
+        "abort": lambda: module.get_kernel("trap").launch(4, 8, out, 1, stream=stream),
     }  # fmt: skip
     seen: dict[str, list[Any]] = {}
     for name, launch in launches.items():
-        if CASES[name][1] and not faults.CHECKED:
+        if name in CASES and CASES[name][1] and not faults.CHECKED:
             continue
         launch()
         try:
             stream.sync()
             seen[name] = [None, "", False]
-        except hip_core.HipError as error:
+        except hip_core.HipLaunchError as error:
             detail = hip_core.hip_api().error_detail(error.code)
             assert detail and detail in str(error), (name, str(error))  # the message says where
             seen[name] = [error.name, detail, False]
@@ -100,10 +117,11 @@ def cases(checked: str) -> dict[str, list[Any]]:
 
 def check(seen: dict[str, list[Any]], checked: bool) -> None:
     expected = [name for name, (_, only_checked) in CASES.items() if checked or not only_checked]
-    assert sorted(seen) == sorted(expected)
+    assert sorted(seen) == sorted(expected + list(TRAPS))
     for name, (error, detail, works_after) in seen.items():
-        assert error == "hipErrorIllegalAddress", (name, error)
-        assert re.search(CASES[name][0], detail), (name, detail)
+        wanted = "hipErrorLaunchFailure" if name in TRAPS else "hipErrorIllegalAddress"
+        assert error == wanted, (name, error)
+        assert re.search(TRAPS[name] if name in TRAPS else CASES[name][0], detail), (name, detail)
         assert works_after, name
 
 

@@ -1,15 +1,19 @@
-"""Kernel bad accesses on the cpu platform are launch errors, as on a GPU; the process lives.
+"""Kernel bad accesses and traps on the cpu platform are launch errors, as on a GPU; the process
+lives.
 
 Every case first runs in a subprocess (this file as a script), so that a regression fails the
 test instead of killing the test run, then in this process. A case is a launch whose next
 synchronize must return its code with the kernel, block and thread in
-`HipApi.error_detail(code)`, after which the same stream runs a good kernel correctly. A fault
-that is not a kernel's still kills the process, as it would without the platform's handler.
+`HipApi.error_detail(code)`, after which the same stream runs a good kernel correctly. A trap
+(__builtin_trap(): SIGILL, abort(), std::abort(), __trap()) ends the launch with
+hipErrorLaunchFailure, as a GPU's trap does. A fault that is not a kernel's still kills the
+process, as it would without the platform's handler.
 """
 
 from __future__ import annotations
 
 import json
+import platform
 import re
 import subprocess
 import sys
@@ -60,6 +64,23 @@ __device__ __noinline__ int deep(int n) {
 }
 extern "C" __global__ void recurse(int* out, int depth) { out[0] = deep(depth); }
 extern "C" __global__ void divide(int* out, int by) { out[0] = 1000 / by; }
+__device__ void stop_as(int how) {
+    if (how == 0) __builtin_trap();
+    if (how == 1) abort();
+    if (how == 2) std::abort();
+    if (how == 3) __trap();
+}
+extern "C" __global__ void stop(float* p, int how) {
+    if (blockIdx.x == 2 && threadIdx.x == 3) stop_as(how);
+    p[threadIdx.x] = 1.0f;
+}
+extern "C" __global__ void stop_after_barrier(float* p, int how) {
+    __shared__ float seen[64];
+    seen[threadIdx.x] = 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 5) stop_as(how);
+    p[threadIdx.x] = seen[63 - threadIdx.x];
+}
 extern "C" __global__ void fill(float* p, float v) { p[blockIdx.x * blockDim.x + threadIdx.x] = v; }
 """
 WHERE = r"in block \[{}\], thread \[{}\]"
@@ -89,6 +110,21 @@ CASES: dict[str, Case] = {
     "every block": ("everywhere", 512, 64, (BUFFER, ("long long", FAR)), 0, ILLEGAL,
                     "kernel everywhere: illegal address"),
 }  # fmt: skip
+#: Traps: how stop_as stops (its `how`) and what the detail says first.
+TRAPS = {
+    "__builtin_trap": (0, r"trap: illegal instruction \(SIGILL, as __builtin_trap\(\) raises\) "),
+    "abort": (1, r"abort\(\) was called "),
+    "std::abort": (2, r"abort\(\) was called "),
+    "__trap": (3, r"__trap\(\) was called "),
+}
+for _name, (_how, _said) in TRAPS.items():  # one GPU thread of one block stops
+    _stopping = (BUFFER, ("int", _how))
+    CASES[_name] = ("stop", 4, 8, _stopping, 0, FAILURE,
+                    f"kernel stop: {_said}{WHERE.format('2,0,0', '3,0,0')}")  # fmt: skip
+    CASES[f"{_name} after a barrier"] = (
+        "stop_after_barrier", 1, 64, _stopping, 0, FAILURE,
+        f"kernel stop_after_barrier: {_said}{WHERE.format('0,0,0', '5,0,0')}",
+    )  # fmt: skip
 #: Only the checked mode sees these: just past a buffer, and past the dynamic shared size.
 CHECKED_CASES: dict[str, Case] = {
     "just past a buffer": ("poke", 4, 8, (BUFFER, ("long long", 1024)), 0, ILLEGAL,
@@ -202,19 +238,34 @@ def test_many_faulting_launches_leave_nothing_behind() -> None:
     assert device.still_works()
 
 
+#: How a process faults outside kernels: (Python code, the signal it dies of, faulthandler's name).
+#: The illegal instruction is x86's ud2 (what __builtin_trap() compiles to) in a mapped page.
+OUTSIDE = {
+    "bad access": ("ctypes.string_at(8)", 11, "Segmentation fault"),
+    "illegal instruction": (
+        "import mmap; page = mmap.mmap(-1, 4096, prot=7); page.write(b'\\x0f\\x0b');"
+        "ctypes.CFUNCTYPE(None)(ctypes.addressof(ctypes.c_char.from_buffer(page)))()",
+        4, "Illegal instruction"),
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("faulthandler", [False, True])
-def test_a_fault_outside_kernels_still_kills_the_process(faulthandler: bool) -> None:
+@pytest.mark.parametrize("fault", list(OUTSIDE))
+def test_a_fault_outside_kernels_still_kills_the_process(faulthandler: bool, fault: str) -> None:
+    code, signal, name = OUTSIDE[fault]
+    if fault == "illegal instruction" and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the illegal instruction is x86's ud2")
     script = (
         "import ctypes, hip_ffi, sys; sys.path.insert(0, sys.argv[1]);"
         "from test_cpu_faults import Device; device = Device(hip_ffi.load('cpu'));"
-        "assert device.still_works(); print('loaded', flush=True); ctypes.string_at(8)"
+        f"assert device.still_works(); print('loaded', flush=True); {code}"
     )
     options = ["-X", "faulthandler"] if faulthandler else []
     here = str(Path(__file__).parent)
     done = subprocess.run([sys.executable, *options, "-c", script, here], capture_output=True,
                           text=True, timeout=300)  # fmt: skip
-    assert done.stdout.startswith("loaded") and done.returncode == -11, done.stderr[-2000:]
-    assert ("Fatal Python error: Segmentation fault" in done.stderr) == faulthandler
+    assert done.stdout.startswith("loaded") and done.returncode == -signal, done.stderr[-2000:]
+    assert (f"Fatal Python error: {name}" in done.stderr) == faulthandler
 
 
 if __name__ == "__main__":

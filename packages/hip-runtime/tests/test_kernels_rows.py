@@ -144,3 +144,35 @@ def test_layernorm_of_huge_short_rows_is_finite(
     got = out.read()
     assert np.isfinite(got.astype(np.float64)).all()
     assert_close(got, testing.layernorm(x, eps=EPS), dtype)
+
+
+#: Rows per type as (scale, shift) of their normal values: spreads whose f32 squares overflow
+#: (from 2^64 ≈ 1.8e19 on, up to f32's end) or vanish (below 2^-75), and a usual one. f16 holds
+#: neither: its largest and smallest normal values stand in.
+RANGES = {
+    "f32": ((1e20, 0.0), (1e19, 3e19), (5e37, -1e38), (1e-30, 0.0), (1e-30, 5e-30), (1.0, 0.0)),
+    "bf16": ((1e20, 0.0), (1e19, 3e19), (5e37, -1e38), (1e-30, 0.0), (1e-30, 5e-30), (1.0, 0.0)),
+    "f16": ((1e4, 0.0), (1e-4, 0.0), (1.0, 0.0)),
+}
+
+
+@pytest.mark.parametrize("eps", [EPS, 0.0])  # 0: nothing hides a vanished sum
+@pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.parametrize("cols", [7, 1000, 4097, 8200])  # in registers, streamed, both layouts
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_norms_of_huge_and_tiny_rows(
+    harness: KernelHarness, norm: str, dtype: str, cols: int, block: int, eps: float
+) -> None:
+    # Before the rescaled path, rows whose standard deviation reached about 1.8e19 came out as
+    # zeros (the variance overflowed to inf), and rows of 1e-30 with eps 0 as inf or NaN.
+    ranges = RANGES[dtype]
+    x = np.stack([harness.random(cols, dtype, scale=s, shift=m) for s, m in ranges])
+    x[2, :3] = [3e38, -3e38, 3e38] if dtype != "f16" else [65504, -65504, 65504]  # the ends
+    rows = len(ranges)
+    dx, out = harness.upload(x), harness.output(x.shape, dtype)
+    params = (None, None) if norm == "layernorm" else (None,)
+    harness.kernel("norms.hip", f"{norm}_{dtype}").launch(
+        rows, block, dx, *params, out.buffer, rows, cols, eps, 1, cols, 0
+    )
+    assert_close(out.read(), getattr(testing, norm)(x, eps=eps), dtype)

@@ -7,17 +7,31 @@ permuted or reversed leading axes);
 other layouts are refused, pointing at `.contiguous()`. weight, bias and the result are
 C-contiguous. Queued on the backend's stream. A repeated call of the same layouts is served
 by a plan (`OpsBase._planned`): a dict look-up and the launch.
+
+eps must be a real number (int, float, numpy's), not a bool or a string: TypeError. Rows of any
+finite magnitude normalize: the kernels rescale a row whose f32 sum of squares overflows
+(|x| from about 1.8e19) or vanishes (kernels/rows.h).
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
+
+import numpy as np
 
 from hip_runtime.dtypes import FloatType, float_type
 from hip_runtime.ops.base import OpsBase, not_contiguous
 from hip_runtime.ops.plans import address_of, launch_pointers, plan_head, plan_key
 from hip_runtime.ops.reduce_layout import row_strides
 from hip_runtime.tensor import DeviceTensor
+
+
+def real_number(value: Any, name: str, op: str) -> float:
+    """`value` as a float; TypeError unless it is a real number (a bool is not one here)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{op}: {name} must be a real number, not {value!r}")
+    return float(value)
 
 
 class NormOps(OpsBase):
@@ -48,10 +62,12 @@ class NormOps(OpsBase):
                         and prepared(x.ptr, address_of(weight), address_of(bias), y.ptr)
                     ):
                         return y
+                    e = eps if type(eps) is float else real_number(eps, "eps", "layernorm")
                     pointers = launch_pointers((x, weight, bias, y))
-                    kernel.launch(rows, block, *pointers, rows, cols, float(eps), *strides,
+                    kernel.launch(rows, block, *pointers, rows, cols, e, *strides,
                                   stream=self.stream)  # fmt: skip
                     return y
+        eps = real_number(eps, "eps", "layernorm")
         x, t, strides = self._rows(x, "layernorm")
         rows, cols = self._rows_cols(x, "x")
         if weight is not None:
@@ -106,10 +122,12 @@ class NormOps(OpsBase):
                         and prepared(x.ptr, address_of(weight), y.ptr)
                     ):
                         return y
+                    e = eps if type(eps) is float else real_number(eps, "eps", "rmsnorm")
                     pointers = launch_pointers((x, weight, y))
-                    kernel.launch(rows, block, *pointers, rows, cols, float(eps), *strides,
+                    kernel.launch(rows, block, *pointers, rows, cols, e, *strides,
                                   stream=self.stream)  # fmt: skip
                     return y
+        eps = real_number(eps, "eps", "rmsnorm")
         x, t, strides = self._rows(x, "rmsnorm")
         rows, cols = self._rows_cols(x, "x")
         if weight is not None:
@@ -141,4 +159,4 @@ class NormOps(OpsBase):
         return x, t, strides
 
 
-__all__ = ["NormOps"]
+__all__ = ["NormOps", "real_number"]

@@ -33,6 +33,7 @@ import numpy as np
 from hip_core import _capture, hip_api  # _capture: whether a stream capture is in progress
 from hip_runtime.dtypes import float_type, suffix
 from hip_runtime.ops.base import OpsBase
+from hip_runtime.ops.norms import real_number
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, kept_shape, moved_last
 from hip_runtime.ops.reduce_layout import next_power_of_two as pow2
 from hip_runtime.ops.softmax import L2, along_axis, axis_argument
@@ -175,12 +176,15 @@ class ReductionOps(OpsBase):
         out: DeviceTensor | None = None,
     ) -> DeviceTensor:  # fmt: skip
         """x / max(||x||_2, eps) along `axis` (as torch.nn.functional.normalize); f32, f16,
-        bf16 (f32 accumulation), any layout, C-contiguous result."""
+        bf16 (f32 accumulation), any layout, C-contiguous result. eps: a real number
+        (TypeError otherwise); slices of any finite magnitude (the kernel rescales sums of
+        squares that overflow or vanish in f32)."""
+        eps = real_number(eps, "eps", "l2_normalize")
         x = self._operand(x, "x")
         float_type(x.dtype, "x")
         a = axis_argument(x, axis, "l2_normalize")
         y = self._output(out, x.shape, x.dtype, inputs=(x,))
-        along_axis(self, x, y, a, L2, 1.0, float(eps))
+        along_axis(self, x, y, a, L2, 1.0, eps)
         return y
 
     # --- the one path -------------------------------------------------------------------------

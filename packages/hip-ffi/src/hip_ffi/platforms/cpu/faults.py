@@ -2,12 +2,15 @@
 
 A GPU reports a kernel's bad access as hipErrorIllegalAddress and the process lives; native
 code on the host would die of SIGSEGV. So the runtime library (native/hip_cpu_runtime.cpp)
-installs a SIGSEGV/SIGBUS/SIGFPE handler when it loads: a fault raised while a thread runs a
-kernel's block unwinds that block, the launch fails (the next synchronize of its stream returns
-hipErrorIllegalAddress, hipErrorLaunchFailure for an integer division by zero) and
-`HipApi.error_detail(code)` says which kernel, block and thread, and at what address. Faults of
-any other code keep their previous action (the process dies as it would have). This costs a
-few stores per block, nothing measurable, so it is always on.
+installs a SIGSEGV/SIGBUS/SIGFPE/SIGILL handler when it loads: a fault raised while a thread
+runs a kernel's block unwinds that block, the launch fails (the next synchronize of its stream
+returns hipErrorIllegalAddress, hipErrorLaunchFailure for an integer division by zero or an
+illegal instruction: __builtin_trap()) and `HipApi.error_detail(code)` says which kernel, block
+and thread, and at what address. Faults of any other code keep their previous action (the
+process dies as it would have). A kernel's abort() and __trap() fail the launch without a
+signal (hipErrorLaunchFailure; the code object defines abort() itself, as it does assert's
+__assert_fail): SIGABRT is never caught, so the C library's own aborts still end the process.
+This costs a few stores per block, nothing measurable, so it is always on.
 
 The error is not sticky, unlike CUDA's: the stream, the device and every allocation stay
 usable. What the kernel wrote before the fault stays written, and its other blocks may or may

@@ -32,8 +32,10 @@ _WAIT_PREFIXES = ("__shfl", "__any", "__all", "__ballot", "__match", "__reduce",
 #: The prelude's per-thread and per-block indices (thread_locals the executor sets).
 BUILTIN_INDICES = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 #: Functions whose definitions libclang does not see (the executor's, compiled after the
-#: program) that read threadIdx: a failed assert() names the thread.
-_READ_THREAD_INDEX = frozenset({"__assert_fail", "__assert_perror_fail"})
+#: program) that read threadIdx: a failed assert(), __trap() and abort() name the thread.
+_READ_THREAD_INDEX = frozenset(
+    {"__assert_fail", "__assert_perror_fail", "__trap", "trapped", "abort"}
+)
 _FUNCTION_KINDS = frozenset(
     {"FUNCTION_DECL", "CXX_METHOD", "CONSTRUCTOR", "DESTRUCTOR", "CONVERSION_FUNCTION",
      "FUNCTION_TEMPLATE"}

@@ -40,13 +40,13 @@ extern "C" {
 typedef void (*hipcpu_range_fn)(void* context, unsigned long long begin, unsigned long long end);
 
 /* A thread's bad-access record. While the thread runs a block, `jmp` is that block's
- * __builtin_setjmp buffer: a SIGSEGV, SIGBUS or SIGFPE raised by its code is recorded here and
- * unwinds to it (the runtime's signal handler), and the launch fails with
+ * __builtin_setjmp buffer: a SIGSEGV, SIGBUS, SIGFPE or SIGILL raised by its code is recorded
+ * here and unwinds to it (the runtime's signal handler), and the launch fails with
  * hipErrorIllegalAddress (or hipErrorLaunchFailure) instead of the process dying. A fault while
  * `jmp` is null is not the kernel's: it gets the signal's previous action. */
 typedef struct hipcpu_fault {
     void** jmp;
-    int signal;                  /* SIGSEGV, SIGBUS or SIGFPE; 0: no fault */
+    int signal;                  /* SIGSEGV, SIGBUS, SIGFPE or SIGILL; 0: no fault */
     int code;                    /* the signal's si_code */
     unsigned long long address;  /* the faulting address (si_addr) */
     int access;                  /* 1 a write, 0 a read, -1 unknown */

@@ -10,14 +10,16 @@
  *   every block on an OS thread of its own, all at once, so that this_grid().sync() can wait
  *   for all of them (grid_barrier); the host allows at most one block per core.
  *
- * __trap(), a failed assert() and hipcpu::fail() end the launch: the block unwinds to its
- * start (__builtin_longjmp), the remaining blocks are skipped, and the launch returns the error
- * code with a message.
+ * __trap(), abort(), a failed assert() and hipcpu::fail() end the launch: the block unwinds to
+ * its start (__builtin_longjmp), the remaining blocks are skipped, and the launch returns the
+ * error code with a message (hipErrorLaunchFailure for a trap or abort(), as HIP's device
+ * abort() is a trap; hipErrorAssert for an assert).
  *
  * A bad access ends the launch the same way: while a block runs, its OS thread's fault record
  * (hip_cpu_abi.h, hipcpu_fault) points at the block's jump buffer, and the runtime library's
- * SIGSEGV/SIGBUS/SIGFPE handler unwinds there; the launch returns hipErrorIllegalAddress
- * (hipErrorLaunchFailure for an arithmetic trap) with the address, block and thread. The
+ * SIGSEGV/SIGBUS/SIGFPE/SIGILL handler unwinds there; the launch returns hipErrorIllegalAddress
+ * (hipErrorLaunchFailure for an arithmetic trap or an illegal instruction: __builtin_trap())
+ * with the address, block and thread. The
  * handler runs on an alternate signal stack, so a stack overflow is caught too (a fiber's stack
  * has a guard page). Checked launches also protect the dynamic shared buffer past the launch's
  * size, so that an overrun of it faults (a page's granularity).
@@ -52,12 +54,20 @@ static void record(grid_state& state, int code, const char* message) {
 
 [[noreturn]] __attribute__((noinline)) void fail(int code, const char* message) {
     block* b = tl_block;
-    if (b == nullptr) {  // not inside a launch: nothing to unwind to
+    if (b == nullptr) {  // not inside a launch: nothing to unwind to, the process dies
         fprintf(stderr, "hip-ffi cpu: %s\n", message);
-        abort();
+        __builtin_trap();  // (SIGILL, not abort(): the code object's abort() comes back here)
     }
     record(*b->state, code, message);
     __builtin_longjmp(b->jmp, 1);
+}
+
+/* __trap() or abort() in a kernel: the launch fails as a GPU's trap does, saying where. */
+[[noreturn]] __attribute__((noinline, cold)) void trapped(const char* what) {
+    char text[160];
+    snprintf(text, sizeof text, "%s in block [%u,%u,%u], thread [%u,%u,%u]", what, blockIdx.x,
+             blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z);
+    fail(719 /* hipErrorLaunchFailure */, text);
 }
 
 #if defined(__x86_64__)
@@ -86,6 +96,10 @@ __attribute__((noinline)) static uint3* thread_idx_address() {
 }
 #endif
 
+/* A fault's kind: 0 a bad access (SIGSEGV or SIGBUS: which one depends on the register that
+ * held an address outside the address space), else its signal (SIGFPE 8, SIGILL 4). */
+static int fault_kind(int signal) { return signal == 7 || signal == 11 ? 0 : signal; }
+
 /* The message of bad access `f` of the GPU thread (blockIdx, threadIdx). */
 static void describe_fault(const hipcpu_fault& f, bool thread_known, char* text, size_t size) {
     char thread[48] = "unknown: it did not fault when run again";
@@ -94,6 +108,11 @@ static void describe_fault(const hipcpu_fault& f, bool thread_known, char* text,
         snprintf(text, size, "arithmetic exception (%s) in block [%u,%u,%u], thread [%s]",
                  f.code == 1 ? "integer divide by zero" : f.code == 2 ? "integer overflow" : "SIGFPE",
                  blockIdx.x, blockIdx.y, blockIdx.z, thread);
+        return;
+    }
+    if (f.signal == 4 /* SIGILL */) {
+        snprintf(text, size, "trap: illegal instruction (SIGILL, as __builtin_trap() raises) in "
+                 "block [%u,%u,%u], thread [%s]", blockIdx.x, blockIdx.y, blockIdx.z, thread);
         return;
     }
     char where[48];  // x86 gives no address for one outside the address space
@@ -197,14 +216,14 @@ template <auto K> struct grid {
     __attribute__((noinline, cold)) static void report(grid& g, block& b) {
         hipcpu_fault first = b.fault;
         b.fault.signal = 0;
-        int code = first.signal == 8 /* SIGFPE */ ? 719 /* hipErrorLaunchFailure */
-                                                 : 700 /* hipErrorIllegalAddress */;
+        int code = fault_kind(first.signal) ? 719 /* hipErrorLaunchFailure */
+                                            : 700 /* hipErrorIllegalAddress */;
         if (!claim(g.state, code)) return;
         // The rerun's fault matches by kind, not signal: its code differs (it stores threadIdx),
         // and an address outside the address space is SIGSEGV or SIGBUS by the register that
         // holds it (x86's #GP, or #SS through rsp/rbp).
         bool known = b.unwound_in_fiber ||
-                     (!attempt<true>(g, b) && (b.fault.signal == 8) == (first.signal == 8));
+                     (!attempt<true>(g, b) && fault_kind(b.fault.signal) == fault_kind(first.signal));
         b.fault.signal = 0;
         describe_fault(first, known, g.state.message, g.state.message_size);
     }
@@ -309,6 +328,11 @@ extern "C" [[noreturn]] void __assert_fail(const char* assertion, const char* fi
     fprintf(stderr, "%s\n", text);
     ::hipcpu::fail(710 /* hipErrorAssert */, text);
 }
+
+/* abort() (std::abort, __builtin_abort) in a kernel: HIP's device abort() is a trap, so it ends
+ * the launch, not the process. Defined here (hidden) for the same reason as __assert_fail: the
+ * runtime's signal handler does not take SIGABRT (hip_cpu_runtime.cpp says why). */
+extern "C" [[noreturn]] void abort() noexcept { ::hipcpu::trapped("abort() was called"); }
 
 extern "C" __attribute__((visibility("default"), used)) const unsigned __hipcpu_abi_version =
     HIPCPU_ABI_VERSION;

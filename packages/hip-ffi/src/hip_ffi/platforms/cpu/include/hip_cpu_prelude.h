@@ -128,6 +128,8 @@ struct warp_view {
 __attribute__((noinline)) void grid_sync();
 /* Ends the launch with `code` (a hipError_t) and `message`; never returns. */
 [[noreturn]] __attribute__((noinline)) void fail(int code, const char* message);
+/* fail() with hipErrorLaunchFailure and "`what` in block [..], thread [..]": a trap. */
+[[noreturn]] __attribute__((noinline, cold)) void trapped(const char* what);
 }  // namespace hipcpu
 
 #include "hip_cpu_block.h"
@@ -159,7 +161,7 @@ static inline long long clock64() {
 static inline void __nanosleep(unsigned int) {}
 template <class T> static inline T __ldg(const T* p) { return *p; }
 [[noreturn]] static inline void __trap() {
-    ::hipcpu::fail(719 /* hipErrorLaunchFailure */, "__trap() was called");
+    ::hipcpu::trapped("__trap() was called");
 }
 
 /* ---- texture objects: not supported (docs/porting.md); a use says so at compile time --- */

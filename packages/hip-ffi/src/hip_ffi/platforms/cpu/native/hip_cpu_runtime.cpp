@@ -197,18 +197,22 @@ void* scratch(unsigned long long bytes) {
     return s.p;
 }
 
-/* ---- bad accesses --------------------------------------------------------------------------
- * A SIGSEGV, SIGBUS or SIGFPE on a thread whose fault record has a jump buffer (it is running
- * a block) is the kernel's: record it and unwind to the block's start (the executor reports
- * it). Any other is not ours to swallow: the previous handler gets it, or the default action
+/* ---- bad accesses and traps -----------------------------------------------------------------
+ * A SIGSEGV, SIGBUS, SIGFPE or SIGILL (__builtin_trap(): ud2 on x86) on a thread whose fault
+ * record has a jump buffer (it is running a block) is the kernel's: record it and unwind to the
+ * block's start (the executor reports it). Any other is not ours to swallow: the previous handler gets it, or the default action
  * (the process dies of it, with the right address, as it would have without this handler).
  * The record is an initial-exec thread-local, so the handler reads it without calling into
  * the dynamic linker (safe even when the fault hit inside malloc). */
 __attribute__((tls_model("initial-exec"))) __thread hipcpu_fault* tl_fault = nullptr;
 __attribute__((tls_model("initial-exec"))) __thread bool tl_alternate_stack = false;
 
-constexpr int kSignals[3] = {SIGSEGV, SIGBUS, SIGFPE};
-struct sigaction g_previous[3];
+/* Not SIGABRT: a kernel's abort() never gets there (the code object defines its own,
+ * hip_cpu_executor.h), and unwinding out of glibc's abort() would leave its lock held; an abort
+ * raised by the C library itself (heap corruption) must still end the process. */
+constexpr int kSignals[4] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+constexpr int kHandled = sizeof kSignals / sizeof kSignals[0];
+struct sigaction g_previous[kHandled];
 
 struct alternate_stack {
     void* base = nullptr;
@@ -224,7 +228,8 @@ struct alternate_stack {
 thread_local alternate_stack tl_stack;
 
 void chain(int sig, siginfo_t* info, void* context) {
-    int i = sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2;
+    int i = 0;
+    while (i + 1 < kHandled && kSignals[i] != sig) ++i;
     const struct sigaction& previous = g_previous[i];
     if ((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction != nullptr) {
         previous.sa_sigaction(sig, info, context);
@@ -266,7 +271,7 @@ void on_fault(int sig, siginfo_t* info, void* context) {
 }
 
 void install_fault_handler() {
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kHandled; ++i) {
         struct sigaction action {};
         action.sa_sigaction = &on_fault;
         // SA_NODEFER: the unwind leaves the handler without sigreturn, so the signal must not
