@@ -15,7 +15,7 @@ replays (torch.profiler's trace, which sees every kernel of the process, ours in
 
 Engines: "gemv" (`HipBackend(gemv_rows=8)`: batches of up to 8 rows through hip-runtime's GEMV
 kernel with the norms, SwiGLU and residual adds fused in, hip_runtime.ops.gemv; the default
-is 1 row) and "blas"
+is 2 rows) and "blas"
 (`HipBackend(gemv_rows=0)`: rmsnorm, BLAS, swiglu as separate ops), in the same run. Needs the
 nvidia platform with torch and transformers (the profile and the model); otherwise one skipped
 row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.

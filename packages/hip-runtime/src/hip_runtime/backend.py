@@ -78,8 +78,8 @@ class HipBackend(
             0: always BLAS. Convolutions' products always go to BLAS.
         gemv_rows: the most rows of x (1-8) that `linear`, `rmsnorm_linear` and
             `rmsnorm_swiglu` send to hip-runtime's GEMV kernel with their fusions
-            (hip_runtime.ops.gemv); None: the platform's default, 1 on amd and nvidia (from
-            two rows on cuBLAS was as fast on the H200), 0 on cpu (its host BLAS is faster
+            (hip_runtime.ops.gemv); None: the platform's default, 2 on amd and nvidia (from
+            four rows on cuBLAS was faster on the H200), 0 on cpu (its host BLAS is faster
             there); 0: never.
 
     A hip_core.Resource: `close()` (or `with HipBackend() as backend:`) waits for the stream

@@ -15,7 +15,7 @@ ops in its prologue and epilogue:
 - `linear(x, weight, residual=...)` (ops/linalg.py) takes the kernel too, residual fused.
 
 Which calls the kernel takes: at most `HipBackend.gemv_rows` rows of x (`GEMV_DEFAULT_ROWS`,
-1, on amd and nvidia; up to 8 when asked; 0 on cpu, where the host's BLAS is faster),
+2, on amd and nvidia; up to 8 when asked; 0 on cpu, where the host's BLAS is faster),
 f32/f16/bf16, C-contiguous operands at 16-byte aligned addresses with rows of whole 16-byte
 runs. Others run the unfused ops, with
 the same results up to the rounding of the intermediates (unfused, the normalized rows and
@@ -35,10 +35,10 @@ from hip_runtime.tensor import DeviceTensor
 
 GEMV_TILES = (1, 2, 4, 8)  # the kernels' row tiles (kernels/gemv.hip's gemv_*r<R>)
 GEMV_MAX_ROWS = GEMV_TILES[-1]
-#: The default on amd and nvidia: one row. From two rows on cuBLAS matched or beat the kernel
-#: on the H200 at a 1B Llama's shapes (bench_gemv: the head at 4 rows 243 µs against 129; a
-#: decode step at batch 2 1364 µs against 1225), at one it won (1071 µs against 1219).
-GEMV_DEFAULT_ROWS = 1
+#: The default on amd and nvidia: up to two rows. A 1B Llama's decode step on the H200
+#: (bench_roofline): 902 µs against BLAS's 1224 at batch 1, 1152 against 1234 at 2, 2305
+#: against 1240 at 4 (from four rows cuBLAS's tiles win: the head at 4 rows 243 µs against 129).
+GEMV_DEFAULT_ROWS = 2
 _THREADS, _TEAMS = 256, 8  # a block's threads, and its teams of 32 lanes
 _COLUMNS = {1: 1, 2: 2, 4: 4, 8: 4}  # output columns a team takes, by row tile (`Columns`)
 _BLOCKS_PER_MULTIPROCESSOR = 4  # what `gemv_slices` aims for (8 resident at 256 threads)
