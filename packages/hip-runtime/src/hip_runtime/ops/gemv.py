@@ -145,7 +145,9 @@ class GemvOps(OpsBase):
                 return self.linear(h, weight, residual=residual, out=out)
             both = self.linear(h, weight)
             return self.swiglu(both[..., :n], both[..., n:], out=out)
-        y = self._output(out, shape, x.dtype, inputs=(residual,), distinct_from=(x, norm_weight, weight))
+        y = self._output(
+            out, shape, x.dtype, inputs=(residual,), distinct_from=(x, norm_weight, weight)
+        )
         launch = self._gemv_launch(x, weight, y, residual, norm_weight, float(eps), pairs)
         prepared = launch[0].prepare(*launch[1:], stream=self.stream)
         self._keep_plan(key, (*plan_head((x, norm_weight, weight, residual), y), prepared, eps))
