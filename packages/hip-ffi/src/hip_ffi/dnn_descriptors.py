@@ -1,7 +1,7 @@
 """MIOpen's descriptor entry points over Python objects, for the platforms without MIOpen.
 
 The nvidia and cpu platforms keep a tensor, convolution or pooling descriptor as a plain
-Python object behind an opaque handle (hip_ffi.platforms.cpu.handles: never NULL, never a
+Python object behind an opaque handle (hip_ffi.handles: never NULL, never a
 valid address). The calls that make, set, read and destroy them are the same on both, so they
 are written once here; each platform reads the objects when it runs an operation. The nvidia
 platform builds its cuDNN descriptors from them on first use and keeps them in `native`, which
@@ -19,7 +19,7 @@ from typing import Any
 
 from hip_ffi import dnn_constants as dc
 from hip_ffi._ffi import ffi
-from hip_ffi.platforms.cpu.handles import Registry, is_null, takes_handle
+from hip_ffi.handles import Registry, is_null, takes_handle
 
 #: The most dimensions a tensor descriptor takes (MIOpen's and cuDNN's limit).
 MAX_DIMS = 8

@@ -29,8 +29,8 @@ from hip_ffi.constants import (
     HIPBLAS_OP_T,
     HIPBLAS_STATUSES,
 )
+from hip_ffi.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu import shared_objects
-from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu.streams import ENGINE, Stream
 
 SUCCESS = HIPBLAS_STATUSES["HIPBLAS_STATUS_SUCCESS"]

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from hip_ffi.collective_constants import DATA_TYPE_NAMES, INVALID_ARGUMENT, REDUCTION_OP_NAMES
+from hip_ffi.handles import address
 from hip_ffi.platforms.cpu import collective_ops as ops
 from hip_ffi.platforms.cpu.collectives import COMMS, queue, refuse
-from hip_ffi.platforms.cpu.handles import address
 
 
 def _needs(call: ops.Call, rank: int) -> tuple[int, ...]:

@@ -48,6 +48,7 @@ from hip_ffi.collective_constants import (
     SYSTEM_ERROR,
     pack_version,
 )
+from hip_ffi.handles import Registry, address, is_null, items, takes_handle
 from hip_ffi.platforms.cpu import collective_ops as ops
 from hip_ffi.platforms.cpu import ordinals, status
 from hip_ffi.platforms.cpu.collective_rendezvous import (
@@ -60,7 +61,6 @@ from hip_ffi.platforms.cpu.collective_rendezvous import (
     new_id,
     timeout_seconds,
 )
-from hip_ffi.platforms.cpu.handles import Registry, address, is_null, items, takes_handle
 from hip_ffi.platforms.cpu.streams import ENGINE, LEGACY_STREAM, Stream
 
 #: The NCCL API level this implementation follows (ncclAvg and bfloat16 came with 2.10,

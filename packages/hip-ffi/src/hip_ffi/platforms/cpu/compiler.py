@@ -36,8 +36,8 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import HIPRTC_RESULTS
+from hip_ffi.handles import Registry, c_string, is_null, items, takes_handle
 from hip_ffi.platforms.cpu import dependencies, fission, images, source_scan, toolchain
-from hip_ffi.platforms.cpu.handles import Registry, c_string, is_null, items, takes_handle
 from hip_ffi.rtc import DEPRECATED_SPELLINGS
 
 SUCCESS = HIPRTC_RESULTS["HIPRTC_SUCCESS"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hip_ffi.handles import address
 from hip_ffi.platforms.cpu import ordinals, status
-from hip_ffi.platforms.cpu.handles import address
 from hip_ffi.platforms.cpu.memory import check_range, is_pinned
 from hip_ffi.platforms.cpu.shared_objects import libc
 from hip_ffi.platforms.cpu.streams import ENGINE, Stream

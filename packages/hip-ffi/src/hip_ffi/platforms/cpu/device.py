@@ -21,8 +21,8 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import DEVICE_ATTRIBUTES
+from hip_ffi.handles import address
 from hip_ffi.platforms.cpu import limits, ordinals, shared_objects, status, toolchain
-from hip_ffi.platforms.cpu.handles import address
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)

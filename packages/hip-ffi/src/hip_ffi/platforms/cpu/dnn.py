@@ -23,7 +23,7 @@ from hip_ffi import dnn_constants as dc
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import ERROR_CODES
 from hip_ffi.dnn_descriptors import ConvProblem, Descriptors, TensorDesc, conv_problem
-from hip_ffi.platforms.cpu.handles import Registry, address, is_null, takes_handle
+from hip_ffi.handles import Registry, address, is_null, takes_handle
 from hip_ffi.platforms.cpu.streams import ENGINE, Stream
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_NONE, ERROR_CODES
+from hip_ffi.handles import Registry, address
 from hip_ffi.platforms.cpu import status
-from hip_ffi.platforms.cpu.handles import Registry, address
 from hip_ffi.platforms.cpu.streams import ENGINE, Stream, Work, on_stream
 
 CAPTURE_UNJOINED = ERROR_CODES["hipErrorStreamCaptureUnjoined"]

@@ -41,8 +41,8 @@ from hip_ffi.constants import (
     IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 )
+from hip_ffi.handles import address
 from hip_ffi.platforms.cpu import arena, memory, ordinals, shared_events, status
-from hip_ffi.platforms.cpu.handles import address
 from hip_ffi.platforms.cpu.stream_api import EVENTS
 from hip_ffi.platforms.cpu.streams import Event
 

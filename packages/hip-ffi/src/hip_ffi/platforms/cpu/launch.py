@@ -30,8 +30,8 @@ from hip_ffi.constants import (
     LAUNCH_PARAM_BUFFER_SIZE,
     LAUNCH_PARAM_END,
 )
+from hip_ffi.handles import address, is_null, items
 from hip_ffi.platforms.cpu import device, faults, shared_objects, status, toolchain
-from hip_ffi.platforms.cpu.handles import address, is_null, items
 from hip_ffi.platforms.cpu.modules import KERNELS, Function
 from hip_ffi.platforms.cpu.streams import ENGINE
 

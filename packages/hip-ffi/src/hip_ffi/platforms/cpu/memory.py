@@ -32,9 +32,9 @@ from typing import Any
 
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import MEMORY_TYPES
+from hip_ffi.handles import address
 from hip_ffi.platforms.cpu import arena, faults, limits, ordinals, status
 from hip_ffi.platforms.cpu.device import ALIGNMENT
-from hip_ffi.platforms.cpu.handles import address
 from hip_ffi.platforms.cpu.shared_objects import libc
 from hip_ffi.platforms.cpu.streams import ENGINE
 

@@ -20,8 +20,8 @@ import threading
 from typing import Any
 
 from hip_ffi._ffi import ffi
+from hip_ffi.handles import Registry, address, c_string
 from hip_ffi.platforms.cpu import elf, images, status, toolchain
-from hip_ffi.platforms.cpu.handles import Registry, address, c_string
 from hip_ffi.platforms.cpu.shared_objects import SharedObject, function, load_image
 from hip_ffi.platforms.cpu.source_scan import entry_symbol
 from hip_ffi.platforms.cpu.streams import ENGINE

@@ -22,8 +22,8 @@ from hip_ffi.constants import (
     MEM_LOCATION_TYPE_DEVICE,
     MEM_POOL_ATTRIBUTES,
 )
+from hip_ffi.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu import memory, ordinals, status
-from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu.memory import Pool
 from hip_ffi.platforms.cpu.streams import ENGINE
 

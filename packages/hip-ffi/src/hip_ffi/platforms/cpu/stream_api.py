@@ -16,8 +16,8 @@ from hip_ffi.constants import (
     EVENT_INTERPROCESS,
     STREAM_NON_BLOCKING,
 )
+from hip_ffi.handles import Registry, takes_handle
 from hip_ffi.platforms.cpu import shared_events, status
-from hip_ffi.platforms.cpu.handles import Registry, takes_handle
 from hip_ffi.platforms.cpu.streams import ENGINE, Event, Stream, on_stream
 
 EVENTS: Registry[Event] = Registry("hipEvent_t")

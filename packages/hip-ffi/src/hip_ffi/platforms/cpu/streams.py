@@ -34,9 +34,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hip_ffi.constants import ERROR_CODES, STREAM_NON_BLOCKING
+from hip_ffi.handles import Registry, address, takes_handle
 from hip_ffi.platforms.cpu import ordinals, status
 from hip_ffi.platforms.cpu.engine_lock import Held
-from hip_ffi.platforms.cpu.handles import Registry, address, takes_handle
 
 if TYPE_CHECKING:
     from hip_ffi.platforms.cpu.graphs import Capture

@@ -37,7 +37,7 @@ from hip_ffi import surface
 from hip_ffi._ffi import ffi
 from hip_ffi.api import Unavailable
 from hip_ffi.dnn_descriptors import ConvDesc, Descriptors, TensorDesc, conv_problem
-from hip_ffi.platforms.cpu.handles import is_null
+from hip_ffi.handles import is_null
 from hip_ffi.platforms.nvidia import dnn_tables as t
 from hip_ffi.platforms.nvidia.dnn_graph import UNLIMITED, GraphFailed, Graphs, unscaled
 from hip_ffi.platforms.nvidia.dnn_tables import BACKWARD_DATA, FORWARD, Direction

@@ -1,4 +1,6 @@
-"""Opaque handles (hipStream_t, hipEvent_t, hipModule_t...) of the cpu platform.
+"""Opaque handles (hipStream_t, hipEvent_t, hipModule_t...) for the platforms that hand out
+their own: the cpu platform (hip-cpu) for everything, the DNN descriptors (dnn_descriptors.py)
+wherever MIOpen is absent. It lives here, not in hip-cpu, because hip-ffi uses it itself.
 
 A handle is a pointer value that the platform hands out and maps back to a Python object. The
 values come from one counter shared by every kind of handle, so a handle of one kind passed
