@@ -23,10 +23,10 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 VERSION = (ROOT / "VERSION").read_text().strip()
-PACKAGES = ("hip-ffi", "hip-core", "hip-runtime", "hip-backend")
+PACKAGES = ("hip-ffi", "hip-cpu", "hip-core", "hip-runtime", "hip-backend")  # bottom to top
 WHEELS = ROOT / ".nox" / "_wheels"
 WHEELHOUSE = ROOT / ".whl"  # what travels to the device machine (git ignores it)
-# libclang: the cpu platform splits kernels at their barriers with it (hip-ffi[cpu]).
+# libclang: the cpu platform splits kernels at their barriers with it (hip-cpu[split]).
 TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24", "libclang>=16")
 # Reference implementations some packages' tests compare against (writers and dequantizers of
 # the checkpoint formats); never dependencies of the packages themselves.
@@ -55,7 +55,7 @@ def _wheel_name(package: str) -> str:
 
 
 def build_wheels(session: nox.Session, dest: Path = WHEELS) -> dict[str, Path]:
-    """Build all four wheels into `dest` and return them by distribution name."""
+    """Build every distribution's wheel into `dest` and return them by distribution name."""
     session.install("hatchling>=1.21", "cffi>=1.17")
     if dest.exists():
         for old in dest.glob("hip_*.whl"):
@@ -114,13 +114,13 @@ def wave64(session: nox.Session) -> None:
 
 @nox.session
 def integration(session: nox.Session) -> None:
-    """The whole stack: all four wheels installed together, tests/ at the root."""
+    """The whole stack: every wheel installed together, tests/ at the root."""
     install_stack(session)
     run_pytest(session, "tests", WHOLE_STACK_ONLY, marker="not gpu")
 
 
 def install_stack(session: nox.Session) -> None:
-    """All four wheels together, with every package's test dependencies."""
+    """Every wheel together, with every package's test dependencies."""
     wheels = build_wheels(session)
     extras = {dep for deps in PACKAGE_TEST_DEPS.values() for dep in deps}
     session.install("--find-links", str(WHEELS), *map(str, wheels.values()), *TEST_DEPS, *extras)

@@ -184,7 +184,7 @@ _CACHE_PROBE = textwrap.dedent(
     import json, sys, time
     start = time.perf_counter()
     import hip_ffi
-    from hip_ffi.platforms.cpu import toolchain
+    from hip_cpu import toolchain
     hip = hip_ffi.load("cpu")
     ffi = hip.ffi
     from hip_ffi.rtc import compile_source
@@ -269,7 +269,7 @@ class Cpu:
 
 
 def plain_c() -> ctypes.CDLL:
-    from hip_ffi.platforms.cpu import toolchain
+    from hip_cpu import toolchain
 
     compiler = toolchain.find_compiler()
     assert compiler is not None, toolchain.no_compiler_message()

@@ -1,4 +1,7 @@
-"""Imports only go down the stack: hip_ffi <- hip_core <- hip_runtime <- hip_backend."""
+"""Imports only go down the stack: hip_ffi <- hip_cpu <- hip_core <- hip_runtime <- hip_backend.
+
+hip_ffi reaches hip_cpu only through the `hip_ffi.platforms` entry point (importlib, never an
+import statement), so the cpu platform's runtime stays out of the bindings."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("hip_ffi", "hip_core", "hip_runtime", "hip_backend")
-PACKAGE_DIRS = dict(zip(LAYERS, ("hip-ffi", "hip-core", "hip-runtime", "hip-backend"), strict=True))
+LAYERS = ("hip_ffi", "hip_cpu", "hip_core", "hip_runtime", "hip_backend")
+PACKAGE_DIRS = {layer: layer.replace("_", "-") for layer in LAYERS}
 
 
 def _imported_layers(path: Path) -> set[str]:

@@ -1,7 +1,7 @@
-"""All four distributions share one version, and every sibling pin is that version.
+"""All five distributions share one version, and every sibling pin is that version.
 
 Reads the source tree (VERSION, each _version.py, each pyproject.toml) through
-tools/version.py and the installed metadata of the four wheels.
+tools/version.py and the installed metadata of the five wheels.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def test_source_tree_agrees_on_one_version() -> None:
 
 def test_installed_distributions_agree() -> None:
     expected = _version_tool().read_version()
-    for dist in ("hip-ffi", "hip-core", "hip-runtime", "hip-backend"):
+    for dist in ("hip-ffi", "hip-cpu", "hip-core", "hip-runtime", "hip-backend"):
         assert importlib.metadata.version(dist) == expected
 
 
@@ -72,3 +72,12 @@ def test_bump_writes_every_place(copied_tool) -> None:  # type: ignore[no-untype
     assert tool.read_version() == "7.8.9"
     assert tool.disagreements() == []
     assert '"hip-ffi==7.8.9"' in (copy / "packages/hip-backend/pyproject.toml").read_text()
+    assert '"hip-cpu==7.8.9"' in (copy / "packages/hip-core/pyproject.toml").read_text()
+    version_py = copy / "packages/hip-cpu/src/hip_cpu/_version.py"
+    assert '__version__ = "7.8.9"' in version_py.read_text()
+
+
+def test_the_tool_covers_every_distribution() -> None:
+    tool = _version_tool()
+    on_disk = {path.parent.name for path in ROOT.glob("packages/*/pyproject.toml")}
+    assert set(tool.PACKAGES) == on_disk

@@ -1,8 +1,9 @@
 """Assert what an install of one distribution brings: its layer and those below, nothing above.
 
 Run by `nox -s tests(package=...)` right after installing a single wheel, e.g.
-`python tools/check_isolation.py hip-core` must find hip_ffi and hip_core and must NOT find
-hip_runtime or hip_backend.
+`python tools/check_isolation.py hip-core` must find hip_ffi, hip_cpu and hip_core and must NOT
+find hip_runtime or hip_backend; `hip-ffi` must find hip_ffi alone (the bindings install without
+the cpu platform's runtime).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-LAYERS = ("hip_ffi", "hip_core", "hip_runtime", "hip_backend")  # bottom to top
+LAYERS = ("hip_ffi", "hip_cpu", "hip_core", "hip_runtime", "hip_backend")  # bottom to top
 
 
 def main(package: str) -> int:

@@ -1,4 +1,4 @@
-"""The one version of all four distributions.
+"""The one version of all five distributions.
 
 `VERSION` at the repository root is the single place the version is written by hand.
 Every package's `_version.py` and every sibling pin (`hip-ffi==V`) is derived from it:
@@ -19,11 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 VERSION_FILE = ROOT / "VERSION"
 PACKAGES = {
     "hip-ffi": "hip_ffi",
+    "hip-cpu": "hip_cpu",
     "hip-core": "hip_core",
     "hip-runtime": "hip_runtime",
     "hip-backend": "hip_backend",
 }
-_PIN = re.compile(r'"(?P<name>hip-(?:ffi|core|runtime|backend))==(?P<version>[^"]+)"')
+_PIN = re.compile(r'"(?P<name>hip-(?:ffi|cpu|core|runtime|backend))==(?P<version>[^"]+)"')
 _VERSION_LINE = re.compile(r'^__version__ = "(?P<version>[^"]+)"$', re.MULTILINE)
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?(?:\.dev\d+)?$")
 
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
         return 0
     if argv == ["check"]:
         problems = disagreements()
-        print("\n".join(problems) or f"all four packages agree on {read_version()}")
+        print("\n".join(problems) or f"all {len(PACKAGES)} packages agree on {read_version()}")
         return 1 if problems else 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -70,7 +70,7 @@ def kernels(*names: str) -> dict[str, int]:
 
 def whole(path: Path) -> bytes:
     """The entry as its record says it should be (raises when it is not)."""
-    from hip_ffi.platforms.cpu import toolchain
+    from hip_cpu import toolchain
 
     fetched = toolchain.fetch(path)
     assert fetched is not None, f"{path.name} is not whole"

@@ -71,7 +71,7 @@ def cases(checked: str) -> dict[str, list[Any]]:
     import numpy as np
 
     import hip_core
-    from hip_ffi.platforms.cpu import faults
+    from hip_cpu import faults
 
     faults.CHECKED = checked == "1"
     device = hip_core.Device(0)
@@ -137,7 +137,7 @@ def test_bad_accesses_in_a_subprocess(checked: bool) -> None:
 @pytest.fixture
 def cpu() -> Iterator[None]:
     import hip_core
-    from hip_ffi.platforms.cpu import faults
+    from hip_cpu import faults
 
     mode = faults.CHECKED
     with hip_core.use_platform("cpu"):

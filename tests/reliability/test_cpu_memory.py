@@ -74,7 +74,7 @@ def test_allocations_past_the_cgroup_limit_in_a_subprocess(tmp_path: Path) -> No
 @pytest.fixture
 def limited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     import hip_core
-    from hip_ffi.platforms.cpu import limits
+    from hip_cpu import limits
 
     monkeypatch.setenv("HIP_FFI_CPU_CGROUP", str(fake_cgroup(tmp_path)))
     with hip_core.use_platform("cpu"):

@@ -81,7 +81,7 @@ def test_error_names_match_the_library_s_own(api: Any) -> None:
 
 
 def _corpus() -> list[tuple[str, str]]:
-    corpus = Path(__file__).resolve().parents[2] / "packages/hip-ffi/tests/kernels"
+    corpus = Path(__file__).resolve().parents[2] / "packages/hip-cpu/tests/kernels"
     return [(f"corpus/{p.name}", p.read_text()) for p in sorted(corpus.glob("*.hip"))]
 
 

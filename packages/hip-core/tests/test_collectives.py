@@ -44,7 +44,7 @@ from hip_core import (
     NcclError,
     use_platform,
 )
-from hip_ffi.platforms.cpu import ordinals, testing
+from hip_cpu import ordinals, testing
 
 COUNT = 1000 + 3  # not a multiple of anything the implementations chunk by
 

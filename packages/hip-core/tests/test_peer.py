@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from hip_core import ClosedError, Device, MemoryPool, Program, peer
-from hip_ffi.platforms.cpu import ordinals, testing
+from hip_cpu import ordinals, testing
 
 KERNEL = r"""
 #include <hip/hip_runtime.h>

@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import hip_ffi
 from hip_ffi.errors import LibraryNotFoundError
-
-
-def _register_kernel_cases() -> None:
-    """Make kernel_cases.py importable as `hip_ffi_test_kernel_cases`: pytest's importlib mode
-    puts no test folder on sys.path, and conftest.py is imported before any test module."""
-    name = "hip_ffi_test_kernel_cases"
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("kernel_cases.py"))
-    assert spec is not None and spec.loader is not None
-    sys.modules[name] = module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
-
-_register_kernel_cases()
 
 ROCM_PACKAGES = "libamdhip64-5 libamd-comgr2 rocm-device-libs libhiprtc-builtins5"
 

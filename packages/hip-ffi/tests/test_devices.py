@@ -1,50 +1,16 @@
 """The one way to read devices (`hip_ffi.device_properties`, `hip_ffi.device_count`) and each
-platform's `PlatformTraits`: the cpu platform loaded for real, amd over the real ROCm libraries
-(no device there). nvidia's traits are checked where its tests load it (test_nvidia_load.py)."""
+platform's `PlatformTraits`: amd over the real ROCm libraries (no device there). nvidia's traits
+are checked where its tests load it (test_nvidia_load.py), the cpu platform's in hip-cpu
+(test_cpu_device_facts.py)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
 import hip_ffi
-from hip_ffi import DeviceProperties, HipStatusError, PlatformTraits, constants
-from hip_ffi.platforms.cpu import toolchain
-
-
-@pytest.fixture(scope="module")
-def cpu() -> Any:
-    return hip_ffi.load("cpu")
-
-
-def test_cpu_device_count_and_properties_agree_with_the_runtime(cpu: Any) -> None:
-    assert hip_ffi.device_count(cpu) == (1, "")
-    props = hip_ffi.device_properties(cpu, 0)
-    assert isinstance(props, DeviceProperties)
-    raw = cpu.ffi.new(cpu.device_prop_type + "*")
-    assert cpu.hipGetDeviceProperties(raw, 0) == 0
-    assert props.name == cpu.ffi.string(raw.name).decode()
-    assert props.arch == os.uname().machine
-    assert props.total_memory == raw.totalGlobalMem
-    assert props.multiprocessors == raw.multiProcessorCount
-    assert props.warp_size == raw.warpSize == toolchain.warp_size()
-    assert props.max_threads_per_block == raw.maxThreadsPerBlock
-    assert props.shared_memory_per_block == raw.sharedMemPerBlock
-    assert props.clock_rate_khz > 0
-    assert props.pci_bus_id.count(":") == 2
-    assert props.platform == "cpu"
-    with pytest.raises(AttributeError):
-        props.name = "changed"  # type: ignore[misc]
-
-
-def test_an_ordinal_out_of_range_raises_with_code_and_call(cpu: Any) -> None:
-    with pytest.raises(HipStatusError, match="hipErrorInvalidDevice") as caught:
-        hip_ffi.device_properties(cpu, 1)
-    assert caught.value.code == constants.ERROR_CODES["hipErrorInvalidDevice"]
-    assert caught.value.call == "hipGetDeviceProperties"
-    assert isinstance(caught.value, hip_ffi.HipFfiError)
+from hip_ffi import HipStatusError, PlatformTraits
 
 
 def test_arch_is_cut_at_the_first_colon() -> None:
@@ -87,27 +53,9 @@ def test_amd_without_a_device_counts_none_and_says_why(amd: Any) -> None:
     assert caught.value.code != 0
 
 
-def test_describe_lists_the_devices(cpu: Any) -> None:
-    report = hip_ffi.describe("cpu")
-    props = hip_ffi.device_properties(cpu, 0)
-    assert report.startswith(f"platform: cpu ({cpu.platform_version})")
-    assert "devices: 1" in report and f"[0] {props.name} | {props.arch}" in report
-
-
 @pytest.mark.parametrize(
     ("platform", "expected"),
     [
-        # kDLCPU; device memory is host memory, read after a synchronize
-        (
-            "cpu",
-            PlatformTraits(
-                1,
-                0,
-                cuda_array_interface=False,
-                host_memory_is_device_memory=True,
-                blas_chooses_on_host=False,
-            ),
-        ),
         # kDLROCM; ROCm's default stream is 0
         (
             "amd",

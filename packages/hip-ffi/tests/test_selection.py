@@ -1,13 +1,23 @@
-"""Platform selection: HIP_PLATFORM, its aliases and errors, and detection order."""
+"""Platform selection: HIP_PLATFORM, its aliases and errors, detection order, and how a
+platform that is a distribution of its own (cpu: hip-cpu) is found."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+import types
 from typing import Any
 
 import pytest
 
 from hip_ffi import selection
-from hip_ffi.errors import LibraryNotFoundError, PlatformUnavailableError
+from hip_ffi.errors import (
+    LibraryNotFoundError,
+    PlatformNotInstalledError,
+    PlatformUnavailableError,
+)
 
 
 @pytest.mark.parametrize(
@@ -101,3 +111,61 @@ def test_an_explicit_platform_is_loaded_even_without_devices(
 def test_unknown_platform_name_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown platform 'opencl'"):
         selection.load_platform("opencl")
+
+
+def test_a_platform_of_its_own_distribution_comes_from_its_entry_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded = _FakeApi("cpu", 1)
+    monkeypatch.setattr(
+        importlib.metadata,
+        "entry_points",
+        lambda group: (
+            [_FakeEntryPoint("cpu", lambda: loaded)] if group == "hip_ffi.platforms" else []
+        ),
+    )
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # never imported by name
+    assert selection.platform_loader("cpu")() is loaded
+
+
+def test_a_platform_not_installed_names_its_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name: None if name == "hip_cpu" else real_find_spec(name),
+    )
+    with pytest.raises(PlatformNotInstalledError, match="pip install hip-cpu") as caught:
+        selection.platform_loader("cpu")
+    assert caught.value.distribution == "hip-cpu" and isinstance(caught.value, ImportError)
+    # Detection passes it over with that reason (amd and nvidia found no device here).
+    monkeypatch.setattr(selection, "_loaded", {})
+    monkeypatch.delenv("HIP_PLATFORM", raising=False)
+    monkeypatch.setattr(selection, "DETECTION_ORDER", ("cpu",))
+    with pytest.raises(PlatformUnavailableError, match="pip install hip-cpu"):
+        selection.select()
+
+
+def test_from_a_source_tree_the_module_stands_in_for_the_entry_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    fake = types.ModuleType("hip_cpu.loader")
+    fake.load = lambda: _FakeApi("cpu", 1)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "hip_cpu.loader", fake)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    assert selection.platform_loader("cpu")().platform == "cpu"
+    assert (
+        selection.platform_loader("amd")
+        is importlib.import_module("hip_ffi.platforms.amd.loader").load
+    )
+
+
+class _FakeEntryPoint:
+    def __init__(self, name: str, value: Any) -> None:
+        self.name = name
+        self._value = value
+
+    def load(self) -> Any:
+        return self._value

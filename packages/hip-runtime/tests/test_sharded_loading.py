@@ -24,9 +24,9 @@ import pytest
 
 from hip_core import Communicator, Device, HipOutOfMemoryError
 from hip_core.errors import error_for
+from hip_cpu import ordinals
+from hip_cpu import testing as cpu_testing
 from hip_ffi.constants import ERROR_CODES
-from hip_ffi.platforms.cpu import ordinals
-from hip_ffi.platforms.cpu import testing as cpu_testing
 from hip_runtime import AsyncLoader, LoadCancelledError, ModelRuntime, save_safetensors, testing
 from hip_runtime.loading.sharding import Split
 from hip_runtime.staging import StagedCopier

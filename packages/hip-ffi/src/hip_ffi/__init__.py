@@ -6,7 +6,8 @@
     rc = hip.hipGetDeviceCount(count)   # a hipError_t, HIP numbering on every platform
 
 Platforms: **amd** (ROCm 5/6/7 libraries), **nvidia** (CUDA libraries under the HIP names) and
-**cpu** (a HIP runtime on the host). Importing this package opens no library and never
+**cpu** (a HIP runtime on the host: the hip-cpu distribution, found through the
+`hip_ffi.platforms` entry point). Importing this package opens no library and never
 imports numpy; `load()` opens the libraries on first use.
 """
 
@@ -21,6 +22,7 @@ from hip_ffi.errors import (
     HipFfiError,
     HipStatusError,
     LibraryNotFoundError,
+    PlatformNotInstalledError,
     PlatformUnavailableError,
 )
 from hip_ffi.selection import PLATFORMS, requested_platform
@@ -36,6 +38,7 @@ __all__ = [
     "HipFfiError",
     "HipStatusError",
     "LibraryNotFoundError",
+    "PlatformNotInstalledError",
     "PlatformTraits",
     "PlatformUnavailableError",
     "__version__",

@@ -12,7 +12,7 @@ the bytes first: every table and payload an image declares must lie inside them.
   every entry inside it), or PTX text (printable, with `.version` and `.target`, braces
   balanced: a PTX cut short ends inside a function). The driver reads PTX up to its NUL: pass
   `bytes` (CPython keeps a NUL after every bytes object) or end it with one.
-- **cpu**: platforms/cpu/images.py (an ELF shared object for this machine, sealed with a hash).
+- **cpu**: hip_cpu/images.py (an ELF shared object for this machine, sealed with a hash).
 
 The checks are structural: they guarantee that the loader stays inside the buffer, not that
 the machine code is sound (only the cpu platform, which builds its own images, can check that).

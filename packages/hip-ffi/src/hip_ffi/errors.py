@@ -38,6 +38,22 @@ class PlatformUnavailableError(HipFfiError):
         super().__init__("\n".join(lines))
 
 
+class PlatformNotInstalledError(HipFfiError, ImportError):
+    """A platform that is a distribution of its own (cpu: hip-cpu) is not installed.
+
+    hip-ffi holds the bindings; a platform that is a whole runtime ships separately and is found
+    through the `hip_ffi.platforms` entry point group (hip_ffi.selection).
+    """
+
+    def __init__(self, platform: str, distribution: str) -> None:
+        self.platform = platform
+        self.distribution = distribution
+        super().__init__(
+            f"the {platform} platform is the {distribution} distribution, which is not "
+            f"installed: pip install {distribution}"
+        )
+
+
 class FunctionUnavailableError(HipFfiError):
     """A function of the surface that this platform or library release does not provide."""
 

@@ -3,18 +3,24 @@
 Detection order (docs/architecture.md, Platforms): amd if a ROCm runtime loads and sees a
 device, then nvidia if the CUDA libraries load and see a device, then cpu. A platform that
 loads but sees no device is passed over, with the reason kept for the error message.
+
+amd and nvidia are bindings and live in hip-ffi (hip_ffi/platforms/<name>/). cpu is a whole
+runtime, its own distribution (hip-cpu, docs/architecture.md says why), found through the
+`hip_ffi.platforms` entry point group: hip-ffi never imports it by name.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import importlib.util
 import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hip_ffi.devices import device_count
-from hip_ffi.errors import HipFfiError, PlatformUnavailableError
+from hip_ffi.errors import HipFfiError, PlatformNotInstalledError, PlatformUnavailableError
 
 if TYPE_CHECKING:
     from hip_ffi.api import HipApi
@@ -23,9 +29,13 @@ PLATFORMS = ("amd", "nvidia", "cpu")
 DETECTION_ORDER = PLATFORMS
 #: HIP_PLATFORM spellings HIP itself accepts, mapped to ours.
 _ALIASES = {"amd": "amd", "hcc": "amd", "nvidia": "nvidia", "nvcc": "nvidia", "cpu": "cpu"}
-#: Module implementing each platform (hip_ffi/platforms/<name>/loader.py); each has
-#: `load() -> HipApi`.
-_MODULES = {name: f"hip_ffi.platforms.{name}.loader" for name in PLATFORMS}
+#: The platforms hip-ffi holds itself (hip_ffi/platforms/<name>/loader.py, each with
+#: `load() -> HipApi`).
+_BUILT_IN = {name: f"hip_ffi.platforms.{name}.loader" for name in ("amd", "nvidia")}
+#: Where installed platforms declare their `load() -> HipApi` (`cpu = "hip_cpu.loader:load"`).
+ENTRY_POINT_GROUP = "hip_ffi.platforms"
+#: The platforms that are distributions of their own: (distribution, loader module).
+_DISTRIBUTIONS = {"cpu": ("hip-cpu", "hip_cpu.loader")}
 
 _lock = threading.Lock()
 _loaded: dict[str, HipApi] = {}
@@ -42,14 +52,32 @@ def requested_platform() -> str | None:
     return _ALIASES[value]
 
 
+def platform_loader(name: str) -> Callable[[], HipApi]:
+    """The named platform's `load()`: hip-ffi's own module, else the `hip_ffi.platforms` entry
+    point of the distribution that provides it. PlatformNotInstalledError when there is none."""
+    if name in _BUILT_IN:
+        loader: Callable[[], HipApi] = importlib.import_module(_BUILT_IN[name]).load
+        return loader
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name == name:
+            found: Callable[[], HipApi] = entry.load()
+            return found
+    distribution, module = _DISTRIBUTIONS[name]
+    # A source checkout used through PYTHONPATH (packages/*/src) has no installed metadata, so
+    # no entry point: there the module itself is taken when it can be imported.
+    if importlib.util.find_spec(module.partition(".")[0]) is not None:
+        fallback: Callable[[], HipApi] = importlib.import_module(module).load
+        return fallback
+    raise PlatformNotInstalledError(name, distribution)
+
+
 def load_platform(name: str) -> HipApi:
     """Load (once per process) and return the named platform's HipApi."""
-    if name not in _MODULES:
+    if name not in PLATFORMS:
         raise ValueError(f"unknown platform {name!r}; platforms are {', '.join(PLATFORMS)}")
     with _lock:
         if name not in _loaded:
-            loader: Callable[[], HipApi] = importlib.import_module(_MODULES[name]).load
-            _loaded[name] = loader()
+            _loaded[name] = platform_loader(name)()
         return _loaded[name]
 
 

@@ -142,7 +142,7 @@ HIPBLAS = (
 )
 
 #: The DNN surface: MIOpen's names (cdef/miopen.h). libMIOpen on amd; translated to cuDNN on
-#: nvidia (platforms/nvidia/dnn.py); run on the host on cpu (platforms/cpu/dnn.py). Optional
+#: nvidia (platforms/nvidia/dnn.py); run on the host on cpu (hip_cpu/dnn.py). Optional
 #: like hipBLAS: without the library these are Unavailable, saying why.
 MIOPEN = (
     "miopenGetErrorString",
@@ -180,7 +180,7 @@ MIOPEN = (
 #: Collectives: RCCL / NCCL under their own names (cdef/nccl.h; RCCL keeps NCCL's names and
 #: numbering). librccl on amd, libnccl on nvidia, both opened at the first call (a missing
 #: library is an error then, never at load); a shared-memory implementation on cpu
-#: (platforms/cpu/collectives.py). They return ncclResult_t, not hipError_t.
+#: (hip_cpu/collectives.py). They return ncclResult_t, not hipError_t.
 COLLECTIVES = (
     "ncclGetVersion",
     "ncclGetUniqueId",

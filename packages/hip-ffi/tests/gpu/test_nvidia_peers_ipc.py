@@ -1,7 +1,7 @@
 """Peer access, peer copies, pool access and IPC of the nvidia platform on real GPUs, at the
 HIP surface (run on two H200s: `pytest -m gpu`). The peer tests skip, saying so, with fewer
 than two devices; the IPC ones need one. The same calls run on the cpu platform in CI
-(test_cpu_devices.py, test_cpu_ipc.py).
+(hip-cpu's test_cpu_devices.py, test_cpu_ipc.py).
 """
 
 from __future__ import annotations

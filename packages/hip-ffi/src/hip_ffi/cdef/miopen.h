@@ -3,7 +3,7 @@
  *
  * This is the DNN surface of every platform: the amd platform binds libMIOpen.so.1 itself,
  * the nvidia platform translates these calls to cuDNN's (platforms/nvidia/dnn.py), and the cpu
- * platform runs them on the host (platforms/cpu/dnn.py). Enums are plain ints on the C ABI;
+ * platform runs them on the host (hip_cpu/dnn.py). Enums are plain ints on the C ABI;
  * their values are in hip_ffi.dnn_constants. */
 
 typedef struct miopenHandle* miopenHandle_t;
