@@ -53,6 +53,15 @@ struct Barrier {  // reusable: waits for `count` arrivals per generation
 static Barrier* block_barrier;
 static Barrier* lane_barrier[4];
 static inline void __syncthreads() { block_barrier->wait(); }
+static int block_or;  // __syncthreads_or's (rows.h includes it): every thread's read before a reset
+static inline int __syncthreads_or(int predicate) {
+    block_barrier->wait();
+    if (threadIdx.x == 0) block_or = 0;
+    block_barrier->wait();
+    if (predicate) __atomic_fetch_or(&block_or, 1, __ATOMIC_SEQ_CST);
+    block_barrier->wait();
+    return block_or;
+}
 static inline int lane() { return threadIdx.x % LANES; }
 static inline int group() { return threadIdx.x / LANES; }
 static inline void step() { lane_barrier[group()]->wait(); }

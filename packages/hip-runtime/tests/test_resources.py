@@ -51,6 +51,8 @@ BACKEND: dict[str, Call] = {
     "swiglu": lambda b, t: b.swiglu(t["x"], t["x"]),
     "layernorm": lambda b, t: b.layernorm(t["x"]),
     "rmsnorm": lambda b, t: b.rmsnorm(t["x"]),
+    "rmsnorm_linear": lambda b, t: b.rmsnorm_linear(t["x"], t["row"], t["x"]),
+    "rmsnorm_swiglu": lambda b, t: b.rmsnorm_swiglu(t["x"], t["row"], t["x"]),
     "softmax": lambda b, t: b.softmax(t["x"]),
     "matmul": lambda b, t: b.matmul(t["x"], t["x"], transpose_b=True),
     "linear": lambda b, t: b.linear(t["x"], t["x"]),
