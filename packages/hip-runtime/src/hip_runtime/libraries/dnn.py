@@ -33,7 +33,7 @@ from hip_core import MemoryPool, Resource, Stream
 from hip_core import hip_api as hip  # the raw MIOpen entry points (hip-core wraps no DNN)
 from hip_core.errors import HipError
 from hip_ffi import dnn_constants as dc
-from hip_runtime.dtypes import bfloat16, float16, float32
+from hip_runtime.tensors.dtypes import bfloat16, float16, float32
 
 #: The element types the DNN path takes (f32 accumulation in the libraries for all three).
 DATA_TYPES: dict[np.dtype[Any], int] = {

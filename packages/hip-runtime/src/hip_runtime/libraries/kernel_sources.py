@@ -4,7 +4,7 @@ An installed wheel carries them as `hip_runtime/kernels/` (hatch force-include);
 checkout they are read from the repository's `kernels/` directory. Each `<family>.hip` is one
 translation unit; the `*.h` files are the headers every unit may include.
 
-    from hip_runtime import kernel_sources
+    from hip_runtime.libraries import kernel_sources
 
     module = kernel_sources.program("norms.hip").load(device)   # compiled once, then cached
     module.get_kernel("rmsnorm_bf16").launch(rows, 256, x, w, y, rows, cols, 1e-6)
@@ -26,11 +26,13 @@ if sys.version_info >= (3, 11):
 else:
     from importlib.abc import Traversable
 
-#: The checkout's kernels/ relative to this file: packages/hip-runtime/src/hip_runtime/. An
-#: installed copy may sit fewer folders deep, so the path is only computed when there are enough.
-_HERE = Path(__file__).resolve()
+#: The checkout's kernels/ relative to the package folder (packages/hip-runtime/src/hip_runtime/,
+#: this file being in its libraries/): counted from the package, not this file, so moving the
+#: module between the package's folders cannot silently point it elsewhere. An installed copy
+#: may sit fewer folders deep, so the path is only computed when there are enough.
+_PACKAGE = Path(__file__).resolve().parents[1]
 _CHECKOUT_KERNELS = (
-    _HERE.parents[4] / "kernels" if len(_HERE.parents) > 4 else _HERE / "no-checkout"
+    _PACKAGE.parents[3] / "kernels" if len(_PACKAGE.parents) > 3 else _PACKAGE / "no-checkout"
 )
 
 

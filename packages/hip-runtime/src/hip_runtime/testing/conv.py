@@ -3,7 +3,8 @@ per-channel normalizations (hip_runtime.testing's conventions: inputs as the dev
 float64 results; sums of products return a `testing.Reference` with the magnitude of their
 terms). Written from torch's definitions, independently of the ops' host arithmetic.
 
-    from hip_runtime import testing, testing_conv
+    from hip_runtime import testing
+    from hip_runtime.testing import conv as testing_conv
 
     expected = testing_conv.conv2d(x, w, b, stride=2, padding=1)
     testing.assert_close(backend.conv2d(...).to_numpy(), expected, "bf16")

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hip_core import Device, DeviceBuffer, MemoryPool, Stream
-from hip_runtime.dtypes import DTypeLike, as_dtype, float32
-from hip_runtime.operators import TensorOperators
-from hip_runtime.strided_copy import TensorCopies, check_writable, copy_into
-from hip_runtime.strides import Strides, as_index, c_strides, extent, is_c_contiguous
-from hip_runtime.views import TensorViews
+from hip_runtime.tensors.dtypes import DTypeLike, as_dtype, float32
+from hip_runtime.tensors.operators import TensorOperators
+from hip_runtime.tensors.strided_copy import TensorCopies, check_writable, copy_into
+from hip_runtime.tensors.strides import Strides, as_index, c_strides, extent, is_c_contiguous
+from hip_runtime.tensors.views import TensorViews
 
 if TYPE_CHECKING:
-    from hip_runtime.dlpack import DLPackCapsule
+    from hip_runtime.tensors.dlpack import DLPackCapsule
 
 Shape = tuple[int, ...]
 STAGED_UPLOAD_BYTES = 32 << 20  # from here on host uploads go through pinned staging
@@ -66,12 +66,12 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
 
     Views (`t[1:, ::-2]`, `permute`, `transpose`, `T`, `mT`, `narrow`, `expand`,
     `broadcast_to`, `squeeze`, `unsqueeze`, `reshape`, `view(dtype)`: see
-    hip_runtime.views) share the storage and never copy; `copy_` and `contiguous()` copy
-    between layouts on the device (hip_runtime.strided_copy). The pointwise ops take any
+    hip_runtime.tensors.views) share the storage and never copy; `copy_` and `contiguous()` copy
+    between layouts on the device (hip_runtime.tensors.strided_copy). The pointwise ops take any
     layout; ops that need C-contiguous tensors (`is_contiguous`) refuse others with a
     ValueError that points at `contiguous()`. Python operators (`a + b`, `a @ b`, `a < 0`…)
-    run the ops of the HipBackend that made the tensor, on its stream (hip_runtime.operators);
-    tensors hash by identity.
+    run the ops of the HipBackend that made the tensor, on its stream
+    (hip_runtime.tensors.operators); tensors hash by identity.
 
     A tensor is accepted wherever hip-core expects a device pointer (`ptr` is the address of
     the first element), so it can be passed straight to `Kernel.launch`.
@@ -217,8 +217,8 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
 
         Host memory is pageable, so the call returns only once the host side has been read;
         the device side is ordered on `stream`. Arrays from 32 MiB on are copied by several
-        threads through pinned staging chunks (`hip_runtime.staging`), at memory speed rather
-        than HIP's pageable rate; smaller ones by one hipMemcpyAsync.
+        threads through pinned staging chunks (`hip_runtime.transfers.staging`), at memory speed
+        rather than HIP's pageable rate; smaller ones by one hipMemcpyAsync.
         """
         host = np.asarray(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
         tensor = cls.empty(host.shape, host.dtype, device=device, stream=stream, pool=pool)
@@ -258,7 +258,7 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
         """A zero-copy tensor over the memory of a DLPack producer (torch, CuPy, numpy on the
         cpu platform…), kept alive until this tensor and its views are gone. The producer's
         pending work is ordered before later work on `stream` (the null stream by default)."""
-        from hip_runtime.dlpack import import_dlpack
+        from hip_runtime.tensors.dlpack import import_dlpack
 
         return import_dlpack(obj, stream=stream)
 
@@ -356,7 +356,7 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
         if self.nbytes >= STAGED_UPLOAD_BYTES:
             # HIP copies pageable memory synchronously at a fraction of the bus; several threads
             # through pinned chunks run at memory speed, and the copy stays stream-ordered.
-            from hip_runtime.staging import StagedCopier, split_host_copy
+            from hip_runtime.transfers.staging import StagedCopier, split_host_copy
 
             copier = StagedCopier.default(self.device)
             self.stream.keep_until_sync(self)  # copies in flight must not outlive the memory
@@ -425,15 +425,15 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> DLPackCapsule:
-        """A DLPack capsule over this tensor's memory (no copy); see hip_runtime.dlpack."""
-        from hip_runtime.dlpack import export_dlpack
+        """A DLPack capsule over this tensor's memory (no copy); see hip_runtime.tensors.dlpack."""
+        from hip_runtime.tensors.dlpack import export_dlpack
 
         return export_dlpack(
             self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
         )
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from hip_runtime.dlpack import dlpack_device
+        from hip_runtime.tensors.dlpack import dlpack_device
 
         return dlpack_device(self.device)
 
@@ -441,7 +441,7 @@ class DeviceTensor(TensorViews, TensorCopies, TensorOperators):
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """CUDA Array Interface v3 where the platform's traits say CUDA consumers can take the
         memory (nvidia); AttributeError elsewhere."""
-        from hip_runtime.dlpack import cuda_array_interface
+        from hip_runtime.tensors.dlpack import cuda_array_interface
 
         return cuda_array_interface(self)
 
