@@ -117,3 +117,26 @@ def from_dlpack(code: int, bits: int, lanes: int) -> np.dtype[Any]:
         return np.dtype(f"{kind}{bits // 8}")
     except TypeError as error:
         raise ValueError(f"unsupported DLPack dtype code {code} with {bits} bits") from error
+
+
+__all__ = [
+    "DL_BFLOAT",
+    "DL_BOOL",
+    "DL_FLOAT",
+    "DL_INT",
+    "DL_UINT",
+    "FLOAT_TYPES",
+    "SUFFIXES",
+    "DTypeLike",
+    "FloatType",
+    "as_dtype",
+    "bfloat16",
+    "bool_",
+    "float16",
+    "float32",
+    "float_type",
+    "from_dlpack",
+    "int32",
+    "suffix",
+    "to_dlpack",
+]
