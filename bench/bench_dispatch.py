@@ -142,10 +142,10 @@ def bench_hip(arrays: dict[str, np.ndarray], calls: int, profile: int = 0) -> No
 def bench_small_products(per_graph: int = 100) -> None:
     """Device time of small products: `per_graph` matmuls (out=) of one shape captured into
     a graph, replayed, µs per product (no host cost in it). What HipBackend queues by
-    default (the small-product kernel of hip_runtime.small_gemm within its limits, hipBLAS
+    default (the small-product kernel of hip_runtime.libraries.small_gemm within its limits, hipBLAS
     beyond) beside hipBLAS alone."""
     from hip_core import capture
-    from hip_runtime.small_gemm import SMALL_GEMM_WORK
+    from hip_runtime.libraries.small_gemm import SMALL_GEMM_WORK
 
     rng = np.random.default_rng(15)
     for engine, work in (("default", SMALL_GEMM_WORK), ("hipBLAS", 0)):

@@ -23,7 +23,8 @@ from _harness import ROWS, emit, parser, run, save
 from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
 
 from hip_core import Program, hip_api
-from hip_runtime import HipBackend, kernel_sources
+from hip_runtime import HipBackend
+from hip_runtime.libraries import kernel_sources
 from hip_runtime.ops.gemv import gemv_slices
 
 #: (name, fusion, out features n, in features k): a 1B Llama's decode-step products.

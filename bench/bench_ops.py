@@ -28,7 +28,7 @@ from _harness import ROWS, emit, parser, pyplot, save
 
 from hip_core import hip_api
 from hip_runtime import DeviceTensor, HipBackend
-from hip_runtime.dtypes import as_dtype
+from hip_runtime.tensors.dtypes import as_dtype
 
 OPS = ("layernorm", "rmsnorm", "softmax", "swiglu", "add")
 #: N x N tensors each op must read or write at least once (weights of size N are negligible).

@@ -37,7 +37,7 @@ from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, plot, time
 
 from hip_core import hip_api
 from hip_runtime import HipBackend
-from hip_runtime.dtypes import as_dtype
+from hip_runtime.tensors.dtypes import as_dtype
 
 #: op -> (what HipBackend runs, what torch runs, N x N tensors moved, N-vectors moved, bool N^2)
 Case = tuple[Callable[[], Any], Callable[[], Any] | None, int, int, int]
@@ -194,9 +194,9 @@ def sweep_dtype(
 ) -> None:
     """One dtype's sweep rows (`row(case, run, bytes, **what)` times and records one) of the
     `parts` named (SWEEPS)."""
-    from hip_runtime import kernel_sources
+    from hip_runtime.libraries import kernel_sources
     from hip_runtime.ops.reduce_layout import Merged
-    from hip_runtime.strided_copy import tile_edges
+    from hip_runtime.tensors.strided_copy import tile_edges
 
     x, y, v = backend.zeros((n, n), dtype), backend.empty((n, n), dtype), backend.empty(n, dtype)
     nbytes = n * n * as_dtype(dtype).itemsize
@@ -235,7 +235,7 @@ def sweep_first_axis(backend: Any, x: Any, v: Any, dtype: str, row: Callable[...
     16-byte columns, 32, 16 or 64 lanes a row of threads (256 threads), the split filling 0.5,
     1 or 2 waves of the build's resident blocks; each finished by its last block (one_launch) and,
     to tell the finish's cost, the first pass alone (partials only)."""
-    from hip_runtime import kernel_sources
+    from hip_runtime.libraries import kernel_sources
     from hip_runtime.ops.reduce_layout import Merged
 
     n, item = x.shape[0], x.dtype.itemsize

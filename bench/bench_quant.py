@@ -32,7 +32,7 @@ from hip_runtime import HipBackend
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
 QUICK_SHAPES = [(4096, 4096), (4096, 14336)]

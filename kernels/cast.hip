@@ -5,7 +5,7 @@
 //
 // <t> is the source type, `target` the index of y's type in kernels/dtypes.h's HIPK_ALL_TYPES
 // order (0 f32, 1 f64, 2 f16, 3 bf16, 4 i8, 5 i16, 6 i32, 7 i64, 8 u8, 9 u32, 10 b8; as
-// hip_runtime.dtypes.SUFFIXES). numpy's astype, bit for bit where numpy is defined:
+// hip_runtime.tensors.dtypes.SUFFIXES). numpy's astype, bit for bit where numpy is defined:
 // - floats round to nearest even once: f64 -> f16 rounds to odd in f32 first, so the result is
 //   the single rounding numpy gives; f64 -> bf16 goes through f32, as ml_dtypes does;
 //   out-of-range values become infinities, NaN stays NaN;

@@ -22,9 +22,9 @@
 // (strided_copy.TILE_MODES) picks.
 //
 // Strides are in elements and may be negative or zero (a broadcast source); offsets are 64-bit.
-// Unused sizes are ignored. The host (hip_runtime.strided_copy) merges axes first, so most
-// copies arrive as rank 1 or 2. dst must not overlap src, nor itself (no zero stride in dst);
-// the host copies through a temporary where they would.
+// Unused sizes are ignored. The host (hip_runtime.tensors.strided_copy) merges axes first, so
+// most copies arrive as rank 1 or 2. dst must not overlap src, nor itself (no zero stride in
+// dst); the host copies through a temporary where they would.
 // Launch: any 1-D grid; block 256 (copy_tiles_<u>: exactly 256).
 #include "common.h"
 

@@ -5,12 +5,12 @@
 //   HIPK_INT_TYPES(X)    X(i8, signed char) ... X(u32, unsigned int)
 //   HIPK_BOOL_TYPE(X)    X(b8, bool)
 //
-// The suffixes are hip_runtime.dtypes.suffix()'s, so the host finds `add_bf16` by name. A
+// The suffixes are hip_runtime.tensors.dtypes.suffix()'s, so the host finds `add_bf16` by name. A
 // line of its own `HIPK_FLOAT_TYPES(NAME)` at file scope, with `#define NAME(S, T) ...`
-// defining one entry point, is written out per type by hip_runtime.kernel_sources before any
-// compiler sees it (hip-core reads parameter types from the text, before preprocessing): so
-// entry points' scalar parameters must be plain C types (float, double, long long...), never
-// T itself (a 16-bit float travels behind a pointer only).
+// defining one entry point, is written out per type by hip_runtime.libraries.kernel_sources
+// before any compiler sees it (hip-core reads parameter types from the text, before
+// preprocessing): so entry points' scalar parameters must be plain C types (float, double,
+// long long...), never T itself (a 16-bit float travels behind a pointer only).
 //
 // Compute<T>::type is what arithmetic on T happens in: f32 for the 16-bit floats (loads widen,
 // stores round to nearest even once), the type itself otherwise (f64 in f64, integers in

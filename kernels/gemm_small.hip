@@ -1,5 +1,5 @@
 // Small matrix products in one launch, where a BLAS library's host cost per call would be most
-// of the op's time (hip_runtime/small_gemm.py decides which products come here):
+// of the op's time (hip_runtime/libraries/small_gemm.py decides which products come here):
 //
 //   gemm_small_<t>(const T* a, const T* b, T* c, int m, int n, int k, int lda, int ldb, int ldc,
 //                  int transpose_a, int transpose_b, long long stride_a, long long stride_b,

@@ -86,7 +86,7 @@ def _corpus() -> list[tuple[str, str]]:
 
 
 def _shipped() -> list[tuple[str, str]]:
-    from hip_runtime import kernel_sources
+    from hip_runtime.libraries import kernel_sources
 
     return [(f"kernels/{n}", s) for n, s in sorted(kernel_sources.sources().items())]
 
@@ -95,7 +95,7 @@ def _compile_for(api: Any, arch: str, mach: int, sources: list[tuple[str, str]])
     """Each source compiles with this release's hiprtc to an ELF for `arch` (its e_flags)."""
     from hip_ffi import code_objects
     from hip_ffi.rtc import compile_source
-    from hip_runtime import kernel_sources
+    from hip_runtime.libraries import kernel_sources
 
     headers = kernel_sources.headers()
     for name, source in sources:

@@ -22,7 +22,8 @@ import pytest
 import hip_ffi
 from hip_core import Device, DeviceBuffer, Kernel, Module, use_platform
 from hip_ffi.errors import LibraryNotFoundError
-from hip_runtime import kernel_sources, testing
+from hip_runtime import testing
+from hip_runtime.libraries import kernel_sources
 from hip_runtime.loading.formats import safetensors as safetensors_format
 
 PLATFORMS = [

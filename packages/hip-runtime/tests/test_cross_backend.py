@@ -17,7 +17,7 @@ import pytest
 
 from hip_core import Device, Stream, capture
 from hip_runtime import DeviceTensor, HipBackend
-from hip_runtime.stream_order import ordered_with
+from hip_runtime.tensors.stream_order import ordered_with
 
 _HOLD_S = 0.3  # how long the writing stream is held back: far longer than any launch here
 

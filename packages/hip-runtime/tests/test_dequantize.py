@@ -21,10 +21,10 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 
 from hip_core import Device, DeviceBuffer, Stream
-from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.libraries.kernel_cache import KernelCache
 from hip_runtime.loading.formats.gguf import read_gguf
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 from hip_runtime.testing import DTYPES, assert_bits_equal, assert_close
 
 if TYPE_CHECKING:

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from hip_core import Device
-from hip_runtime import DeviceTensor, HipBackend, dlpack
+from hip_runtime import DeviceTensor, HipBackend
+from hip_runtime.tensors import dlpack
 
 CPU_ONLY = pytest.mark.parametrize("platform", ["cpu"], indirect=True)
 NVIDIA_ONLY = pytest.mark.parametrize(

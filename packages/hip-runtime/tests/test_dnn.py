@@ -1,6 +1,6 @@
-"""hip_runtime.dnn: convolutions, transposed convolutions and pooling through the platform's DNN
-library, against float64 numpy references written out loop by loop here (independent of the
-cpu platform's own arithmetic). On the cpu platform in CI; marked gpu, on nvidia (cuDNN).
+"""hip_runtime.libraries.dnn: convolutions, transposed convolutions and pooling through the
+platform's DNN library, against float64 numpy references written out loop by loop here (independent
+of the cpu platform's own arithmetic). On the cpu platform in CI; marked gpu, on nvidia (cuDNN).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from hip_core import Device
 from hip_runtime import HipBackend
-from hip_runtime.dnn import Dnn, DnnError, backend_dnn
+from hip_runtime.libraries.dnn import Dnn, DnnError, backend_dnn
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 #: Relative tolerance per type, against the largest reference magnitude: the output's own
@@ -224,7 +224,7 @@ def test_hip_runtime_dnn_0_turns_the_library_off(device, monkeypatch) -> None:  
 
 
 def test_a_failing_status_raises_dnn_error() -> None:
-    from hip_runtime.dnn import check_miopen
+    from hip_runtime.libraries.dnn import check_miopen
 
     check_miopen(0, "miopenConvolutionForward")
     with pytest.raises(

@@ -20,7 +20,7 @@ HIDDEN, FFN, ROWS = 32, 64, 24
 @pytest.fixture(params=["blas", "kernel"])
 def backend(device: Device, request: pytest.FixtureRequest) -> HipBackend:
     """Products through BLAS, or (all of depth k <= 128 here) through the small-product kernel
-    (hip_runtime.small_gemm)."""
+    (hip_runtime.libraries.small_gemm)."""
     return HipBackend(device, small_gemm=0 if request.param == "blas" else 2**62)
 
 

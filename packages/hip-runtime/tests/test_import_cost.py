@@ -41,4 +41,8 @@ def test_names_load_on_first_use_and_stay_bound() -> None:
         "assert 'ForwardGraph' in vars(hip_runtime) and hip_runtime.testing.__name__ == "
         "'hip_runtime.testing'"
     )
-    assert {"hip_runtime.forward_graph", "hip_runtime.backend", "hip_runtime.testing"} <= loaded
+    assert {
+        "hip_runtime.runtime.forward_graph",
+        "hip_runtime.backend",
+        "hip_runtime.testing",
+    } <= loaded

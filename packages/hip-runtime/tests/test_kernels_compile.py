@@ -8,14 +8,15 @@ There is no AMD device here: hiprtc compiles for named architectures without one
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hip_core.signature import kernels_in_source
 from hip_ffi.rtc import compile_source
-from hip_runtime import kernel_sources
-from hip_runtime.dtypes import SUFFIXES
+from hip_runtime.libraries import kernel_sources
+from hip_runtime.tensors.dtypes import SUFFIXES
 
 TYPES = ("f32", "f16", "bf16")
 FAMILIES = {
@@ -86,6 +87,13 @@ def test_the_sources_are_the_expected_families() -> None:
     assert program.name == "norms.hip" and program.headers == kernel_sources.headers()
     with pytest.raises(KeyError, match=r"no kernel source 'norms'; there are: attention.hip"):
         kernel_sources.program("norms")
+
+
+def test_a_source_checkout_reads_the_repository_kernels_folder() -> None:
+    # The tests run from the checkout (no wheel), so the sources must come from the repository's
+    # kernels/ however deep kernel_sources.py sits in the package (it moved into libraries/).
+    repository = Path(__file__).resolve().parents[3]
+    assert Path(str(kernel_sources.kernels_dir())) == repository / "kernels"
 
 
 @pytest.mark.parametrize("source", sorted(EXPECTED))

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hip_runtime import kernel_sources, testing
+from hip_runtime import testing
+from hip_runtime.libraries import kernel_sources
 
 EMULATION = r"""
 #include <cmath>

@@ -1,4 +1,4 @@
-"""conv1d, conv2d, conv_transpose1d and conv_transpose2d against hip_runtime.testing_conv's
+"""conv1d, conv2d, conv_transpose1d and conv_transpose2d against hip_runtime.testing.conv's
 float64 references under hypothesis: random batch, channels, groups (depthwise included),
 spatial sizes, windows, strides, paddings ("same" and "valid" too), dilations, output
 paddings, bias or none, NCHW and NHWC, f32 / f16 / bf16, through the DNN library where the
@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from hip_core import Device
-from hip_runtime import HipBackend, testing, testing_conv
+from hip_runtime import HipBackend, testing
+from hip_runtime.testing import conv as testing_conv
 
 TYPES = ["f32", "f16", "bf16"]
 SETTINGS = settings(

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from hip_core import Device
-from hip_runtime import HipBackend, testing, testing_conv
+from hip_runtime import HipBackend, testing
+from hip_runtime.testing import conv as testing_conv
 
 pytestmark = pytest.mark.parametrize(
     "platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True

@@ -1,4 +1,4 @@
-"""group_norm's two kernels of kernels/channel_norms.hip against hip_runtime.testing_conv's
+"""group_norm's two kernels of kernels/channel_norms.hip against hip_runtime.testing.conv's
 float64 reference: the on-chip one (the group held in dynamic shared memory, one read of x)
 where the group's bytes fit the device's opt-in limit, and the two-read one otherwise; which
 of them a call launches (a group at the limit and one element past it); 16-byte vectors and
@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hip_core import Device, Kernel
-from hip_runtime import HipBackend, testing, testing_conv
+from hip_runtime import HipBackend, testing
 from hip_runtime.ops import channel_norms
+from hip_runtime.testing import conv as testing_conv
 
 TYPES = ["f32", "f16", "bf16"]
 ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}

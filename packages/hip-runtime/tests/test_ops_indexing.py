@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from hip_core import Device
 from hip_runtime import HipBackend
-from hip_runtime.dtypes import SUFFIXES
+from hip_runtime.tensors.dtypes import SUFFIXES
 
 DTYPES = list(SUFFIXES)  # every dtype the kernels take (kernels/dtypes.h)
 IDS = [np.dtype(np.int32), np.dtype(np.int64)]

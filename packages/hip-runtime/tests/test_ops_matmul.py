@@ -54,7 +54,8 @@ def backend(
     device: Device, program_cache: Path, request: pytest.FixtureRequest
 ) -> Iterator[HipBackend]:
     """Every product through BLAS, or every one of depth k <= 128 through the small-product
-    kernel (hip_runtime.small_gemm, which takes the small ones by default on amd and nvidia)."""
+    kernel (hip_runtime.libraries.small_gemm, which takes the small ones by default on amd and
+    nvidia)."""
     with HipBackend(device, small_gemm=0 if request.param == "blas" else 2**62) as backend:
         yield backend
 

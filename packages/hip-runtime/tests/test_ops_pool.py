@@ -1,5 +1,5 @@
 """max_pool2d, avg_pool2d, adaptive_avg_pool2d, upsample_nearest2d / upsample_bilinear2d,
-group_norm and batch_norm against hip_runtime.testing_conv's float64 references under
+group_norm and batch_norm against hip_runtime.testing.conv's float64 references under
 hypothesis: random shapes, windows, strides, paddings, dilations, ceil_mode and
 count_include_pad, output sizes and scale factors, align_corners, NCHW and NHWC, f32 / f16 /
 bf16; NaN in max pooling; plans (a repeated call) and out=; the errors. max_pool2d's kernel
@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from hip_core import Device
-from hip_runtime import HipBackend, testing, testing_conv
+from hip_runtime import HipBackend, testing
 from hip_runtime.ops import channel_norms
 from hip_runtime.testing import call_twice
+from hip_runtime.testing import conv as testing_conv
 
 TYPES = ["f32", "f16", "bf16"]
 SETTINGS = settings(

@@ -1,4 +1,4 @@
-"""max_pool2d's kernel variants against each other and hip_runtime.testing_conv's float64
+"""max_pool2d's kernel variants against each other and hip_runtime.testing.conv's float64
 reference: pool.hip's small-window kernels (NHWC runs of channels, NCHW rows), pool_columns.hip
 (NCHW, two output rows a thread), pool_nhwc.hip (NHWC, the shared column by a shuffle) and
 pool_tiled_nhwc.hip at stride 2, each switched by its `pooling` flag, on shapes that cross
@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from hip_core import Device
-from hip_runtime import HipBackend, testing, testing_conv
+from hip_runtime import HipBackend, testing
 from hip_runtime.ops import pooling
 from hip_runtime.testing import assert_close_with_nans, call_twice
+from hip_runtime.testing import conv as testing_conv
 
 TYPES = ["f32", "f16", "bf16"]
 #: (window, padding, ceil_mode) of the stride-2 kernels' tests.

@@ -27,7 +27,7 @@ from hip_runtime.models.llama_config import LlamaConfig
 from hip_runtime.ops import quantized_matmul
 from hip_runtime.ops.quantized import split_rows_into
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 SETTINGS = settings(
     max_examples=30, deadline=None, database=None,

@@ -29,7 +29,7 @@ from hip_cpu import testing as cpu_testing
 from hip_ffi.constants import ERROR_CODES
 from hip_runtime import AsyncLoader, LoadCancelledError, ModelRuntime, save_safetensors, testing
 from hip_runtime.loading.sharding import Split
-from hip_runtime.staging import StagedCopier
+from hip_runtime.transfers.staging import StagedCopier
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "tensor_parallel_mlp.py"
 
@@ -179,7 +179,7 @@ def test_bad_rules_are_refused_before_anything_is_allocated(
     two: list[Device], checkpoint: Any, monkeypatch: pytest.MonkeyPatch, shard: Any, message: str
 ) -> None:
     path, _ = checkpoint
-    monkeypatch.setattr("hip_runtime.model_runtime.HipBackend", _never)
+    monkeypatch.setattr("hip_runtime.runtime.model_runtime.HipBackend", _never)
     monkeypatch.setattr(Device, "allocate", _never)
     with pytest.raises(ValueError, match=message):
         ModelRuntime.load(path, devices=two, shard=shard)

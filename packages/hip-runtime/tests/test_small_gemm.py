@@ -1,4 +1,5 @@
-"""Which products go to the small-product kernel (hip_runtime.small_gemm), and what it writes.
+"""Which products go to the small-product kernel (hip_runtime.libraries.small_gemm), and what it
+writes.
 
 test_ops_matmul.py and test_forward_graph.py run their tests through both engines; these
 check the choice between them and the kernel's BLAS semantics at its edges. On the cpu
@@ -15,7 +16,7 @@ import pytest
 
 from hip_core import Device, hip_api
 from hip_runtime import HipBackend
-from hip_runtime.small_gemm import SMALL_GEMM_WORK, small_gemm_work
+from hip_runtime.libraries.small_gemm import SMALL_GEMM_WORK, small_gemm_work
 
 
 def spied(monkeypatch: pytest.MonkeyPatch, backend: HipBackend) -> list[str]:

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from hip_core import Device, DeviceBuffer, MemoryPool
-from hip_runtime import DeviceTensor, HipBackend, KernelCache, strided_copy
+from hip_runtime import DeviceTensor, HipBackend, KernelCache
 from hip_runtime.ops.quantized import dequantize_into
+from hip_runtime.tensors import strided_copy
 
 NVIDIA_ONLY = pytest.mark.parametrize(
     "platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True

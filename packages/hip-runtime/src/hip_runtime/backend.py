@@ -7,10 +7,10 @@
 
 Stream semantics: every op and every tensor the backend makes is ordered on `backend.stream`
 (a blocking stream, so the device's null stream orders with it too); a tensor of another stream
-(another backend's) is waited for on the device before an op uses it (hip_runtime.stream_order).
-Nothing synchronizes the device; `to_numpy()` and `synchronize()` wait for this stream alone.
-Outputs come from a stream-ordered memory pool: dropping a tensor returns its memory in stream
-order, no wait.
+(another backend's) is waited for on the device before an op uses it
+(hip_runtime.tensors.stream_order). Nothing synchronizes the device; `to_numpy()` and
+`synchronize()` wait for this stream alone. Outputs come from a stream-ordered memory pool: dropping
+a tensor returns its memory in stream order, no wait.
 Bad input (wrong type, device, shape, dtype) raises ValueError before anything is queued; any
 method of a closed backend raises hip_core.ClosedError (a ValueError).
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 from hip_core import Device, MemoryPool
 from hip_runtime._device_arg import as_device
-from hip_runtime.blas import Blas
-from hip_runtime.dnn import backend_dnn
-from hip_runtime.dtypes import DTypeLike, float32
-from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.libraries.blas import Blas
+from hip_runtime.libraries.dnn import backend_dnn
+from hip_runtime.libraries.kernel_cache import KernelCache
+from hip_runtime.libraries.small_gemm import SmallGemm, small_gemm_work
 from hip_runtime.ops.activations import ActivationOps
 from hip_runtime.ops.attention import AttentionOps
 from hip_runtime.ops.attention_decode import AttentionDecodeOps
@@ -43,8 +43,8 @@ from hip_runtime.ops.reductions import ReductionOps
 from hip_runtime.ops.softmax import SoftmaxOps
 from hip_runtime.ops.sorting import SortingOps
 from hip_runtime.ops.spatial import SpatialOps
-from hip_runtime.small_gemm import SmallGemm, small_gemm_work
-from hip_runtime.tensor import DeviceTensor, ShapeLike
+from hip_runtime.tensors.dtypes import DTypeLike, float32
+from hip_runtime.tensors.tensor import DeviceTensor, ShapeLike
 
 
 class HipBackend(
@@ -72,8 +72,8 @@ class HipBackend(
         preload: compile and load every kernel source now instead of on first use.
         small_gemm: the most multiply-adds (m · n · k · batch) one product call of a matmul,
             linear or mlp_swiglu of depth k <= 128 may have to be queued as hip-runtime's own
-            kernel rather than a BLAS call (hip_runtime.small_gemm: a BLAS call's host cost
-            outweighs a small product; a matmul whose batch layout needs several calls is
+            kernel rather than a BLAS call (hip_runtime.libraries.small_gemm: a BLAS call's host
+            cost outweighs a small product; a matmul whose batch layout needs several calls is
             judged per call). None: the platform's default, 64³ on amd and nvidia, 0 on cpu;
             0: always BLAS. Convolutions' products always go to BLAS.
         gemv_rows: the most rows of x (1-8) that `linear`, `rmsnorm_linear` and
@@ -87,7 +87,8 @@ class HipBackend(
     backend is left. A backend collected unclosed destroys its BLAS handle without waiting.
     """
 
-    _dnn = backend_dnn  # the DNN library on this backend's stream, or None (hip_runtime.dnn)
+    # the DNN library on this backend's stream, or None (hip_runtime.libraries.dnn)
+    _dnn = backend_dnn
 
     def __init__(
         self,

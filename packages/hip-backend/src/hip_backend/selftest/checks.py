@@ -18,7 +18,7 @@ import numpy as np
 from hip_backend.selftest.opset_checks import OPSET_CHECKS
 from hip_runtime import testing
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS, dequantize_into
-from hip_runtime.strided_copy import copy_into
+from hip_runtime.tensors.strided_copy import copy_into
 from hip_runtime.testing import DTYPES, assert_bits_equal, assert_close
 
 Check = Callable[[Any, np.random.Generator, str], float]

@@ -19,7 +19,8 @@ import numpy as np
 
 from hip_backend.selftest.checks import CHECKS, OpCheck
 from hip_core.signature import kernels_in_source
-from hip_runtime import HipBackend, KernelCache, kernel_sources
+from hip_runtime import HipBackend, KernelCache
+from hip_runtime.libraries import kernel_sources
 from hip_runtime.testing import DTYPES, tolerance
 
 

@@ -9,5 +9,6 @@
 - `checksum`: CRC-32 of a tensor from the CRCs of the chunks it was read in.
 
 Quantized GGUF tensors are expanded on the device by `hip_runtime.ops.quantized`. The pinned
-staging the reads go through is `hip_runtime.staging` (below `tensor`, whose uploads use it).
+staging the reads go through is `hip_runtime.transfers.staging` (below `tensor`, whose uploads use
+it).
 """

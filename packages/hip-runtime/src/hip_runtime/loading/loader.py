@@ -10,8 +10,8 @@
 The checkpoint's layout is validated before anything is allocated (a FormatError names the file
 and tensor). The destination is one 256-byte-aligned arena per checkpoint (or one buffer per
 tensor); reader threads fill pinned chunks with `preadv` and queue their copies on several
-streams (`hip_runtime.staging`). Quantized GGUF tensors land raw in a scratch buffer and are
-dequantized on the device at the end; the scratch is freed before `result()` returns. A loader
+streams (`hip_runtime.transfers.staging`). Quantized GGUF tensors land raw in a scratch buffer and
+are dequantized on the device at the end; the scratch is freed before `result()` returns. A loader
 of several devices places each tensor whole on some of them or splits it (`shard=`, see
 `hip_runtime.loading.sharding`), reading the file once; `LoadResult.shards[k]` is device k's.
 
@@ -51,8 +51,14 @@ from hip_runtime.loading.sharding import (
     resolve_devices,
     resolve_layouts,
 )
-from hip_runtime.staging import Chunk, ShortReadError, StagedCopier, join_threads, wait_for
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
+from hip_runtime.transfers.staging import (
+    Chunk,
+    ShortReadError,
+    StagedCopier,
+    join_threads,
+    wait_for,
+)
 
 ProgressCallback = Callable[[int, int, int, int], None]
 

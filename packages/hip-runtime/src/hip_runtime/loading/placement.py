@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from hip_core import Device, DeviceBuffer, Stream
-from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.libraries.kernel_cache import KernelCache
 from hip_runtime.loading.formats import Checkpoint
 from hip_runtime.ops.quantized import dequantize_into
-from hip_runtime.staging import Chunk, Piece
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
+from hip_runtime.transfers.staging import Chunk, Piece
 
 ALIGNMENT = 256  # every tensor starts at a multiple of this in the arena
 _COALESCE_GAP = 64 << 10  # read across file gaps this small rather than start a new chunk

@@ -33,9 +33,9 @@ of a quantized (GGUF block) tensor, which is not supported: place those whole.
 
 Reading: every tensor's bytes are read from the file once, into pinned staging chunks, and each
 device's part is copied from the same chunk on that device's own streams (the copier's, see
-`hip_runtime.staging`). A split along axis 0 (or of rows longer than a chunk) is a contiguous
-range per device; a split along a later axis interleaves the devices' parts row by row, so the
-read scatters the file's rows in the chunk (one `preadv` over many buffers) to leave each
+`hip_runtime.transfers.staging`). A split along axis 0 (or of rows longer than a chunk) is a
+contiguous range per device; a split along a later axis interleaves the devices' parts row by row,
+so the read scatters the file's rows in the chunk (one `preadv` over many buffers) to leave each
 device's part contiguous there: one copy per device per chunk, no host-side shuffle.
 """
 
@@ -50,8 +50,8 @@ from fnmatch import fnmatchcase
 from hip_core import Device, DeviceBuffer, Stream
 from hip_runtime.loading.formats import Checkpoint, TensorRecord
 from hip_runtime.loading.placement import ChunkPlanner, Placement, file_order
-from hip_runtime.staging import Chunk, Interleaved, Piece
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
+from hip_runtime.transfers.staging import Chunk, Interleaved, Piece
 
 
 @dataclass(frozen=True)

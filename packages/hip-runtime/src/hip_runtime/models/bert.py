@@ -33,14 +33,14 @@ import numpy as np
 
 from hip_core import Device, Resource
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import DTypeLike, bool_, float32
-from hip_runtime.model_runtime import ModelRuntime
 from hip_runtime.models.bert_weights import BertWeights, prepare
 from hip_runtime.models.common import close_runtime, load_model, model_dtype
 from hip_runtime.models.config import positive_float, read_config, require
 from hip_runtime.models.pooling import cls_pool, mean_pool
 from hip_runtime.models.pooling import normalize as unit_length
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.runtime.model_runtime import ModelRuntime
+from hip_runtime.tensors.dtypes import DTypeLike, bool_, float32
+from hip_runtime.tensors.tensor import DeviceTensor
 
 #: hidden_act values -> (HipBackend activation, its options). gelu_new, gelu_fast and
 #: gelu_pytorch_tanh are all the tanh approximation.

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import bfloat16
 from hip_runtime.models.common import layers_beyond
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import bfloat16
+from hip_runtime.tensors.tensor import DeviceTensor
 
 if TYPE_CHECKING:
     from hip_runtime.models.bert import BertConfig

@@ -13,10 +13,10 @@ import numpy as np
 
 from hip_core import Device
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import DTypeLike, as_dtype
 from hip_runtime.loading.formats import Checkpoint
-from hip_runtime.model_runtime import ModelRuntime
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.runtime.model_runtime import ModelRuntime
+from hip_runtime.tensors.dtypes import DTypeLike, as_dtype
+from hip_runtime.tensors.tensor import DeviceTensor
 
 #: The dtypes a model computes in.
 DTYPES = ("float32", "float16", "bfloat16")

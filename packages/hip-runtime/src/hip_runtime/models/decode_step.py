@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hip_runtime.forward_graph import ForwardGraph
-from hip_runtime.kv_cache import KVCache
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.runtime.forward_graph import ForwardGraph
+from hip_runtime.runtime.kv_cache import KVCache
+from hip_runtime.tensors.tensor import DeviceTensor
 
 if TYPE_CHECKING:
     from hip_runtime.models.llama import LlamaDecoder

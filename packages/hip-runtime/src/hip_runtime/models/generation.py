@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hip_runtime.models.sampling import Sampler
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 if TYPE_CHECKING:
     from hip_runtime.models.llama import LlamaDecoder

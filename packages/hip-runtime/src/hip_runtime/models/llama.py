@@ -29,10 +29,7 @@ import numpy as np
 
 from hip_core import Device, Resource
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import DTypeLike
-from hip_runtime.kv_cache import KVCache
 from hip_runtime.loading.formats import open_checkpoint
-from hip_runtime.model_runtime import ModelRuntime
 from hip_runtime.models.common import close_runtime, load_model, model_dtype
 from hip_runtime.models.config import read_config
 from hip_runtime.models.decode_step import DecodeStep
@@ -47,7 +44,10 @@ from hip_runtime.models.llama_weights import (
     read_host,
 )
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.runtime.kv_cache import KVCache
+from hip_runtime.runtime.model_runtime import ModelRuntime
+from hip_runtime.tensors.dtypes import DTypeLike
+from hip_runtime.tensors.tensor import DeviceTensor
 
 DEFAULT_MAX_TOKENS = 4096  # per sequence, when the model allows more (cache memory grows with it)
 

@@ -36,7 +36,7 @@ from hip_runtime.models.common import layers_beyond
 from hip_runtime.models.llama_config import LlamaConfig
 from hip_runtime.ops.quantized import SPLIT_MULTIPLE
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 #: A linear layer's weight: a dense tensor of the model's dtype, or GGUF blocks.
 Linear = DeviceTensor | QuantizedWeight

@@ -8,8 +8,8 @@ search consumes, and summing in f32 keeps 16-bit models' means exact in their co
 from __future__ import annotations
 
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import float32
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import float32
+from hip_runtime.tensors.tensor import DeviceTensor
 
 #: The smallest token count a mean divides by (sentence-transformers' clamp): a row with no
 #: real token pools to zeros, not NaN.

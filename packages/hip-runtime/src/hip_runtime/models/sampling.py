@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import float32
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import float32
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _THREADS = 256  # HIPK_SAMPLE_THREADS
 _KEEP_ALL = 2.0  # a top_p above any cumulative probability

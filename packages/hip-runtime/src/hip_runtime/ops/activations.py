@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hip_runtime.ops.pointwise_codes import BINARY_CODE, MATH_CODE
 from hip_runtime.ops.pointwise_core import FLOATS, PointwiseCore
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _GELU = {kind: MATH_CODE[f"gelu_{kind}"] for kind in ("erf", "tanh")}
 _GELU["none"] = _GELU["erf"]

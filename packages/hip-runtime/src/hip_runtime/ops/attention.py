@@ -12,10 +12,10 @@ import weakref
 from typing import Any
 
 from hip_core import Kernel
-from hip_runtime import strides as layout
-from hip_runtime.dtypes import bool_, float_type
 from hip_runtime.ops.base import INT_MAX, OpsBase
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors import strides as layout
+from hip_runtime.tensors.dtypes import bool_, float_type
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _THREADS = 128  # HIPK_ATTENTION_THREADS
 #: (largest head size, queries per block) of each kernel tile shape, smallest first.

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from hip_core import _capture  # whether a stream capture is in progress
-from hip_runtime.dtypes import float32, float_type, int32
 from hip_runtime.ops.base import INT_MAX, OpsBase
 from hip_runtime.ops.plans import launch_pointers, plan_head, plan_key
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import float32, float_type, int32
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _LOG2E = 1.4426950408889634  # the kernels' softmax runs in base 2
 _TILES = (64, 128, 256)  # the kernels' head tiles (largest head size each takes)

@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from hip_core import Device, Kernel, MemoryPool, Resource, Stream, _capture
-from hip_runtime.blas import Blas
-from hip_runtime.dtypes import DTypeLike, FloatType, as_dtype, float_type
-from hip_runtime.kernel_cache import KernelCache
-from hip_runtime.operators import register
+from hip_runtime.libraries.blas import Blas
+from hip_runtime.libraries.kernel_cache import KernelCache
+from hip_runtime.libraries.small_gemm import SmallGemm
 from hip_runtime.ops.plans import (
     _UNHELD,
     PLAN_LIMIT,
@@ -30,11 +29,12 @@ from hip_runtime.ops.plans import (
     PlanOutput,
     _strided_out_clear,
 )
-from hip_runtime.small_gemm import SmallGemm
-from hip_runtime.stream_order import order_after, ordered_with
-from hip_runtime.strided_copy import check_writable
-from hip_runtime.strides import broadcast_to, collapse
-from hip_runtime.tensor import DeviceTensor, Shape, as_shape
+from hip_runtime.tensors.dtypes import DTypeLike, FloatType, as_dtype, float_type
+from hip_runtime.tensors.operators import register
+from hip_runtime.tensors.stream_order import order_after, ordered_with
+from hip_runtime.tensors.strided_copy import check_writable
+from hip_runtime.tensors.strides import broadcast_to, collapse
+from hip_runtime.tensors.tensor import DeviceTensor, Shape, as_shape
 
 _refcount = sys.getrefcount
 
@@ -66,7 +66,7 @@ class OpsBase(Resource):
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A backend's stream marks the tensors it makes: Python operators on them find the
-        # backend through it (hip_runtime.operators; sets are rare: only in __init__).
+        # backend through it (hip_runtime.tensors.operators; sets are rare: only in __init__).
         super().__setattr__(name, value)
         if name == "stream":
             register(value, self)

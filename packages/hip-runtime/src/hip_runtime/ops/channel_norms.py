@@ -17,7 +17,7 @@ from hip_core import Kernel
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.convolution import launch_outputs, spatial_type
 from hip_runtime.ops.plans import plan_head, plan_key
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _GROUP_BLOCK = 512  # group_norm: threads per group
 _FEW_GROUPS_BLOCK = 1024  # ... where the groups are fewer than two per multiprocessor

@@ -5,9 +5,9 @@ A forward convolution is im2col + GEMM per chunk of the batch: NCHW Y[n, g] = W[
 col[g] @ W[g]ᵀ (all groups one strided batch, written into Y's column block through ldc); a
 1x1 stride-1 unpadded one reads x itself as its columns. A transposed one is the GEMM into
 columns (NCHW col[n, g] = W[g]ᵀ @ x[n, g], NHWC col[g] = x[:, g] @ W[g]) and col2im. Chunks
-keep the columns within `col_bytes`. Offsets are bytes, strides elements (hip_runtime.blas).
-A plan depends only on its arguments, so a repeated call costs a dictionary look-up (and each
-Gemm's column-major form is worked out once).
+keep the columns within `col_bytes`. Offsets are bytes, strides elements
+(hip_runtime.libraries.blas). A plan depends only on its arguments, so a repeated call costs a
+dictionary look-up (and each Gemm's column-major form is worked out once).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from hip_runtime.blas import Gemm
+from hip_runtime.libraries.blas import Gemm
 from hip_runtime.ops.conv_geometry import ConvGeometry
 
 

@@ -9,12 +9,12 @@ pointing at `.contiguous()`), of one dtype: f32, f16 or bf16, accumulated in f32
 Where the work goes: the backend's DNN library (`backend._dnn()`: MIOpen on amd, cuDNN on
 nvidia) when there is one and it takes the case; otherwise the portable kernels
 (kernels/conv.hip): a direct kernel for depthwise convolutions (one input channel per
-group), and im2col (col2im for the transposed ones) around hipBLAS GEMMs (`hip_runtime.blas`)
-for the rest, a 1x1 stride-1 convolution reading x itself as the GEMM's operand. The im2col
-workspace comes from the backend's pool, at most `COL_BYTES` at a time (the batch is cut into
-chunks). Bias is one pointwise add (fused into the depthwise and col2im kernels). Everything
-is queued on the backend's stream; a repeated call of the same layouts and arguments is served
-by a plan (`OpsBase._planned`).
+group), and im2col (col2im for the transposed ones) around hipBLAS GEMMs
+(`hip_runtime.libraries.blas`) for the rest, a 1x1 stride-1 convolution reading x itself as the
+GEMM's operand. The im2col workspace comes from the backend's pool, at most `COL_BYTES` at a time
+(the batch is cut into chunks). Bias is one pointwise add (fused into the depthwise and col2im
+kernels). Everything is queued on the backend's stream; a repeated call of the same layouts and
+arguments is served by a plan (`OpsBase._planned`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hip_core import DevicePointer, Kernel
-from hip_runtime.dtypes import FLOAT_TYPES, FloatType
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.conv_gemm import forward_chunks, transpose_chunks
 from hip_runtime.ops.conv_geometry import (
@@ -34,7 +33,8 @@ from hip_runtime.ops.conv_geometry import (
     nchw,
 )
 from hip_runtime.ops.plans import plan_head, plan_key
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import FLOAT_TYPES, FloatType
+from hip_runtime.tensors.tensor import DeviceTensor
 
 COL_BYTES = 256 << 20  # the largest im2col / col2im workspace one chunk of the batch takes
 _BLOCK = 256  # per-output kernels: block size
@@ -217,7 +217,7 @@ class ConvOps(OpsBase):
         bias: DeviceTensor | None, y: DeviceTensor, t: FloatType,
     ) -> Callable[[int, int, int], None] | None:  # fmt: skip
         """Queue a validated convolution: the library's, else the portable kernels'. The
-        library's call as a function of the addresses of x, w and y (hip_runtime.dnn
+        library's call as a function of the addresses of x, w and y (hip_runtime.libraries.dnn
         `conv_launcher`: the plan keeps it), or None (the portable kernels)."""
         if y.size == 0:
             return None  # (no image, or no output channel: nothing to compute)
@@ -245,7 +245,7 @@ class ConvOps(OpsBase):
         return None
 
     def _conv_dnn(self) -> Any:
-        """The backend's DNN library (hip_runtime.dnn, the `_dnn` accessor), or None."""
+        """The backend's DNN library (hip_runtime.libraries.dnn, the `_dnn` accessor), or None."""
         accessor = getattr(self, "_dnn", None)
         if not self._conv_use_library or accessor is None:
             return None

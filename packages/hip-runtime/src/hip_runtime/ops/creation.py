@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime import strides as layout
-from hip_runtime.dtypes import DTypeLike, as_dtype, float32
-from hip_runtime.dtypes import suffix as dtype_suffix
 from hip_runtime.ops.base import OpsBase
-from hip_runtime.strided_copy import check_writable
-from hip_runtime.tensor import DeviceTensor, ShapeLike, as_shape
+from hip_runtime.tensors import strides as layout
+from hip_runtime.tensors.dtypes import DTypeLike, as_dtype, float32
+from hip_runtime.tensors.dtypes import suffix as dtype_suffix
+from hip_runtime.tensors.strided_copy import check_writable
+from hip_runtime.tensors.tensor import DeviceTensor, ShapeLike, as_shape
 
 _RANK = 6  # axes fill_<u> takes after merging (HIPK_FILL_RANK)
 _INT64 = np.dtype(np.int64)

@@ -8,7 +8,6 @@ place) except for `cast`. Queued on the backend's stream.
 
 from __future__ import annotations
 
-from hip_runtime.dtypes import DTypeLike
 from hip_runtime.ops.pointwise_codes import BINARY_CODE
 from hip_runtime.ops.pointwise_core import (
     FLOATS,
@@ -17,7 +16,8 @@ from hip_runtime.ops.pointwise_core import (
     PointwiseCore,
     dtype_suffix,
 )
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import DTypeLike
+from hip_runtime.tensors.tensor import DeviceTensor
 
 
 class ElementwiseOps(PointwiseCore):

@@ -28,8 +28,15 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from hip_runtime.blas import Gemm
-from hip_runtime.strides import Shape, Strides, broadcast_shapes, broadcast_to, c_strides, collapse
+from hip_runtime.libraries.blas import Gemm
+from hip_runtime.tensors.strides import (
+    Shape,
+    Strides,
+    broadcast_shapes,
+    broadcast_to,
+    c_strides,
+    collapse,
+)
 
 INT_MAX = 2**31 - 1
 _PLANS = 1024  # cached plans (shapes, strides and flags each)

@@ -28,10 +28,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hip_core import hip_api
-from hip_runtime.dtypes import FLOAT_TYPES, float_type
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.plans import address_of, plan_head, plan_key
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import FLOAT_TYPES, float_type
+from hip_runtime.tensors.tensor import DeviceTensor
 
 GEMV_TILES = (1, 2, 4, 8)  # the kernels' row tiles (kernels/gemv.hip's gemv_*r<R>)
 GEMV_MAX_ROWS = GEMV_TILES[-1]

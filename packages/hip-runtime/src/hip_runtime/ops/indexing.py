@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from hip_core import Kernel
-from hip_runtime import strides as layout
-from hip_runtime.dtypes import suffix
 from hip_runtime.ops.base import _BLOCK, OpsBase
 from hip_runtime.ops.plans import launch_pointers, plan_head, plan_key
-from hip_runtime.strided_copy import check_writable
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors import strides as layout
+from hip_runtime.tensors.dtypes import suffix
+from hip_runtime.tensors.strided_copy import check_writable
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _ID_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 _UNITS = (16, 8, 4, 2, 1)  # bytes moved per element of index_select_u<bits>

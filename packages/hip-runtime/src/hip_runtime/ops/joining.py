@@ -1,7 +1,7 @@
 """Joining and splitting along an axis: cat, stack, pad (copies), split and chunk (views).
 
 cat, stack and pad write each input into a narrowed view of their output through
-`DeviceTensor.copy_` (hip_runtime.strided_copy: one memcpy or one strided-copy launch per
+`DeviceTensor.copy_` (hip_runtime.tensors.strided_copy: one memcpy or one strided-copy launch per
 input, any input layout); pad fills the output first (CreationOps.full). split and chunk return
 views that share x's memory and copy nothing. Queued on the backend's stream.
 """
@@ -12,9 +12,9 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hip_runtime import strides as layout
 from hip_runtime.ops.base import OpsBase
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors import strides as layout
+from hip_runtime.tensors.tensor import DeviceTensor
 
 
 class JoiningOps(OpsBase):

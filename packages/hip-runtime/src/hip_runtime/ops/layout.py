@@ -8,11 +8,11 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Any
 
-from hip_runtime.dtypes import FloatType, float32, int32
 from hip_runtime.ops.base import INT_MAX, OpsBase
 from hip_runtime.ops.plans import byte_extent, launch_pointers, plan_key
-from hip_runtime.strided_copy import check_writable
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import FloatType, float32, int32
+from hip_runtime.tensors.strided_copy import check_writable
+from hip_runtime.tensors.tensor import DeviceTensor
 
 
 class LayoutOps(OpsBase):

@@ -1,4 +1,4 @@
-"""Matrix ops through hipBLAS gemm-ex (small products through hip_runtime.small_gemm's
+"""Matrix ops through hipBLAS gemm-ex (small products through hip_runtime.libraries.small_gemm's
 kernel): matmul, linear, mlp_swiglu.
 
 matmul follows numpy's `matmul` (any rank, 1-D operands, broadcast batch axes) in f32, f64,
@@ -7,22 +7,22 @@ operands' dtype. Strided operands are read in place wherever BLAS can read them 
 views through the op flags, row slices through the leading dimension, any batch strides);
 `ops/gemm_plan.py` says which layouts, and how batches become as few calls as possible. All
 work is queued on the backend's stream, through its BLAS handle or, for a small product, as
-one launch of hip_runtime.small_gemm's kernel (the same calls, the same layouts).
+one launch of hip_runtime.libraries.small_gemm's kernel (the same calls, the same layouts).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hip_runtime.blas import DATA_TYPES, Blas, Gemm
-from hip_runtime.dtypes import FloatType, float_type
+from hip_runtime.libraries.blas import DATA_TYPES, Blas, Gemm
+from hip_runtime.libraries.small_gemm import SmallGemm
 from hip_runtime.ops.base import _overlap
 from hip_runtime.ops.gemm_plan import MatmulPlan, plan
 from hip_runtime.ops.gemv import GemvOps
 from hip_runtime.ops.plans import address_of, layout_id, plan_head, plan_key
-from hip_runtime.small_gemm import SmallGemm
-from hip_runtime.strided_copy import check_writable
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import FloatType, float_type
+from hip_runtime.tensors.strided_copy import check_writable
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _DTYPE_NAMES = ", ".join(str(t) for t in DATA_TYPES)
 
@@ -105,7 +105,7 @@ class LinalgOps(GemvOps):
 
     def _gemm_engine(self, spec: Gemm) -> Blas | SmallGemm:
         """What queues `spec`: hip-runtime's own kernel for a small product where a BLAS
-        call's host cost would outweigh it (hip_runtime.small_gemm), else BLAS."""
+        call's host cost would outweigh it (hip_runtime.libraries.small_gemm), else BLAS."""
         return self.small_gemm if self.small_gemm.takes(spec) else self.blas
 
     def _matmul_out(

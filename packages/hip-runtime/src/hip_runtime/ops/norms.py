@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime.dtypes import FloatType, float_type
 from hip_runtime.ops.base import OpsBase, not_contiguous
 from hip_runtime.ops.plans import address_of, launch_pointers, plan_head, plan_key
 from hip_runtime.ops.reduce_layout import row_strides
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import FloatType, float_type
+from hip_runtime.tensors.tensor import DeviceTensor
 
 
 def real_number(value: Any, name: str, op: str) -> float:

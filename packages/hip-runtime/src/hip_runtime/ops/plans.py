@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hip_core import DevicePointer, _capture
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 PLAN_LIMIT = 4096  # plans a backend keeps (`OpsBase._keep_plan`)
 RECYCLE_BYTES = 1 << 20  # the largest output a plan keeps for reuse (`PlanOutput`)

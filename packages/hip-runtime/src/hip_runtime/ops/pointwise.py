@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime.dtypes import bool_
 from hip_runtime.ops.pointwise_codes import (
     BINARY_CODE,
     COMPARE_CODE,
@@ -34,7 +33,8 @@ from hip_runtime.ops.pointwise_core import (
     dtype_suffix,
     scalar_args,
 )
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import bool_
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _INT_UNARY = frozenset(UNARY_OPS[:6])
 _NO_PARAMS = (0.0, 0.0, 0, 0)

@@ -4,7 +4,7 @@ goes at the end of its tuple and into the kernel's switch together."""
 
 from __future__ import annotations
 
-from hip_runtime.dtypes import SUFFIXES
+from hip_runtime.tensors.dtypes import SUFFIXES
 
 #: binary.hip's op codes, by position (power_<t> is pow's own kernel).
 BINARY_OPS = (

@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from hip_core import Kernel
-from hip_runtime import dtypes
-from hip_runtime import strides as layout
-from hip_runtime.dtypes import SUFFIXES, DTypeLike, as_dtype
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.plans import launch_pointers, layout_id, plan_head
 from hip_runtime.ops.pointwise_codes import CAST_TARGETS
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors import dtypes
+from hip_runtime.tensors import strides as layout
+from hip_runtime.tensors.dtypes import SUFFIXES, DTypeLike, as_dtype
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _BLOCK = 256
 _RANK = 8  # axes the strided path takes (kernels/pointwise.h HIPK_PW_RANK)

@@ -21,7 +21,7 @@ from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.conv_geometry import ints, pool_out_size
 from hip_runtime.ops.convolution import image_operand, key_part, launch_outputs
 from hip_runtime.ops.plans import plan_head, plan_key
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2, "adaptive": 3}
 _NCHW_ROWS = True  # NCHW 2x2 / 3x3 max at column stride 2: pool.hip's max_pool2d_rows

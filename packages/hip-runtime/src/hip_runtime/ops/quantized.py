@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from hip_core import DevicePointer, Stream
-from hip_runtime.dtypes import float_type
-from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.libraries.kernel_cache import KernelCache
 from hip_runtime.ops.base import grid_cap, not_contiguous
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import float_type
+from hip_runtime.tensors.tensor import DeviceTensor
 
 #: Quantized encodings: (elements per block, bytes per block). A block is one f16 scale `d`
 #: followed by the quants, exactly as ggml stores them (ggml-common.h).

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hip_core import Kernel
-from hip_runtime.dtypes import float_type
 from hip_runtime.ops.base import INT_MAX, OpsBase
 from hip_runtime.ops.plans import launch_pointers, plan_head, plan_key
 from hip_runtime.ops.quantized import (
@@ -37,7 +36,8 @@ from hip_runtime.ops.quantized import (
     dequantize_into,
     split_rows_into,
 )  # fmt: skip
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import float_type
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _SOURCE = "gemv_quant.hip"
 _SPLIT_SOURCE = "gemv_quant_split.hip"

@@ -4,7 +4,7 @@ Host arithmetic only, cached per (shape, strides, axes): the ops of `reductions`
 `norms` ask `along(...)` for three sizes and three strides (in elements) such that the input's
 element (o, r, i) sits at `o * so + r * sr + i * si` and the result's at `o * I + i` (the kept
 axes in their order, C-contiguous). Size-1 axes are dropped and neighbouring axes merged where
-the strides allow (`hip_runtime.strides` rules); a layout that does not come down to
+the strides allow (`hip_runtime.tensors.strides` rules); a layout that does not come down to
 kept-reduced-kept (reduced axes apart, or a kept run that does not merge) gives None, and the
 op first copies the input, with the reduced axes moved last, into a contiguous temporary.
 """
@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from hip_runtime import strides as layout
+from hip_runtime.tensors import strides as layout
 
 
 class Merged(NamedTuple):

@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 
 from hip_core import _capture, hip_api  # _capture: whether a stream capture is in progress
-from hip_runtime.dtypes import float_type, suffix
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.norms import real_number
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, kept_shape, moved_last
 from hip_runtime.ops.reduce_layout import next_power_of_two as pow2
 from hip_runtime.ops.softmax import L2, along_axis, axis_argument
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import float_type, suffix
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _BLOCK = 256
 _PER_THREAD = 8  # vectors a row thread reads at least before another one is added

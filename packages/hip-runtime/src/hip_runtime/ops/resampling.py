@@ -19,7 +19,7 @@ from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.conv_geometry import ints
 from hip_runtime.ops.convolution import image_operand, key_part, launch_outputs
 from hip_runtime.ops.plans import plan_head, plan_key
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 
 class ResamplingOps(OpsBase):

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from hip_runtime.dtypes import float_type
 from hip_runtime.ops.base import INT_MAX, OpsBase
 from hip_runtime.ops.plans import launch_pointers, layout_id, plan_head
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, row_strides
 from hip_runtime.ops.reduce_layout import next_power_of_two as pow2
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import float_type
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _BLOCK = 256
 SOFTMAX, LOG_SOFTMAX, L2 = 0, 1, 2  # the along-axis kernel's modes

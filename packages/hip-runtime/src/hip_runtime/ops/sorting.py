@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
-from hip_runtime import strides as layout
-from hip_runtime.dtypes import suffix
 from hip_runtime.ops.base import INT_MAX, OpsBase
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors import strides as layout
+from hip_runtime.tensors.dtypes import suffix
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _TILE = 2048  # HIPK_SORT_TILE: columns one block sorts in shared memory
 _BLOCK = 256  # HIPK_SORT_BLOCK

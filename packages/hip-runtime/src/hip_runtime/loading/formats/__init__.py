@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime.dtypes import as_dtype
 from hip_runtime.loading.formats.records import (
     Checkpoint,
     FormatError,
@@ -26,6 +25,7 @@ from hip_runtime.loading.formats.safetensors import (
     read_safetensors_index,
     save_safetensors,
 )
+from hip_runtime.tensors.dtypes import as_dtype
 
 GGUF_MAGIC = b"GGUF"
 

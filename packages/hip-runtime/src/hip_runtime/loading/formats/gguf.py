@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from hip_runtime.dtypes import DTypeLike, bfloat16, float16, float32, float_type
 from hip_runtime.loading.formats.records import (
     Checkpoint,
     FormatError,
@@ -38,6 +37,7 @@ from hip_runtime.loading.formats.records import (
     open_regular,
     stored_nbytes,
 )
+from hip_runtime.tensors.dtypes import DTypeLike, bfloat16, float16, float32, float_type
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)

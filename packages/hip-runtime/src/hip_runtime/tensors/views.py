@@ -2,7 +2,7 @@
 
 Every method here returns a DeviceTensor that shares its parent's buffer (`view.buffer is
 parent.buffer`), keeps it alive and never frees it; writes through a view land in the parent.
-Nothing is queued on any stream: a view is host arithmetic only (`hip_runtime.strides`), and
+Nothing is queued on any stream: a view is host arithmetic only (`hip_runtime.tensors.strides`), and
 it carries its parent's stream and pool. The rules are numpy's (torch's where numpy has no
 such method); bad arguments raise before anything is made.
 """
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hip_runtime import strides as layout
-from hip_runtime.dtypes import DTypeLike, as_dtype
+from hip_runtime.tensors import strides as layout
+from hip_runtime.tensors.dtypes import DTypeLike, as_dtype
 
 if TYPE_CHECKING:
-    from hip_runtime.tensor import DeviceTensor
+    from hip_runtime.tensors.tensor import DeviceTensor
 
 
 class TensorViews:

@@ -11,7 +11,7 @@ import threading
 
 from hip_core import Device, Kernel, Module
 from hip_core import hip_api as hip  # identifies the loaded platform: tests switch it per session
-from hip_runtime import kernel_sources
+from hip_runtime.libraries import kernel_sources
 
 _lock = threading.Lock()
 _modules: dict[tuple[int, int, str], Module] = {}

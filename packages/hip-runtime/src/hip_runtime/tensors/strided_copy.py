@@ -27,12 +27,12 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from hip_core import Device, DevicePointer, Stream, hip_api
-from hip_runtime import strides as layout
-from hip_runtime.kernel_cache import KernelCache
-from hip_runtime.stream_order import order_after
+from hip_runtime.libraries.kernel_cache import KernelCache
+from hip_runtime.tensors import strides as layout
+from hip_runtime.tensors.stream_order import order_after
 
 if TYPE_CHECKING:
-    from hip_runtime.tensor import DeviceTensor
+    from hip_runtime.tensors.tensor import DeviceTensor
 
 MAX_RANK = 8  # axes the kernel takes after merging; the host splits beyond
 _UNITS = (8, 4, 2, 1)  # bytes per element of the kernels: copy_u64 … copy_u8
@@ -76,7 +76,7 @@ class TensorCopies:
 
         Any strides on either side; `source` has this tensor's dtype and a shape that
         broadcasts to this one's (numpy's rules). A source ordered on another stream is
-        waited for on the device first (hip_runtime.stream_order). Where the two share
+        waited for on the device first (hip_runtime.tensors.stream_order). Where the two share
         memory, source is copied to a temporary first, so the result is always what numpy's
         `dst[...] = src` gives. Writing into a broadcast view (elements that share memory) is
         a ValueError. One memcpy when both are contiguous, else one
@@ -172,7 +172,7 @@ def _overlaps(a: DeviceTensor, b: DeviceTensor) -> bool:
 
 def _staged(src: DeviceTensor, stream: Stream, kernels: KernelCache | None) -> DeviceTensor:
     """A contiguous copy of src in fresh memory (src's pool, else hipMalloc), on `stream`."""
-    from hip_runtime.tensor import DeviceTensor
+    from hip_runtime.tensors.tensor import DeviceTensor
 
     staged = DeviceTensor.empty(
         src.shape, src.dtype, device=src.device, stream=stream, pool=src.pool

@@ -46,7 +46,7 @@ from hip_core import Device, DeviceBuffer, GraphExec, Resource, Stream, capture
 from hip_core.pool import allocations_served_by
 from hip_ffi.constants import CAPTURE_MODE_RELAXED
 from hip_runtime.backend import HipBackend
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.tensor import DeviceTensor
 
 _ALIGNMENT = 256  # bytes between two allocations of the graph, as a device allocator aligns
 _FIRST_CHUNK = 4 << 20  # the graph's memory grows in chunks, each twice the last...

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from hip_core import Stream, _capture
 
 if TYPE_CHECKING:
-    from hip_runtime.tensor import DeviceTensor
+    from hip_runtime.tensors.tensor import DeviceTensor
 
 
 def ordered_with(stream: Stream, other: Stream) -> bool:

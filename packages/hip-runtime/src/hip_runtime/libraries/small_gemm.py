@@ -24,8 +24,8 @@ from typing import Any
 from hip_core import DevicePointer, Kernel, Stream
 from hip_core import hip_api as hip
 from hip_ffi.constants import HIP_R_16BF, HIP_R_16F, HIP_R_32F, HIP_R_64F
-from hip_runtime.blas import Gemm
-from hip_runtime.kernel_cache import KernelCache
+from hip_runtime.libraries.blas import Gemm
+from hip_runtime.libraries.kernel_cache import KernelCache
 
 #: The most multiply-adds a product queued as the kernel may have: 64³; and its most depth k.
 #: A block walks k in steps of 64, one after another: device µs on the H200 against cuBLAS's,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from hip_core import Device, DeviceBuffer, Resource, Stream
-from hip_runtime.dtypes import DTypeLike, as_dtype, float32
-from hip_runtime.tensor import DeviceTensor, ShapeLike, as_shape
+from hip_runtime.tensors.dtypes import DTypeLike, as_dtype, float32
+from hip_runtime.tensors.tensor import DeviceTensor, ShapeLike, as_shape
 
 ALIGNMENT = 256
 

@@ -32,7 +32,7 @@ import numpy as np
 if TYPE_CHECKING:
     from hip_core import Stream
     from hip_runtime.backend import HipBackend
-    from hip_runtime.tensor import DeviceTensor
+    from hip_runtime.tensors.tensor import DeviceTensor
 
 #: id(stream) -> (the stream, the backend that owns it), both weakly.
 _owners: dict[int, tuple[weakref.ref[Any], weakref.ref[Any]]] = {}
@@ -67,7 +67,7 @@ def backend_of(tensor: DeviceTensor) -> HipBackend:
 
 
 def _operand(value: Any) -> bool:
-    from hip_runtime.tensor import DeviceTensor
+    from hip_runtime.tensors.tensor import DeviceTensor
 
     return isinstance(value, (DeviceTensor, numbers.Number, np.bool_))
 
@@ -132,7 +132,7 @@ class TensorOperators:
         return self._op("pow", other, self)
 
     def __matmul__(self, other: Any) -> Any:
-        from hip_runtime.tensor import DeviceTensor
+        from hip_runtime.tensors.tensor import DeviceTensor
 
         if not isinstance(other, DeviceTensor):
             return NotImplemented

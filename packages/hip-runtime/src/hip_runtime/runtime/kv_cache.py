@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from hip_core import Device, DeviceBuffer, Resource, Stream
-from hip_runtime.dtypes import DTypeLike, as_dtype, float16
-from hip_runtime.operators import backend_of
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.tensors.dtypes import DTypeLike, as_dtype, float16
+from hip_runtime.tensors.operators import backend_of
+from hip_runtime.tensors.tensor import DeviceTensor
 
 
 class KVCache(Resource):

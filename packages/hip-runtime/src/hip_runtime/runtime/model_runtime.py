@@ -28,8 +28,6 @@ from typing import Any
 
 from hip_core import Device, Resource
 from hip_runtime.backend import HipBackend
-from hip_runtime.dtypes import DTypeLike, float16
-from hip_runtime.kv_cache import KVCache
 from hip_runtime.loading.formats import Checkpoint, open_checkpoint
 from hip_runtime.loading.loader import AsyncLoader, LoadReport, LoadResult, ProgressCallback
 from hip_runtime.loading.sharding import (
@@ -38,8 +36,10 @@ from hip_runtime.loading.sharding import (
     resolve_devices,
     resolve_layouts,
 )
-from hip_runtime.scratch import ScratchArena
-from hip_runtime.tensor import DeviceTensor
+from hip_runtime.runtime.kv_cache import KVCache
+from hip_runtime.runtime.scratch import ScratchArena
+from hip_runtime.tensors.dtypes import DTypeLike, float16
+from hip_runtime.tensors.tensor import DeviceTensor
 
 
 class ModelRuntime(Resource):

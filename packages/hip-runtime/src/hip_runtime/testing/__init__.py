@@ -23,6 +23,9 @@ Conventions:
   terms, not of a result that cancels, so `assert_close` allows rtol of the larger of the two.
 - Float types are named by the kernels' suffixes, "f32", "f16" and "bf16" (`DTYPES`); numpy
   dtypes are accepted too.
+
+The spatial ops' references (convolutions, pooling, upsampling, group and batch norm) are in
+`hip_runtime.testing.conv`, on the same conventions.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from hip_runtime.dtypes import DTypeLike, as_dtype, bfloat16, float16, float32, float_type
 from hip_runtime.ops.quantized import BLOCK_ENCODINGS
+from hip_runtime.tensors.dtypes import DTypeLike, as_dtype, bfloat16, float16, float32, float_type
 
 Array = npt.NDArray[Any]
 

@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 import cffi
 
 from hip_core import Device, DeviceBuffer, Event, Stream, hip_api
-from hip_runtime import dtypes
-from hip_runtime.strides import c_strides, extent
+from hip_runtime.tensors import dtypes
+from hip_runtime.tensors.strides import c_strides, extent
 
 if TYPE_CHECKING:
-    from hip_runtime.tensor import DeviceTensor
+    from hip_runtime.tensors.tensor import DeviceTensor
 
 DLPackCapsule = Any  # a PyCapsule named "dltensor"
 
@@ -206,7 +206,7 @@ def export_dlpack(
 
 def import_dlpack(obj: Any, *, stream: Stream | None = None) -> DeviceTensor:
     """A DeviceTensor over a DLPack producer's memory (no copy); see the module docstring."""
-    from hip_runtime.tensor import DeviceTensor
+    from hip_runtime.tensors.tensor import DeviceTensor
 
     sweep()
     if not hasattr(obj, "__dlpack__"):
