@@ -16,6 +16,7 @@ import pytest
 from hip_core.signature import kernels_in_source
 from hip_ffi.rtc import compile_source
 from hip_runtime.libraries import kernel_sources
+from hip_runtime.libraries.kernel_sources import checkout_kernels
 from hip_runtime.tensors.dtypes import SUFFIXES
 
 TYPES = ("f32", "f16", "bf16")
@@ -90,10 +91,17 @@ def test_the_sources_are_the_expected_families() -> None:
 
 
 def test_a_source_checkout_reads_the_repository_kernels_folder() -> None:
-    # The tests run from the checkout (no wheel), so the sources must come from the repository's
-    # kernels/ however deep kernel_sources.py sits in the package (it moved into libraries/).
+    # From a checkout the sources come from the repository's kernels/, however deep
+    # kernel_sources.py sits in the package (it moved into libraries/); an installed wheel
+    # (nox's sessions) reads its own copy.
     repository = Path(__file__).resolve().parents[3]
-    assert Path(str(kernel_sources.kernels_dir())) == repository / "kernels"
+    package = repository / "packages" / "hip-runtime" / "src" / "hip_runtime"
+    assert checkout_kernels(package) == repository / "kernels"
+    assert (package / "libraries" / "kernel_sources.py").is_file()
+    found = Path(str(kernel_sources.kernels_dir()))
+    installed = Path(str(kernel_sources.__file__)).parents[1] / "kernels"
+    assert found == (installed if installed.is_dir() else repository / "kernels")
+    assert {p.name for p in found.iterdir()} >= set(EXPECTED)
 
 
 @pytest.mark.parametrize("source", sorted(EXPECTED))

@@ -26,14 +26,17 @@ if sys.version_info >= (3, 11):
 else:
     from importlib.abc import Traversable
 
-#: The checkout's kernels/ relative to the package folder (packages/hip-runtime/src/hip_runtime/,
-#: this file being in its libraries/): counted from the package, not this file, so moving the
-#: module between the package's folders cannot silently point it elsewhere. An installed copy
-#: may sit fewer folders deep, so the path is only computed when there are enough.
-_PACKAGE = Path(__file__).resolve().parents[1]
-_CHECKOUT_KERNELS = (
-    _PACKAGE.parents[3] / "kernels" if len(_PACKAGE.parents) > 3 else _PACKAGE / "no-checkout"
-)
+
+def checkout_kernels(package: Path) -> Path:
+    """A source checkout's kernels/ from its package folder (packages/hip-runtime/src/
+    hip_runtime/): counted from the package, not this file, so moving the module between the
+    package's folders cannot silently point it elsewhere. An installed copy may sit fewer
+    folders deep: then a path that does not exist."""
+    return package.parents[3] / "kernels" if len(package.parents) > 3 else package / "no-checkout"
+
+
+_PACKAGE = Path(__file__).resolve().parents[1]  # (this file is in the package's libraries/)
+_CHECKOUT_KERNELS = checkout_kernels(_PACKAGE)
 
 
 def kernels_dir() -> Traversable:
