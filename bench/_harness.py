@@ -160,3 +160,29 @@ def save(out: Path, name: str, table: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     (out / f"{name}.md").write_text(table + "\n")
+
+
+def cupti_kernels(
+    torch: Any, step: Callable[[], Any], steps: int, sync: Callable[[], Any]
+) -> tuple[float, float, dict[str, tuple[int, float]]]:
+    """(kernels, kernel µs) per step from a CUPTI trace of `steps` calls of `step`
+    (torch.profiler's, which sees every kernel of the process, hip's included; `sync` waits
+    for them), and {kernel name: (launches, µs)} over all of them."""
+    import tempfile
+
+    from torch.profiler import ProfilerActivity
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            sync()
+        prof.export_chrome_trace(str(trace))
+        events = json.loads(trace.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    by_name: dict[str, tuple[int, float]] = {}
+    for e in kernels:
+        count, total = by_name.get(e["name"], (0, 0.0))
+        by_name[e["name"]] = (count + 1, total + float(e["dur"]))
+    return len(kernels) / steps, sum(float(e["dur"]) for e in kernels) / steps, by_name

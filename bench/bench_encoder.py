@@ -16,7 +16,9 @@ compile; "torch CUDA graph (sdpa)" is the same forward captured once by torch.cu
 static inputs and replayed (issue 15's anchor for graph replay). The speed-up printed is torch
 eager (SDPA) time / this row's time, and hip's graph replay beside torch's CUDA graph. The run
 also prints how far hip's bf16 hidden state is from torch's (max |difference| / max |torch|).
-Issue 15's encoder: `--layers 6 --hidden 384 --heads 12` (batch 32 x 128, the default).
+Issue 15's encoder: `--layers 6 --hidden 384 --heads 12` (batch 32 x 128, the default);
+issue 38 asks for it at `--batch 32` and `128`, `--dtype bfloat16` and `float32` (the weights
+are saved in bf16 and loaded as --dtype by both sides).
 
 Anchors (torch) run only on the nvidia platform with torch and transformers importable;
 otherwise each is a `skipped` row with the reason. Without transformers nothing makes the model,
@@ -24,7 +26,8 @@ so the run is a skipped row too. Prints JSON lines, then a table; writes bench_e
 bench_encoder.md under --out.
 
     python bench/bench_encoder.py [--quick] [--out DIR] [--layers 12] [--hidden 768] [--heads 12]
-                                  [--batch 32] [--seq 128]
+                                  [--batch 32] [--seq 128] [--dtype bfloat16|float32]
+                                  [--profile]
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _harness import ROWS, emit, median_us, parser, run, save
+from _harness import ROWS, cupti_kernels, emit, median_us, parser, run, save
 
 from hip_core import hip_api
 
@@ -47,6 +50,8 @@ TINY = dict(BASE, vocab_size=512, hidden_size=64, num_hidden_layers=2, num_atten
             intermediate_size=128)  # fmt: skip
 BUDGET_S = 1.0  # timed seconds per figure (about; the run stays under 90 s)
 HIDDEN: dict[str, np.ndarray] = {}  # each side's last hidden state, for the difference line
+DTYPE = ["bfloat16"]  # --dtype: what both sides load the saved bf16 weights as
+PROFILE = [False]  # --profile: each graph replay's kernels from a CUPTI trace
 
 
 def make_model(settings: dict[str, Any], folder: Path) -> None:
@@ -87,7 +92,7 @@ def bench_hip(folder: Path, feeds: dict[str, np.ndarray], budget_s: float) -> No
     from hip_runtime import ForwardGraph
     from hip_runtime.models import BertEncoder
 
-    with BertEncoder.from_folder(folder, dtype="bfloat16") as encoder:
+    with BertEncoder.from_folder(folder, dtype=DTYPE[0]) as encoder:
         backend = encoder.backend
         on_device = [backend.from_numpy(feeds[name]) for name in feeds]
         timed("hip eager", lambda: encoder.forward(*on_device), backend.synchronize, budget_s,
@@ -95,6 +100,8 @@ def bench_hip(folder: Path, feeds: dict[str, np.ndarray], budget_s: float) -> No
         HIDDEN["hip"] = encoder.forward(*on_device).to_numpy().astype(np.float32)
         with ForwardGraph(backend, encoder.forward, *on_device) as graph:
             timed("hip graph replay", graph.replay, backend.synchronize, budget_s)
+            if PROFILE[0]:
+                kernels_of("hip graph replay", graph.replay, backend.synchronize)
 
 
 def bench_torch(folder: Path, feeds: dict[str, np.ndarray], budget_s: float) -> None:
@@ -109,7 +116,7 @@ def bench_torch(folder: Path, feeds: dict[str, np.ndarray], budget_s: float) -> 
     with torch.inference_mode():
         for attention in ("sdpa", "eager"):
             model = BertModel.from_pretrained(
-                folder, dtype=torch.bfloat16, attn_implementation=attention
+                folder, dtype=getattr(torch, DTYPE[0]), attn_implementation=attention
             ).cuda().eval()  # fmt: skip
             timed(f"torch eager ({attention})", lambda m=model: m(**on_cuda),
                   torch.cuda.synchronize, budget_s)  # fmt: skip
@@ -139,6 +146,19 @@ def timed_torch_graph(torch: Any, model: Any, on_cuda: dict[str, Any], budget_s:
              reason=f"{type(error).__name__}: {error}")  # fmt: skip
         return
     timed("torch CUDA graph (sdpa)", graph.replay, torch.cuda.synchronize, budget_s)
+    if PROFILE[0]:
+        kernels_of("torch CUDA graph (sdpa)", graph.replay, torch.cuda.synchronize)
+
+
+def kernels_of(impl: str, forward: Any, sync: Any, forwards: int = 5, top: int = 10) -> None:
+    """`kernel` rows: the `top` kernels of one forward by device µs (CUPTI, torch.profiler)."""
+    import torch
+
+    launches, kernel_us, by_name = cupti_kernels(torch, forward, forwards, sync)
+    emit(bench="kernels", impl=impl, launches=launches, us=kernel_us)
+    for name, (count, total) in sorted(by_name.items(), key=lambda e: -e[1][1])[:top]:
+        emit(bench="kernel", impl=impl, kernel=name[:70], per_forward=count / forwards,
+             us=total / forwards)  # fmt: skip
 
 
 def table(settings: dict[str, Any], batch: int, seq: int) -> str:
@@ -146,7 +166,8 @@ def table(settings: dict[str, Any], batch: int, seq: int) -> str:
     torch_us = forwards.get("torch eager (sdpa)")
     lines = [
         f"encoder: {settings['num_hidden_layers']} layers, hidden {settings['hidden_size']}, "
-        f"{settings['num_attention_heads']} heads, batch {batch} x {seq} tokens (padded), bf16",
+        f"{settings['num_attention_heads']} heads, batch {batch} x {seq} tokens (padded), "
+        f"{DTYPE[0]}",
         "",
         "| forward | ms | speed-up vs torch eager (sdpa) |",
         "| --- | ---: | ---: |",
@@ -158,10 +179,15 @@ def table(settings: dict[str, Any], batch: int, seq: int) -> str:
     if ours and theirs:  # issue 15: graph replay >= 1.0x torch CUDA graphs
         lines.append(f"\nhip graph replay vs torch CUDA graph: speed-up {theirs / ours:.2f}")
     lines += [f"skipped {r['impl']}: {r['reason']}" for r in ROWS if r["bench"] == "skipped"]
+    for r in ROWS:
+        if r["bench"] == "kernels":
+            lines.append(f"\n{r['impl']}: {r['launches']:.0f} kernels, {r['us']:.0f} µs a forward")
+        elif r["bench"] == "kernel":
+            lines.append(f"- `{r['kernel']}` x{r['per_forward']:.0f}: {r['us']:.0f} µs")
     if "hip" in HIDDEN and "torch" in HIDDEN:
         ours, theirs = HIDDEN["hip"], HIDDEN["torch"]
         lines.append(
-            "hip vs torch bf16 last hidden state: max |difference| / max |torch| = "
+            f"hip vs torch {DTYPE[0]} last hidden state: max |difference| / max |torch| = "
             f"{np.abs(ours - theirs).max() / np.abs(theirs).max():.4f}"
         )
     return "\n".join(lines)
@@ -174,8 +200,16 @@ def main() -> None:
     flags.add_argument("--heads", type=int, default=12)
     flags.add_argument("--batch", type=int, default=32)
     flags.add_argument("--seq", type=int, default=128)
+    flags.add_argument(
+        "--dtype",
+        choices=("bfloat16", "float32"),
+        default="bfloat16",
+        help="what both sides load the (bf16-saved) weights as",
+    )
+    flags.add_argument("--profile", action="store_true", help="kernels of each graph replay")
     flags.add_argument("--budget", type=float, default=BUDGET_S, help="timed seconds per row")
     args = flags.parse_args()
+    DTYPE[0], PROFILE[0] = args.dtype, args.profile
     settings, batch, seq, budget = (
         dict(
             BASE,

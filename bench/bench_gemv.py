@@ -3,26 +3,35 @@ F.linear) and a copy of the same bytes, in one run (issue 38).
 
 For each of the five products of a decode step (QKV with the attention norm fused, the output
 product with the residual, gate/up with the MLP norm and SwiGLU, down with the residual, the
-head with the final norm) and 1, 4 and 8 rows of x: device µs per call (bench_ops' event
-timing), the weight's GB/s and that as a fraction of the copy rate of the same run (256 MiB,
-read + write). Rows "hip ahead=A" build the kernel with HIPK_GEMV_AHEAD=A (16-byte chunks a
-lane has in flight) to choose the shipped default; "hip" is the op as shipped; torch is the
-same product without the fusions (cuBLAS). The variants split rows over teams as the op
-does (`gemv_slices`). Kernel registers and spills are printed too. Needs
-the nvidia platform and torch for the anchors (else skipped rows). Writes bench_gemv.jsonl and
-.md under --out.
+head with the final norm) and 1, 2 (, 4, 8) rows of x: device µs per call, the weight's GB/s
+and that as a fraction of the copy rate of the same run (256 MiB, read + write).
 
-    python bench/bench_gemv.py [--quick] [--out DIR] [--rows 1 4 8] [--ahead 1 2 4 8]
+How a call is timed (as a decode step runs it): `CALLS` calls captured into one graph and
+replayed back to back, device events around `REPLAYS` replays; the calls cycle through
+copies of the weight that together exceed the L2 cache (`ROTATE_BYTES`), so each call reads
+its weight from device memory, as a decode step does (a product's weight is read once a step).
+torch's rows are the same calls through torch.cuda.CUDAGraph.
+
+Rows "hip ahead=A slices=S" build the kernel with HIPK_GEMV_AHEAD=A (16-byte chunks a lane
+issues before using any) and split each output column over S teams (0: the op's own choice,
+`gemv_slices`); "hip" is the op as shipped; torch is the same product without the fusions
+(cuBLAS). Kernel registers and spills are printed too. Needs the nvidia platform and torch for
+the anchors (else a skipped row). Writes bench_gemv.jsonl and .md under --out.
+
+    python bench/bench_gemv.py [--quick] [--out DIR] [--rows 1 2] [--ahead 1 2 4 8]
+                               [--slices 0]
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
 from typing import Any
 
 from _harness import ROWS, emit, parser, run, save
-from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch, time_ms
+from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch
 
-from hip_core import Program, hip_api
+from hip_core import Program, capture, hip_api
 from hip_runtime import HipBackend
 from hip_runtime.libraries import kernel_sources
 from hip_runtime.ops.gemv import gemv_slices
@@ -33,7 +42,10 @@ SHAPES = (
     ("gate_up", "swiglu", 8192, 2048), ("down", "residual", 2048, 8192),
     ("head", "norm", 128256, 2048),
 )  # fmt: skip
-REPEATS = 20
+CALLS = 20  # calls a graph
+REPLAYS = 10  # timed replays (median of REPEATS samples)
+REPEATS = 5
+ROTATE_BYTES = 256 << 20  # weight copies cycled through: beyond the H200's 50 MiB L2
 
 
 def variant_kernels(backend: HipBackend, ahead: int) -> Any:
@@ -44,49 +56,102 @@ def variant_kernels(backend: HipBackend, ahead: int) -> Any:
     return program.load(backend.device)
 
 
+def hip_graph_us(backend: HipBackend, calls: list[Callable[[], Any]]) -> float:
+    """Device µs per call of `calls` (each once per graph), captured and replayed."""
+    for call in calls:  # compile, plan and warm outside the capture
+        call()
+    with capture(backend.stream) as recording:
+        for call in calls:
+            call()
+    assert recording.graph is not None
+    replay = recording.graph.instantiate()
+    timer = HipTimer(backend)
+    replay.launch(backend.stream)
+    samples = []
+    for _ in range(REPEATS):
+        replay.launch(backend.stream)  # keeps the device busy past the start event
+        timer.start()
+        for _ in range(REPLAYS):
+            replay.launch(backend.stream)
+        samples.append(timer.stop() / REPLAYS / len(calls) * 1e3)
+    return statistics.median(samples)
+
+
+def torch_graph_us(torch: Any, calls: list[Callable[[], Any]]) -> float:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for call in calls:
+            call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for call in calls:
+            call()
+    timer = TorchTimer(torch)
+    graph.replay()
+    samples = []
+    for _ in range(REPEATS):
+        graph.replay()
+        timer.start()
+        for _ in range(REPLAYS):
+            graph.replay()
+        samples.append(timer.stop() / REPLAYS / len(calls) * 1e3)
+    return statistics.median(samples)
+
+
 def bench_shape(backend: HipBackend, torch: Any, shape: tuple[str, str, int, int], rows: int,
-                aheads: list[int], copy: float) -> None:  # fmt: skip
+                aheads: list[int], slice_counts: list[int], copy: float) -> None:  # fmt: skip
     name, fusion, n, k = shape
     weight_rows = 2 * n if fusion == "swiglu" else n
-    tw = torch.randn(weight_rows, k, device="cuda", dtype=torch.bfloat16) * 0.02
+    nbytes = weight_rows * k * 2
+    copies = max(1, min(CALLS, -(-ROTATE_BYTES // nbytes)))
+    tws = [torch.randn(weight_rows, k, device="cuda", dtype=torch.bfloat16) * 0.02
+           for _ in range(copies)]  # fmt: skip
     tx = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
     tg = torch.ones(k, device="cuda", dtype=torch.bfloat16)
     tr = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
-    w, x, g, r = (backend.from_dlpack(t) for t in (tw, tx, tg, tr))
-    nbytes = weight_rows * k * 2
-    timer = HipTimer(backend)
-    calls = {
-        "norm": lambda: backend.rmsnorm_linear(x, g, w, eps=1e-5),
-        "residual": lambda: backend.linear(x, w, residual=r, out=r),
-        "swiglu": lambda: backend.rmsnorm_swiglu(x, g, w, eps=1e-5),
+    ws = [backend.from_dlpack(t) for t in tws]
+    x, g, r = (backend.from_dlpack(t) for t in (tx, tg, tr))
+    weights = [ws[i % copies] for i in range(CALLS)]
+    y = backend.empty((rows, n), x.dtype)  # every output preallocated: a graph replays them
+    ops = {
+        "norm": lambda w: backend.rmsnorm_linear(x, g, w, eps=1e-5, out=y),
+        "residual": lambda w: backend.linear(x, w, residual=r, out=r),
+        "swiglu": lambda w: backend.rmsnorm_swiglu(x, g, w, eps=1e-5, out=y),
     }
-    ms = time_ms(calls[fusion], timer.start, timer.stop, REPEATS)
-    emit_row(name, rows, "hip", ms, nbytes, copy)
-    y = backend.empty((rows, n), x.dtype)
+    op = ops[fusion]
+    us = hip_graph_us(backend, [lambda w=w: op(w) for w in weights])
+    emit_row(name, rows, "hip", us, nbytes, copy)
     kernel_name = f"gemv_{'' if fusion == 'residual' else fusion + '_'}r{rows}_bf16"
+    columns = min(rows, 4)
     for ahead in aheads:
         kernel = variant_kernels(backend, ahead).get_kernel(kernel_name)
-        columns = min(rows, 4)
-        slices = gemv_slices(n, k, 2, columns, backend.device.properties.multiprocessors)
-        args = (w, x, y if fusion != "residual" else r, r if fusion == "residual" else None,
-                g if fusion != "residual" else None, n, k, rows, slices, 1e-5, k, n,
-                n)  # fmt: skip
-        grid = -(-n // (8 // slices * columns))
-        ms = time_ms(lambda kernel=kernel, args=args, grid=grid: kernel.launch(grid, 256, *args,
-                     stream=backend.stream), timer.start, timer.stop, REPEATS)  # fmt: skip
-        emit_row(name, rows, f"hip ahead={ahead}", ms, nbytes, copy,
-                 registers=kernel.attribute("NUM_REGS"),
-                 spill_bytes=kernel.attribute("LOCAL_SIZE_BYTES"))  # fmt: skip
-    functional = torch.nn.functional
-    anchor = TorchTimer(torch)
-    ms = time_ms(lambda: functional.linear(tx, tw), anchor.start, anchor.stop, REPEATS)
-    emit_row(name, rows, "torch (cuBLAS)", ms, nbytes, copy)
+        for chosen in slice_counts:
+            slices = chosen or gemv_slices(n, k, 2, columns,
+                                           backend.device.properties.multiprocessors)  # fmt: skip
+            grid = -(-n // (8 // slices * columns))
+
+            def call(w: Any, kernel: Any = kernel, slices: int = slices, grid: int = grid) -> None:
+                args = (w, x, y if fusion != "residual" else r,
+                        r if fusion == "residual" else None, g if fusion != "residual" else None,
+                        n, k, rows, slices, 1e-5, k, n, n)  # fmt: skip
+                kernel.launch(grid, 256, *args, stream=backend.stream)
+
+            us = hip_graph_us(backend, [lambda w=w: call(w) for w in weights])
+            emit_row(name, rows, f"hip ahead={ahead} slices={chosen or f'{slices} (auto)'}", us,
+                     nbytes, copy, registers=kernel.attribute("NUM_REGS"),
+                     spill_bytes=kernel.attribute("LOCAL_SIZE_BYTES"))  # fmt: skip
+    ty = torch.empty(rows, weight_rows, device="cuda", dtype=torch.bfloat16)
+    us = torch_graph_us(torch, [lambda w=w: torch.matmul(tx, w.t(), out=ty)
+                                for w in (tws[i % copies] for i in range(CALLS))])  # fmt: skip
+    emit_row(name, rows, "torch (cuBLAS)", us, nbytes, copy)
 
 
-def emit_row(name: str, rows: int, impl: str, ms: float, nbytes: int, copy: float,
+def emit_row(name: str, rows: int, impl: str, us: float, nbytes: int, copy: float,
              **more: Any) -> None:  # fmt: skip
-    gb_s = nbytes / ms / 1e6
-    emit(bench="gemv", shape=name, rows=rows, impl=impl, us=ms * 1e3, gb_s=gb_s,
+    gb_s = nbytes / us / 1e3
+    emit(bench="gemv", shape=name, rows=rows, impl=impl, us=us, gb_s=gb_s,
          of_copy=gb_s / copy, **more)  # fmt: skip
 
 
@@ -106,8 +171,9 @@ def table(copy: float) -> str:
 
 def main() -> None:
     flags = parser(__doc__)
-    flags.add_argument("--rows", type=int, nargs="+", default=[1, 4, 8])
+    flags.add_argument("--rows", type=int, nargs="+", default=[1, 2])
     flags.add_argument("--ahead", type=int, nargs="+", default=[1, 2, 4, 8])
+    flags.add_argument("--slices", type=int, nargs="+", default=[0], choices=[0, 1, 2, 4, 8])
     args = flags.parse_args()
     torch = import_torch(hip_api().platform)
     copy = [1.0]
@@ -120,7 +186,7 @@ def main() -> None:
             copy[0] = bench_copy(backend, torch, 256 << 20, 10)
             for shape in shapes:
                 for rows in args.rows:
-                    bench_shape(backend, torch, shape, rows, args.ahead, copy[0])
+                    bench_shape(backend, torch, shape, rows, args.ahead, args.slices, copy[0])
 
     run((("hip_runtime + torch", bench),))
     save(args.out, "bench_gemv", table(copy[0]))

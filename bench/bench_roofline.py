@@ -26,13 +26,12 @@ row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _harness import ROWS, emit, parser, run, save
+from _harness import ROWS, cupti_kernels, emit, parser, run, save
 from bench_decoder import ONE_B, TINY, make_model, prompts
 from bench_ops import HipTimer, bench_copy, import_torch
 
@@ -70,8 +69,8 @@ def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str
             for _ in range(steps):
                 step(token)
             us = timer.stop() * 1e3 / steps
-            kernels, kernel_us, by_name = profile(
-                torch, backend, lambda s=step, t=token: s(t), steps
+            kernels, kernel_us, by_name = cupti_kernels(
+                torch, lambda s=step, t=token: s(t), steps, backend.synchronize
             )
             for name, (count, total) in sorted(by_name.items(), key=lambda e: -e[1][1])[:8]:
                 emit(bench="kernel", engine=engine, batch=batch, kernel=name[:60],
@@ -79,29 +78,6 @@ def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str
             emit(bench="roofline", engine=engine, batch=batch, us=us, tokens_s=batch / us * 1e6,
                  kernels=kernels, kernel_us=kernel_us, gb_s=nbytes / us / 1e3,
                  of_copy=nbytes / us / 1e3 / copy, platform=hip_api().platform)  # fmt: skip
-
-
-def profile(
-    torch: Any, backend: Any, step: Any, steps: int
-) -> tuple[float, float, dict[str, tuple[int, float]]]:
-    """(kernels, kernel µs) per step from a CUPTI trace of `steps` steps (torch.profiler),
-    and {kernel name: (launches, µs)} over all of them."""
-    from torch.profiler import ProfilerActivity
-
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                step()
-            backend.synchronize()
-        prof.export_chrome_trace(str(trace))
-        events = json.loads(trace.read_text())["traceEvents"]
-    kernels = [e for e in events if e.get("cat") == "kernel"]
-    by_name: dict[str, tuple[int, float]] = {}
-    for e in kernels:
-        count, total = by_name.get(e["name"], (0, 0.0))
-        by_name[e["name"]] = (count + 1, total + float(e["dur"]))
-    return len(kernels) / steps, sum(float(e["dur"]) for e in kernels) / steps, by_name
 
 
 def table(nbytes: int, copy: float) -> str:
