@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
         HipOutOfMemoryError,
     )
     from hip_core.event import Event
-    from hip_core.graph import Graph, GraphExec, capture
+    from hip_core.graph import Graph, GraphExec, capture, capture_in_progress
     from hip_core.ipc import IpcEventHandle, IpcHandle
     from hip_core.kernel import Kernel
     from hip_core.memory import DeviceBuffer, PinnedBuffer
@@ -79,6 +79,7 @@ _HOMES = {
     "Stream": "hip_core.stream",
     "UniqueId": "hip_core.nccl",
     "capture": "hip_core.graph",
+    "capture_in_progress": "hip_core.graph",
     "devices": "hip_core.device",
     "rendezvous_file": "hip_core.nccl",
     "use_platform": "hip_core._hip",
@@ -127,6 +128,7 @@ __all__ = [
     "UniqueId",
     "__version__",
     "capture",
+    "capture_in_progress",
     "devices",
     "hip_api",
     "rendezvous_file",
