@@ -93,6 +93,7 @@ CASES: dict[type[Resource], tuple[Factory, dict[str, Call]]] = {
             "copy_to": lambda b, t: b.copy_to(t.host),
             "fill": lambda b, t: b.fill(0, stream=t.stream),
             "ipc_handle": lambda b, t: b.ipc_handle(),
+            "allocation": lambda b, t: b.allocation(),
         },
     ),
     PinnedBuffer: (
