@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
     from hip_core.graph import Graph, GraphExec, capture, capture_in_progress
     from hip_core.ipc import IpcEventHandle, IpcHandle
     from hip_core.kernel import Kernel
+    from hip_core.launch_config import LaunchConfig
     from hip_core.memory import DeviceBuffer, PinnedBuffer
     from hip_core.module import Module
     from hip_core.nccl import NcclError, UniqueId, rendezvous_file
@@ -69,6 +70,7 @@ _HOMES = {
     "IpcEventHandle": "hip_core.ipc",
     "IpcHandle": "hip_core.ipc",
     "Kernel": "hip_core.kernel",
+    "LaunchConfig": "hip_core.launch_config",
     "MemoryPool": "hip_core.pool",
     "NcclError": "hip_core.nccl",
     "Module": "hip_core.module",
@@ -117,6 +119,7 @@ __all__ = [
     "IpcEventHandle",
     "IpcHandle",
     "Kernel",
+    "LaunchConfig",
     "MemoryPool",
     "Module",
     "NcclError",
