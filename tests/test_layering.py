@@ -35,3 +35,39 @@ def test_a_layer_imports_only_itself_and_layers_below(layer: str) -> None:
         str(path.relative_to(ROOT)): sorted(_imported_layers(path) - allowed) for path in sources
     }
     assert {path: bad for path, bad in upward.items() if bad} == {}
+
+
+#: Layers above hip-core use its public names only (`hip_core.X`, its public modules); the one
+#: exception is the lazy-export helper every layer's `__init__` shares.
+_PRIVATE_ALLOWED = {"hip_core._lazy"}
+
+
+def _private_imports(path: Path, below: set[str]) -> list[str]:
+    """`layer._module` or `from layer import _name` of a layer in `below`, as written."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            modules = [node.module, *(n for n in names if n.rsplit(".", 1)[1].startswith("_"))]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            private = any(p.startswith("_") for p in parts[1:])
+            if parts[0] in below and private and module not in _PRIVATE_ALLOWED:
+                found.append(module)
+    return found
+
+
+@pytest.mark.parametrize("layer", LAYERS[LAYERS.index("hip_runtime") :])
+def test_layers_above_hip_core_import_no_private_module_below(layer: str) -> None:
+    """hip_runtime and hip_backend import nothing private of hip_ffi and hip_core (whose
+    private modules may change with any release of those layers)."""
+    below = {"hip_ffi", "hip_core"}
+    sources = list((ROOT / "packages" / PACKAGE_DIRS[layer] / "src" / layer).rglob("*.py"))
+    assert sources, layer
+    private = {str(path.relative_to(ROOT)): _private_imports(path, below) for path in sources}
+    assert {path: names for path, names in private.items() if names} == {}

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hip_core import Device, HipError, Program, capture
+from hip_core import ClosedError, Device, HipError, Program, capture, capture_in_progress
 
 SOURCE = """
 extern "C" __global__ void add_one(float* x, int n) {
@@ -96,3 +96,29 @@ def test_a_fork_never_joined_fails_the_capture(device: Device) -> None:
     buffer.fill(3, stream=stream)
     stream.sync()
     side.sync()
+
+
+def test_capturing_is_told_for_the_process_and_for_each_stream(device: Device) -> None:
+    """capture_in_progress(): any capture block of this process; Stream.is_capturing: the
+    captured stream and a stream that joined it through an event, not a bystander."""
+    stream, side = device.create_stream(), device.create_stream(non_blocking=True)
+    bystander = device.create_stream(non_blocking=True)
+    assert not capture_in_progress()
+    assert not (stream.is_capturing or side.is_capturing or bystander.is_capturing)
+    fork, join = device.create_event(timing=False), device.create_event(timing=False)
+    with capture(stream):
+        assert capture_in_progress()
+        assert stream.is_capturing and not side.is_capturing and not bystander.is_capturing
+        fork.record(stream)
+        side.wait(fork)
+        assert side.is_capturing and not bystander.is_capturing
+        join.record(side)
+        stream.wait(join)
+    assert not capture_in_progress()
+    assert not (stream.is_capturing or side.is_capturing)
+    with pytest.raises(RuntimeError), capture(stream):
+        raise RuntimeError("a failed block ends the capture too")
+    assert not capture_in_progress() and not stream.is_capturing
+    bystander.close()
+    with pytest.raises(ClosedError):
+        _ = bystander.is_capturing

@@ -7,7 +7,14 @@ import gc
 import numpy as np
 import pytest
 
-from hip_core import ClosedError, Device, DeviceBuffer, HipOutOfMemoryError, PinnedBuffer
+from hip_core import (
+    ClosedError,
+    Device,
+    DeviceBuffer,
+    HipOutOfMemoryError,
+    MemoryPool,
+    PinnedBuffer,
+)
 
 
 def test_round_trip_bytes_and_numpy(device: Device) -> None:
@@ -282,3 +289,23 @@ def test_a_failing_fast_memcpy_falls_back_to_the_surface_call(
         got = bytearray(16)
         buffer.copy_to(got)
     assert got == bytes(range(16)) and len(calls) == 2
+
+
+@pytest.mark.parametrize("backend", ["caching", "hip"])
+def test_allocation_tells_the_whole_allocation_and_its_maker(device: Device, backend: str) -> None:
+    """DeviceBuffer.allocation(): (start, maker) of the allocation a buffer or view lies in,
+    what hip_core.ipc exports from."""
+    plain = device.allocate(256)
+    assert plain.allocation() == (plain.ptr, device)
+    assert plain.view(64, 32).allocation() == (plain.ptr, device)
+    assert DeviceBuffer.wrap(plain.ptr + 16, 16, device).allocation() == (plain.ptr + 16, None)
+    with MemoryPool(device, backend=backend) as pool:
+        pooled = pool.allocate(1024, stream=None)
+        start, maker = pooled.view(512).allocation()
+        assert start == pooled.ptr and maker is pool
+        pooled.close()
+        with pytest.raises(ClosedError):
+            pooled.allocation()
+    plain.close()
+    with pytest.raises(ClosedError):
+        plain.allocation()

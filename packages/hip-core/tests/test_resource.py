@@ -72,6 +72,7 @@ CASES: dict[type[Resource], tuple[Factory, dict[str, Call]]] = {
             "keep_until_sync": lambda s, t: s.keep_until_sync(t.host),
             "copy_from_host": lambda s, t: s.copy_from_host(t.buffer.ptr, 0, 0),
             "address": lambda s, t: s.address,
+            "is_capturing": lambda s, t: s.is_capturing,
         },
     ),
     Event: (
@@ -92,6 +93,7 @@ CASES: dict[type[Resource], tuple[Factory, dict[str, Call]]] = {
             "copy_to": lambda b, t: b.copy_to(t.host),
             "fill": lambda b, t: b.fill(0, stream=t.stream),
             "ipc_handle": lambda b, t: b.ipc_handle(),
+            "allocation": lambda b, t: b.allocation(),
         },
     ),
     PinnedBuffer: (

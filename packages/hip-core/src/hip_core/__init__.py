@@ -34,9 +34,10 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time, __getattr
         HipOutOfMemoryError,
     )
     from hip_core.event import Event
-    from hip_core.graph import Graph, GraphExec, capture
+    from hip_core.graph import Graph, GraphExec, capture, capture_in_progress
     from hip_core.ipc import IpcEventHandle, IpcHandle
     from hip_core.kernel import Kernel
+    from hip_core.launch_config import LaunchConfig
     from hip_core.memory import DeviceBuffer, PinnedBuffer
     from hip_core.module import Module
     from hip_core.nccl import NcclError, UniqueId, rendezvous_file
@@ -69,6 +70,7 @@ _HOMES = {
     "IpcEventHandle": "hip_core.ipc",
     "IpcHandle": "hip_core.ipc",
     "Kernel": "hip_core.kernel",
+    "LaunchConfig": "hip_core.launch_config",
     "MemoryPool": "hip_core.pool",
     "NcclError": "hip_core.nccl",
     "Module": "hip_core.module",
@@ -79,6 +81,7 @@ _HOMES = {
     "Stream": "hip_core.stream",
     "UniqueId": "hip_core.nccl",
     "capture": "hip_core.graph",
+    "capture_in_progress": "hip_core.graph",
     "devices": "hip_core.device",
     "rendezvous_file": "hip_core.nccl",
     "use_platform": "hip_core._hip",
@@ -116,6 +119,7 @@ __all__ = [
     "IpcEventHandle",
     "IpcHandle",
     "Kernel",
+    "LaunchConfig",
     "MemoryPool",
     "Module",
     "NcclError",
@@ -127,6 +131,7 @@ __all__ = [
     "UniqueId",
     "__version__",
     "capture",
+    "capture_in_progress",
     "devices",
     "hip_api",
     "rendezvous_file",

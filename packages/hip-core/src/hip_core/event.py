@@ -70,6 +70,22 @@ class Event(Resource):
         self._holders = 0
         self._deferred = None
 
+    @classmethod
+    def adopt(
+        cls, handle: Any, device: Device, *, timing: bool = False, interprocess: bool = False
+    ) -> Event:
+        """An Event that owns a hipEvent_t made elsewhere (`IpcEventHandle.open`'s, from
+        hipIpcOpenEventHandle): closing or collecting it destroys the handle (hipEventDestroy),
+        as for an event made here. `timing` and `interprocess`: the flags it was made with
+        (not read back from HIP). Synchronous; no HIP call."""
+        api = _hip._api or hip()
+        found = _last if _last[0] is api else _entries(api)
+        event = cls.__new__(cls)
+        event.handle, event.device = handle, device
+        event.timing, event.interprocess = timing, interprocess
+        event._own(_destroy_event, api, found[3], handle)
+        return event
+
     def close(self) -> None:
         """Destroy the event now (or, while a graph holds it, once the last one lets go).
         Closing twice is harmless. (Resource.close's steps, without the generic parts an
@@ -119,9 +135,10 @@ class Event(Resource):
     def ipc_handle(self) -> IpcEventHandle:
         """A handle another process opens to use this event (an `IpcEventHandle`, which
         pickles); the event must be `interprocess=True`, else ValueError. Keep it open while
-        other processes use it."""
+        other processes use it. ClosedError for a closed event."""
         from hip_core.ipc import export_event
 
+        self._check_open()
         return export_event(self)
 
     def __sub__(self, start: Event) -> float:

@@ -6,6 +6,9 @@ with capture(stream) as captured:
 graph_exec = captured.graph.instantiate()
 graph_exec.launch(stream)          # replays every captured operation, in order
 
+While a block runs, `capture_in_progress()` is True (any stream, any thread) and
+`stream.is_capturing` is True for its stream and for streams that joined it through an event.
+
 A Graph, and each GraphExec made from it, keeps what the capture recorded until it is closed
 or collected: the kernels and their arguments, the buffers and host objects of copies and
 fills, host functions, graphs launched inside the capture. A buffer or module closed
@@ -75,6 +78,15 @@ class GraphExec(Resource):
         handle = checked_handle(stream)
         keep_captured(stream, self)
         check(hip().hipGraphLaunch(self.handle, handle), "hipGraphLaunch")
+
+
+def capture_in_progress() -> bool:
+    """Whether a `capture` block is in progress anywhere in this process (any thread, any
+    stream): what work that must not become part of a graph (a one-time zeroing, memory kept
+    from one call for the next) asks before it runs. Reads a dictionary, no HIP call, so hot
+    paths may ask at every call. Captures begun outside hip-core (another library's
+    hipStreamBeginCapture) are not seen; `Stream.is_capturing` answers for one stream."""
+    return bool(captures)
 
 
 class capture:

@@ -141,17 +141,14 @@ class IpcEventHandle(_Handle):
         `timing=False, interprocess=True`; records in either process complete waits in both.
         `device`: None for this thread's current device."""
         from hip_core.device import Device
-        from hip_core.event import Event, _destroy_event, _entries
+        from hip_core.event import Event
 
         api, struct = self._checked("hipIpcOpenEventHandle", "hipIpcEventHandle_t")
         device = Device.current() if device is None else device
         out = api.ffi.new("hipEvent_t*")
         with device:
             check(api.hipIpcOpenEventHandle(out, struct), "hipIpcOpenEventHandle")
-        event = Event.__new__(Event)
-        event.handle, event.device, event.timing, event.interprocess = out[0], device, False, True
-        event._own(_destroy_event, api, _entries(api)[3], out[0])
-        return event
+        return Event.adopt(out[0], device, timing=False, interprocess=True)
 
     def __repr__(self) -> str:
         return f"<IpcEventHandle of {self.platform} device {self.device} of process {self.pid}>"
@@ -165,19 +162,16 @@ def _close(api: Any, device: Device, pointer: Any) -> None:
 def _allocation_base(buffer: DeviceBuffer) -> int:
     """The address hipMalloc returned for the allocation `buffer` lies in: a buffer from
     Device.allocate, a caching-allocator pool's block, or a view of either; ValueError for
-    anything else (before any HIP call)."""
-    from hip_core.memory import _ITSELF
+    anything else, ClosedError for a closed buffer (before any HIP call)."""
+    from hip_core.device import Device
     from hip_core.pool import MemoryPool
 
-    base = buffer._malloc_base()
-    if base is not None:
-        return base
-    whole: Any = buffer if buffer._owner is _ITSELF else buffer._owner
-    # A pool's buffer is released through its pool's bound method (MemoryPool._give_back).
-    pool = getattr(getattr(whole, "_releaser", None), "__self__", None)
-    if isinstance(pool, MemoryPool):
-        if pool.backend == "caching":
-            return int(whole.ptr)  # the block's own hipMalloc address
+    start, maker = buffer.allocation()
+    if isinstance(maker, Device):
+        return start
+    if isinstance(maker, MemoryPool):
+        if maker.backend == "caching":
+            return start  # the block's own hipMalloc address
         raise ValueError(
             "a buffer of a MemoryPool with the 'hip' backend cannot be exported: HIP and CUDA "
             "share stream-ordered pool memory only from a pool created with a shareable "
@@ -194,7 +188,6 @@ def _allocation_base(buffer: DeviceBuffer) -> int:
 
 def export_buffer(buffer: DeviceBuffer) -> IpcHandle:
     """`buffer.ipc_handle()` (see there)."""
-    buffer._check_open()
     base = _allocation_base(buffer)
     api = hip()
     out = api.ffi.new("hipIpcMemHandle_t*")
@@ -208,8 +201,7 @@ def export_buffer(buffer: DeviceBuffer) -> IpcHandle:
 
 
 def export_event(event: Event) -> IpcEventHandle:
-    """`event.ipc_handle()` (see there)."""
-    event._check_open()
+    """`event.ipc_handle()` (see there), for an open event (which that checks first)."""
     if not event.interprocess:
         raise ValueError(
             "only an event created with interprocess=True (and timing=False) can be shared"

@@ -7,7 +7,8 @@ that this fast path accepts exactly what a first launch accepts: arguments compa
 each number has the same type (4.0 or True never pass for a cached 4), pointers are the same
 buffer, None or an equal DevicePointer (other pointer-like objects are read again each time:
 their address may change and their `==` may not mean "the same memory"), and the geometry is
-the same tuple object or an equal plain int (a list may have been changed in place). Any
+the same tuple object or an equal plain int (a list may have been changed in place), or the
+same LaunchConfig object (`hip_core.launch_config`: its fields are those tuples). Any
 closed resource (a buffer, view, stream or module) invalidates the reuse, and a refused launch
 leaves nothing to reuse. A kernel with a vector or struct parameter packs at every launch (a
 tuple's `==` cannot tell 1 from 1.0); kernels of scalars and pointers keep the fast path.
@@ -32,6 +33,7 @@ from hip_core import _capture, _resource
 from hip_core._checks import integer
 from hip_core._hip import hip
 from hip_core.errors import check, error_for
+from hip_core.launch_config import MISSING, Dim3, LaunchConfig, resolve
 from hip_core.memory import DeviceBuffer, PinnedBuffer
 from hip_core.signature import DevicePointer, Param, value_writer
 from hip_core.stream import checked_handle
@@ -41,25 +43,9 @@ if TYPE_CHECKING:
     from hip_core.module import Module
     from hip_core.stream import Stream
 
-Dim3 = int | Sequence[int]
-_MAX_DIM = 2**31 - 1
 _UNSET: Any = object()  # "not configured": no value a caller passes is this object
 _NUMBERS = frozenset({"int", "float", "half", "bfloat16", "bool"})
 _BY_VALUE = frozenset({"vector", "struct"})
-
-
-def _dim3(value: Dim3, what: str) -> tuple[int, int, int]:
-    """1-3 dimensions from an integer or a tuple/list of integers (any integral type)."""
-    items: Sequence[Any] = value if isinstance(value, (tuple, list)) else (value,)
-    try:
-        dims = tuple(integer(d, what) for d in items)
-    except TypeError:
-        dims = ()
-    if not 1 <= len(dims) <= 3:
-        raise TypeError(f"{what} must be an integer or 1-3 integers, not {value!r}")
-    if not all(1 <= d <= _MAX_DIM for d in dims):
-        raise ValueError(f"{what} dimensions must be between 1 and {_MAX_DIM}, not {value!r}")
-    return (*dims, 1, 1)[:3]  # type: ignore[return-value]
 
 
 #: Pointer arguments whose `==` means "the same memory" (identity, or DevicePointer's fields).
@@ -72,9 +58,11 @@ _IMMUTABLE = frozenset({int, float, bool, *_REUSABLE_POINTERS})
 class Kernel:
     """A `__global__` function of a loaded Module, with its parameter types.
 
-    `launch(grid, block, *args, shared_mem=0, stream=None)` queues it on `stream` (the null
-    stream when None) and returns at once. Arguments are checked against the parameter types
-    first: a wrong count or type raises TypeError naming the parameter, and nothing is launched.
+    `launch(grid, block, *args, shared_mem=0, stream=None)`, or `launch(config, *args)` with
+    a `LaunchConfig` of the same four, queues it on the stream (the null stream when None) and
+    returns at once. `prepare` and `launch_cooperative` take the same two forms. Arguments are
+    checked against the parameter types first: a wrong count or type raises TypeError naming
+    the parameter, and nothing is launched.
     """
 
     def __init__(self, module: Module, name: str, handle: Any, params: Sequence[Param]) -> None:
@@ -111,17 +99,25 @@ class Kernel:
 
     def launch(
         self,
-        grid: Dim3,
-        block: Dim3,
+        grid: Dim3 | LaunchConfig,
+        block: Dim3 | Any = MISSING,
         *args: Any,
-        shared_mem: int = 0,
-        stream: Stream | None = None,
+        shared_mem: int = MISSING,
+        stream: Stream | None = MISSING,
     ) -> None:
-        """Queue one launch of `grid` blocks of `block` threads with `shared_mem` dynamic bytes.
+        """Queue one launch of `grid` blocks of `block` threads with `shared_mem` dynamic bytes
+        per block on `stream` (None or not given: the null stream; default `shared_mem` 0);
+        returns once queued. Or `launch(config, *args)`: those four from a `LaunchConfig`
+        (whose fields' units and checks are these; then no `shared_mem=` or `stream=`).
 
-        `grid` and `block`: an integer or 1-3 integers (any integral type, not bool);
-        `stream`: a Stream, or None for the null stream.
+        `grid` and `block`: an integer or 1-3 integers (any integral type, not bool).
         """
+        if type(grid) is LaunchConfig:  # (`resolve`'s reading, inline: the hot path)
+            if shared_mem is not MISSING or stream is not MISSING:
+                resolve(grid, block, args, shared_mem, stream)  # raises its TypeError
+            if block is not MISSING:
+                args = (block, *args)
+            grid, block, shared_mem, stream = grid.parts
         lock = self._lock
         lock.acquire()
         try:
@@ -165,7 +161,7 @@ class Kernel:
             raise error_for(status, "hipDrvLaunchKernelEx", f"kernel {self.name}")
 
     def _revalidate(
-        self, grid: Dim3, block: Dim3, args: tuple[Any, ...], shared_mem: int, stream: Any
+        self, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: Any, stream: Any
     ) -> None:
         """After a release (or while a capture runs): forget the packing and configuration,
         and during a capture check this launch now and make the graph keep what it uses."""
@@ -176,11 +172,16 @@ class Kernel:
         self._generation = -1 if capturing else _resource.generation
         if capturing:
             self._pack(args)
-            self._configure(grid, block, shared_mem, stream)
-            _capture.keep_captured(stream, (self.module, args))
+            config = self._configure(grid, block, shared_mem, stream)
+            _capture.keep_captured(config.stream, (self.module, args))
 
     def __call__(
-        self, grid: Dim3, block: Dim3, *args: Any, shared_mem: int = 0, stream: Stream | None = None
+        self,
+        grid: Dim3 | LaunchConfig,
+        block: Dim3 | Any = MISSING,
+        *args: Any,
+        shared_mem: int = MISSING,
+        stream: Stream | None = MISSING,
     ) -> None:
         self.launch(grid, block, *args, shared_mem=shared_mem, stream=stream)
 
@@ -213,50 +214,54 @@ class Kernel:
         self._types = tuple([(i, type(args[i])) for i in self._typed])
         self._packed = args
 
-    def _configure(self, grid: Dim3, block: Dim3, shared_mem: int, stream: Stream | None) -> None:
+    def _configure(self, grid: Any, block: Any, shared_mem: Any, stream: Any) -> LaunchConfig:
+        """Check the geometry and stream as `launch` was given them (`block`, `shared_mem` and
+        `stream` MISSING when not given) and write them into the launch configuration."""
         self._grid = _UNSET  # a failure below must not leave a half-set "valid" configuration
-        self._fill_config(self._config, grid, block, shared_mem, stream)
-        # Cached as given only when immutable (ints, tuples): a list may change in place.
+        config, _ = resolve(grid, block, (), shared_mem, stream)
+        self._fill_config(self._config, config)
+        # Cached as given only when immutable (ints, tuples; MISSING, the default): a list may
+        # change in place.
         self._block = block if type(block) in (int, tuple) else _UNSET
-        self._shared_mem = shared_mem if type(shared_mem) is int else _UNSET
+        self._shared_mem = (
+            shared_mem if type(shared_mem) is int or shared_mem is MISSING else _UNSET
+        )
         self._stream = stream
         self._grid = grid if type(grid) in (int, tuple) else _UNSET
+        return config
 
-    def _fill_config(
-        self, config: Any, grid: Dim3, block: Dim3, shared_mem: int, stream: Stream | None
-    ) -> None:
-        """Check a launch's geometry and stream and write them into `config`."""
-        gx, gy, gz = _dim3(grid, "grid")
-        bx, by, bz = _dim3(block, "block")
+    def _fill_config(self, struct: Any, config: LaunchConfig) -> None:
+        """Check `config` against this kernel (its threads per block) and its stream (open),
+        and write it into `struct` (a HIP_LAUNCH_CONFIG)."""
         if self._max_threads is None:
             self._max_threads = self.attribute("MAX_THREADS_PER_BLOCK")
-        if bx * by * bz > self._max_threads:
+        threads = config.threads_per_block
+        if threads > self._max_threads:
             raise ValueError(
-                f"block {block!r} has {bx * by * bz} threads; {self.name} allows at most "
+                f"block {config.block!r} has {threads} threads; {self.name} allows at most "
                 f"{self._max_threads} per block"
             )
-        shared = integer(shared_mem, "shared_mem")
-        if shared < 0:
-            raise ValueError(f"shared_mem must be a byte count >= 0, not {shared_mem!r}")
-        handle = checked_handle(stream)
-        config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
-        config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
-        config.sharedMemBytes = shared
-        config.hStream = handle
+        handle = checked_handle(config.stream)
+        struct.gridDimX, struct.gridDimY, struct.gridDimZ = config.grid
+        struct.blockDimX, struct.blockDimY, struct.blockDimZ = config.block
+        struct.sharedMemBytes = config.shared_mem
+        struct.hStream = handle
 
     def prepare(
         self,
-        grid: Dim3,
-        block: Dim3,
+        grid: Dim3 | LaunchConfig,
+        block: Dim3 | Any = MISSING,
         *args: Any,
-        shared_mem: int = 0,
-        stream: Stream | None = None,
+        shared_mem: int = MISSING,
+        stream: Stream | None = MISSING,
     ) -> PreparedLaunch:
         """A launch of fixed geometry, stream and non-pointer arguments, checked now (as
-        `launch` checks them) and packed once, whose pointer arguments are given at each call
-        as plain addresses: see `PreparedLaunch`. Nothing is launched here."""
+        `launch` checks them, in either of its forms) and packed once, whose pointer arguments
+        are given at each call as plain addresses: see `PreparedLaunch`. Nothing is launched
+        here."""
         self.module._check_open()
-        return PreparedLaunch(self, grid, block, args, shared_mem, stream)
+        config, args = resolve(grid, block, args, shared_mem, stream)
+        return PreparedLaunch(self, config, args)
 
     def forget_arguments(self) -> None:
         """Drop the references to the last launch's arguments (the next launch packs anew)."""
@@ -325,20 +330,22 @@ class Kernel:
 
     def launch_cooperative(
         self,
-        grid: Dim3,
-        block: Dim3,
+        grid: Dim3 | LaunchConfig,
+        block: Dim3 | Any = MISSING,
         *args: Any,
-        shared_mem: int = 0,
-        stream: Stream | None = None,
+        shared_mem: int = MISSING,
+        stream: Stream | None = MISSING,
     ) -> None:
         """Queue one cooperative launch (hipModuleLaunchCooperativeKernel) on `stream` (the
-        null stream when None): every block is resident at once, so the kernel may wait for
+        null stream when None), given as `launch` is (a LaunchConfig or grid, block and the
+        keywords): every block is resident at once, so the kernel may wait for
         the whole grid (cooperative groups' this_grid().sync()). The grid may have at most
         `max_active_blocks(block threads, shared_mem)` x the device's multiprocessors blocks
         (one per core on the cpu platform); a larger one raises HipError
         (hipErrorCooperativeLaunchTooLarge). Arguments are checked as `launch` checks them
         (TypeError before anything is queued); each call packs them anew."""
         self.module._check_open()
+        config, args = resolve(grid, block, args, shared_mem, stream)
         if len(args) != len(self.params):
             signature = ", ".join(p.decl for p in self.params)
             raise TypeError(
@@ -348,14 +355,9 @@ class Kernel:
         storage, pointers, writers, _ = _argument_buffer(api.ffi, self.params)
         for write, value in zip(writers, args, strict=True):
             write(value)
-        gx, gy, gz = _dim3(grid, "grid")
-        bx, by, bz = _dim3(block, "block")
-        shared = integer(shared_mem, "shared_mem")
-        if shared < 0:
-            raise ValueError(f"shared_mem must be a byte count >= 0, not {shared_mem!r}")
-        handle = checked_handle(stream)
+        handle = checked_handle(config.stream)
         status = api.hipModuleLaunchCooperativeKernel(
-            self.handle, gx, gy, gz, bx, by, bz, shared, handle, pointers
+            self.handle, *config.grid, *config.block, config.shared_mem, handle, pointers
         )
         del storage  # the runtime copied the arguments during the call
         if status:
@@ -408,15 +410,7 @@ class PreparedLaunch:
                  "_null", "_pointers", "_run", "_slots", "_storage", "_stream",
                  "kernel")  # fmt: skip
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        grid: Dim3,
-        block: Dim3,
-        args: tuple[Any, ...],
-        shared_mem: int,
-        stream: Stream | None,
-    ) -> None:
+    def __init__(self, kernel: Kernel, config: LaunchConfig, args: tuple[Any, ...]) -> None:
         params = kernel.params
         if len(args) != len(params):
             kernel._pack(args)  # raises the launch's TypeError
@@ -434,12 +428,12 @@ class PreparedLaunch:
         self._count = len(at)
         self._slots = tuple(ffi.cast("uintptr_t*", base + o) for o in at)
         self._config = ffi.new("HIP_LAUNCH_CONFIG*")
-        kernel._fill_config(self._config, grid, block, shared_mem, stream)
+        kernel._fill_config(self._config, config)
         self.kernel = kernel
         self._handle = kernel.handle
         self._fast = kernel._launch_fast
         self._null = ffi.NULL
-        self._stream = stream
+        self._stream = config.stream
         # The buffer's owner: a one-entry list, taken by `pop()` and given back by `append()`
         # (both atomic, and a tenth of a non-blocking Lock.acquire's argument parsing).
         self._lock = [True]

@@ -38,6 +38,7 @@ from hip_ffi.constants import (
 if TYPE_CHECKING:
     from hip_core.device import Device
     from hip_core.ipc import IpcHandle
+    from hip_core.pool import MemoryPool
     from hip_core.stream import Stream
 
 
@@ -215,11 +216,21 @@ class DeviceBuffer(_BufferBase):
         """`handle.open(device)`: another process's buffer, mapped here (hip_core.ipc)."""
         return handle.open(device)
 
-    def _malloc_base(self) -> int | None:
-        """The address hipMalloc returned for the memory of this buffer (a view's parent's),
-        or None when it is not a hipMalloc allocation of this process."""
+    def allocation(self) -> tuple[int, Device | MemoryPool | None]:
+        """(start address, maker) of the whole allocation this buffer's memory lies in (a
+        view: its parent's). The maker: the Device for `Device.allocate`'s memory (hipMalloc
+        in this process); the MemoryPool for a pool's buffer (read from its release, the
+        pool's bound method); None for memory made elsewhere (wrapped, DLPack, opened from
+        another process). What `ipc_handle` exports from; ClosedError for a closed buffer."""
+        self._check_open()
         owner = self._owner
-        return owner.ptr if isinstance(owner, _Malloced) else None
+        if isinstance(owner, _Malloced):
+            return owner.ptr, self.device
+        whole: Any = self if owner is _ITSELF else owner
+        maker: Any = getattr(whole._releaser, "__self__", None)  # (a bound method's object)
+        if not isinstance(maker, Resource):
+            maker = None
+        return whole.ptr, maker
 
     def copy_from(self, source: Any, *, stream: Stream | None = None) -> None:
         """Copy all of `source` into the start of this buffer.

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hip_core._capture import keep_captured
+from hip_core._capture import keep_captured, kept_for
 from hip_core._hip import hip
 from hip_core._resource import Resource, nothing
 from hip_core.errors import check, check_done
@@ -171,6 +171,17 @@ class Stream(Resource):
         kept = len(keep)
         if kept >= 64 and not kept & (kept - 1) and hip().hipStreamQuery(self.handle) == 0:
             del keep[:kept]  # all queued before the query: done (a capture answers an error)
+
+    @property
+    def is_capturing(self) -> bool:
+        """Whether this stream takes part now in the capture of a `hip_core.capture` block:
+        the stream the block captures, or one that joined it by waiting on an event recorded
+        on a captured stream (hipStreamIsCapturing). Work queued on it then is recorded into
+        the graph, not run. False without a HIP call while no capture is in progress in this
+        process (`hip_core.capture_in_progress()`); a capture begun outside hip-core is not
+        seen. ClosedError for a closed stream."""
+        self._check_open()
+        return kept_for(self) is not None
 
     @property
     def address(self) -> int:

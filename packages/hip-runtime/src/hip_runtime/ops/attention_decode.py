@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hip_core import _capture  # whether a stream capture is in progress
+from hip_core import capture_in_progress
 from hip_runtime.ops.base import INT_MAX, OpsBase
 from hip_runtime.ops.plans import launch_pointers, plan_head, plan_key
 from hip_runtime.tensors.dtypes import float32, float_type, int32
@@ -201,7 +201,7 @@ class AttentionDecodeOps(OpsBase):
         instead) for more row groups than counters, or no counters yet during a capture (their
         zeroing would be captured)."""
         counters: DeviceTensor | None = getattr(self, "_attention_decode_counter_buffer", None)
-        if counters is None and not _capture.captures and blocks <= _COUNTERS:
+        if counters is None and not capture_in_progress() and blocks <= _COUNTERS:
             counters = self.zeros((_COUNTERS,), np.uint32)  # type: ignore[attr-defined]
             self._attention_decode_counter_buffer = counters
         return counters if blocks <= _COUNTERS else None

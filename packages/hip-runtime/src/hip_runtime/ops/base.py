@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hip_core import Device, Kernel, MemoryPool, Resource, Stream, _capture
+from hip_core import Device, Kernel, MemoryPool, Resource, Stream, capture_in_progress
 from hip_runtime.libraries.blas import Blas
 from hip_runtime.libraries.kernel_cache import KernelCache
 from hip_runtime.libraries.small_gemm import SmallGemm
@@ -229,14 +229,14 @@ class OpsBase(Resource):
                     and b._releaser is not None
                     and not _weakrefs(y)
                     and not _weakrefs(b)
-                    and not _capture.captures
+                    and not capture_in_progress()
                 ):
                     return y
             # (what DeviceTensor._allocated does, of a size worked out once)
             stream, pool = self.stream, self.pool
             buffer = pool.allocate(kept.nbytes, stream=stream)
             y = DeviceTensor._make(buffer, plan[0], plan[1], 0, None, stream, pool)
-            if _capture.captures:
+            if capture_in_progress():
                 return y  # (the graph's memory: never kept)
             if kept.last is not None:
                 kept.last = y  # (the last one is still held: keep the newest instead)

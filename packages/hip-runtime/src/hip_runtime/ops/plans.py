@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from hip_core import DevicePointer, _capture
+from hip_core import DevicePointer, capture_in_progress
 from hip_runtime.tensors.tensor import DeviceTensor
 
 PLAN_LIMIT = 4096  # plans a backend keeps (`OpsBase._keep_plan`)
@@ -161,7 +161,7 @@ def launch_pointers(tensors: Sequence[DeviceTensor | None]) -> Sequence[Any]:
     addresses, so a repeated call packs nothing. The memory need not be kept alive by the
     launch: work on it is stream-ordered before any reuse, as for any tensor dropped after
     a launch. While a capture runs, the tensors themselves: the graph keeps what they name."""
-    if _capture.captures:
+    if capture_in_progress():
         return tensors
     found: list[Any] = []
     for t in tensors:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from hip_core import _capture, hip_api  # _capture: whether a stream capture is in progress
+from hip_core import capture_in_progress, hip_api
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.norms import real_number
 from hip_runtime.ops.reduce_layout import Merged, along, axes_argument, kept_shape, moved_last
@@ -310,7 +310,7 @@ class ReductionOps(OpsBase):
             return None
         counters: DeviceTensor | None = getattr(self, "_reduce_counter_buffer", None)
         if counters is None:
-            if _capture.captures:
+            if capture_in_progress():
                 return None
             counters = self.zeros((_COUNTERS,), np.uint32)  # type: ignore[attr-defined]
             self._reduce_counter_buffer = counters

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hip_core import Stream, _capture
+from hip_core import Stream
 
 if TYPE_CHECKING:
     from hip_runtime.tensors.tensor import DeviceTensor
@@ -49,7 +49,7 @@ def order_after(stream: Stream, tensor: DeviceTensor, name: str) -> None:
     other = tensor.stream
     if ordered_with(stream, other):
         return
-    if _capture.kept_for(stream) is not None and _capture.kept_for(other) is None:
+    if stream.is_capturing and not other.is_capturing:
         raise ValueError(
             f"{name} is ordered on another stream ({other!r}), which this capture cannot wait "
             "for: synchronize that stream, or copy the tensor onto this one, before capturing"
