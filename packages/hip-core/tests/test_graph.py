@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hip_core import ClosedError, Device, HipError, Program, capture, capture_in_progress
+from hip_core import (
+    ClosedError,
+    Device,
+    HipError,
+    Program,
+    Resource,
+    capture,
+    capture_in_progress,
+)  # fmt: skip
 
 SOURCE = """
 extern "C" __global__ void add_one(float* x, int n) {
@@ -122,3 +131,46 @@ def test_capturing_is_told_for_the_process_and_for_each_stream(device: Device) -
     bystander.close()
     with pytest.raises(ClosedError):
         _ = bystander.is_capturing
+
+
+class _Probe(Resource):
+    """A resource whose release records whether a capture was in progress at the time."""
+
+    def __init__(self, seen: list[bool]) -> None:
+        self.cycle = self  # collected by the cyclic collector only, as in the H200 failure
+        self._own(lambda: seen.append(capture_in_progress()))
+
+
+def test_what_is_collected_inside_a_capture_is_released_after_it(
+    device: Device, cache_dir: Path
+) -> None:
+    """A collection can land inside a capture block (the cyclic collector runs anywhere); a
+    release there (hipFree, hipModuleUnload…) would invalidate the capture on CUDA, so it waits
+    for the block's end. The capture stays valid and replays; an explicit close still runs."""
+    seen: list[bool] = []
+    kernel = Program(SOURCE).load(device).get_kernel("add_one")
+    x = device.allocate(4 * 256)
+    x.copy_from(np.zeros(256, dtype=np.float32))
+    stream = device.create_stream()
+    _Probe(seen)
+    doomed: list[object] = [device.allocate(1 << 20)]  # a real allocation, in a cycle
+    doomed.append(doomed)
+    del doomed
+    with capture(stream) as captured:
+        kernel.launch(1, 256, x, 256, stream=stream)
+        gc.collect()
+        assert seen == []  # not released inside the block
+        kernel.launch(1, 256, x, 256, stream=stream)
+    assert seen == [False]
+    assert captured.graph is not None
+    with captured.graph.instantiate() as replay:
+        replay.launch(stream)
+    stream.sync()
+    out = np.empty(256, dtype=np.float32)
+    x.copy_to(out)
+    assert np.all(out == 2.0)
+    with pytest.raises(RuntimeError), capture(stream):  # a failed block releases them too
+        _Probe(seen)
+        gc.collect()
+        raise RuntimeError("inside")
+    assert seen == [False, False]

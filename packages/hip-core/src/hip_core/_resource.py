@@ -19,10 +19,39 @@ generation = 0
 
 _is_finalizing = sys.is_finalizing  # (read at every collection: one global, not two lookups)
 
+#: Captures (hip_core.capture blocks) in progress in this process, and the releases of objects
+#: collected meanwhile. A collection can happen anywhere, the cyclic collector's included, so
+#: it can land inside a capture block; there, a release (hipFree, hipModuleUnload,
+#: hipEventDestroy…) is a call the capturing thread must not make: CUDA invalidates the capture
+#: (hipErrorStreamCaptureInvalidated at the block's next launch, seen on the H200 when a
+#: module from an earlier loop was collected mid-capture). Those releases wait for the last
+#: capture to end (`capture_ended`). An explicit close() is the caller's own call and runs.
+_captures_open = 0
+_deferred_releases: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+
 
 def _bump_generation() -> None:
     global generation
     generation += 1
+
+
+def capture_began() -> None:
+    """A capture block began: collections release nothing until every one has ended."""
+    global _captures_open
+    _captures_open += 1
+
+
+def capture_ended() -> None:
+    """A capture block ended (its graph made or dropped): the last one runs the releases
+    deferred meanwhile (each once; a failure is dropped, as a collection's would be)."""
+    global _captures_open
+    _captures_open -= 1
+    while not _captures_open and _deferred_releases:
+        release, args = _deferred_releases.pop()
+        try:
+            release(*args)
+        except Exception:  # (what the finalizer would have done with it)
+            continue
 
 
 def nothing(*_: Any) -> None:
@@ -105,6 +134,9 @@ class Resource:
         if release is None or release is nothing or _is_finalizing():
             return
         self._releaser = self._deferred = None
+        if _captures_open:  # (see _captures_open: released when the capture ends)
+            _deferred_releases.append((release, self._releaser_args))
+            return
         try:  # (not contextlib.suppress: a context manager per collection costs 0.4 µs)
             release(*self._releaser_args)
         except Exception:  # a safety net must never raise from a finalizer

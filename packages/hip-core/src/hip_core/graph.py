@@ -111,10 +111,17 @@ class capture:
         self.stream._check_open()
         check(hip().hipStreamBeginCapture(self.stream.handle, self.mode), "hipStreamBeginCapture")
         captures[self._address] = Kept()
+        _resource.capture_began()  # collections from here on release after the capture
         _resource._bump_generation()  # kernels' cached launches pass through keep_captured
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
+        try:
+            self._end(exc_type)
+        finally:
+            _resource.capture_ended()
+
+    def _end(self, exc_type: object) -> None:
         kept = captures.pop(self._address, None) or Kept()
         if self.stream.closed:  # closed inside the block: its handle must not reach HIP
             let_go(kept.held.values())
