@@ -307,8 +307,10 @@ template <int K> HIPK_DEVICE Floats<K> warp_broadcast(Floats<K> v, int present) 
 
 // Most floats one reduction's value may have.
 #define HIPK_MAX_K 3
+// Most rows one block of a row kernel takes (its parts: rows.h's 2-D blocks).
+#define HIPK_MAX_ROW_PARTS 8
 // Per half: one value per warp, plus each part's result (CPU), of HIPK_MAX_K floats each.
-#define HIPK_SCRATCH (HIPK_MAX_WARPS + 2)
+#define HIPK_SCRATCH (HIPK_MAX_WARPS + HIPK_MAX_ROW_PARTS)
 // Floats of __shared__ scratch a BlockReducer needs.
 #define HIPK_REDUCER_SCRATCH (2 * HIPK_SCRATCH * HIPK_MAX_K)
 

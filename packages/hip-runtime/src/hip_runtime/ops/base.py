@@ -42,6 +42,9 @@ INT_MAX = 2**31 - 1
 _BLOCK = 256  # elementwise block size: 16-byte accesses, 8 warps (4 wavefronts)
 _BLOCKS_PER_MULTIPROCESSOR = 64  # grid cap for grid-stride kernels: several passes per thread
 _ROW_ELEMENTS_PER_THREAD = 32  # f32 elements a row kernel holds per thread (16-bit: twice)
+_MAX_ROW_PARTS = 8  # rows a row kernel's 2-D block takes at most (HIPK_MAX_ROW_PARTS)
+_STACKED_THREADS = 256  # threads of such a block
+_STACKED_BLOCKS = 4  # blocks a multiprocessor that stacking rows must leave the grid
 
 
 class OpsBase(Resource):
@@ -285,10 +288,26 @@ class OpsBase(Resource):
         """A row kernel: one block per row, of as many threads as keep the row in registers
         with 8 × 16-byte loads in flight per thread (cols / 32 for f32, cols / 64 for 16-bit
         types, whose rows the kernels hold packed), a multiple of 64 threads, at most the
-        device's block limit."""
+        device's block limit; many narrow rows several a block (`_row_launch`)."""
         if rows == 0 or cols == 0:
             return
-        kernel.launch(rows, self._row_block(cols, itemsize), *args, stream=self.stream)
+        kernel.launch(*self._row_launch(rows, cols, itemsize), *args, stream=self.stream)
+
+    def _row_launch(self, rows: int, cols: int, itemsize: int) -> tuple[int, int | tuple[int, int]]:
+        """(grid, block) of a row kernel (kernels/rows.h). Rows that a part of whole warps holds
+        in registers, many enough that the grid stays `_STACKED_BLOCKS` blocks a
+        multiprocessor, go up to HIPK_MAX_ROW_PARTS to a 2-D block (warps, rows): one block per
+        row (or pair) made the GPU schedule a block per 1-2 KiB of a narrow row (H200, MiniLM's
+        [16384, 384] layernorm: ~30 µs for 25 MB). Else one block per row, `_row_block`."""
+        block = self._row_block(cols, itemsize)
+        warp = self.device.properties.warp_size
+        per_thread = _ROW_ELEMENTS_PER_THREAD * 4 // max(1, min(itemsize, 4))
+        width = max(warp, -(-cols // per_thread // warp) * warp)  # whole warps hold a row
+        parts = min(_MAX_ROW_PARTS, _STACKED_THREADS // width)
+        multiprocessors = self.device.properties.multiprocessors
+        if parts < 2 or rows < parts * _STACKED_BLOCKS * multiprocessors:
+            return rows, block
+        return -(-rows // parts), (width, parts)
 
     def _row_block(self, cols: int, itemsize: int) -> int:
         """The block of `_launch_rows` for rows of `cols` elements of `itemsize` bytes."""

@@ -55,7 +55,7 @@ class NormOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (x, weight, bias), out)
                 if y is not None:
-                    kernel, rows, block, cols, strides, prepared, kept_eps = plan[4:]
+                    kernel, rows, launch, cols, strides, prepared, kept_eps = plan[4:]
                     if (
                         eps == kept_eps
                         and type(eps) is float
@@ -64,7 +64,7 @@ class NormOps(OpsBase):
                         return y
                     e = eps if type(eps) is float else real_number(eps, "eps", "layernorm")
                     pointers = launch_pointers((x, weight, bias, y))
-                    kernel.launch(rows, block, *pointers, rows, cols, e, *strides,
+                    kernel.launch(*launch, *pointers, rows, cols, e, *strides,
                                   stream=self.stream)  # fmt: skip
                     return y
         eps = real_number(eps, "eps", "layernorm")
@@ -81,16 +81,16 @@ class NormOps(OpsBase):
             *strides,
         )  # fmt: skip
         if rows and cols:
-            block = self._row_block(cols, x.dtype.itemsize)
+            launch = self._row_launch(rows, cols, x.dtype.itemsize)
             prepared = kernel.prepare(
-                rows, block, x, weight, bias, y, rows, cols, float(eps), *strides,
+                *launch, x, weight, bias, y, rows, cols, float(eps), *strides,
                 stream=self.stream,
             )  # fmt: skip
             plan = (
                 *plan_head((x, weight, bias), y),
                 kernel,
                 rows,
-                block,
+                launch,
                 cols,
                 strides,
                 prepared,
@@ -115,7 +115,7 @@ class NormOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (x, weight), out)
                 if y is not None:
-                    kernel, rows, block, cols, strides, prepared, kept_eps = plan[4:]
+                    kernel, rows, launch, cols, strides, prepared, kept_eps = plan[4:]
                     if (
                         eps == kept_eps
                         and type(eps) is float
@@ -124,7 +124,7 @@ class NormOps(OpsBase):
                         return y
                     e = eps if type(eps) is float else real_number(eps, "eps", "rmsnorm")
                     pointers = launch_pointers((x, weight, y))
-                    kernel.launch(rows, block, *pointers, rows, cols, e, *strides,
+                    kernel.launch(*launch, *pointers, rows, cols, e, *strides,
                                   stream=self.stream)  # fmt: skip
                     return y
         eps = real_number(eps, "eps", "rmsnorm")
@@ -138,11 +138,11 @@ class NormOps(OpsBase):
             kernel, rows, cols, x.dtype.itemsize, x, weight, y, rows, cols, float(eps), *strides
         )
         if rows and cols:
-            block = self._row_block(cols, x.dtype.itemsize)
+            launch = self._row_launch(rows, cols, x.dtype.itemsize)
             prepared = kernel.prepare(
-                rows, block, x, weight, y, rows, cols, float(eps), *strides, stream=self.stream
+                *launch, x, weight, y, rows, cols, float(eps), *strides, stream=self.stream
             )
-            plan = (*plan_head((x, weight), y), kernel, rows, block, cols, strides, prepared, eps)
+            plan = (*plan_head((x, weight), y), kernel, rows, launch, cols, strides, prepared, eps)
             self._keep_plan(key, plan)
         return y
 

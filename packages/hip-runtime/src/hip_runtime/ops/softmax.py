@@ -61,11 +61,11 @@ class SoftmaxOps(OpsBase):
             if plan is not None:
                 y = self._planned_output(plan, (x,), out)
                 if y is not None:
-                    kernel, rows, block, cols, rows_at, prepared, kept_scale = plan[4:]
+                    kernel, rows, launch, cols, rows_at, prepared, kept_scale = plan[4:]
                     if scale == kept_scale and type(scale) is float and prepared(x.ptr, y.ptr):
                         return y
                     pointers = launch_pointers((x, y))
-                    kernel.launch(rows, block, *pointers, rows, cols, float(scale), causal_rows,
+                    kernel.launch(*launch, *pointers, rows, cols, float(scale), causal_rows,
                                   *rows_at, stream=self.stream)  # fmt: skip
                     return y
         x = self._operand(x, "x")
@@ -92,10 +92,9 @@ class SoftmaxOps(OpsBase):
                 self._launch_rows(kernel, rows, cols, x.dtype.itemsize, x, y, rows, cols,
                                   float(scale), causal_rows, *rows_at)  # fmt: skip
                 if rows and cols and x is source:  # (not after a copy: a plan launches x)
-                    block = self._row_block(cols, x.dtype.itemsize)
+                    launch = self._row_launch(rows, cols, x.dtype.itemsize)
                     prepared = kernel.prepare(
-                        rows,
-                        block,
+                        *launch,
                         x,
                         y,
                         rows,
@@ -105,7 +104,7 @@ class SoftmaxOps(OpsBase):
                         *rows_at,
                         stream=self.stream,
                     )
-                    plan = (*plan_head((x,), y), kernel, rows, block, cols, rows_at, prepared,
+                    plan = (*plan_head((x,), y), kernel, rows, launch, cols, rows_at, prepared,
                             scale)  # fmt: skip
                     self._keep_plan(key, plan)
                 return y

@@ -1,0 +1,69 @@
+"""Many narrow rows several to a block (kernels/rows.h's 2-D blocks, OpsBase._row_launch):
+layernorm, rmsnorm and softmax against hip_runtime.testing's float64 references, with row
+counts that leave the last block partly empty, rows the kernels read as vectors, as scalars
+(columns not a multiple of 16 bytes) and streamed, and huge rows among ordinary ones (a part
+that rescales while the others of its block do not)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hip_core import Device
+from hip_runtime import HipBackend, testing
+
+
+@pytest.fixture(scope="module")
+def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
+    with HipBackend(device) as backend:
+        yield backend
+
+
+def stacked_rows(backend: HipBackend, cols: int, itemsize: int) -> int:
+    """A row count whose launch stacks rows (checked), one short of a whole last block."""
+    multiprocessors = backend.device.properties.multiprocessors
+    rows = 8 * 4 * multiprocessors * 2 + 5
+    grid, block = backend._row_launch(rows, cols, itemsize)
+    assert isinstance(block, tuple) and block[1] > 1 and grid < rows, (rows, cols, block)
+    return rows
+
+
+@pytest.mark.parametrize("cols", [384, 100, 24])  # vectors, scalars (100 % 8), one vector
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm", "softmax"])
+def test_stacked_rows_match_the_reference(
+    backend: HipBackend, op: str, dtype: str, cols: int
+) -> None:
+    rng = np.random.default_rng(cols)
+    rows = stacked_rows(backend, cols, 4 if dtype == "f32" else 2)
+    x = testing.random(rng, (rows, cols), dtype)
+    x[7] *= np.float32(1e25)  # squares past f32: this row's part rescales, its neighbours not
+    x[rows - 1] *= np.float32(1e-30)
+    if op == "layernorm":
+        weight, bias = testing.random(rng, cols, dtype), testing.random(rng, cols, dtype)
+        w, b = backend.from_numpy(weight), backend.from_numpy(bias)
+        run = lambda dx: backend.layernorm(dx, w, b)  # noqa: E731
+        expected = testing.layernorm(x, weight, bias)
+    elif op == "rmsnorm":
+        weight = testing.random(rng, cols, dtype)
+        w = backend.from_numpy(weight)
+        run = lambda dx: backend.rmsnorm(dx, w)  # noqa: E731
+        expected = testing.rmsnorm(x, weight)
+    else:
+        x[7] = testing.random(rng, cols, dtype)  # (softmax: ordinary rows)
+        x[rows - 1] = -np.inf  # a row that sees nothing: zeros
+        run = lambda dx: backend.softmax(dx, scale=0.5)  # noqa: E731
+        expected = testing.softmax(x, scale=0.5)
+    dx = backend.from_numpy(x)
+    for _ in range(2):  # the first call, then its plan (the same grid and block, kept)
+        testing.assert_close(run(dx).to_numpy(), expected, dtype)
+
+
+def test_few_or_wide_rows_keep_a_block_per_row(backend: HipBackend) -> None:
+    """Stacking needs rows enough to keep the grid full, and rows a warp or two hold."""
+    assert backend._row_launch(3, 384, 4) == (3, backend._row_block(384, 4))
+    wide = backend._row_launch(100_000, 16384, 4)
+    assert wide == (100_000, backend._row_block(16384, 4))
