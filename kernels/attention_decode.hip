@@ -21,9 +21,9 @@
 // rounded up to whole `chunk_step`s (whole steps of the key loops), at least `chunk_min` keys
 // (>= 1), chunk c taking [c * keys, min((c + 1) * keys, len)): a sequence's keys spread over
 // ceil(len / keys) chunks, all of them but for the step's rounding once len reaches
-// chunks * chunk_min, whatever smax is; the blocks of the chunks past those return at once. A sequence that uses one chunk (chunks == 1, a short or an
-// empty one: chunk 0 always runs, so length 0 gives zeros) is written to out directly, with no
-// partials and no merge.
+// chunks * chunk_min, whatever smax is; the blocks of the chunks past those return at once. A
+// sequence that uses one chunk (chunks == 1, a short or an empty one: chunk 0 always runs, so
+// length 0 gives zeros) is written to out directly, with no partials and no merge.
 //
 // Pass 1, grid (row_groups * chunks, kv_heads, B), block min(256, 8 * warpSize) threads. Block
 // (x = rg + row_groups * c, hk, b) takes chunk c's keys of kv head hk and the query rows
