@@ -4,26 +4,36 @@
 // negative: zeros). Query head h reads key/value head h / (heads / kv_heads).
 //
 //   attention_decode_d<DT>_<t>(q, k, v, lengths, out, part, stats, counters, heads, kv_heads,
-//       sq, d, smax, chunk, chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os)
-//   attention_decode_combine_<t>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks,
-//       ob, oh, os)
+//       sq, d, smax, chunk_min, chunk_step, chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh,
+//       vs, ob, oh, os)
+//   attention_decode_combine_<t>(part, stats, lengths, out, heads, sq, d, smax, chunk_min,
+//       chunk_step, chunks, ob, oh, os)
 //
 // q [B, heads, sq, d], k and v [B, kv_heads, smax, d], out [B, heads, sq, d]: batch, head and
-// position strides in elements, the d axis contiguous (a cache stored [B, smax, kv_heads, d]
-// needs no copy). scale: the scores' factor times log2(e) (the softmax runs in base 2: each
-// exponential is one exp2). vec: every row start is 16-byte aligned and d a multiple of
-// 16 / sizeof(T) (16-byte loads); 0: element loads.
+// position strides in elements (qb .. os), the d axis contiguous (a cache stored
+// [B, smax, kv_heads, d] needs no copy). scale: the scores' factor times log2(e) (the softmax
+// runs in base 2: each exponential is one exp2). vec: every row start is 16-byte aligned and d
+// a multiple of 16 / sizeof(T) (16-byte loads); 0: element loads.
+//
+// Chunks: the host fixes their count, `chunks` (1..HIPK_DECODE_MAX_CHUNKS, from the shapes: the
+// grid, so a launch captured in a graph replays as lengths grow); the keys each takes follow
+// the length read on the device (split_keys in attention_decode_merge.h): ceil(len / chunks)
+// rounded up to whole `chunk_step`s (whole steps of the key loops), at least `chunk_min` keys
+// (>= 1), chunk c taking [c * keys, min((c + 1) * keys, len)): a sequence's keys spread over
+// ceil(len / keys) chunks, all of them but for the step's rounding once len reaches
+// chunks * chunk_min, whatever smax is; the blocks of the chunks past those return at once. A
+// sequence that uses one chunk (chunks == 1, a short or an empty one: chunk 0 always runs, so
+// length 0 gives zeros) is written to out directly, with no partials and no merge.
 //
 // Pass 1, grid (row_groups * chunks, kv_heads, B), block min(256, 8 * warpSize) threads. Block
-// (x = rg + row_groups * c, hk, b) takes keys [c * chunk, min((c + 1) * chunk, len)) of kv head
-// hk and the query rows rho = rg * 4 .. + 4 (HIPK_DECODE_ROWS) of the G * sq rows that read
-// it (G = heads / kv_heads; rho = g * sq + i is query i of head hk * G + g): every K/V byte is
-// read once for all of them. Blocks whose chunk starts at or past len return at once (chunk 0
-// always runs, so that a sequence of length 0 gets zeros). Inside a block, groups of LANES
-// lanes (DT / 8 on a GPU: 16-byte pieces of a row per lane; the whole row per thread on the cpu
-// platform) take HIPK_DECODE_KEYS keys per step, each group keeping its own online softmax (no
-// barrier in the key loop); the groups merge at the end. chunks == 1: the block writes out
-// (T). Otherwise it writes f32 partials, row = (b * heads + h) * sq + i, dp = d rounded up to 4:
+// (x = rg + row_groups * c, hk, b) takes chunk c's keys of kv head hk and the query rows
+// rho = rg * 4 .. + 4 (HIPK_DECODE_ROWS) of the G * sq rows that read it (G = heads / kv_heads;
+// rho = g * sq + i is query i of head hk * G + g): every K/V byte is read once for all of them.
+// Inside a block, groups of LANES lanes (DT / 8 on a GPU: 16-byte pieces of a row per lane; the
+// whole row per thread on the cpu platform) take HIPK_DECODE_KEYS keys per step, each group
+// keeping its own online softmax (no barrier in the key loop); the groups merge at the end.
+// One chunk used: the block writes out (T). Otherwise it writes f32 partials,
+// row = (b * heads + h) * sq + i, dp = d rounded up to 4:
 //   part[(row * chunks + c) * dp + col]  the unnormalized sum of p * v,
 //   stats[(row * chunks + c) * 2 + 0, 1] the running max (base 2) and the sum of p,
 // and (counters not null: zeros, one per row group, kv head and batch; the host's default) the
@@ -172,7 +182,7 @@ template <int K, int N> struct GroupSum<K, N, 0> {
 };
 
 struct Args {
-    int heads, kv_heads, sq, d, smax, chunk, chunks, vec;
+    int heads, kv_heads, sq, d, smax, chunk_min, chunk_step, chunks, vec;
     float scale;
     long long qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os;
 };
@@ -187,7 +197,7 @@ HIPK_DEVICE float finite_or_zero(float top) { return top == neg_inf() ? 0.0f : t
 }  // namespace decode
 }  // namespace hipk
 
-#include "attention_decode_merge.h"  // combine_row, combine, merge_if_last
+#include "attention_decode_merge.h"  // split_keys, combine, merge_if_last
 
 namespace hipk {
 namespace decode {
@@ -217,9 +227,10 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     const int rg = (int)blockIdx.x % row_groups, c = (int)blockIdx.x / row_groups;
     const int hk = (int)blockIdx.y, b = (int)blockIdx.z;
     const int len = clamped_length(lengths, b, a.smax);
-    const int c0 = c * a.chunk;
-    if (c > 0 && c0 >= len) return;  // the whole block: past the sequence
-    const int end = imin(c0 + a.chunk, len);
+    const KeySplit keyed = split_keys(len, a);
+    if (c >= keyed.used) return;  // the whole block: no keys of the sequence left for it
+    const int c0 = keyed.begin(c), end = keyed.end(c);
+    const bool direct = keyed.used == 1;  // the block has all the keys: out, no partials
 
     // The block's query rows, pre-scaled; lim: the last key each may see in this chunk. Each
     // lane group keeps its own online softmax over its keys: running max m, sum l, output acc.
@@ -343,20 +354,20 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
         for (int t = tid; t < a.d; t += (int)blockDim.x) {
             float sum = 0.0f;
             for (int w = 0; w < warps; ++w) sum += red[w][t];
-            if (a.chunks == 1)
+            if (direct)
                 out[b * a.ob + h * a.oh + i * a.os + t] =
                     from_float<T>(total > 0.0f ? sum / total : 0.0f);
             else
                 part[(row * a.chunks + c) * dp + t] = sum;
         }
-        if (a.chunks > 1 && tid == 0) {
+        if (!direct && tid == 0) {
             stats[(row * a.chunks + c) * 2] = top[r];
             stats[(row * a.chunks + c) * 2 + 1] = total;
         }
         __syncthreads();  // red is rewritten for the next row
     }
 
-    merge_if_last<T>(part, stats, out, counters, a, len, rg, hk, b, row_groups);
+    merge_if_last<T>(part, stats, out, counters, a, keyed.used, rg, hk, b, row_groups);
 }
 
 }  // namespace decode
@@ -368,49 +379,61 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
 // for the 16-bit types' two smaller tiles (the parameters written out in each: hip-core reads
 // their types from the text).
 #define HIPK_DECODE_BODY(T, DT)                                                                    \
-    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,      \
-                                     qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};              \
+    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk_min, chunk_step,          \
+                                     chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs,       \
+                                     ob, oh, os};                                                  \
     hipk::decode::split<T, DT>(q, k, v, lengths, out, part, stats, counters, args)
 #define HIPK_DECODE_MMA_BODY(T, DT)                                                                \
-    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk, chunks, vec, scale,      \
-                                     qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os};              \
+    const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk_min, chunk_step,          \
+                                     chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs,       \
+                                     ob, oh, os};                                                  \
     hipk::decode::MmaOrSplit<T, DT>::run(q, k, v, lengths, out, part, stats, counters, args)
 
 #define HIPK_ATTENTION_DECODE(S, T)                                                                \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d64_##S(                 \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
         float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
-        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
-        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
-        long long ob, long long oh, long long os) { HIPK_DECODE_BODY(T, 64); }                     \
+        int chunk_min, int chunk_step, int chunks, int vec, float scale, long long qb,             \
+        long long qh, long long qs, long long kb, long long kh, long long ks, long long vb,        \
+        long long vh, long long vs, long long ob, long long oh, long long os) {                    \
+        HIPK_DECODE_BODY(T, 64);                                                                   \
+    }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d128_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
         float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
-        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
-        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
-        long long ob, long long oh, long long os) { HIPK_DECODE_BODY(T, 128); }                    \
+        int chunk_min, int chunk_step, int chunks, int vec, float scale, long long qb,             \
+        long long qh, long long qs, long long kb, long long kh, long long ks, long long vb,        \
+        long long vh, long long vs, long long ob, long long oh, long long os) {                    \
+        HIPK_DECODE_BODY(T, 128);                                                                  \
+    }                                                                                              \
     extern "C" __global__ __launch_bounds__(256, 2) void attention_decode_d256_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
         float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
-        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
-        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
-        long long ob, long long oh, long long os) { HIPK_DECODE_BODY(T, 256); }                    \
+        int chunk_min, int chunk_step, int chunks, int vec, float scale, long long qb,             \
+        long long qh, long long qs, long long kb, long long kh, long long ks, long long vb,        \
+        long long vh, long long vs, long long ob, long long oh, long long os) {                    \
+        HIPK_DECODE_BODY(T, 256);                                                                  \
+    }                                                                                              \
     extern "C" __global__ void attention_decode_combine_##S(const float* part,                     \
         const float* stats, const int* lengths, T* out, int heads, int sq, int d, int smax,        \
-        int chunk, int chunks, long long ob, long long oh, long long os) {                         \
-        hipk::decode::combine<T>(part, stats, lengths, out, heads, sq, d, smax, chunk, chunks, ob, \
-                                 oh, os);                                                          \
+        int chunk_min, int chunk_step, int chunks, long long ob, long long oh, long long os) {     \
+        hipk::decode::combine<T>(part, stats, lengths, out, heads, sq, d, smax, chunk_min,         \
+                                 chunk_step, chunks, ob, oh, os);                                  \
     }                                                                                              \
     extern "C" __global__ __launch_bounds__(256) void attention_decode_mma_d64_##S(                \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
         float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
-        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
-        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
-        long long ob, long long oh, long long os) { HIPK_DECODE_MMA_BODY(T, 64); }                 \
+        int chunk_min, int chunk_step, int chunks, int vec, float scale, long long qb,             \
+        long long qh, long long qs, long long kb, long long kh, long long ks, long long vb,        \
+        long long vh, long long vs, long long ob, long long oh, long long os) {                    \
+        HIPK_DECODE_MMA_BODY(T, 64);                                                               \
+    }                                                                                              \
     extern "C" __global__ __launch_bounds__(256) void attention_decode_mma_d128_##S(               \
         const T* q, const T* k, const T* v, const int* lengths, T* out, float* part,               \
         float* stats, unsigned int* counters, int heads, int kv_heads, int sq, int d, int smax,    \
-        int chunk, int chunks, int vec, float scale, long long qb, long long qh, long long qs,     \
-        long long kb, long long kh, long long ks, long long vb, long long vh, long long vs,        \
-        long long ob, long long oh, long long os) { HIPK_DECODE_MMA_BODY(T, 128); }
+        int chunk_min, int chunk_step, int chunks, int vec, float scale, long long qb,             \
+        long long qh, long long qs, long long kb, long long kh, long long ks, long long vb,        \
+        long long vh, long long vs, long long ob, long long oh, long long os) {                    \
+        HIPK_DECODE_MMA_BODY(T, 128);                                                              \
+    }
 HIPK_F32_AND_16BIT_TYPES(HIPK_ATTENTION_DECODE)

@@ -1,6 +1,7 @@
-// The merge of attention_decode.hip's chunks: the combine kernel's block and the fused merge
-// in the last block of each row group (both pass-1 blocks call merge_if_last). Included by
-// attention_decode.hip after hipk::decode's Args, clamped_length and finite_or_zero.
+// The chunks of attention_decode.hip: the keys each takes (split_keys, which pass 1's blocks
+// use too) and their merge, by the combine kernel's block or fused in the last block of each
+// row group (both pass-1 blocks call merge_if_last). Included by attention_decode.hip after
+// hipk::decode's Args, clamped_length and finite_or_zero.
 #pragma once
 
 #define HIPK_DECODE_MERGE_LOADS 8  // chunks whose partials one thread loads at once
@@ -10,6 +11,34 @@
 
 namespace hipk {
 namespace decode {
+
+// How a sequence of len keys (clamped) splits over the launch's chunks: the one computation
+// that pass 1's blocks (portable and tensor-core), the fused merge and the combine kernel
+// share, so that they agree on which chunks wrote partials. keys: ceil(len / chunks) rounded
+// up to whole chunk_steps, at least chunk_min, at most len; used: the chunks holding keys
+// (<= chunks; 1 for an empty sequence, whose chunk 0 writes its zeros). Chunk c < used takes
+// keys [begin(c), end(c)), together [0, len) once; chunks c >= used take none and return.
+// Long long inside: a length near INT_MAX in one chunk must not wrap.
+struct KeySplit {
+    int len, keys, used;
+    HIPK_DEVICE int begin(int c) const { return c * keys; }  // c < used: below len
+    HIPK_DEVICE int end(int c) const { return begin(c) + imin(keys, len - begin(c)); }
+};
+
+HIPK_DEVICE KeySplit split_keys(int len, int chunk_min, int chunk_step, int chunks) {
+    KeySplit s = {len, 1, 1};
+    if (len <= 0) return s;
+    const long long share = (len - 1) / chunks + 1;  // ceil(len / chunks)
+    long long keys = (share + chunk_step - 1) / chunk_step * chunk_step;
+    keys = keys < chunk_min ? chunk_min : keys;
+    s.keys = (int)(keys < len ? keys : len);
+    s.used = (len - 1) / s.keys + 1;
+    return s;
+}
+
+HIPK_DEVICE KeySplit split_keys(int len, const Args& a) {
+    return split_keys(len, a.chunk_min, a.chunk_step, a.chunks);
+}
 
 struct Max {
     HIPK_DEVICE Floats<1> identity() const {
@@ -122,38 +151,36 @@ HIPK_DEVICE void combine_rows(const float* part, const float* stats, const long 
     __syncthreads();
 }
 
-// The chunks a sequence of length len wrote (blocks past it return at once; chunk 0 always runs).
-HIPK_DEVICE int chunks_written(int len, int chunk, int chunks) {
-    return len > 0 ? imin(chunks, (len + chunk - 1) / chunk) : 1;
-}
-
-// The combine kernel's block: row blockIdx.x = (b * heads + h) * sq + i.
+// The combine kernel's block: row blockIdx.x = (b * heads + h) * sq + i. A sequence that used
+// one chunk has its rows written by pass 1 already (no partials): the block returns.
 template <typename T>
 HIPK_DEVICE void combine(const float* part, const float* stats, const int* lengths, T* out,
-                         int heads, int sq, int d, int smax, int chunk, int chunks, long long ob,
-                         long long oh, long long os) {
+                         int heads, int sq, int d, int smax, int chunk_min, int chunk_step,
+                         int chunks, long long ob, long long oh, long long os) {
     const long long row = blockIdx.x;
     const int i = (int)(row % sq), h = (int)(row / sq % heads), b = (int)(row / sq / heads);
-    const int n = chunks_written(clamped_length(lengths, b, smax), chunk, chunks);
+    const int len = clamped_length(lengths, b, smax);
+    const int n = split_keys(len, chunk_min, chunk_step, chunks).used;
+    if (n == 1) return;  // the whole block
     T* const o = out + b * ob + h * oh + i * os;
     combine_rows<T>(part, stats, &row, &o, 1, n, d, chunks);
 }
 
 // The combine fused (counters given, one per row group, kv head and batch): the last of the
-// sequence's chunks to finish merges the row group's rows (reduce.h's last-block finish: each
-// block's partial stores fenced before its count, the merge's loads after; the count goes
-// back to 0 for the next launch). Every thread of the block calls it after its stores.
+// sequence's n used chunks (split_keys) to finish merges the row group's rows (reduce.h's
+// last-block finish: each block's partial stores fenced before its count, the merge's loads
+// after; the count goes back to 0 for the next launch). Every thread of the block calls it
+// after its stores; n == 1: the block wrote out itself, nothing to merge or count.
 template <typename T>
 HIPK_DEVICE void merge_if_last(const float* part, const float* stats, T* out,
-                               unsigned int* counters, const Args& a, int len, int rg, int hk,
+                               unsigned int* counters, const Args& a, int n, int rg, int hk,
                                int b, int row_groups) {
-    if (a.chunks == 1 || !counters) return;
+    if (n == 1 || !counters) return;
     __shared__ int last;
     const int tid = (int)threadIdx.x, per_kv = a.heads / a.kv_heads;
     const int group_rows = per_kv * a.sq;
     __threadfence();
     __syncthreads();
-    const int n = chunks_written(len, a.chunk, a.chunks);
     if (tid == 0) {
         unsigned int* count = counters + ((long long)b * a.kv_heads + hk) * row_groups + rg;
         last = atomicAdd(count, 1u) + 1 == (unsigned int)n;

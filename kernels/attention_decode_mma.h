@@ -1,7 +1,7 @@
 // Tensor-core pass 1 of attention_decode.hip (its `attention_decode_mma_d<DT>_<t>` entry points),
 // NVIDIA sm_80+ and 16-bit types only; everywhere else those entry points run the portable
 // `split` (same launch, same results). Included by attention_decode.hip after hipk::decode's
-// Args, clamped_length, finite_or_zero and merge_if_last.
+// Args, clamped_length, finite_or_zero, split_keys and merge_if_last.
 //
 // One block = WARPS warps (blockDim.x / 32) over the same keys as `split`'s block: the chunk's
 // keys go in steps of 16, step s to warp s % WARPS, each warp with its own online softmax, the
@@ -178,9 +178,10 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
     const int rg = (int)blockIdx.x % row_groups, c = (int)blockIdx.x / row_groups;
     const int hk = (int)blockIdx.y, b = (int)blockIdx.z;
     const int len = clamped_length(lengths, b, a.smax);
-    const int c0 = c * a.chunk;
-    if (c > 0 && c0 >= len) return;  // the whole block: past the sequence
-    const int end = imin(c0 + a.chunk, len);
+    const KeySplit keyed = split_keys(len, a);
+    if (c >= keyed.used) return;  // the whole block: no keys of the sequence left for it
+    const int c0 = keyed.begin(c), end = keyed.end(c);
+    const bool direct = keyed.used == 1;  // the block has all the keys: out, no partials
 
     State st;
     {
@@ -244,7 +245,7 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
             sum += warp_out[w][r][col] * scale;
         }
         const long long row = ((long long)b * a.heads + h) * a.sq + i;
-        if (a.chunks == 1) {
+        if (direct) {
             out[b * a.ob + h * a.oh + i * a.os + col] =
                 from_float<T>(total > 0.0f ? sum / total : 0.0f);
         } else {
@@ -255,7 +256,7 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
             }
         }
     }
-    merge_if_last<T>(part, stats, out, counters, a, len, rg, hk, b, row_groups);
+    merge_if_last<T>(part, stats, out, counters, a, keyed.used, rg, hk, b, row_groups);
 }
 
 #endif  // HIPK_DECODE_MMA

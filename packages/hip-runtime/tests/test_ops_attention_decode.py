@@ -4,7 +4,11 @@ cache, anything between) read on the device, head sizes across the three head ti
 and caches read through strided views ([B, Smax, Hkv, D] storage, a longer cache narrowed, rows
 that are not 16-byte aligned). Positions past a sequence's length hold NaN: never read. Keys
 split in chunks are merged in the same launch (the last block of each row group) or, before the
-merge's counters exist during a capture, by a second kernel: both are covered.
+merge's counters exist during a capture, by a second kernel: both are covered. How many chunks
+there are comes from the shapes, the keys each takes from the length on the device: pass 1's
+partials are checked chunk by chunk against the host's mirror of that (_split_keys; its own
+arithmetic in test_ops_attention_decode_chunks.py), and a captured step over a long cache
+against the reference as its lengths grow.
 
 On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
 """
@@ -20,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hip_core import Device
-from hip_runtime import HipBackend, testing
+from hip_runtime import ForwardGraph, HipBackend, testing
 from hip_runtime.ops import attention_decode as decode_module
 
 SETTINGS = settings(
@@ -112,10 +116,11 @@ def test_decode_matches_the_reference(backend: HipBackend, data: Any) -> None:
 def test_lengths_around_chunk_boundaries(
     backend: HipBackend, monkeypatch: pytest.MonkeyPatch, chunk: int, d: int, fused: bool
 ) -> None:
-    """Lengths just below, at and past multiples of the chunk: the last chunk partial, full,
-    or one key long, chunks past the length skipped, and (chunks of 4) more chunks than one
-    pass of the merge takes; merged in the split launch (fused) or by the combine kernel (no
-    counters: as before they exist during a capture)."""
+    """Lengths just below, at and past multiples of the smallest chunk (these lengths' chunks
+    are that long): the last chunk partial, full, or one key long, chunks past the length
+    skipped, one chunk written directly, and (chunks of 4) more chunks than one pass of the
+    merge takes; merged in the split launch (fused) or by the combine kernel (no counters: as
+    before they exist during a capture)."""
     # Split whatever the device, into enough chunks that they are the smallest allowed.
     monkeypatch.setattr(decode_module, "_UNSPLIT_ABOVE", 1 << 20)
     monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 1 << 20)
@@ -187,23 +192,136 @@ def test_lengths_past_the_cache_are_clamped(backend: HipBackend) -> None:
     testing.assert_close(got, expected(q, k, v, np.array([6, 0])), "f32")
 
 
-def test_chunking_fills_the_device_from_the_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    split = decode_module._decode_split
-    for smax, blocks, sms in [(4096, 256, 132), (32768, 8, 132), (1 << 22, 1, 132), (1, 1, 132)]:
-        chunk, chunks = split(smax, blocks, sms)
-        assert chunks <= decode_module._MAX_CHUNKS and (chunks - 1) * chunk < smax <= chunk * chunks
-    assert split(32768, 8, 132) == (1024, 32)  # one long sequence: one wave of 2 blocks per SM
-    assert split(16384, 32, 132) == (2048, 8)  # B4: 256 blocks, not 288 (a second wave)
-    assert split(1 << 22, 1, 1000) == (4096, decode_module._MAX_CHUNKS)  # at most 1024
-    assert split(100, 8, 132) == (256, 1)  # chunks of at least _MIN_CHUNK keys
-    # A grid that fills the device unsplit stays one chunk (B32 Hkv8 on an H200: 256 blocks).
-    assert split(4096, 256, 132) == (4096, 1) and split(4096, 133, 132)[1] == 1
-    assert split(4096, 132, 132)[1] == 2  # not more blocks than multiprocessors: split
-    monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 8)
-    assert split(32768, 8, 132) == (256, 128)
-    monkeypatch.setattr(decode_module, "_UNSPLIT_ABOVE", 4)  # the override: split it anyway
-    assert split(4096, 256, 132) == (1024, 4)
-    assert split(4096, 256, 132, per_sm=2, unsplit_above=1) == (4096, 1)  # the arguments win
+def chunk_partials(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, length: int, keys: range, factor: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Float64 partials of one sequence (q [Hq, Sq, D], k, v [Hkv, Smax, D]) over `keys`, as
+    pass 1 writes them: per (head, query) the max of the base-2 scores it may see (-inf for
+    none), the sum of p = exp2(score - max) and the sum of p · v, and that of p · |v| (the
+    scale of its rounding)."""
+    heads, sq = q.shape[:2]
+    group = heads // k.shape[0]
+    kk = np.repeat(k[:, keys].astype(np.float64), group, axis=0)  # [Hq, keys, D]
+    vv = np.repeat(v[:, keys].astype(np.float64), group, axis=0)
+    scores = factor * np.einsum("hid,hjd->hij", q.astype(np.float64), kk)
+    seen = np.array(keys)[None, :] <= length - sq + np.arange(sq)[:, None]  # [Sq, keys]
+    scores = np.where(seen[None], scores, -np.inf)
+    top = scores.max(axis=-1, initial=-np.inf)
+    p = np.exp2(scores - np.where(np.isinf(top), 0.0, top)[..., None])
+    return top, p.sum(axis=-1), p @ vv, p @ np.abs(vv)
+
+
+@pytest.mark.parametrize(("chunk_min", "chunk_step"), [(4, 4), (12, 4)])
+@pytest.mark.parametrize(
+    ("entry", "dtype", "d"), [("d64", "f32", 36), ("mma_d64", "bf16", 64)], ids=["portable", "mma"]
+)
+def test_each_chunk_takes_its_share_of_the_actual_length(
+    backend: HipBackend, entry: str, dtype: str, d: int, chunk_min: int, chunk_step: int
+) -> None:
+    """The kernels' chunking against its host mirror (_split_keys), pass 1 launched alone
+    into NaN-filled partials: a long cache (200 positions, 8 chunks) whose sequences are short
+    or empty or nearly full; each chunk holding keys of a sequence writes the partials of
+    exactly its share [c · keys, min((c + 1) · keys, len)) (the keys follow the length read on
+    the device, not the cache), the chunks past them nothing, and a sequence that fits in one
+    chunk is written to out directly. Then the combine kernel, and the merge fused in pass 1,
+    over the same partials: the float64 attention, and the counters back at zero. (The
+    portable block with element loads and a row group of two rows; the `mma` entry point, on
+    NVIDIA the tensor-core block.)"""
+    rng = np.random.default_rng(17)
+    lengths = np.array([0, 1, 5, 37, 199, 3])
+    batch, kv_heads, heads, sq, smax, chunks = len(lengths), 2, 6, 2, 200, 8
+    q = testing.random(rng, (batch, heads, sq, d), dtype)
+    k = testing.random(rng, (batch, kv_heads, smax, d), dtype, scale=2.0)
+    v = testing.random(rng, (batch, kv_heads, smax, d), dtype)
+    row_groups, rows, dp = -(-(heads // kv_heads * sq) // 4), batch * heads * sq, -(-d // 4) * 4
+    warp = backend.device.properties.warp_size
+    threads = 4 * warp if entry.startswith("mma") else min(256, 8 * warp)
+    factor = float(np.float32(1 / np.sqrt(d) * 1.4426950408889634))
+    qd, kd, vd = (backend.from_numpy(x) for x in (q, k, v))
+    lengths_d = backend.from_numpy(lengths.astype(np.int32))
+    nan_out = np.full(q.shape, np.nan, q.dtype)
+    out = backend.from_numpy(nan_out)
+    part = backend.from_numpy(np.full((rows, chunks, dp), np.nan, np.float32))
+    stats = backend.from_numpy(np.full((rows, chunks, 2), np.nan, np.float32))
+    knobs = (heads, kv_heads, sq, d, smax, chunk_min, chunk_step, chunks)
+    strides = (*qd.strides[:3], *kd.strides[:3], *vd.strides[:3], *out.strides[:3])
+    pass1 = backend._kernel("attention_decode.hip", f"attention_decode_{entry}_{dtype}")
+
+    def launch(counters: Any) -> None:
+        pass1.launch(
+            (row_groups * chunks, kv_heads, batch), threads, qd, kd, vd, lengths_d, out, part,
+            stats, counters, *knobs, int(dtype == "bf16"), factor, *strides, stream=backend.stream,
+        )  # fmt: skip
+
+    launch(None)
+    got_out, got_part, got_stats = out.to_numpy(), part.to_numpy(), stats.to_numpy()
+    reference = expected(q, k, v, lengths)
+    tol = 1e-4 if dtype == "f32" else 2e-2  # (the tensor-core block rounds p to bf16)
+    for b, length in enumerate(lengths):
+        keys, used = decode_module._split_keys(int(length), chunks, chunk_min, chunk_step)
+        at = slice(b * heads * sq, (b + 1) * heads * sq)
+        if used == 1:  # out directly; no partials
+            testing.assert_close(got_out[b], testing.Reference(*(x[b] for x in reference)), dtype)
+            assert np.isnan(got_part[at]).all() and np.isnan(got_stats[at]).all()
+            continue
+        assert np.isnan(got_out[b].astype(np.float32)).all()  # for the merge to write
+        assert np.isnan(got_part[at, used:]).all() and np.isnan(got_stats[at, used:]).all()
+        for c in range(used):
+            share = range(c * keys, min((c + 1) * keys, int(length)))
+            top, total, acc, scale = chunk_partials(q[b], k[b], v[b], int(length), share, factor)
+            top_got = got_stats[at, c, 0].reshape(heads, sq)
+            total_got = got_stats[at, c, 1].reshape(heads, sq)
+            assert np.array_equal(np.isinf(top_got), np.isinf(top)), (b, c)  # rows seeing none
+            seen = ~np.isinf(top)
+            np.testing.assert_allclose(top_got[seen], top[seen], rtol=1e-5, atol=1e-4)
+            # The reference taken to the kernel's max (its sums are relative to it).
+            shift = np.exp2(np.where(seen, top - np.where(seen, top_got, 0.0), 0.0))
+            np.testing.assert_allclose(total_got, total * shift, rtol=tol, atol=1e-6)
+            got = got_part[at, c, :d].reshape(heads, sq, d)
+            bound = tol * (scale * shift[..., None]) + 1e-5
+            assert (np.abs(got - acc * shift[..., None]) <= bound).all(), (b, c)
+    combine = backend._kernel("attention_decode.hip", f"attention_decode_combine_{dtype}")
+    combine.launch(
+        rows, 256, part, stats, lengths_d, out, heads, sq, d, smax, chunk_min, chunk_step, chunks,
+        *out.strides[:3], stream=backend.stream,
+    )  # fmt: skip
+    merged = out.to_numpy()
+    testing.assert_close(merged, reference, dtype)
+    testing.assert_bits_equal(merged[lengths <= 1], got_out[lengths <= 1])  # left as they were
+    out.copy_from_host(nan_out)
+    counters = backend.zeros((batch * kv_heads * row_groups,), np.uint32)
+    launch(counters)
+    testing.assert_close(out.to_numpy(), reference, dtype)
+    assert not counters.to_numpy().any()
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["combine", "fused"])
+def test_a_captured_step_follows_the_lengths_in_a_long_cache(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, fused: bool
+) -> None:
+    """Issue 38's shape: one decode step captured in a graph over a cache far longer than its
+    sequences, replayed as they grow (0, 1, short, near the capacity), checked against the
+    float64 attention at each replay: the chunk count stays the capture's, the keys each chunk
+    takes follow the lengths on the device (64 chunks of 16 keys at most for a full cache)."""
+    monkeypatch.setattr(decode_module, "_UNSPLIT_ABOVE", 1 << 20)
+    monkeypatch.setattr(decode_module, "_BLOCKS_PER_MULTIPROCESSOR", 1 << 20)
+    monkeypatch.setattr(decode_module, "_MIN_CHUNK", 16)
+    monkeypatch.setattr(decode_module, "_CHUNK_STEP", 16)
+    monkeypatch.setattr(decode_module, "_FUSED_MERGE_BELOW", 1 << 30 if fused else 0)
+    smax, d = 1024, 64
+    assert decode_module._decode_split(smax, 1, 1) == (16, 64)
+    rng = np.random.default_rng(19)
+    q = testing.random(rng, (4, 8, 1, d), "bf16")
+    k, v = (testing.random(rng, (4, 2, smax, d), "bf16") for _ in range(2))
+    keys, values = backend.from_numpy(k), backend.from_numpy(v)
+    attend = backend.attention_decode
+    graph = ForwardGraph(
+        backend, lambda q, lengths: attend(q, keys, values, lengths), q, np.zeros(4, np.int32)
+    )
+    for lengths in ([0, 1, 40, 1000], [1, 2, 41, 1001], [1024, 0, 300, 17], [2, 1023, 1, 999]):
+        lengths = np.array(lengths, np.int32)
+        got = graph(q, lengths).to_numpy()
+        testing.assert_close(got, expected(q, k, v, lengths), "bf16")
 
 
 def test_bad_inputs_are_refused_before_launch(backend: HipBackend) -> None:

@@ -30,21 +30,23 @@ _MAX_GRID_YZ = 65535  # kv heads and batches are grid axes y and z
 #: _UNSPLIT_ABOVE blocks per multiprocessor; otherwise as many chunks as keep the blocks within
 #: _BLOCKS_PER_MULTIPROCESSOR per multiprocessor (one wave: the tensor-core block's 236
 #: registers leave two resident on an H100 or H200; a second, partly filled wave costs a
-#: block's whole time), chunks of at least _MIN_CHUNK keys rounded to _CHUNK_STEP (whole steps
-#: of the kernels' key loops), at most _MAX_CHUNKS of them (HIPK_DECODE_MAX_CHUNKS).
+#: block's whole time), at most _MAX_CHUNKS (HIPK_DECODE_MAX_CHUNKS). The keys each chunk takes
+#: follow the sequence's length on the device (_split_keys): ceil(length / chunks) rounded up
+#: to _CHUNK_STEP (whole steps of the kernels' key loops), at least _MIN_CHUNK.
 _UNSPLIT_ABOVE = 1
 _BLOCKS_PER_MULTIPROCESSOR = 2
 _MIN_CHUNK = 256
 _CHUNK_STEP = 128
 _MAX_CHUNKS = 1024
 _COMBINE_THREADS = 256  # HIPK_DECODE_COMBINE
-#: Chunks shorter than this many keys are merged by the split's last block of each row group
-#: (one launch); longer ones by the combine kernel (a second launch), which costs the device
-#: less: H100, bf16 Hq32/Hkv8 D128, x cuDNN in the same run, fused / combine kernel: B1 KV32768
-#: (32 chunks of 1024) 0.868 / 0.907, B4 KV16384 (8 of 2048) 0.910 / 0.927, B1 KV131072 (32 of
-#: 4096) 0.937 / 0.949; B1 KV8192 (32 of 256: a first pass of 11 us, the step bound by the
-#: host's 16 us a call) 1.33 / 1.19, where the second launch's host cost shows. The combine
-#: kernel also runs without counters (see _attention_decode_counters).
+#: Chunks shorter than this many keys (in a full cache: the choice is made once, from the
+#: shapes) are merged by the split's last block of each row group (one launch); longer ones by
+#: the combine kernel (a second launch), which costs the device less: H100, bf16 Hq32/Hkv8
+#: D128, x cuDNN in the same run, fused / combine kernel: B1 KV32768 (32 chunks of 1024)
+#: 0.868 / 0.907, B4 KV16384 (8 of 2048) 0.910 / 0.927, B1 KV131072 (32 of 4096) 0.937 /
+#: 0.949; B1 KV8192 (32 of 256: a first pass of 11 us, the step bound by the host's 16 us a
+#: call) 1.33 / 1.19, where the second launch's host cost shows. The combine kernel also runs
+#: without counters (see _attention_decode_counters).
 _FUSED_MERGE_BELOW = 512
 #: Warps per block of the `attention_decode_mma_*` entry points (head tiles up to 128, rows in
 #: 16-byte vectors): the tensor-core block of kernels/attention_decode_mma.h for 16-bit types on
@@ -82,10 +84,13 @@ class AttentionDecodeOps(OpsBase):
                 the inputs.
 
         One float dtype for q, k, v (f32, f16, bf16), f32 accumulation; D at most 256. A query
-        that sees no key (a sequence of length 0) gives zeros, not NaN. When the keys are split
-        in chunks, short chunks are merged by the last block of each row group to finish (one
-        launch), long ones by a second, combine kernel (see _FUSED_MERGE_BELOW; also without
-        the fused merge's counters: see _attention_decode_counters).
+        that sees no key (a sequence of length 0) gives zeros, not NaN. The keys may be split
+        in chunks: their count comes from the shapes (_decode_split), the keys each takes from
+        the sequence's length on the device (_split_keys), so a short sequence in a long cache
+        spreads over the launch too, and one that fits a single chunk skips the merge. Short
+        chunks are merged by the last block of each row group to finish (one launch), long
+        ones by a second, combine kernel (see _FUSED_MERGE_BELOW; also without the fused
+        merge's counters: see _attention_decode_counters).
         """
         key = plan_key(q, k, v, kv_lengths, out)
         if key is not None:  # what the chunking reads is part of the key (tests change it)
@@ -143,7 +148,7 @@ class AttentionDecodeOps(OpsBase):
         if y.size == 0:
             return y
         row_groups = -(-(heads // kv_heads * sq) // _ROWS)
-        chunk, chunks = _decode_split(
+        full, chunks = _decode_split(
             smax, batch * kv_heads * row_groups, self.device.properties.multiprocessors
         )
         dp = -(-d // 4) * 4  # the partials' row stride (whole 16-byte vectors)
@@ -159,12 +164,12 @@ class AttentionDecodeOps(OpsBase):
             self._kernel("attention_decode.hip", name),
             (row_groups * chunks, kv_heads, batch),
             threads,
-            (heads, kv_heads, sq, d, smax, chunk, chunks, int(vec), factor,
+            (heads, kv_heads, sq, d, smax, _MIN_CHUNK, _CHUNK_STEP, chunks, int(vec), factor,
              *q.strides[:3], *k.strides[:3], *v.strides[:3], *y.strides[:3]),
             (rows * chunks * dp, rows * chunks * 2) if chunks > 1 else None,
-            batch * kv_heads * row_groups if chunk < _FUSED_MERGE_BELOW else None,
+            batch * kv_heads * row_groups if full < _FUSED_MERGE_BELOW else None,
             self._kernel("attention_decode.hip", f"attention_decode_combine_{t.suffix}"),
-            (rows, heads, sq, d, smax, chunk, chunks, *y.strides[:3]),
+            (rows, heads, sq, d, smax, _MIN_CHUNK, _CHUNK_STEP, chunks, *y.strides[:3]),
         )  # fmt: skip
         self._attention_decode_launch(launch, q, k, v, lengths, y)
         self._keep_plan(key, (*plan_head((q, k, v, lengths), y), launch))
@@ -211,9 +216,11 @@ def _decode_split(
     smax: int, blocks_per_chunk: int, multiprocessors: int, *, per_sm: float | None = None,
     unsplit_above: float | None = None,
 ) -> tuple[int, int]:  # fmt: skip
-    """(keys per chunk, chunks) of a cache of `smax` positions, chosen from the shapes alone
-    (the lengths stay on the device). Blocks past a sequence's length return at once.
-    `per_sm` and `unsplit_above` default to _BLOCKS_PER_MULTIPROCESSOR and _UNSPLIT_ABOVE.
+    """(keys per chunk of a full cache, chunks) for a cache of `smax` positions, chosen from
+    the shapes alone: the chunk count is the launch's grid (a captured graph replays it while
+    the lengths grow on the device), the keys each chunk takes follow each sequence's length
+    on the device (_split_keys). `per_sm` and `unsplit_above` default to
+    _BLOCKS_PER_MULTIPROCESSOR and _UNSPLIT_ABOVE.
 
     When `blocks_per_chunk` (batch · kv heads · row groups) exceeds the multiprocessors
     (`unsplit_above` per multiprocessor), one chunk: the grid fills the device already, and a
@@ -223,15 +230,34 @@ def _decode_split(
     chunks whose blocks stay within `per_sm` per multiprocessor, i.e. one wave (H100, bf16,
     fused merge, x cuDNN: B1 Hq32/Hkv8 KV32768 D128 0.858 in 32 chunks of 1024 (2 per SM),
     0.783 in 64 (4 per SM), 0.715 in 37 (1.1 waves); B4 KV16384 0.90 in 7 or 8 chunks, 0.81
-    in 9 (1.1 waves))."""
+    in 9 (1.1 waves)), at most _MAX_CHUNKS, and no more than a full cache fills (a chunk
+    that would never hold a key is not launched)."""
     per_sm = _BLOCKS_PER_MULTIPROCESSOR if per_sm is None else per_sm
     unsplit_above = _UNSPLIT_ABOVE if unsplit_above is None else unsplit_above
     if blocks_per_chunk > multiprocessors * unsplit_above:
         return max(1, smax), 1
     wanted = max(1, int(multiprocessors * per_sm) // blocks_per_chunk)
-    chunk = max(_MIN_CHUNK, _ceil(_ceil(smax, wanted), _CHUNK_STEP) * _CHUNK_STEP)
-    chunk = max(chunk, _ceil(smax, _MAX_CHUNKS))
-    return chunk, max(1, _ceil(smax, chunk))
+    chunks = _split_keys(smax, min(wanted, _MAX_CHUNKS))[1]
+    return _split_keys(smax, chunks)[0], chunks
+
+
+def _split_keys(
+    length: int, chunks: int, chunk_min: int | None = None, chunk_step: int | None = None
+) -> tuple[int, int]:
+    """(keys per chunk, chunks used) of a sequence of `length` keys over `chunks` chunks: the
+    kernels' split_keys (kernels/attention_decode_merge.h), which reads the length on the
+    device; here for the host's choices and the tests. keys = ceil(length / chunks) rounded up
+    to whole `chunk_step`s, at least `chunk_min` (defaults _CHUNK_STEP and _MIN_CHUNK, what the
+    launches pass), at most the length; chunk c < used takes keys
+    [c · keys, min((c + 1) · keys, length)), used <= chunks. An empty sequence has one chunk
+    (1, 1): chunk 0 always runs and writes its zeros."""
+    chunk_min = _MIN_CHUNK if chunk_min is None else chunk_min
+    chunk_step = _CHUNK_STEP if chunk_step is None else chunk_step
+    if length <= 0:
+        return 1, 1
+    keys = max(chunk_min, _ceil(_ceil(length, chunks), chunk_step) * chunk_step)
+    keys = min(keys, length)
+    return keys, _ceil(length, keys)
 
 
 def _ceil(a: int, b: int) -> int:
