@@ -61,6 +61,9 @@ def test_prefill_matches_transformers(f32_decoder: Any) -> None:
     logits = decoder.forward(ids, mask)
     assert logits.shape == ref["logits"].shape and logits.dtype == np.float32
     assert relative_error(logits.to_numpy(), ref["logits"], mask) < 1e-4
+    last = decoder.forward(ids, mask, last_only=True)  # the next tokens' logits only
+    assert last.shape == (len(ids), ref["logits"].shape[2])
+    assert relative_error(last.to_numpy(), ref["logits"][:, -1], mask[:, -1]) < 1e-4
     hidden = decoder.hidden_states(ids, mask).to_numpy()
     assert relative_error(hidden, ref["last_hidden"], mask) < 1e-4
     assert decoder.cache is not None
