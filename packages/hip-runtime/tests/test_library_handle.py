@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,13 +19,31 @@ from hip_runtime.libraries import library_handle
 from hip_runtime.libraries.blas import Blas
 from hip_runtime.libraries.dnn import Dnn, DnnError
 
-#: kind -> (make(stream, pool), set-stream, get-stream, destroy call, the error of a failure)
-KINDS: dict[str, tuple[Callable[[Stream, MemoryPool], Any], str, str, str, type]] = {
-    "Blas": (lambda s, p: Blas(s), "hipblasSetStream", "hipblasGetStream", "hipblasDestroy",
-             HipError),
-    "Dnn": (lambda s, p: Dnn(s, p), "miopenSetStream", "miopenGetStream", "miopenDestroy",
-            DnnError),
-}  # fmt: skip
+
+@dataclass
+class Library:
+    """One library's handle class, the names of its calls and the error of a failing one;
+    `make(failing)` makes a handle on a new stream through a `Counted` API."""
+
+    kind: str
+    make_handle: Callable[[Stream, MemoryPool], Any]
+    set_stream: str
+    get_stream: str
+    destroy: str
+    error: type[Exception]
+    device: Device
+    monkeypatch: pytest.MonkeyPatch
+    api: Any = None  # the last `install`'s Counted
+
+    def install(self, failing: str | None = None) -> Counted:
+        """Make handles through a new Counted API from now on."""
+        api = self.api = Counted(hip_api(), failing)
+        self.monkeypatch.setattr(library_handle, "hip", lambda: api)
+        return api
+
+    def make(self, failing: str | None = None) -> tuple[Any, Counted]:
+        api = self.install(failing)
+        return self.make_handle(self.device.create_stream(), MemoryPool(self.device)), api
 
 
 class Counted:
@@ -46,66 +65,53 @@ class Counted:
         return call
 
 
-@pytest.fixture
-def counted(device: Device, monkeypatch: pytest.MonkeyPatch) -> Callable[[str | None], Counted]:
-    def install(failing: str | None = None) -> Counted:
-        api = Counted(hip_api(), failing)
-        monkeypatch.setattr(library_handle, "hip", lambda: api)
-        return api
-
-    return install
+KINDS: dict[str, tuple[Any, ...]] = {
+    "Blas": (lambda s, p: Blas(s), "hipblasSetStream", "hipblasGetStream", "hipblasDestroy",
+             HipError),
+    "Dnn": (lambda s, p: Dnn(s, p), "miopenSetStream", "miopenGetStream", "miopenDestroy",
+            DnnError),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_bound_to_the_stream_and_destroyed_once(
-    device: Device, counted: Callable[[str | None], Counted], kind: str
-) -> None:
-    make, set_stream, get_stream, destroy, _ = KINDS[kind]
-    api = counted(None)
+@pytest.fixture(params=KINDS)
+def library(
+    request: pytest.FixtureRequest, device: Device, monkeypatch: pytest.MonkeyPatch
+) -> Library:
+    return Library(request.param, *KINDS[request.param], device, monkeypatch)
+
+
+def test_bound_to_the_stream_and_destroyed_once(library: Library, device: Device) -> None:
+    api = library.install()
     stream = device.create_stream()
-    made = make(stream, MemoryPool(device))
-    assert made.stream is stream and api.calls[set_stream] == 1
+    made = library.make_handle(stream, MemoryPool(device))
+    assert made.stream is stream and api.calls[library.set_stream] == 1
     bound = api.ffi.new("hipStream_t*")
-    assert getattr(api, get_stream)(made.handle, bound) == 0
+    assert getattr(api, library.get_stream)(made.handle, bound) == 0
     assert int(api.ffi.cast("uintptr_t", bound[0])) == int(api.ffi.cast("uintptr_t", stream.handle))
     made.close()
     made.close()  # twice is harmless
-    assert api.calls[destroy] == 1
-    with pytest.raises(ClosedError, match=f"^{kind} is closed$"):
+    assert api.calls[library.destroy] == 1
+    with pytest.raises(ClosedError, match=f"^{library.kind} is closed$"):
         made._check_open()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_collected_handle_is_destroyed_once_by_the_finalizer(
-    device: Device, counted: Callable[[str | None], Counted], kind: str
-) -> None:
-    make, _, _, destroy, _ = KINDS[kind]
-    api = counted(None)
-    made = make(device.create_stream(), MemoryPool(device))
+def test_a_collected_handle_is_destroyed_once_by_the_finalizer(library: Library) -> None:
+    made, api = library.make()
     del made
     gc.collect()
-    assert api.calls[destroy] == 1
+    assert api.calls[library.destroy] == 1
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_finalizer_whose_destroy_fails_does_not_raise(
-    device: Device, counted: Callable[[str | None], Counted], kind: str
-) -> None:
-    make, _, _, destroy, _ = KINDS[kind]
-    api = counted(destroy)  # the destroy answers a failing status
-    made = make(device.create_stream(), MemoryPool(device))
+def test_a_finalizer_whose_destroy_fails_does_not_raise(library: Library) -> None:
+    made, api = library.make(library.destroy)  # the destroy answers a failing status
     made.__del__()  # (as the collection would: a failing release is swallowed there)
-    assert api.calls[destroy] == 1 and made.closed
+    assert api.calls[library.destroy] == 1 and made.closed
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_stream_that_cannot_be_bound_raises_and_leaves_no_handle(
-    device: Device, counted: Callable[[str | None], Counted], kind: str
-) -> None:
-    make, set_stream, _, destroy, error = KINDS[kind]
-    api = counted(set_stream)
-    with pytest.raises(error, match=set_stream):
-        make(device.create_stream(), MemoryPool(device))
-    assert api.calls[set_stream] == 1 and api.calls[destroy] == 1  # at once
+def test_a_stream_that_cannot_be_bound_raises_and_leaves_no_handle(library: Library) -> None:
+    with pytest.raises(library.error, match=library.set_stream):
+        library.make(library.set_stream)
+    api = library.api  # (the one the failed make went through)
+    assert api.calls[library.set_stream] == 1 and api.calls[library.destroy] == 1  # at once
     gc.collect()
-    assert api.calls[destroy] == 1  # and never again
+    assert api.calls[library.destroy] == 1  # and never again
