@@ -1,11 +1,14 @@
 // Strided copies, moving bits (one entry point per element size serves every dtype of that
 // size: u8, u16, u32, u64 are 1, 2, 4 and 8 bytes).
 //
-// copy_<u>(src, dst, n, rank, size0..7, src_stride0..7, dst_stride0..7) copies the n elements
-// of a rank-`rank` layout (row-major over size0..size<rank-1>) from src to dst, each side with
-// its own strides: one element per thread per pass of a grid-stride loop, so both sides
+// copy_<u>(src, dst, CopyArgs args) copies the args.n elements of a rank-`args.rank` layout
+// (row-major over args.size[0..rank-1]) from src to dst, each side with its own strides
+// (args.src, args.dst): one element per thread per pass of a grid-stride loop, so both sides
 // coalesce wherever their innermost strides are 1. The coordinates come from integer division
-// (this kernel's cost), 32-bit when every linear index fits (n < 2^32).
+// (this kernel's cost), 32-bit when every linear index fits (n < 2^32). CopyArgs travels by
+// value; the host packs it from hip_runtime.libraries.kernel_structs.COPY_ARGS, whose layout
+// must be this one (packages/hip-runtime/tests/test_kernel_structs.py compares the two on
+// the device).
 //
 // copy_tiles_<u>(src, dst, na, nb, sa, sb, da, db, m0, m1, ms0, ms1, md0, md1, vec) copies a
 // transpose: axis a (na elements, strides sa and da) has src stride sa = 1 and axis b (nb, sb,
@@ -34,44 +37,56 @@
 
 namespace hipk {
 
-struct CopyLayout {
-    long long size[HIPK_COPY_RANK];
-    long long src[HIPK_COPY_RANK];
-    long long dst[HIPK_COPY_RANK];
+// copy_<u>'s arguments after the two pointers. Field order and types are the host's
+// (COPY_ARGS): rank is followed by 4 bytes of padding, the arrays being 8-byte aligned.
+struct CopyArgs {
+    long long n;                     // elements to copy
+    int rank;                        // axes used, 1 .. HIPK_COPY_RANK
+    long long size[HIPK_COPY_RANK];  // row-major sizes; entries from rank on are ignored
+    long long src[HIPK_COPY_RANK];   // src's strides (elements; negative or 0 allowed)
+    long long dst[HIPK_COPY_RANK];   // dst's strides (elements)
 };
 
 // Element i's offsets: its coordinates, innermost first, by division. R and I are compile-time,
-// so the loop unrolls and the layout stays in registers.
+// so the loops unroll and the layout is read once into registers (not from the argument on
+// every pass: stores through dst may alias it as far as the compiler knows).
 template <typename T, int R, typename I>
-HIPK_DEVICE void copy_rank(const T* src, T* dst, long long n, const CopyLayout& l) {
+HIPK_DEVICE void copy_rank(const T* src, T* dst, long long n, const CopyArgs& l) {
+    I sizes[R];
+    long long from[R], to[R];
+    HIPK_UNROLL
+    for (int k = 0; k < R; ++k) {
+        sizes[k] = (I)l.size[k];
+        from[k] = l.src[k];
+        to[k] = l.dst[k];
+    }
     for (long long i = global_thread(); i < n; i += grid_threads()) {
         I rest = (I)i;
         long long s = 0, d = 0;
         HIPK_UNROLL
         for (int k = R - 1; k > 0; --k) {
-            const I size = (I)l.size[k];
-            const I c = rest % size;
-            rest /= size;
-            s += (long long)c * l.src[k];
-            d += (long long)c * l.dst[k];
+            const I c = rest % sizes[k];
+            rest /= sizes[k];
+            s += (long long)c * from[k];
+            d += (long long)c * to[k];
         }
-        s += (long long)rest * l.src[0];
-        d += (long long)rest * l.dst[0];
+        s += (long long)rest * from[0];
+        d += (long long)rest * to[0];
         dst[d] = src[s];
     }
 }
 
 template <typename T, int R>
-HIPK_DEVICE void copy_any_index(const T* src, T* dst, long long n, const CopyLayout& l) {
+HIPK_DEVICE void copy_any_index(const T* src, T* dst, long long n, const CopyArgs& l) {
     if (n <= 0xffffffffLL)
         copy_rank<T, R, unsigned int>(src, dst, n, l);
     else
         copy_rank<T, R, unsigned long long>(src, dst, n, l);
 }
 
-template <typename T>
-HIPK_DEVICE void copy(const T* src, T* dst, long long n, int rank, const CopyLayout& l) {
-    switch (rank) {
+template <typename T> HIPK_DEVICE void copy(const T* src, T* dst, const CopyArgs& l) {
+    const long long n = l.n;
+    switch (l.rank) {
         case 1: copy_any_index<T, 1>(src, dst, n, l); break;
         case 2: copy_any_index<T, 2>(src, dst, n, l); break;
         case 3: copy_any_index<T, 3>(src, dst, n, l); break;
@@ -345,57 +360,23 @@ HIPK_DEVICE void copy_tiles_any(const T* src, T* dst, long long na, long long nb
 
 }  // namespace hipk
 
-// The layout travels as scalar arguments (hip-core packs only scalars and pointers), which
-// costs nothing per launch, unlike an array uploaded beside it.
-#define HIPK_COPY_LAYOUT                                                                       \
-    hipk::CopyLayout l = {{n0, n1, n2, n3, n4, n5, n6, n7},                                    \
-                          {s0, s1, s2, s3, s4, s5, s6, s7},                                    \
-                          {d0, d1, d2, d3, d4, d5, d6, d7}}
 // --- entry points: one per element size (hip-core reads the parameter types from these lines) -
 
-extern "C" __global__ void copy_u8(const unsigned char* src, unsigned char* dst, long long n,
-                                   int rank, long long n0, long long n1, long long n2,
-                                   long long n3, long long n4, long long n5, long long n6,
-                                   long long n7, long long s0, long long s1, long long s2,
-                                   long long s3, long long s4, long long s5, long long s6,
-                                   long long s7, long long d0, long long d1, long long d2,
-                                   long long d3, long long d4, long long d5, long long d6,
-                                   long long d7) {
-    HIPK_COPY_LAYOUT;
-    hipk::copy(src, dst, n, rank, l);
+extern "C" __global__ void copy_u8(const unsigned char* src, unsigned char* dst,
+                                   hipk::CopyArgs args) {
+    hipk::copy(src, dst, args);
 }
-extern "C" __global__ void copy_u16(const unsigned short* src, unsigned short* dst, long long n,
-                                    int rank, long long n0, long long n1, long long n2,
-                                    long long n3, long long n4, long long n5, long long n6,
-                                    long long n7, long long s0, long long s1, long long s2,
-                                    long long s3, long long s4, long long s5, long long s6,
-                                    long long s7, long long d0, long long d1, long long d2,
-                                    long long d3, long long d4, long long d5, long long d6,
-                                    long long d7) {
-    HIPK_COPY_LAYOUT;
-    hipk::copy(src, dst, n, rank, l);
+extern "C" __global__ void copy_u16(const unsigned short* src, unsigned short* dst,
+                                    hipk::CopyArgs args) {
+    hipk::copy(src, dst, args);
 }
-extern "C" __global__ void copy_u32(const unsigned int* src, unsigned int* dst, long long n,
-                                    int rank, long long n0, long long n1, long long n2,
-                                    long long n3, long long n4, long long n5, long long n6,
-                                    long long n7, long long s0, long long s1, long long s2,
-                                    long long s3, long long s4, long long s5, long long s6,
-                                    long long s7, long long d0, long long d1, long long d2,
-                                    long long d3, long long d4, long long d5, long long d6,
-                                    long long d7) {
-    HIPK_COPY_LAYOUT;
-    hipk::copy(src, dst, n, rank, l);
+extern "C" __global__ void copy_u32(const unsigned int* src, unsigned int* dst,
+                                    hipk::CopyArgs args) {
+    hipk::copy(src, dst, args);
 }
 extern "C" __global__ void copy_u64(const unsigned long long* src, unsigned long long* dst,
-                                    long long n, int rank, long long n0, long long n1,
-                                    long long n2, long long n3, long long n4, long long n5,
-                                    long long n6, long long n7, long long s0, long long s1,
-                                    long long s2, long long s3, long long s4, long long s5,
-                                    long long s6, long long s7, long long d0, long long d1,
-                                    long long d2, long long d3, long long d4, long long d5,
-                                    long long d6, long long d7) {
-    HIPK_COPY_LAYOUT;
-    hipk::copy(src, dst, n, rank, l);
+                                    hipk::CopyArgs args) {
+    hipk::copy(src, dst, args);
 }
 
 extern "C" __global__ __launch_bounds__(256) void copy_tiles_u8(

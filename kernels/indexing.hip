@@ -6,16 +6,21 @@
 //     Bits move in units of <u> = 8, 16, 32, 64 or 128 bits: the host views every dtype in the
 //     widest unit its innermost run, strides and addresses allow (an embedding row of bf16 goes
 //     16 bytes per thread). Strides are in units.
-// gather_<u>(x, index, wide, y, n, rank, size, xa, n0..n5, x0..x5, i0..i5, y0..y5)
+// gather_<u>(x, index, y, IndexArgs a)
 //     y[p] = x[p with its coordinate along the axis replaced by index[p]] (torch's gather), for
-//     the n elements p of index's layout: sizes n0..; x's strides x0.. (0 along the axis, whose
-//     stride is xa), index's i0.., y's y0.. (the host merges axes and drops size-1 ones).
-// scatter_add_<t>(y, index, wide, src, n, rank, size, ya, n0..n5, y0..y5, i0..i5, s0..s5)
+//     the a.n elements p of index's layout: sizes a.size; x's strides a.big (0 along the axis,
+//     whose stride is a.along), index's a.index, y's a.other (the host merges axes and drops
+//     size-1 ones).
+// scatter_add_<t>(y, index, src, IndexArgs a)
 //     y[p with its coordinate along the axis replaced by index[p]] += src[p], atomically (many
 //     p may hit one element): f32, f64, i32, u32, i64 with the hardware's atomics, the 1- and
 //     2-byte types (f16, bf16, i8, i16, u8, bool: a logical or) through a compare-and-swap of
 //     the aligned 32-bit word around the element. 16-bit floats add in f32 and round once per
-//     addition. index_add is this kernel with ids broadcast (stride 0) over index's other axes.
+//     addition. index_add is this kernel with ids broadcast (stride 0) over index's other axes;
+//     a.big are y's strides, a.other src's.
+// IndexArgs travels by value; the host packs it from hip_runtime.libraries.kernel_structs.
+// INDEX_ARGS, whose layout must be this one (packages/hip-runtime/tests/
+// test_kernel_structs.py compares the two on the device).
 //
 // Ids are int32 (wide = 0) or int64 (wide = 1), read on the device: the host cannot see them
 // without a sync. An id outside [0, size) (negative ones too: nothing wraps) reads zero bits in
@@ -62,13 +67,19 @@ HIPK_DEVICE void index_select(const U* x, const void* ids, int wide, U* y, long 
                                                 xa, xi);
 }
 
-// The layout gather and scatter_add walk: index's sizes and, per axis, the strides of the
-// tensor indexed along the axis (0 on the axis itself), of index, and of the other tensor.
-struct IndexLayout {
-    long long size[HIPK_INDEX_RANK];
-    long long big[HIPK_INDEX_RANK];
-    long long index[HIPK_INDEX_RANK];
-    long long other[HIPK_INDEX_RANK];
+// gather's and scatter_add's arguments after the pointers, and the layout they walk: index's
+// sizes and, per axis, the strides of the tensor indexed along the axis (0 on the axis itself),
+// of index, and of the other tensor. Field order and types are the host's (INDEX_ARGS).
+struct IndexArgs {
+    long long n;                         // elements of index's layout
+    int rank;                            // axes used, 1 .. HIPK_INDEX_RANK
+    int wide;                            // ids are int64 (1) or int32 (0)
+    long long size_along;                // the indexed tensor's size along the axis
+    long long along;                     // and its stride there (elements)
+    long long size[HIPK_INDEX_RANK];     // index's sizes; entries from rank on are ignored
+    long long big[HIPK_INDEX_RANK];      // the indexed tensor's strides (0 on the axis)
+    long long index[HIPK_INDEX_RANK];    // index's strides
+    long long other[HIPK_INDEX_RANK];    // the other tensor's (gather: y; scatter_add: src)
 };
 
 struct Offsets {
@@ -76,7 +87,7 @@ struct Offsets {
 };
 
 // Element i's offsets: its coordinates by division, in 32 bits whenever the count allows (I).
-template <typename I> HIPK_DEVICE Offsets offsets_of(I i, int rank, const IndexLayout& l) {
+template <typename I> HIPK_DEVICE Offsets offsets_of(I i, int rank, const IndexArgs& l) {
     Offsets o = {0, 0, 0};
     for (int k = rank - 1; k >= 0; --k) {
         const I size = (I)l.size[k];
@@ -90,24 +101,25 @@ template <typename I> HIPK_DEVICE Offsets offsets_of(I i, int rank, const IndexL
 }
 
 template <typename U, typename I>
-HIPK_DEVICE void gather_run(const U* x, const void* index, int wide, U* y, long long n, int rank,
-                            long long size, long long xa, const IndexLayout& l) {
+HIPK_DEVICE void gather_run(const U* x, const void* index, U* y, const IndexArgs& a) {
+    // (the scalars in locals: stores through y may alias `a` as far as the compiler knows)
+    const long long n = a.n, size = a.size_along, along = a.along;
+    const int rank = a.rank, wide = a.wide;
     for (long long i = global_thread(); i < n; i += grid_threads()) {
-        const Offsets o = offsets_of<I>((I)i, rank, l);
+        const Offsets o = offsets_of<I>((I)i, rank, a);
         const long long id = load_id(index, wide, o.index);
         U v = {};
-        if (0 <= id && id < size) v = x[o.big + id * xa];
+        if (0 <= id && id < size) v = x[o.big + id * along];
         y[o.other] = v;
     }
 }
 
 template <typename U>
-HIPK_DEVICE void gather(const U* x, const void* index, int wide, U* y, long long n, int rank,
-                        long long size, long long xa, const IndexLayout& l) {
-    if (n <= 0xffffffffLL)
-        gather_run<U, unsigned int>(x, index, wide, y, n, rank, size, xa, l);
+HIPK_DEVICE void gather(const U* x, const void* index, U* y, const IndexArgs& a) {
+    if (a.n <= 0xffffffffLL)
+        gather_run<U, unsigned int>(x, index, y, a);
     else
-        gather_run<U, unsigned long long>(x, index, wide, y, n, rank, size, xa, l);
+        gather_run<U, unsigned long long>(x, index, y, a);
 }
 
 // --- atomic adds ------------------------------------------------------------------------------
@@ -159,22 +171,22 @@ template <> HIPK_DEVICE void atomic_add<long long>(long long* p, long long v) {
 }
 
 template <typename T, typename I>
-HIPK_DEVICE void scatter_add_run(T* y, const void* index, int wide, const T* src, long long n,
-                                 int rank, long long size, long long ya, const IndexLayout& l) {
+HIPK_DEVICE void scatter_add_run(T* y, const void* index, const T* src, const IndexArgs& a) {
+    const long long n = a.n, size = a.size_along, along = a.along;  // (as gather_run)
+    const int rank = a.rank, wide = a.wide;
     for (long long i = global_thread(); i < n; i += grid_threads()) {
-        const Offsets o = offsets_of<I>((I)i, rank, l);
+        const Offsets o = offsets_of<I>((I)i, rank, a);
         const long long id = load_id(index, wide, o.index);
-        if (0 <= id && id < size) atomic_add(y + o.big + id * ya, src[o.other]);
+        if (0 <= id && id < size) atomic_add(y + o.big + id * along, src[o.other]);
     }
 }
 
 template <typename T>
-HIPK_DEVICE void scatter_add(T* y, const void* index, int wide, const T* src, long long n,
-                             int rank, long long size, long long ya, const IndexLayout& l) {
-    if (n <= 0xffffffffLL)
-        scatter_add_run<T, unsigned int>(y, index, wide, src, n, rank, size, ya, l);
+HIPK_DEVICE void scatter_add(T* y, const void* index, const T* src, const IndexArgs& a) {
+    if (a.n <= 0xffffffffLL)
+        scatter_add_run<T, unsigned int>(y, index, src, a);
     else
-        scatter_add_run<T, unsigned long long>(y, index, wide, src, n, rank, size, ya, l);
+        scatter_add_run<T, unsigned long long>(y, index, src, a);
 }
 
 }  // namespace hipk
@@ -218,70 +230,29 @@ extern "C" __global__ void index_select_u128(const unsigned long long* x, const 
     HIPK_INDEX_SELECT(Pair);
 }
 
-#define HIPK_INDEX_LAYOUT                                                                      \
-    hipk::IndexLayout l = {{n0, n1, n2, n3, n4, n5},                                           \
-                           {b0, b1, b2, b3, b4, b5},                                           \
-                           {i0, i1, i2, i3, i4, i5},                                           \
-                           {o0, o1, o2, o3, o4, o5}}
 #define HIPK_GATHER(U)                                                                         \
-    HIPK_INDEX_LAYOUT;                                                                         \
-    hipk::gather(reinterpret_cast<const U*>(x), index, wide, reinterpret_cast<U*>(y), n, rank,  \
-                 size, xa, l)
+    hipk::gather(reinterpret_cast<const U*>(x), index, reinterpret_cast<U*>(y), args)
 
-extern "C" __global__ void gather_u8(const unsigned char* x, const void* index, int wide,
-                                     unsigned char* y, long long n, int rank, long long size,
-                                     long long xa, long long n0, long long n1, long long n2,
-                                     long long n3, long long n4, long long n5, long long b0,
-                                     long long b1, long long b2, long long b3, long long b4,
-                                     long long b5, long long i0, long long i1, long long i2,
-                                     long long i3, long long i4, long long i5, long long o0,
-                                     long long o1, long long o2, long long o3, long long o4,
-                                     long long o5) {
+extern "C" __global__ void gather_u8(const unsigned char* x, const void* index, unsigned char* y,
+                                     hipk::IndexArgs args) {
     HIPK_GATHER(unsigned char);
 }
-extern "C" __global__ void gather_u16(const unsigned short* x, const void* index, int wide,
-                                      unsigned short* y, long long n, int rank, long long size,
-                                      long long xa, long long n0, long long n1, long long n2,
-                                      long long n3, long long n4, long long n5, long long b0,
-                                      long long b1, long long b2, long long b3, long long b4,
-                                      long long b5, long long i0, long long i1, long long i2,
-                                      long long i3, long long i4, long long i5, long long o0,
-                                      long long o1, long long o2, long long o3, long long o4,
-                                      long long o5) {
+extern "C" __global__ void gather_u16(const unsigned short* x, const void* index,
+                                      unsigned short* y, hipk::IndexArgs args) {
     HIPK_GATHER(unsigned short);
 }
-extern "C" __global__ void gather_u32(const unsigned int* x, const void* index, int wide,
-                                      unsigned int* y, long long n, int rank, long long size,
-                                      long long xa, long long n0, long long n1, long long n2,
-                                      long long n3, long long n4, long long n5, long long b0,
-                                      long long b1, long long b2, long long b3, long long b4,
-                                      long long b5, long long i0, long long i1, long long i2,
-                                      long long i3, long long i4, long long i5, long long o0,
-                                      long long o1, long long o2, long long o3, long long o4,
-                                      long long o5) {
+extern "C" __global__ void gather_u32(const unsigned int* x, const void* index, unsigned int* y,
+                                      hipk::IndexArgs args) {
     HIPK_GATHER(unsigned int);
 }
-extern "C" __global__ void gather_u64(const unsigned long long* x, const void* index, int wide,
-                                      unsigned long long* y, long long n, int rank,
-                                      long long size, long long xa, long long n0, long long n1,
-                                      long long n2, long long n3, long long n4, long long n5,
-                                      long long b0, long long b1, long long b2, long long b3,
-                                      long long b4, long long b5, long long i0, long long i1,
-                                      long long i2, long long i3, long long i4, long long i5,
-                                      long long o0, long long o1, long long o2, long long o3,
-                                      long long o4, long long o5) {
+extern "C" __global__ void gather_u64(const unsigned long long* x, const void* index,
+                                      unsigned long long* y, hipk::IndexArgs args) {
     HIPK_GATHER(unsigned long long);
 }
 
 #define HIPK_SCATTER_ADD(S, T)                                                                 \
-    extern "C" __global__ void scatter_add_##S(                                                \
-        T* y, const void* index, int wide, const T* src, long long n, int rank, long long size, \
-        long long ya, long long n0, long long n1, long long n2, long long n3, long long n4,     \
-        long long n5, long long b0, long long b1, long long b2, long long b3, long long b4,     \
-        long long b5, long long i0, long long i1, long long i2, long long i3, long long i4,     \
-        long long i5, long long o0, long long o1, long long o2, long long o3, long long o4,     \
-        long long o5) {                                                                        \
-        HIPK_INDEX_LAYOUT;                                                                     \
-        hipk::scatter_add(y, index, wide, src, n, rank, size, ya, l);                          \
+    extern "C" __global__ void scatter_add_##S(T* y, const void* index, const T* src,          \
+                                               hipk::IndexArgs args) {                         \
+        hipk::scatter_add(y, index, src, args);                                                \
     }
 HIPK_ALL_TYPES(HIPK_SCATTER_ADD)

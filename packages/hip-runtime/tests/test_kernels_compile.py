@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-from hip_core.signature import kernels_in_source
+from hip_core.kernel_scan import scan_kernels
+from hip_core.signature import kernel_params, kernels_in_source
 from hip_ffi.rtc import compile_source
 from hip_runtime.libraries import kernel_sources
 from hip_runtime.libraries.kernel_sources import checkout_kernels
+from hip_runtime.libraries.kernel_structs import STRUCTS
 from hip_runtime.tensors.dtypes import SUFFIXES
 
 TYPES = ("f32", "f16", "bf16")
@@ -106,12 +108,19 @@ def test_a_source_checkout_reads_the_repository_kernels_folder() -> None:
 
 @pytest.mark.parametrize("source", sorted(EXPECTED))
 def test_each_source_declares_exactly_its_kernels_with_parsable_parameters(source: str) -> None:
-    declared = kernels_in_source(kernel_sources.sources()[source])  # TypeError if unparsable
+    structs = STRUCTS.get(source, {})  # the structs its entry points take by value
+    declared = {  # TypeError if unparsable
+        name: kernel_params(decl, structs=structs)
+        for name, decl in scan_kernels(kernel_sources.sources()[source]).items()
+        if not decl.template
+    }
     assert set(declared) == EXPECTED[source]
     for name, params in declared.items():
         assert params, name
-        # Sizes and counts are plain C integers; a 16-bit float travels only behind a pointer.
-        assert {p.kind for p in params} <= {"pointer", "int", "float"}, name
+        # Sizes and counts are plain C integers, or a struct of them (kernel_structs); a 16-bit
+        # float travels only behind a pointer.
+        kinds = {p.kind for p in params}
+        assert kinds <= {"pointer", "int", "float", *(["struct"] if structs else [])}, name
 
 
 def elf_symbols(image: bytes) -> dict[str, int]:

@@ -61,6 +61,9 @@ def test_prefill_matches_transformers(f32_decoder: Any) -> None:
     logits = decoder.forward(ids, mask)
     assert logits.shape == ref["logits"].shape and logits.dtype == np.float32
     assert relative_error(logits.to_numpy(), ref["logits"], mask) < 1e-4
+    last = decoder.forward(ids, mask, last_only=True)  # the next tokens' logits only
+    assert last.shape == (len(ids), ref["logits"].shape[2])
+    assert relative_error(last.to_numpy(), ref["logits"][:, -1], mask[:, -1]) < 1e-4
     hidden = decoder.hidden_states(ids, mask).to_numpy()
     assert relative_error(hidden, ref["last_hidden"], mask) < 1e-4
     assert decoder.cache is not None
@@ -117,7 +120,7 @@ def test_decode_steps_upload_their_state_only_after_the_lengths_moved(
     ids, mask, greedy = ref["input_ids"], ref["attention_mask"], ref["greedy"]
     width = ids.shape[1]
     decoder.forward(ids, mask)
-    step = decoder._decode_step(graph)
+    step = decoder.decode_step(graph)
     tokens = [decoder.backend.from_numpy(greedy[:, width + i]) for i in range(2)]
     uploads: list[tuple[int, ...]] = []
     upload = DeviceTensor.copy_from_host  # (every upload of a host array goes through it)
@@ -131,10 +134,10 @@ def test_decode_steps_upload_their_state_only_after_the_lengths_moved(
     stepped = [step(token).to_numpy() for token in tokens]
     assert len(uploads) == 1  # the first step's state only
     decoder.forward(greedy[:, : width + 1], np.concatenate([mask, np.ones_like(mask[:, :1])], 1))
-    decoder._decode_step(graph)(tokens[1])
+    decoder.decode_step(graph)(tokens[1])
     assert len(uploads) == 2  # the lengths moved (one token fewer than after the steps)
     decoder.forward(ids, mask)  # back to the first prompt's lengths: the same logits again
-    again = [decoder._decode_step(graph)(token).to_numpy() for token in tokens]
+    again = [decoder.decode_step(graph)(token).to_numpy() for token in tokens]
     assert len(uploads) == 3
     np.testing.assert_array_equal(np.stack(again), np.stack(stepped))
 

@@ -21,8 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from hip_core import Resource, Stream
-from hip_core import hip_api as hip  # the raw hipBLAS entry points (hip-core wraps no BLAS yet)
+from hip_core import Stream
 from hip_core.errors import check_hipblas
 from hip_ffi.constants import (
     HIP_R_16BF,
@@ -35,9 +34,9 @@ from hip_ffi.constants import (
     HIPBLAS_OP_N,
     HIPBLAS_OP_T,
 )
+from hip_runtime.libraries.library_handle import LibraryCalls, LibraryHandle
 
 _INT_MAX = 2**31 - 1
-_POINTERS = 4096  # void* cdata a Blas keeps, by address
 
 #: The hipDataType gemm-ex reads each element type as (the dtypes matmul takes).
 DATA_TYPES: dict[np.dtype[Any], int] = {
@@ -99,34 +98,25 @@ class Gemm:
         )  # fmt: skip
 
 
-class Blas(Resource):
+class Blas(LibraryHandle):
     """A hipBLAS handle whose work is queued on `stream` (bound once, at creation).
 
     `close()` (or `with`) destroys the handle (work already queued still runs); a Blas
     collected unclosed destroys it then. `gemm` on a closed Blas raises hip_core.ClosedError.
+    (The handle's lifecycle: hip_runtime.libraries.library_handle.)
     """
 
+    calls = LibraryCalls("hipblasHandle_t", "hipblasCreate", "hipblasSetStream", check_hipblas)
+
     def __init__(self, stream: Stream) -> None:
-        api = hip()
-        out = api.ffi.new("hipblasHandle_t*")
-        with stream.device:
-            check_hipblas(api.hipblasCreate(out), "hipblasCreate")
-        self._api = api
-        self.handle = out[0]
-        self.stream = stream
-        try:
-            check_hipblas(api.hipblasSetStream(self.handle, stream.handle), "hipblasSetStream")
-        except BaseException:
-            api.hipblasDestroy(self.handle)
-            raise
+        super().__init__(stream, _destroy)
+        ffi = self._api.ffi
         # Host scalars of each compute type (f32 for 32F, double for 64F), read at the call.
         self._scalars = {
-            False: (api.ffi.new("float*"), api.ffi.new("float*")),
-            True: (api.ffi.new("double*"), api.ffi.new("double*")),
+            False: (ffi.new("float*"), ffi.new("float*")),
+            True: (ffi.new("double*"), ffi.new("double*")),
         }
         self._lock = threading.Lock()
-        self._pointers: dict[int, Any] = {}  # address -> void* (`_void`)
-        self._own(_destroy, api, self.handle)
 
     def gemm(
         self,
@@ -194,7 +184,7 @@ class Blas(Resource):
         p_alpha, p_beta = api.ffi.new(cell, alpha), api.ffi.new(cell, beta)
         gemm_ex = api.hipblasGemmEx
 
-        pointers = self._pointers
+        pointers = self._voids
 
         def gemm(a: int, b: int, c: int) -> None:
             if self._releaser is None:
@@ -213,17 +203,6 @@ class Blas(Resource):
 
         gemm.cells = (p_alpha, p_beta)  # type: ignore[attr-defined]  # (kept alive with it)
         return gemm
-
-    def _void(self, address: int) -> Any:
-        """`address` as a `void*` cdata, one per address (a cast per pointer per call was a
-        fifth of a small matmul's host cost; the pool hands repeated calls the same
-        addresses). Holds no memory: a pointer value only."""
-        pointer = self._pointers.get(address)
-        if pointer is None:
-            if len(self._pointers) >= _POINTERS:
-                self._pointers.clear()
-            pointer = self._pointers[address] = self._api.ffi.cast("void*", address)
-        return pointer
 
 
 def _destroy(api: Any, handle: Any) -> None:

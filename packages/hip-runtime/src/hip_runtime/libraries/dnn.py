@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from hip_core import MemoryPool, Resource, Stream
+from hip_core import MemoryPool, Stream
 from hip_core import hip_api as hip  # the raw MIOpen entry points (hip-core wraps no DNN)
 from hip_core.errors import HipError
 from hip_ffi import dnn_constants as dc
+from hip_runtime.libraries.library_handle import LibraryCalls, LibraryHandle
 from hip_runtime.tensors.dtypes import bfloat16, float16, float32
 
 #: The element types the DNN path takes (f32 accumulation in the libraries for all three).
@@ -121,32 +122,27 @@ def _queued(launch: Callable[[int, int, int], None] | None, a: Any, w: Any, b: A
     return True
 
 
-class Dnn(Resource):
+class Dnn(LibraryHandle):
     """A DNN library handle whose work is queued on `stream`, workspace taken from `pool`.
 
     `exhaustive`: time the algorithms once per case (cuDNN's Find; MIOpen's exhaustive Find)
     instead of taking the library's first choice. `close()` destroys the descriptors and the
-    handle (work already queued still runs)."""
+    handle (work already queued still runs). (The handle's lifecycle:
+    hip_runtime.libraries.library_handle.)"""
+
+    calls = LibraryCalls("miopenHandle_t", "miopenCreate", "miopenSetStream", check_miopen)
 
     def __init__(self, stream: Stream, pool: MemoryPool, *, exhaustive: bool = False) -> None:
-        api = hip()
-        out = api.ffi.new("miopenHandle_t*")
-        with stream.device:
-            check_miopen(api.miopenCreate(out), "miopenCreate")
-        self._api = api
-        self.handle = out[0]
-        self.stream = stream
-        self.pool = pool
-        self.exhaustive = exhaustive
         self._descriptors: list[tuple[str, Any]] = []  # (destroy call, descriptor)
         self._workspace: list[Any] = []  # [DeviceBuffer, its void*] once a case needs one
-        self._own(_destroy, api, self.handle, self._descriptors, self._workspace)
-        check_miopen(api.miopenSetStream(self.handle, stream.handle), "miopenSetStream")
+        super().__init__(stream, _destroy, self._descriptors, self._workspace)
+        api = self._api
+        self.pool = pool
+        self.exhaustive = exhaustive
         self._alpha, self._beta = api.ffi.new("float*", 1.0), api.ffi.new("float*", 0.0)
         self._cast = api.ffi.cast
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
         self._launchers: dict[tuple[Any, ...], Callable[[int, int, int], None]] = {}
-        self._voids: dict[int, Any] = {}  # `_void`'s
         self._cached: dict[tuple[Any, ...], Any] = {}  # descriptors by what they describe
         self._lock = threading.Lock()
 
@@ -253,16 +249,6 @@ class Dnn(Resource):
             )  # fmt: skip
             check_miopen(status, "miopenPoolingForward")
         return True
-
-    def _void(self, address: int) -> Any:
-        """`void*` of a device address, one cffi object per address (a cast costs more than
-        the rest of a planned call; the pool hands repeated calls the same addresses)."""
-        found = self._voids.get(address)
-        if found is None:
-            if len(self._voids) >= 4096:
-                self._voids.clear()
-            found = self._voids[address] = self._cast(_VOID, address)
-        return found
 
     def _space(self, nbytes: int) -> Any:
         """`void*` to at least `nbytes` of workspace: one buffer from the pool, grown when a

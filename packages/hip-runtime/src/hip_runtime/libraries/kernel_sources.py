@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from hip_core import Program
+from hip_runtime.libraries.kernel_structs import STRUCTS
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
@@ -132,7 +133,8 @@ def headers() -> dict[str, str]:
 
 
 def program(name: str, *, options: Sequence[str] = ()) -> Program:
-    """A hip-core Program of the kernel source `name` (e.g. "norms.hip") with its headers.
+    """A hip-core Program of the kernel source `name` (e.g. "norms.hip") with its headers and
+    the layouts of the structs its entry points take by value (kernel_structs.STRUCTS).
 
     `Program.load(device)` compiles it for the device on first use; later loads come from
     hip-core's program cache.
@@ -140,7 +142,9 @@ def program(name: str, *, options: Sequence[str] = ()) -> Program:
     units = sources()
     if name not in units:
         raise KeyError(f"no kernel source {name!r}; there are: {', '.join(sorted(units))}")
-    return Program(units[name], name=name, options=options, headers=headers())
+    return Program(
+        units[name], name=name, options=options, headers=headers(), types=STRUCTS.get(name)
+    )
 
 
 __all__ = ["expand_type_lists", "headers", "kernels_dir", "program", "sources", "type_lists"]

@@ -21,6 +21,7 @@ a step that raised before its increment was queued).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,24 +31,31 @@ from hip_runtime.runtime.kv_cache import KVCache
 from hip_runtime.tensors.tensor import DeviceTensor
 
 if TYPE_CHECKING:
-    from hip_runtime.models.llama import LlamaDecoder
+    from hip_runtime.backend import HipBackend
+
+#: A model's decode step: (ids int [B], state int32 [3, B]) -> logits [B, vocab], only ops on
+#: the backend's stream (so that a graph can capture it).
+StepFunction = Callable[[DeviceTensor, DeviceTensor], DeviceTensor]
 
 
 class DecodeStep:
-    """Decode steps of `decoder` over its current KV cache; `graph`: captured once (a warm-up
-    step that writes nothing, then the capture) and replayed. Close it (or let the decoder)
-    before the cache goes."""
+    """Decode steps `step` (a model's, e.g. a LlamaDecoder's) over the KV cache `cache`, queued
+    on `backend`'s stream; `graph`: captured once (a warm-up step that writes nothing, then the
+    capture) and replayed. Close it (or let the model) before the cache goes."""
 
-    def __init__(self, decoder: LlamaDecoder, cache: KVCache, *, graph: bool = False) -> None:
-        self.decoder, self.cache = decoder, cache
+    def __init__(
+        self, backend: HipBackend, step: StepFunction, cache: KVCache, *, graph: bool = False
+    ) -> None:
+        self.backend, self.cache = backend, cache
+        self._step = step
         self._graph: ForwardGraph | None = None
         self._state: DeviceTensor | None = None  # the device state, int32 [3, B]
         self._state_held: np.ndarray | None = None  # the lengths it was made from (None: stale)
         if graph:
             batch = cache.batch
-            ids = decoder.backend.zeros((batch,), np.int64)
+            ids = backend.zeros((batch,), np.int64)
             idle = np.stack([np.zeros(batch), -np.ones(batch), np.ones(batch)]).astype(np.int32)
-            self._graph = ForwardGraph(decoder.backend, decoder._step, ids, idle)
+            self._graph = ForwardGraph(backend, step, ids, idle)
             self._state = self._graph.inputs[1]  # replays read it in place: no copy per step
 
     def state(self) -> np.ndarray:
@@ -69,8 +77,8 @@ class DecodeStep:
         if self._graph is not None:
             logits: DeviceTensor = self._graph(ids, state)
         else:
-            logits = self.decoder._step(ids, state)
-        self.decoder.backend.add(state, 1, out=state)  # the next step's positions, rows, lengths
+            logits = self._step(ids, state)
+        self.backend.add(state, 1, out=state)  # the next step's positions, rows, lengths
         held = self.cache.lengths[0]
         self.cache.advance(1)
         self._state_held = held + 1
@@ -81,7 +89,7 @@ class DecodeStep:
         state = self.state()  # (the full-cache check runs every step)
         held = self.cache.lengths[0]
         if self._state is None:
-            self._state = self.decoder.backend.from_numpy(state)
+            self._state = self.backend.from_numpy(state)
         elif self._state_held is None or not np.array_equal(self._state_held, held):
             self._state.copy_from_host(state)
         return self._state
@@ -95,7 +103,7 @@ class DecodeStep:
 
     def free(self) -> None:
         """`close`, and free the step's device memory now: the state, and a graph's inputs,
-        outputs and captured memory (which then raise ClosedError). The decoder's close; the
+        outputs and captured memory (which then raise ClosedError). The model's close; the
         backend's stream must have finished the steps."""
         graph = self._graph
         self.close()
@@ -108,4 +116,4 @@ class DecodeStep:
                 chunk.close()
 
 
-__all__ = ["DecodeStep"]
+__all__ = ["DecodeStep", "StepFunction"]

@@ -59,7 +59,7 @@ def generate(
         or max_new_tokens < 1
     ):
         raise ValueError(f"generate: max_new_tokens must be a positive int, not {max_new_tokens!r}")
-    ids, mask = decoder._inputs(input_ids, attention_mask)
+    ids, mask = decoder.check_prompts(input_ids, attention_mask)
     if not mask[:, -1].all():
         raise ValueError("generate takes LEFT-padded prompts: the last column of attention_mask "
                          "must be 1 for every sequence")  # fmt: skip
@@ -74,9 +74,8 @@ def generate(
         pad = stops[0] if stops else 0
     sampler = Sampler(backend, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
 
-    hidden = decoder._prefill(ids, mask, last_only=True)
-    logits = decoder._linear(hidden, decoder.weights.head)  # dense or quantized head
-    decode = decoder._decode_step(graph)
+    logits = decoder.forward(ids, mask, last_only=True)  # [B, vocab]: the next tokens'
+    decode = decoder.decode_step(graph)
     batch = ids.shape[0]
     chosen = backend.empty((batch, max_new_tokens), np.int64)
     finished: DeviceTensor | None = backend.zeros((batch,), np.bool_) if stops else None

@@ -193,21 +193,25 @@ class LlamaDecoder(Resource):
 
     # --- running -----------------------------------------------------------------------------
 
-    def forward(self, input_ids: Any, attention_mask: Any = None) -> DeviceTensor:
+    def forward(
+        self, input_ids: Any, attention_mask: Any = None, *, last_only: bool = False
+    ) -> DeviceTensor:
         """Prefill: logits [B, S, vocab] in the decoder's dtype for a batch of left-padded
         prompts (input_ids int [B, S], attention_mask 0/1 [B, S], None: no padding; host
-        arrays). Starts new sequences: the KV cache is cleared (or made for this batch size)
-        and gets every real token's keys and values. Padded positions' logits are computed
-        but meaningless. Queued on the backend's stream; returns at once."""
+        arrays; see `check_prompts`). Starts new sequences: the KV cache is cleared (or made
+        for this batch size) and gets every real token's keys and values. Padded positions'
+        logits are computed but meaningless. `last_only`: logits [B, vocab] of the last
+        position only (each sequence's next token's: the head multiplies B rows, not B·S).
+        Queued on the backend's stream; returns at once."""
         self._check_open()
-        hidden = self._prefill(*self._inputs(input_ids, attention_mask))
+        hidden = self._prefill(*self.check_prompts(input_ids, attention_mask), last_only)
         return self._linear(hidden, self.weights.head)
 
     def hidden_states(self, input_ids: Any, attention_mask: Any = None) -> DeviceTensor:
         """The last hidden states [B, S, H] (after the final norm) of a prefill, as `forward`
         (which it is, without the head)."""
         self._check_open()
-        return self._prefill(*self._inputs(input_ids, attention_mask))
+        return self._prefill(*self.check_prompts(input_ids, attention_mask))
 
     def decode(self, token_ids: Any) -> DeviceTensor:
         """One decode step: logits [B, vocab] for the next token of each sequence, given each
@@ -215,11 +219,8 @@ class LlamaDecoder(Resource):
         as a sampler's output, never read by the host). Appends to the KV cache; ValueError
         (nothing queued) before a `forward`, for another batch size, or when a sequence's
         cache is full. Queued on the backend's stream; returns at once."""
-        self._check_open()
-        cache = self.cache
-        if cache is None:
-            raise ValueError("decode needs a forward (prefill) first: the KV cache is empty")
-        batch = cache.batch
+        step = self.decode_step()
+        batch = step.cache.batch
         if isinstance(token_ids, DeviceTensor):
             if token_ids.size != batch or token_ids.dtype.kind != "i":
                 raise ValueError(f"token_ids is {token_ids.shape} {token_ids.dtype}; expected "
@@ -230,7 +231,7 @@ class LlamaDecoder(Resource):
             if host.shape != (batch,):
                 raise ValueError(f"token_ids has {host.size} tokens; the batch has {batch}")
             ids = self.backend.from_numpy(host.reshape(batch, 1))
-        return self._decode_step()(ids.reshape(batch))
+        return step(ids.reshape(batch))
 
     def generate(self, input_ids: Any, attention_mask: Any = None, **options: Any) -> np.ndarray:
         """Prompts and new tokens, int64 numpy [B, S + new]: see models.generation.generate
@@ -240,21 +241,54 @@ class LlamaDecoder(Resource):
         self._check_open()
         return generate(self, input_ids, attention_mask, **options)
 
-    # --- private ------------------------------------------------------------------------------
-
-    def _decode_step(self, graph: bool = False) -> DecodeStep:
-        """A decode step over the current cache: eager, or the cache's captured graph (each
-        made on first use, kept until the cache is replaced)."""
+    def decode_step(self, graph: bool = False) -> DecodeStep:
+        """The decode step over the current cache (models.decode_step: `step(ids)` -> logits
+        [B, vocab] for device token ids int [B], as `decode` without its checks of the ids),
+        eager or, with `graph`, replaying the cache's captured graph. Each is made on first
+        use and kept until the cache is replaced; the decoder closes them. ValueError before
+        a `forward`."""
+        self._check_open()
         cache = self.cache
-        assert cache is not None
+        if cache is None:
+            raise ValueError("decode needs a forward (prefill) first: the KV cache is empty")
         if not graph:  # kept too: its device state is reused by the next step
             if self._eager_step is None or self._eager_step.cache is not cache:
-                self._eager_step = DecodeStep(self, cache)
+                self._eager_step = DecodeStep(self.backend, self._step, cache)
             return self._eager_step
         if self._graph_step is None or self._graph_step.cache is not cache:
             self._drop_graph()
-            self._graph_step = DecodeStep(self, cache, graph=True)
+            self._graph_step = DecodeStep(self.backend, self._step, cache, graph=True)
         return self._graph_step
+
+    _decode_step = decode_step  # the earlier private name (bench/'s decoder benchmarks call it)
+
+    def check_prompts(self, input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(ids int32 [B, S], mask int64 [B, S]): host prompts as `forward` takes them, checked
+        on the host. ValueError for ids not [B, S] with both > 0 or outside the vocabulary, a
+        mask of another shape or with values other than 0 and 1 (None: all ones), a sequence
+        with no real token, more tokens than the KV cache holds."""
+        ids = self._ids(np.asarray(input_ids), "input_ids")
+        if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
+            raise ValueError(f"input_ids must be [batch, tokens] with both > 0, not {ids.shape}")
+        if attention_mask is None:
+            mask = np.ones(ids.shape, np.int64)
+        else:
+            mask = np.asarray(attention_mask)
+            if mask.shape != ids.shape or not (mask.dtype == bool or mask.dtype.kind in "iu"):
+                raise ValueError(f"attention_mask is {mask.shape} {mask.dtype}; expected 0/1 "
+                                 f"{ids.shape}")  # fmt: skip
+            if ((mask != 0) & (mask != 1)).any():
+                raise ValueError("attention_mask holds values other than 0 and 1")
+            mask = mask.astype(np.int64)
+        real = mask.sum(axis=1)
+        if (real == 0).any():
+            raise ValueError(f"sequence {int(np.argmin(real))} has no real token (all padding)")
+        if ids.shape[1] > self.max_tokens:
+            raise ValueError(f"{ids.shape[1]} tokens do not fit the KV cache "
+                             f"(max_tokens={self.max_tokens})")  # fmt: skip
+        return ids, mask
+
+    # --- private ------------------------------------------------------------------------------
 
     def _drop_graph(self) -> None:
         if self._graph_step is not None:
@@ -399,29 +433,6 @@ class LlamaDecoder(Resource):
             kv_heads=c.kv_heads, head_dim=c.head_dim, dtype=self.dtype, batch=batch,
         )  # fmt: skip
         return self.runtime.kv_cache
-
-    def _inputs(self, input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(ids int32 [B, S], mask int64 [B, S]) checked on the host."""
-        ids = self._ids(np.asarray(input_ids), "input_ids")
-        if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
-            raise ValueError(f"input_ids must be [batch, tokens] with both > 0, not {ids.shape}")
-        if attention_mask is None:
-            mask = np.ones(ids.shape, np.int64)
-        else:
-            mask = np.asarray(attention_mask)
-            if mask.shape != ids.shape or not (mask.dtype == bool or mask.dtype.kind in "iu"):
-                raise ValueError(f"attention_mask is {mask.shape} {mask.dtype}; expected 0/1 "
-                                 f"{ids.shape}")  # fmt: skip
-            if ((mask != 0) & (mask != 1)).any():
-                raise ValueError("attention_mask holds values other than 0 and 1")
-            mask = mask.astype(np.int64)
-        real = mask.sum(axis=1)
-        if (real == 0).any():
-            raise ValueError(f"sequence {int(np.argmin(real))} has no real token (all padding)")
-        if ids.shape[1] > self.max_tokens:
-            raise ValueError(f"{ids.shape[1]} tokens do not fit the KV cache "
-                             f"(max_tokens={self.max_tokens})")  # fmt: skip
-        return ids, mask
 
     def _ids(self, ids: np.ndarray, name: str) -> np.ndarray:
         if ids.dtype.kind not in "iu":

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from hip_core import Kernel
+from hip_runtime.libraries.kernel_structs import INDEX_ARGS, INDEX_RANK, StructValues
 from hip_runtime.ops.base import _BLOCK, OpsBase
 from hip_runtime.ops.plans import launch_pointers, plan_head, plan_key
 from hip_runtime.tensors import strides as layout
@@ -25,7 +26,10 @@ from hip_runtime.tensors.tensor import DeviceTensor
 
 _ID_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 _UNITS = (16, 8, 4, 2, 1)  # bytes moved per element of index_select_u<bits>
-_RANK = 6  # axes gather/scatter_add take after merging (HIPK_INDEX_RANK)
+_RANK = INDEX_RANK  # axes gather/scatter_add take after merging
+#: gather's and scatter_add's IndexArgs: (n, rank, wide, size along the axis, stride along it,
+#: *sizes, *big strides, *index strides, *other strides), from `_index_layout`.
+_INDEX_ARGS = StructValues(INDEX_ARGS)
 
 
 class IndexingOps(OpsBase):
@@ -95,8 +99,8 @@ class IndexingOps(OpsBase):
         y = self._output(out, index.shape, x.dtype, distinct_from=(x, index))
         if y.size == 0:
             return y
-        self._launch_flat(kernel, y.size, 16, x, index, _wide(index), y, y.size, rank,
-                          x.shape[a], x.strides[a], *sizes, *strides)  # fmt: skip
+        args = _INDEX_ARGS(y.size, rank, _wide(index), x.shape[a], x.strides[a], *sizes, *strides)
+        self._launch_flat(kernel, y.size, 16, x, index, y, args)
         return y
 
     def scatter_add(
@@ -239,8 +243,8 @@ class IndexingOps(OpsBase):
             y.copy_(x)
         n = math.prod(shape)
         if n:
-            self._launch_flat(kernel, n, 16, y, index, _wide(index), src, n, rank, y.shape[a],
-                              y.strides[a], *sizes, *strides)  # fmt: skip
+            args = _INDEX_ARGS(n, rank, _wide(index), y.shape[a], y.strides[a], *sizes, *strides)
+            self._launch_flat(kernel, n, 16, y, index, src, args)
         return y
 
 
@@ -298,8 +302,9 @@ def _index_layout(
     op: str,
 ) -> tuple[int, list[int], list[int]]:
     """gather/scatter_add's layout arguments: (rank, sizes padded to _RANK, the stride sets
-    each padded to _RANK, concatenated). Axes before and after `a` merge among themselves
-    (never with `a`, whose coordinate the kernel replaces by an id)."""
+    each padded to _RANK, concatenated: IndexArgs' big, index and other). Axes before and
+    after `a` merge among themselves (never with `a`, whose coordinate the kernel replaces by
+    an id)."""
     sets = (big, index, other)
     parts: list[tuple[tuple[int, ...], list[tuple[int, ...]]]] = []
     for lo, hi in ((0, a), (a, a + 1), (a + 1, len(shape))):

@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from hip_core import Device, DevicePointer, Stream, hip_api
 from hip_runtime.libraries.kernel_cache import KernelCache
+from hip_runtime.libraries.kernel_structs import COPY_ARGS, COPY_RANK, StructValues
 from hip_runtime.tensors import strides as layout
 from hip_runtime.tensors.stream_order import order_after
 
 if TYPE_CHECKING:
     from hip_runtime.tensors.tensor import DeviceTensor
 
-MAX_RANK = 8  # axes the kernel takes after merging; the host splits beyond
+MAX_RANK = COPY_RANK  # axes the kernel takes after merging; the host splits beyond
 _UNITS = (8, 4, 2, 1)  # bytes per element of the kernels: copy_u64 … copy_u8
 _BLOCK = 256
 _TILE = 32  # the tiled path's tile edge (kernels/copy.hip)
@@ -50,6 +51,8 @@ _BLOCKS_PER_MULTIPROCESSOR = 64  # as the op kernels' grid cap (ops.base.grid_ca
 #: 3 19, 4 17.
 TILE_MODES = {2: 2, 4: 1}
 _caches: dict[tuple[int, int], tuple[KernelCache, int]] = {}
+#: copy_<u>'s CopyArgs: (n, rank, *sizes, *src strides, *dst strides), each padded to MAX_RANK.
+_COPY_ARGS = StructValues(COPY_ARGS)
 
 
 class TensorCopies:
@@ -238,15 +241,15 @@ def _launch(
     n = math.prod(inner)
     grid = min(-(-n // _BLOCK), grid_cap)
     pad = (0,) * (MAX_RANK - len(inner))
-    layout_args = (*inner, *pad, *src_strides[lead:], *pad, *dst_strides[lead:], *pad)
+    args = _COPY_ARGS(n, len(inner), *inner, *pad, *src_strides[lead:], *pad,
+                      *dst_strides[lead:], *pad)  # fmt: skip
     if not lead:
-        kernel.launch(grid, _BLOCK, src, dst, n, len(inner), *layout_args, stream=stream)
+        kernel.launch(grid, _BLOCK, src, dst, args, stream=stream)
         return
     for coords in itertools.product(*(range(d) for d in shape[:lead])):
         d_at = dst.ptr + sum(c * s for c, s in zip(coords, dst_strides, strict=False)) * unit
         s_at = src.ptr + sum(c * s for c, s in zip(coords, src_strides, strict=False)) * unit
-        kernel.launch(grid, _BLOCK, DevicePointer(s_at), DevicePointer(d_at), n, len(inner),
-                      *layout_args, stream=stream)  # fmt: skip
+        kernel.launch(grid, _BLOCK, DevicePointer(s_at), DevicePointer(d_at), args, stream=stream)
 
 
 def tile_mode(unit: int) -> int:
