@@ -144,7 +144,7 @@ def step_hip(folder: Path, settings: dict[str, Any], batch: int, length: int) ->
             times = []
             for _ in range(REPEATS):
                 decoder.forward(ids)
-                step = decoder._decode_step(graph)
+                step = decoder.decode_step(graph)
                 for _ in range(STEP_WARMUP):
                     step(token)
                 backend.synchronize()

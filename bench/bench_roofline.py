@@ -61,7 +61,7 @@ def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str
         timer = HipTimer(backend)
         for batch in batches:
             decoder.forward(prompts(settings, batch, length))
-            step = decoder._decode_step(graph=True)
+            step = decoder.decode_step(graph=True)
             token = backend.from_numpy(np.full(batch, 5, np.int64))
             for _ in range(WARMUP):
                 step(token)
