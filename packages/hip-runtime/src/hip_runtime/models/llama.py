@@ -260,7 +260,6 @@ class LlamaDecoder(Resource):
             self._graph_step = DecodeStep(self.backend, self._step, cache, graph=True)
         return self._graph_step
 
-
     def check_prompts(self, input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
         """(ids int32 [B, S], mask int64 [B, S]): host prompts as `forward` takes them, checked
         on the host. ValueError for ids not [B, S] with both > 0 or outside the vocabulary, a
