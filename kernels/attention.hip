@@ -15,14 +15,17 @@
 // positions: a decode step sees its whole cache). A query that sees no key gets zeros, not
 // NaN. f32 arithmetic for every storage type.
 //
-// Tiles: D = 64 (d <= 64) takes 32 queries x 32 keys per step, D = 128 16 x 32, D = 256
-// 8 x 16 (what fits 48 KiB of static shared memory with f32 tiles). Launch: grid (ceil(sq /
+// Tiles: D = 32 (d <= 32) and D = 64 (d <= 64) run the register-tiled kernel of
+// attention_tiled.h, 64 queries x 64 keys per step; D = 128 and D = 256 the scalar kernel below
+// (scores from shared memory, one thread per query's softmax), 16 x 32 and 8 x 16 (what fits 48
+// KiB of static shared memory with f32 tiles), as does attention_scalar_d64 (32 x 32: the D 64
+// kernel before the register-tiled one, kept for A/B benchmarks). Launch: grid (ceil(sq /
 // queries per tile), heads, B), block of exactly HIPK_ATTENTION_THREADS threads.
 //
 // This is the portable path every platform runs. The 16-bit entry points
 // attention_mma_d<D>_<f16|bf16> (D = 32, 64, 128; same parameters; launch and layout conditions in
 // attention_mma.h) use the matrix cores where a path for them is compiled (attention_mma.h:
-// NVIDIA sm_80+; attention_mfma.h: AMD gfx90a, gfx942) and run this kernel over
+// NVIDIA sm_80+; attention_mfma.h: AMD gfx90a, gfx942) and run the portable kernel over
 // 128 / (queries per tile) tiles per block elsewhere, so the host launches them the same way
 // on every platform (D = 128 with dynamic shared memory: attention_mma.h).
 #include "dtypes.h"
@@ -242,9 +245,10 @@ static_assert(HIPK_MMA_SHARED(128) * 2 <= HIPK_MMA_DYNAMIC_BYTES_D128, "matrix-c
 // --- entry points: four tile shapes per storage type (the parameters written out in each:
 // hip-core reads their types from the text). D 32 and 64 run the register-tiled kernel (64
 // queries per block); attention_scalar_d64 is the kernel they replaced (32 queries per block),
-// kept for A/B benchmarks (bench_attention.py --scalar). -----------------------------------
+// kept for A/B benchmarks (bench_attention.py's "hip scalar" rows). ----------------------------
 #define HIPK_ATTENTION(S, T)                                                                       \
-    extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_d32_##S(       \
+    extern "C" __global__ void                                                                     \
+    __launch_bounds__(HIPK_ATTENTION_THREADS, HIPK_TILED_MIN_BLOCKS_D32) attention_d32_##S(        \
         const T* q, const T* k, const T* v, T* out,                                                \
         const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,          \
         float scale, int causal, long long qb, long long qh, long long qs, long long kb,           \
@@ -252,7 +256,8 @@ static_assert(HIPK_MMA_SHARED(128) * 2 <= HIPK_MMA_DYNAMIC_BYTES_D128, "matrix-c
         long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {      \
         HIPK_ATTENTION_TILED_BODY(T, 32);                                                          \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(HIPK_ATTENTION_THREADS) attention_d64_##S(       \
+    extern "C" __global__ void                                                                     \
+    __launch_bounds__(HIPK_ATTENTION_THREADS, HIPK_TILED_MIN_BLOCKS_D64) attention_d64_##S(        \
         const T* q, const T* k, const T* v, T* out,                                                \
         const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,          \
         float scale, int causal, long long qb, long long qh, long long qs, long long kb,           \

@@ -42,6 +42,19 @@
 #define HIPK_TILED_UNROLL
 #endif
 
+// __launch_bounds__' second argument on the entry points: on NVIDIA the blocks per
+// multiprocessor the compile keeps registers for (sm_90, ptxas: D 32 at 4 blocks takes 128
+// registers with ~70 bytes of spills in the mask code, unbounded 128-ish anyway; D 64 fits 168
+// registers with no spill at 3 blocks, spills 100+ bytes at 4); on AMD it means waves per SIMD
+// instead, and 1 asks nothing.
+#if defined(__CUDA_ARCH__)
+#define HIPK_TILED_MIN_BLOCKS_D32 4
+#define HIPK_TILED_MIN_BLOCKS_D64 3
+#else
+#define HIPK_TILED_MIN_BLOCKS_D32 1
+#define HIPK_TILED_MIN_BLOCKS_D64 1
+#endif
+
 namespace hipk {
 namespace tiled {
 
@@ -172,7 +185,7 @@ HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const voi
         }
         HIPK_TILED_UNROLL
         for (int x = 0; x < D / 4; ++x) {
-            float qf[ROWS][4], kf[KEYS][4];
+            float qf[ROWS][4];  // then one key's chunk at a time: fewer live registers
             HIPK_TILED_UNROLL
             for (int i = 0; i < ROWS; ++i) {
                 const F4 w = *reinterpret_cast<const F4*>(t.q + (g * ROWS + i) * D + 4 * x);
@@ -183,14 +196,9 @@ HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const voi
             for (int j = 0; j < KEYS; ++j) {
                 const F4 w = *reinterpret_cast<const F4*>(t.kp + swizzled(c + TEAM * j, x, D));
                 HIPK_TILED_UNROLL
-                for (int e = 0; e < 4; ++e) kf[j][e] = w.v[e];
-            }
-            HIPK_TILED_UNROLL
-            for (int i = 0; i < ROWS; ++i) {
-                HIPK_TILED_UNROLL
-                for (int j = 0; j < KEYS; ++j) {
+                for (int i = 0; i < ROWS; ++i) {
                     HIPK_TILED_UNROLL
-                    for (int e = 0; e < 4; ++e) s[i][j] += qf[i][e] * kf[j][e];
+                    for (int e = 0; e < 4; ++e) s[i][j] += qf[i][e] * w.v[e];
                 }
             }
         }

@@ -23,7 +23,7 @@ _THREADS = 128  # HIPK_ATTENTION_THREADS
 _TILES = ((32, 64), (64, 64), (128, 16), (256, 8))
 #: The scalar kernel's D = 64 tile (attention_scalar_d64, 32 queries per block), which the
 #: register-tiled kernel replaced: True sends d <= 64 there (A/B benchmarks only:
-#: bench_attention.py --scalar).
+#: bench_attention.py's "hip scalar" rows).
 _SCALAR_D64 = False
 _SCALAR_TILE = (64, 32)
 _MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
