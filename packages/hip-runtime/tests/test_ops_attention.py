@@ -3,6 +3,10 @@ hypothesis: random batch, heads and grouped-query ratios, query and key lengths 
 Sq < Skv too), head sizes across the three tile shapes, causal, boolean and additive masks that
 broadcast, fully masked rows, and q/k/v read through [B, S, H, D] views without a copy.
 
+f32 at head sizes up to 64 runs the register-tiled kernel (kernels/attention_tiled.h), checked over
+several 64-query and 64-key tiles with partial last ones, unaligned rows and whole masked rows and
+tiles; the scalar kernel it replaced stays reachable (ops.attention._SCALAR_D64) and is checked too.
+
 On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
 The matrix-core paths (f16/bf16 at D 32, 64 and 128) are checked on the GPU with large shapes
 (marked gpu), and everywhere in a host emulation built with g++ (test_ops_attention_emulation.py).
