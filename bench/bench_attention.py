@@ -1,10 +1,14 @@
-"""scaled_dot_product_attention beside torch SDPA's backends, in one run (bf16).
+"""scaled_dot_product_attention beside torch SDPA's backends, in one run (bf16, and f32 encoders).
 
 - prefill, causal: B4 H32 S2048 D128 and B1 H32 S8192 D128, in TFLOP/s (4·B·H·Sq·Skv·D / 2
   for causal), beside torch's flash, cuDNN and memory-efficient SDPA backends, each forced
   with `torch.nn.attention.sdpa_kernel` (a backend this torch or GPU lacks is a skipped row);
   and a sentence encoder's (bench_encoder: BERT-small heads), B32 H12 S128 D32, not causal,
   with a key-padding bool mask [B, 1, 1, S] (sequences of S/2 to S tokens, the first full);
+- f32 encoders with the same padding mask: all-MiniLM-L6-v2's B128 H12 S128 D32 (bench_encoder's
+  row) and B16 H12 S128 D64, on the register-tiled portable kernel ("hip") and on the scalar
+  kernel it replaced ("hip scalar": ops.attention._SCALAR_D64), beside torch's backends (f32:
+  memory-efficient only);
 - decode, one query per sequence: B32 Hq32/Hkv8 KV4096 D128 and B1 Hq32/Hkv8 KV32768 D128, in
   GB/s of K and V read, beside the same torch backends (GQA through `enable_gqa` where torch
   has it, else K/V repeated per query head outside the timing) and the same run's copy rate;
@@ -31,15 +35,19 @@ from hip_runtime import HipBackend
 PREFILL = ((4, 32, 2048, 128, True), (1, 32, 8192, 128, True), (32, 12, 128, 32, False))
 DECODE = ((32, 32, 8, 4096, 128), (1, 32, 8, 32768, 128))  # B, Hq, Hkv, KV, D
 QUICK_PREFILL = ((1, 4, 256, 64, True), (2, 4, 64, 32, False))
+F32_PREFILL = ((128, 12, 128, 32, False), (16, 12, 128, 64, False))
+QUICK_F32_PREFILL = ((2, 4, 100, 32, False),)
 QUICK_DECODE = ((2, 4, 2, 512, 64),)
 TORCH_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
 
 
-def tensors(backend: HipBackend, torch: Any, shapes: list[tuple[int, ...]]) -> tuple[list, list]:
-    """Random bf16 tensors: torch ones when torch is here (shared through DLPack), else ours."""
+def tensors(
+    backend: HipBackend, torch: Any, shapes: list[tuple[int, ...]], dtype: str = "bfloat16"
+) -> tuple[list, list]:
+    """Random tensors: torch ones when torch is here (shared through DLPack), else ours."""
     if torch is None:
-        return [backend.zeros(s, "bfloat16") for s in shapes], []
-    theirs = [torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in shapes]
+        return [backend.zeros(s, dtype) for s in shapes], []
+    theirs = [torch.randn(s, device="cuda", dtype=getattr(torch, dtype)) for s in shapes]
     torch.cuda.synchronize()
     return [backend.from_dlpack(t) for t in theirs], theirs
 
@@ -70,15 +78,28 @@ def padding_mask(b: int, s: int) -> np.ndarray:
     return (np.arange(s)[None, :] < lengths[:, None]).reshape(b, 1, 1, s)
 
 
-def prefill(backend: HipBackend, torch: Any, shape: tuple[Any, ...], repeats: int) -> None:
+def prefill(
+    backend: HipBackend, torch: Any, shape: tuple[Any, ...], repeats: int, dtype: str = "bfloat16"
+) -> None:
+    """One prefill case: ours, then torch's backends; f32 also on the scalar kernel (A/B)."""
+    from hip_runtime.ops import attention as op
+
     b, h, s, d, causal = shape
     name = f"prefill B{b} H{h} S{s} D{d} " + ("causal" if causal else "padding mask")
+    name += " f32" if dtype == "float32" else ""
     flops = 4 * b * h * s * s * d / (2 if causal else 1)
-    ours, theirs = tensors(backend, torch, [(b, h, s, d)] * 3)
+    ours, theirs = tensors(backend, torch, [(b, h, s, d)] * 3, dtype)
     mask = None if causal else padding_mask(b, s)
     our_mask = None if mask is None else backend.from_numpy(mask)
     timer = HipTimer(backend)
     sdpa = functools.partial(backend.scaled_dot_product_attention, causal=causal, mask=our_mask)
+    if dtype == "float32" and d <= 64:  # the kernel the register-tiled one replaced
+        op._SCALAR_D64 = True
+        try:
+            old = time_ms(lambda: sdpa(*ours), timer.start, timer.stop, repeats)
+        finally:
+            op._SCALAR_D64 = False
+        emit(bench=name, impl="hip scalar", ms=old, rate=flops / old / 1e9)
     ms = time_ms(lambda: sdpa(*ours), timer.start, timer.stop, repeats)
     row: dict[str, Any] = dict(bench=name, impl="hip", ms=ms, rate=flops / ms / 1e9)
     if theirs:
@@ -191,6 +212,8 @@ def main() -> None:
     copy = bench_copy(backend, torch, 1 << 28, repeats)
     for shape in QUICK_PREFILL if args.quick else PREFILL:
         prefill(backend, torch, shape, repeats)
+    for shape in QUICK_F32_PREFILL if args.quick else F32_PREFILL:
+        prefill(backend, torch, shape, repeats, "float32")
     for shape in QUICK_DECODE if args.quick else DECODE:
         decode(backend, torch, shape, repeats, copy)
         decode_split(backend, torch, shape, repeats, copy)

@@ -15,14 +15,17 @@
 // positions: a decode step sees its whole cache). A query that sees no key gets zeros, not
 // NaN. f32 arithmetic for every storage type.
 //
-// Tiles: D = 64 (d <= 64) takes 32 queries x 32 keys per step, D = 128 16 x 32, D = 256
-// 8 x 16 (what fits 48 KiB of static shared memory with f32 tiles). Launch: grid (ceil(sq /
+// Tiles: D = 32 (d <= 32) and D = 64 (d <= 64) run the register-tiled kernel of
+// attention_tiled.h, 64 queries x 64 keys per step; D = 128 and D = 256 the scalar kernel below
+// (scores from shared memory, one thread per query's softmax), 16 x 32 and 8 x 16 (what fits 48
+// KiB of static shared memory with f32 tiles), as does attention_scalar_d64 (32 x 32: the D 64
+// kernel before the register-tiled one, kept for A/B benchmarks). Launch: grid (ceil(sq /
 // queries per tile), heads, B), block of exactly HIPK_ATTENTION_THREADS threads.
 //
 // This is the portable path every platform runs. The 16-bit entry points
 // attention_mma_d<D>_<f16|bf16> (D = 32, 64, 128; same parameters; launch and layout conditions in
 // attention_mma.h) use the matrix cores where a path for them is compiled (attention_mma.h:
-// NVIDIA sm_80+; attention_mfma.h: AMD gfx90a, gfx942) and run this kernel over
+// NVIDIA sm_80+; attention_mfma.h: AMD gfx90a, gfx942) and run the portable kernel over
 // 128 / (queries per tile) tiles per block elsewhere, so the host launches them the same way
 // on every platform (D = 128 with dynamic shared memory: attention_mma.h).
 #include "dtypes.h"
@@ -157,6 +160,7 @@ HIPK_DEVICE void attention(const T* q, const T* k, const T* v, T* out, const voi
 
 }  // namespace hipk
 
+#include "attention_tiled.h"
 #include "attention_mma.h"
 #include "attention_mfma.h"
 
@@ -175,20 +179,34 @@ HIPK_DEVICE void attention_mma_rows(const T* q, const T* k, const T* v, T* out, 
     }
 }
 
+// The same with the register-tiled kernel (D = 32, 64): tiles of tiled::BQ queries.
+template <typename T, int D, int BQ, int BK>
+HIPK_DEVICE void attention_mma_rows(const T* q, const T* k, const T* v, T* out, const void* mask,
+                                    const AttentionArgs& a, tiled::Tiles<D>& t) {
+    const int first = (int)blockIdx.x * HIPK_MMA_ROWS;
+    for (int q0 = first; q0 < imin(first + HIPK_MMA_ROWS, a.sq); q0 += tiled::BQ) {
+        tiled::attention<T, D>(q, k, v, out, mask, a, t, q0);
+        __syncthreads();
+    }
+}
+
 }  // namespace hipk
 
 // The tiles of attention_mma_d<D>: static shared memory at D = 64; at D = 128 the dynamic
 // shared memory the host launches with (HIPK_MMA_DYNAMIC_BYTES_D128, or the device's opt-in
 // limit where that is less, which the portable tiles still fit), whichever path is compiled.
 static_assert(sizeof(hipk::AttentionTiles<128, 16, 32>) <= 48 * 1024, "portable D 128 tiles");
+#if HIPK_GPU
+static_assert(sizeof(hipk::tiled::Tiles<64>) <= 48 * 1024, "register-tiled D 64 tiles");
+#endif
 #if HIPK_ATTENTION_MMA || HIPK_ATTENTION_MFMA
 static_assert(HIPK_MMA_SHARED(128) * 2 <= HIPK_MMA_DYNAMIC_BYTES_D128, "matrix-core D 128 tiles");
 #endif
 #define HIPK_MMA_TILES_D32(BQ, BK) alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(32)]
 #define HIPK_MMA_TILES_D64(BQ, BK) alignas(128) __shared__ unsigned short tiles[HIPK_MMA_SHARED(64)]
-#define HIPK_FALLBACK_TILES_D32(BQ, BK) __shared__ hipk::AttentionTiles<32, BQ, BK> tiles
+#define HIPK_FALLBACK_TILES_D32(BQ, BK) __shared__ hipk::tiled::Tiles<32> tiles
 #define HIPK_MMA_TILES_D128(BQ, BK) extern __shared__ __align__(128) unsigned short tiles[]
-#define HIPK_FALLBACK_TILES_D64(BQ, BK) __shared__ hipk::AttentionTiles<64, BQ, BK> tiles
+#define HIPK_FALLBACK_TILES_D64(BQ, BK) __shared__ hipk::tiled::Tiles<64> tiles
 #define HIPK_FALLBACK_TILES_D128(BQ, BK)                                                        \
     extern __shared__ __align__(128) unsigned short hipk_dynamic_tiles[];                       \
     hipk::AttentionTiles<128, BQ, BK>& tiles =                                                  \
@@ -217,11 +235,38 @@ static_assert(HIPK_MMA_SHARED(128) * 2 <= HIPK_MMA_DYNAMIC_BYTES_D128, "matrix-c
                                       mb, mh, mq, mk};                                          \
     hipk::attention<T, D, BQ, BK>(q, k, v, out, mask, args, tiles, (int)blockIdx.x * (BQ))
 
-// --- entry points: three tile shapes per storage type (the parameters written out in each:
-// hip-core reads their types from the text) -----------------------------------------------
+#define HIPK_ATTENTION_TILED_BODY(T, D)                                                         \
+    __shared__ hipk::tiled::Tiles<D> tiles;                                                    \
+    const hipk::AttentionArgs args = {mask_kind, heads, kv_heads, sq, skv, d, causal, scale,   \
+                                      qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os,          \
+                                      mb, mh, mq, mk};                                          \
+    hipk::tiled::attention<T, D>(q, k, v, out, mask, args, tiles, (int)blockIdx.x * hipk::tiled::BQ)
+
+// --- entry points: four tile shapes per storage type (the parameters written out in each:
+// hip-core reads their types from the text). D 32 and 64 run the register-tiled kernel (64
+// queries per block); attention_scalar_d64 is the kernel they replaced (32 queries per block),
+// kept for A/B benchmarks (bench_attention.py's "hip scalar" rows). ----------------------------
 #define HIPK_ATTENTION(S, T)                                                                       \
-    extern "C" __global__ void attention_d64_##S(const T* q, const T* k, const T* v, T* out,       \
+    extern "C" __global__ void                                                                     \
+    __launch_bounds__(HIPK_ATTENTION_THREADS, HIPK_TILED_MIN_BLOCKS_D32) attention_d32_##S(        \
+        const T* q, const T* k, const T* v, T* out,                                                \
         const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,          \
+        float scale, int causal, long long qb, long long qh, long long qs, long long kb,           \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {      \
+        HIPK_ATTENTION_TILED_BODY(T, 32);                                                          \
+    }                                                                                              \
+    extern "C" __global__ void                                                                     \
+    __launch_bounds__(HIPK_ATTENTION_THREADS, HIPK_TILED_MIN_BLOCKS_D64) attention_d64_##S(        \
+        const T* q, const T* k, const T* v, T* out,                                                \
+        const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,          \
+        float scale, int causal, long long qb, long long qh, long long qs, long long kb,           \
+        long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
+        long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {      \
+        HIPK_ATTENTION_TILED_BODY(T, 64);                                                          \
+    }                                                                                              \
+    extern "C" __global__ void attention_scalar_d64_##S(const T* q, const T* k, const T* v,       \
+        T* out, const void* mask, int mask_kind, int heads, int kv_heads, int sq, int skv, int d,  \
         float scale, int causal, long long qb, long long qh, long long qs, long long kb,           \
         long long kh, long long ks, long long vb, long long vh, long long vs, long long ob,        \
         long long oh, long long os, long long mb, long long mh, long long mq, long long mk) {      \

@@ -38,9 +38,11 @@ EXPECTED["dequant.hip"] = {f"dequant{s}_{q}_{t}" for s in ("", "_split") for q i
 EXPECTED["copy.hip"] = {f"copy{t}_u{bits}" for t in ("", "_tiles") for bits in (8, 16, 32, 64)}
 ALL = tuple(SUFFIXES.values())  # every dtype of kernels/dtypes.h: f32 ... u32, b8
 NUMBERS = ALL[:-1]  # all but bool
-EXPECTED["attention.hip"] = {f"attention_d{d}_{t}" for d in (64, 128, 256) for t in TYPES} | {
-    f"attention_mma_d{d}_{t}" for d in (32, 64, 128) for t in TYPES[1:]
-}
+EXPECTED["attention.hip"] = (
+    {f"attention_d{d}_{t}" for d in (32, 64, 128, 256) for t in TYPES}
+    | {f"attention_scalar_d64_{t}" for t in TYPES}
+    | {f"attention_mma_d{d}_{t}" for d in (32, 64, 128) for t in TYPES[1:]}
+)
 EXPECTED["softmax.hip"] |= {f"softmax_axis_{t}" for t in TYPES}  # along any axis
 EXPECTED["reduce.hip"] = {f"reduce_sum_{t}" for t in ALL} | {f"reduce_sum2_{t}" for t in TYPES[1:]}
 EXPECTED["reduce_arg.hip"] = {f"reduce_arg_{t}" for t in ALL}

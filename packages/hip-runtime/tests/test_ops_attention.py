@@ -3,6 +3,10 @@ hypothesis: random batch, heads and grouped-query ratios, query and key lengths 
 Sq < Skv too), head sizes across the three tile shapes, causal, boolean and additive masks that
 broadcast, fully masked rows, and q/k/v read through [B, S, H, D] views without a copy.
 
+f32 at head sizes up to 64 runs the register-tiled kernel (kernels/attention_tiled.h), checked over
+several 64-query and 64-key tiles with partial last ones, unaligned rows and whole masked rows and
+tiles; the scalar kernel it replaced stays reachable (ops.attention._SCALAR_D64) and is checked too.
+
 On the cpu platform in CI; the same tests run on nvidia (marked gpu) through the device fixture.
 The matrix-core paths (f16/bf16 at D 32, 64 and 128) are checked on the GPU with large shapes
 (marked gpu), and everywhere in a host emulation built with g++ (test_ops_attention_emulation.py).
@@ -24,7 +28,7 @@ SETTINGS = settings(
     max_examples=25, deadline=None, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )  # fmt: skip
-HEAD_SIZES = [1, 8, 33, 64, 65, 128, 160, 256]
+HEAD_SIZES = [1, 8, 20, 32, 33, 64, 65, 128, 160, 256]
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +185,90 @@ def test_rows_off_16_bytes_take_the_portable_kernel(
     got = backend.scaled_dot_product_attention(x, x, x, causal=True).to_numpy()
     assert spy.names == ["attention_d64_bf16"]
     testing.assert_close(got, testing.attention(q, q, q, causal=True), "bf16")
+
+
+# The register-tiled kernel (kernels/attention_tiled.h: 64 queries x 64 keys per block) over
+# several query and key tiles with partial last ones, each case as (B, Hq, Hkv, Sq, Skv, D),
+# causal, mask kind, [B, S, H, D] views: d up to 32 takes attention_d32, up to 64 attention_d64.
+TILED = {
+    "encoder-padding": ((3, 4, 4, 130, 130, 32), False, "padding", True),
+    "gqa-causal-offset": ((1, 6, 2, 70, 200, 64), True, "none", False),
+    "causal-more-queries": ((2, 2, 1, 150, 67, 32), True, "padding", True),
+    "additive-rows-all-masked": ((1, 3, 3, 129, 65, 64), False, "additive", False),
+    "additive-causal-odd-d": ((2, 2, 2, 66, 131, 20), True, "additive", True),
+    "odd-d-not-4-aligned": ((1, 2, 1, 100, 90, 47), False, "padding", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TILED))
+def test_f32_head_sizes_up_to_64_take_the_register_tiled_kernel(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    shape, causal, mask_kind, views = TILED[case]
+    spy = KernelNames(backend, monkeypatch)
+    rng = np.random.default_rng(len(case))
+    attention_case(backend, rng, "f32", shape, causal=causal, mask_kind=mask_kind, views=views)
+    assert spy.names == [f"attention_d{32 if shape[-1] <= 32 else 64}_f32"]
+
+
+def test_f32_rows_off_16_bytes_and_full_masks_in_the_tiled_kernel(backend: HipBackend) -> None:
+    """Rows that start 4 bytes past 16-byte boundaries (the element-at-a-time loads and
+    stores), a boolean mask over every (batch, head, query, key) with whole rows and whole key
+    tiles masked, and an output written through strides."""
+    rng = np.random.default_rng(3)
+    stored = testing.random(rng, (2, 3, 140, 33), "f32")
+    x = stored[..., 1:]  # d = 32, row stride 33
+    mask = rng.random((2, 3, 140, 140)) > 0.5
+    mask[:, :, 7] = False  # query 7 sees nothing
+    mask[:, 1, :, 64:128] = False  # head 1: the second key tile is hidden from every query
+    out = backend.zeros((2, 140, 3, 32)).permute(0, 2, 1, 3)
+    tensor = backend.from_numpy(stored)[..., 1:]
+    backend.scaled_dot_product_attention(
+        tensor, tensor, tensor, mask=backend.from_numpy(mask), out=out
+    )
+    got = out.to_numpy()
+    assert np.all(got[:, :, 7] == 0)
+    testing.assert_close(got, testing.attention(x, x, x, mask=mask), "f32")
+
+
+def test_the_scalar_kernel_stays_reachable_for_comparisons(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ops.attention._SCALAR_D64 (bench_attention --scalar) sends d <= 64 to the kernel the
+    register-tiled one replaced; both agree with the reference."""
+    from hip_runtime.ops import attention as op
+
+    monkeypatch.setattr(op, "_SCALAR_D64", True)
+    spy = KernelNames(backend, monkeypatch)
+    shape = (2, 2, 1, 70, 90, 32)
+    attention_case(
+        backend, np.random.default_rng(4), "f32", shape, causal=True, mask_kind="padding",
+        views=False,
+    )  # fmt: skip
+    assert spy.names == ["attention_scalar_d64_f32"]
+
+
+# f32 at the encoder's and a longer shape on the GPU (the H200 run): (B, Hq, Hkv, Sq, Skv, D).
+LARGE_F32 = {
+    "encoder": ((16, 12, 12, 128, 128), False, "padding", True),
+    "long-causal-gqa": ((1, 8, 2, 700, 901), True, "none", False),
+    "additive-512": ((2, 4, 4, 512, 512), False, "additive", True),
+}
+
+
+@pytest.mark.parametrize("platform", [pytest.param("nvidia", marks=pytest.mark.gpu)], indirect=True)
+@pytest.mark.parametrize("case", sorted(LARGE_F32))
+@pytest.mark.parametrize("d", [32, 64])
+def test_large_f32_attention_on_the_gpu(
+    backend: HipBackend, monkeypatch: pytest.MonkeyPatch, d: int, case: str
+) -> None:
+    shape, causal, mask_kind, views = LARGE_F32[case]
+    spy = KernelNames(backend, monkeypatch)
+    rng = np.random.default_rng(len(case) * d)
+    attention_case(
+        backend, rng, "f32", (*shape, d), causal=causal, mask_kind=mask_kind, views=views
+    )
+    assert spy.names == [f"attention_d{d}_f32"]
 
 
 # Large shapes for the matrix-core path (the H200 run): (B, Hq, Hkv, Sq, Skv, D) per case.

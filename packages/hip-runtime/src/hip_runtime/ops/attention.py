@@ -18,8 +18,14 @@ from hip_runtime.tensors.dtypes import bool_, float_type
 from hip_runtime.tensors.tensor import DeviceTensor
 
 _THREADS = 128  # HIPK_ATTENTION_THREADS
-#: (largest head size, queries per block) of each kernel tile shape, smallest first.
-_TILES = ((64, 32), (128, 16), (256, 8))
+#: (largest head size, queries per block) of each kernel tile shape, smallest first: D 32 and
+#: 64 are the register-tiled kernel (kernels/attention_tiled.h), 128 and 256 the scalar one.
+_TILES = ((32, 64), (64, 64), (128, 16), (256, 8))
+#: The scalar kernel's D = 64 tile (attention_scalar_d64, 32 queries per block), which the
+#: register-tiled kernel replaced: True sends d <= 64 there (A/B benchmarks only:
+#: bench_attention.py's "hip scalar" rows).
+_SCALAR_D64 = False
+_SCALAR_TILE = (64, 32)
 _MAX_GRID_YZ = 65535  # heads and batches are grid axes y and z
 #: The 16-bit entry points attention_mma_d<D>_<t> (kernels/attention_mma.h): matrix cores where
 #: the compiler has them, the portable kernel elsewhere; 128 queries per block either way.
@@ -108,6 +114,8 @@ class AttentionOps(OpsBase):
         mma = t.suffix in _MMA_TYPES and d in _MMA_HEAD_SIZES and _attention_rows16(q, k, v, y)
         if mma:
             name, rows = f"attention_mma_d{d}_{t.suffix}", _MMA_ROWS
+        elif _SCALAR_D64 and d <= _SCALAR_TILE[0]:
+            name, rows = f"attention_scalar_d{_SCALAR_TILE[0]}_{t.suffix}", _SCALAR_TILE[1]
         else:
             name, rows = f"attention_d{tile[0]}_{t.suffix}", tile[1]
         kernel = self._kernel("attention.hip", name)
