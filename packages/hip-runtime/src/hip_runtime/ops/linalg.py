@@ -180,11 +180,8 @@ class LinalgOps(GemvOps):
 
         `residual`: a contiguous tensor of the result's shape and dtype added too (a
         transformer's skip connection), which `out` may be (in place). The addends go first,
-        `residual + bias` (or the bias alone, broadcast over the rows) in one pass that writes
-        the result, and BLAS adds the product to them (beta = 1, in its f32 epilogue) instead
-        of a pass that reads and writes the result after it: where the product is bound by its
-        arithmetic (an encoder's QKV), BLAS reads the addends for free (H200, MiniLM bf16 at
-        batch 128: the bias add after the QKV product was 6 of its 26 elementwise passes)."""
+        `residual + bias` in one pass, and BLAS adds the product to them (beta = 1): one pass
+        over the result instead of three."""
         call = plan_key(x, weight, bias, residual, out)
         if call is not None:
             call = ("linear", *call)
@@ -199,14 +196,14 @@ class LinalgOps(GemvOps):
                     )
                     if clear and gemv(weight.ptr, x.ptr, y.ptr, address_of(residual), 0):
                         return y
-                elif y is not None and (
-                    (residual is None and bias is None) or self._addends(y, bias, residual)
-                ):
-                    beta = 0.0 if residual is None and bias is None else 1.0
+                elif y is not None and (residual is None or self._addends(y, bias, residual)):
+                    beta = 0.0 if residual is None else 1.0
                     if planned[6] is None:
                         self._gemm(planned[4], x, weight, y, planned[5], beta=beta)
                     else:
                         _prepared_gemm(planned[6], x, weight, y)
+                    if bias is not None and residual is None:
+                        self.add(y, bias, out=y)
                     return y
         found, t = self._linear_plan(x, weight, "weight")
         if bias is not None:
@@ -225,23 +222,22 @@ class LinalgOps(GemvOps):
             self._keep_plan(call, (*plan_head((x, weight, bias), y), found, None, None, gemv))
             return y
         beta = 0.0
-        if residual is not None or bias is not None:
+        if residual is not None:
             self._addends(y, bias, residual)
             beta = 1.0
         self._gemm(found, x, weight, y, t.hip_data_type, beta=beta)
+        if bias is not None and residual is None:
+            self.add(y, bias, out=y)  # [..., out] + [out]: the broadcast row, in place
         fast = self._prepare_gemm(found, t.hip_data_type, 1.0, beta)
         self._keep_plan(
             call, (*plan_head((x, weight, bias), y), found, t.hip_data_type, fast, None)
         )
         return y
 
-    def _addends(self, y: DeviceTensor, bias: Any, residual: DeviceTensor | None) -> bool:
-        """y = residual + bias (either may be None, not both), what a linear adds its product
-        to; False when residual and y overlap other than being the same tensor (the checked
-        path then refuses them)."""
-        if residual is None:  # the bias in every row of y
-            self.add(bias.broadcast_to(y.shape), 0, out=y)
-            return True
+    def _addends(self, y: DeviceTensor, bias: Any, residual: DeviceTensor) -> bool:
+        """y = residual + bias (bias may be None), what a linear with a residual adds its
+        product to; False when residual and y overlap other than being the same tensor (the
+        checked path then refuses them)."""
         if not self._residual_clear(y, residual):
             return False
         same = residual.ptr == y.ptr
