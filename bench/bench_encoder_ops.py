@@ -3,8 +3,8 @@
 
 Shapes: tokens = --batch x --seq rows (128 x 128), hidden 384, QKV 3 x 384, FFN 4 x 384:
 - `layernorm` [tokens, hidden] with weight and bias;
-- `linear + bias` (QKV): x @ wᵀ + b, hip's BLAS call with the bias as its beta = 1 addend
-  against torch's F.linear (cuBLAS with the bias in its epilogue);
+- `linear + bias` (QKV): x @ wᵀ + b, hip's BLAS call and its bias add against torch's
+  F.linear (cuBLAS with the bias in its epilogue);
 - `gelu(x + bias)` [tokens, 4 hidden] (hip: one pass; torch: the bias add then GELU, as its
   F.linear epilogue leaves GELU alone: `F.gelu(x + b)`);
 - `residual + bias` [tokens, hidden] (the addends hip's linear writes before the product).
