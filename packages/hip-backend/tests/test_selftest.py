@@ -13,6 +13,7 @@ from hip_backend.cli import FAILED, OK, UNAVAILABLE, main
 from hip_backend.selftest import CHECKS, entry_points
 from hip_backend.selftest import runner as selftest_runner
 from hip_backend.selftest.checks import OpCheck
+from hip_runtime.libraries import kernel_sources
 from hip_runtime.testing import DTYPES, Mismatch, assert_close
 
 if TYPE_CHECKING:
@@ -83,4 +84,12 @@ def test_entry_points_are_found_with_and_without_launch_bounds() -> None:
         'extern "C" __global__ void b_f16(const hipk::f16* x,\n    long long n) {}\n'
         "__device__ void helper() {}\n"
     )
-    assert entry_points(source) == ["a_f32", "b_f16"]
+    assert entry_points("made_up.hip", source) == ["a_f32", "b_f16"]
+
+
+def test_entry_points_of_the_sources_that_take_structs() -> None:
+    """copy.hip and indexing.hip take argument structs by value (kernel_structs): the scan
+    reads their layouts instead of refusing the parameter (the selftest's compile rows)."""
+    sources = kernel_sources.sources()
+    assert "copy_u16" in entry_points("copy.hip", sources["copy.hip"])
+    assert "gather_u32" in entry_points("indexing.hip", sources["indexing.hip"])

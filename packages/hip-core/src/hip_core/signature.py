@@ -149,11 +149,14 @@ def kernel_params(
     return parse_signature(decls, structs)
 
 
-def kernels_in_source(source: str) -> dict[str, tuple[Param, ...]]:
+def kernels_in_source(
+    source: str, structs: Mapping[str, Any] | None = None
+) -> dict[str, tuple[Param, ...]]:
     """Every non-template `__global__` function of a source with its parameters, by qualified
-    name; TypeError for a parameter type that is not known."""
+    name; `structs`: the layouts of structs passed by value, as `Program(types=)` takes them.
+    TypeError for a parameter type that is not known."""
     return {
-        name: kernel_params(decl)
+        name: kernel_params(decl, (), structs)
         for name, decl in scan_kernels(source).items()
         if not decl.template
     }

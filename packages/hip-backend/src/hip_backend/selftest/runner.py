@@ -21,6 +21,7 @@ from hip_backend.selftest.checks import CHECKS, OpCheck
 from hip_core.signature import kernels_in_source
 from hip_runtime import HipBackend, KernelCache
 from hip_runtime.libraries import kernel_sources
+from hip_runtime.libraries.kernel_structs import STRUCTS
 from hip_runtime.testing import DTYPES, tolerance
 
 
@@ -58,10 +59,11 @@ class RecordingKernelCache(KernelCache):
         return super().get(source, name)
 
 
-def entry_points(source: str) -> list[str]:
-    """The `__global__` kernel names a source defines, in order (hip-core's own scan, which
-    knows `__launch_bounds__` wherever it stands and skips comments)."""
-    return list(kernels_in_source(source))
+def entry_points(name: str, source: str) -> list[str]:
+    """The `__global__` kernel names the kernel source `name` (its text: `source`) defines, in
+    order (hip-core's own scan, which knows `__launch_bounds__` wherever it stands and skips
+    comments; the structs some take by value from kernel_structs)."""
+    return list(kernels_in_source(source, STRUCTS.get(name)))
 
 
 def _first_line(error: BaseException) -> str:
@@ -72,7 +74,7 @@ def _first_line(error: BaseException) -> str:
 def _compile(backend: HipBackend) -> list[Result]:
     results = []
     for source, text in kernel_sources.sources().items():
-        names = entry_points(text)
+        names = entry_points(source, text)
         start = time.perf_counter()
         status, detail = "pass", f"{len(names)} kernels"
         try:
@@ -106,7 +108,7 @@ def _coverage(backend: HipBackend, used: set[tuple[str, str]]) -> Result:
     defined = {
         (source, name)
         for source, text in kernel_sources.sources().items()
-        for name in entry_points(text)
+        for name in entry_points(source, text)
     }
     missed = sorted(f"{name} ({source})" for source, name in defined - used)
     detail = f"{len(defined & used)}/{len(defined)} kernels launched by the op checks"
