@@ -284,21 +284,27 @@ class OpsBase(Resource):
         per_block = _BLOCK * max(16 // itemsize, 1)
         return min(-(-n // per_block), self._grid_cap)
 
-    def _launch_rows(self, kernel: Kernel, rows: int, cols: int, itemsize: int, *args: Any) -> None:
+    def _launch_rows(
+        self, kernel: Kernel, rows: int, cols: int, itemsize: int, *args: Any
+    ) -> tuple[int, int | tuple[int, int]] | None:
         """A row kernel: one block per row, of as many threads as keep the row in registers
         with 8 × 16-byte loads in flight per thread (cols / 32 for f32, cols / 64 for 16-bit
         types, whose rows the kernels hold packed), a multiple of 64 threads, at most the
-        device's block limit; many narrow rows several a block (`_row_launch`)."""
+        device's block limit; many narrow rows several a block (`_row_launch`). Returns the
+        (grid, block) it launched (what a plan keeps), None when there was nothing to do."""
         if rows == 0 or cols == 0:
-            return
-        kernel.launch(*self._row_launch(rows, cols, itemsize), *args, stream=self.stream)
+            return None
+        launch = self._row_launch(rows, cols, itemsize)
+        kernel.launch(*launch, *args, stream=self.stream)
+        return launch
 
     def _row_launch(self, rows: int, cols: int, itemsize: int) -> tuple[int, int | tuple[int, int]]:
         """(grid, block) of a row kernel (kernels/rows.h). Rows that a part of whole warps holds
         in registers, many enough that the grid stays `_STACKED_BLOCKS` blocks a
-        multiprocessor, go up to HIPK_MAX_ROW_PARTS to a 2-D block (warps, rows): one block per
-        row (or pair) made the GPU schedule a block per 1-2 KiB of a narrow row (H200, MiniLM's
-        [16384, 384] layernorm: ~30 µs for 25 MB). Else one block per row, `_row_block`."""
+        multiprocessor, go up to HIPK_MAX_ROW_PARTS to a 2-D block (warps, rows), a block for
+        every 1-2 KiB of a narrow row being the suspected cost (H200, MiniLM's 13 [16384, 384]
+        bf16 layernorms: 389 µs a block per pair, 345 µs eight rows a block). Else one block
+        per row, `_row_block`."""
         block = self._row_block(cols, itemsize)
         warp = self.device.properties.warp_size
         per_thread = _ROW_ELEMENTS_PER_THREAD * 4 // max(1, min(itemsize, 4))

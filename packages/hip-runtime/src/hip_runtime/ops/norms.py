@@ -76,12 +76,11 @@ class NormOps(OpsBase):
             self._same(x, bias, "bias", (cols,))
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight, bias))
         kernel = self._kernel("norms.hip", f"layernorm_{t.suffix}")
-        self._launch_rows(
+        launch = self._launch_rows(
             kernel, rows, cols, x.dtype.itemsize, x, weight, bias, y, rows, cols, float(eps),
             *strides,
         )  # fmt: skip
-        if rows and cols:
-            launch = self._row_launch(rows, cols, x.dtype.itemsize)
+        if launch is not None:
             prepared = kernel.prepare(
                 *launch, x, weight, bias, y, rows, cols, float(eps), *strides,
                 stream=self.stream,
@@ -134,11 +133,10 @@ class NormOps(OpsBase):
             self._same(x, weight, "weight", (cols,))
         y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight,))
         kernel = self._kernel("norms.hip", f"rmsnorm_{t.suffix}")
-        self._launch_rows(
+        launch = self._launch_rows(
             kernel, rows, cols, x.dtype.itemsize, x, weight, y, rows, cols, float(eps), *strides
         )
-        if rows and cols:
-            launch = self._row_launch(rows, cols, x.dtype.itemsize)
+        if launch is not None:
             prepared = kernel.prepare(
                 *launch, x, weight, y, rows, cols, float(eps), *strides, stream=self.stream
             )

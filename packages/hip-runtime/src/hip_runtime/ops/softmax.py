@@ -89,10 +89,9 @@ class SoftmaxOps(OpsBase):
             if rows_at is not None:
                 rows, cols = self._rows_cols(x, "x")
                 kernel = self._kernel("softmax.hip", f"softmax_{t.suffix}")
-                self._launch_rows(kernel, rows, cols, x.dtype.itemsize, x, y, rows, cols,
-                                  float(scale), causal_rows, *rows_at)  # fmt: skip
-                if rows and cols and x is source:  # (not after a copy: a plan launches x)
-                    launch = self._row_launch(rows, cols, x.dtype.itemsize)
+                launch = self._launch_rows(kernel, rows, cols, x.dtype.itemsize, x, y, rows,
+                                           cols, float(scale), causal_rows, *rows_at)  # fmt: skip
+                if launch is not None and x is source:  # (not after a copy: a plan launches x)
                     prepared = kernel.prepare(
                         *launch,
                         x,
