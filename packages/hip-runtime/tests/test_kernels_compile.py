@@ -75,6 +75,7 @@ EXPECTED["attention_decode.hip"] = {
 }
 EXPECTED["sampling.hip"] = {"sample_rows"}
 EXPECTED["gemv.hip"] = {f"gemv_{f}r{r}_{t}" for f in ("", "norm_", "swiglu_") for r in (1, 2, 4, 8) for t in TYPES}  # fmt: skip  # noqa: E501
+EXPECTED["gemv_chain.hip"] = {f"gemv_chain_r{r}_{t}" for r in (1, 2, 4, 8) for t in TYPES}
 EXPECTED["gemv_quant.hip"] = {f"gemv_{q}_r{r}_{t}" for q in ("q8_0", "q4_0") for r in (1, 4, 16) for t in TYPES}  # fmt: skip  # noqa: E501
 EXPECTED["gemv_quant_split.hip"] = {f"gemv_split_{q}_r{r}_{t}" for q in ("q8_0", "q4_0") for r in (1, 4, 16) for t in TYPES}  # fmt: skip  # noqa: E501
 EXPECTED.update({"conv.hip": {f"{op}_{t}" for op in ("im2col_nchw", "im2col_nhwc", "col2im", "conv_depthwise") for t in TYPES}, "pool.hip": {f"{op}_{t}" for op in ("pool2d", "max_pool2d_pairs", "max_pool2d_rows", "max_pool2d_row_pairs") for t in TYPES}, "pool_columns.hip": {f"max_pool2d_columns_{t}" for t in TYPES}, "pool_nhwc.hip": {f"max_pool2d_nhwc_{t}" for t in TYPES}, "pool_tiled_nhwc.hip": {f"max_pool2d_tiled_nhwc_{t}" for t in TYPES}, "resample.hip": {f"upsample2d_{t}" for t in TYPES}, "channel_norms.hip": {f"{op}_{t}" for op in ("group_norm", "group_norm_deep", "group_norm_on_chip", "batch_norm") for t in TYPES}})  # fmt: skip  # noqa: E501

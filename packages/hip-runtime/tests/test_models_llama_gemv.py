@@ -50,11 +50,38 @@ def test_fused_decode_steps_match_transformers(
         whole = np.concatenate([mask, np.ones((len(ids), 1), np.int64)], axis=1)
         full = decoder.forward(greedy[:, : width + 1], whole).to_numpy()[:, width]
         assert np.abs(stepped - full).max() / np.abs(full).max() < 1e-4
+    # a step: the first QKV product alone, then each layer's products after attention chained
+    # (and the prefill's head product over the prompts' last positions)
     assert {n.split("_r")[0] for n in launched if n.startswith("gemv_")} == {
         "gemv",
         "gemv_norm",
-        "gemv_swiglu",
+        "gemv_chain",
     }
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_chained_steps_equal_the_steps_of_separate_products(
+    device: Device, program_cache: Path, monkeypatch: pytest.MonkeyPatch, dtype: str
+) -> None:
+    """The chained step (models.llama_chain) runs each product's kernel code in the same
+    order as the unchained step: the same logits, bit for bit, eager and replayed."""
+    ref = reference("llama-gqa")
+    ids, mask, greedy = ref["input_ids"], ref["attention_mask"], ref["greedy"]
+    width = ids.shape[1]
+    tokens = [np.ascontiguousarray(greedy[:, width + i]) for i in range(3)]
+    results = []
+    for chained in (True, False):
+        if not chained:
+            monkeypatch.setattr("hip_runtime.models.llama.chainable", lambda weights: False)
+        backend = HipBackend(device, gemv_rows=GEMV_MAX_ROWS)
+        with backend, LlamaDecoder.from_folder(DATA / "llama-gqa", backend, dtype=dtype) as d:
+            d.forward(ids, mask)
+            eager = [backend.cast(d.decode(t), np.float32).to_numpy() for t in tokens[:2]]
+            step = d.decode_step(graph=True)
+            replayed = backend.cast(step(backend.from_numpy(tokens[2])), np.float32)
+            results.append([*eager, replayed.to_numpy()])
+    for chained, separate in zip(*results, strict=True):
+        np.testing.assert_array_equal(chained, separate)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -32,6 +32,7 @@ from hip_runtime.ops.base import grid_cap
 from hip_runtime.ops.creation import CreationOps
 from hip_runtime.ops.elementwise import ElementwiseOps
 from hip_runtime.ops.gemv import gemv_row_limit
+from hip_runtime.ops.gemv_chain import GemvChainOps
 from hip_runtime.ops.indexing import IndexingOps
 from hip_runtime.ops.joining import JoiningOps
 from hip_runtime.ops.layout import LayoutOps
@@ -55,6 +56,7 @@ class HipBackend(
     NormOps,
     SoftmaxOps,
     LinalgOps,
+    GemvChainOps,
     AttentionOps,
     AttentionDecodeOps,
     QuantizedOps,

@@ -56,10 +56,29 @@ INDEX_ARGS = np.dtype(
     align=True,
 )
 
+GEMV_LINKS = 4  # HIPK_GEMV_LINKS (kernels/gemv_chain.hip)
+_F4 = np.dtype("<f4")
+
+#: kernels/gemv_chain.hip's GemvChain: gemv_chain_r<R>_<t>(GemvChain). Per link: the device
+#: addresses of w, x, y, residual and norm (0: none), then n, k, slices, fusion (0 plain,
+#: 1 norm, 2 swiglu) and the end of its blocks in the grid.
+GEMV_CHAIN = np.dtype(
+    [
+        *((name, _I8, (GEMV_LINKS,)) for name in ("w", "x", "y", "residual", "norm")),
+        *((name, _I4, (GEMV_LINKS,)) for name in ("n", "k", "slices", "fusion", "end")),
+        ("links", _I4),  # links used
+        ("rows", _I4),  # rows of x (every link's)
+        ("eps", _F4),  # the norms' epsilon
+        ("counters", _I8),  # unsigned int [2 * GEMV_LINKS], zero between launches
+    ],
+    align=True,
+)
+
 #: kernel source -> {struct name as the entry points spell it (namespace dropped): dtype}.
 STRUCTS: dict[str, dict[str, np.dtype[Any]]] = {
     "copy.hip": {"CopyArgs": COPY_ARGS},
     "indexing.hip": {"IndexArgs": INDEX_ARGS},
+    "gemv_chain.hip": {"GemvChain": GEMV_CHAIN},
 }
 
 _KEPT = 1024  # distinct values a StructValues keeps (then it starts again)
@@ -103,4 +122,7 @@ def _format(dtype: np.dtype[Any]) -> str:
     return "".join(parts)
 
 
-__all__ = ["COPY_ARGS", "COPY_RANK", "INDEX_ARGS", "INDEX_RANK", "STRUCTS", "StructValues"]
+__all__ = [
+    "COPY_ARGS", "COPY_RANK", "GEMV_CHAIN", "GEMV_LINKS", "INDEX_ARGS", "INDEX_RANK", "STRUCTS",
+    "StructValues",
+]  # fmt: skip

@@ -34,6 +34,7 @@ from hip_runtime.models.common import close_runtime, load_model, model_dtype
 from hip_runtime.models.config import read_config
 from hip_runtime.models.decode_step import DecodeStep
 from hip_runtime.models.generation import generate
+from hip_runtime.models.llama_chain import chainable, chained_step
 from hip_runtime.models.llama_config import LlamaConfig
 from hip_runtime.models.llama_weights import (
     Linear,
@@ -298,6 +299,8 @@ class LlamaDecoder(Resource):
         [3, B] of positions, cache rows and lengths after the step); only ops on the device."""
         batch = ids.shape[0]
         x = self.backend.embedding(ids.reshape(batch, 1), self.weights.embed)
+        if batch <= self.backend.gemv_rows and chainable(self.weights):
+            return chained_step(self, x, state)
         for n, layer in enumerate(self.weights.layers):
             self._layer(x, n, layer, state[0], None, (state[1], state[2]))
         return self._normed_linear(x[:, 0], self.weights.norm, self.weights.head)
@@ -336,9 +339,27 @@ class LlamaDecoder(Resource):
         swiglu, the down product with x as addend. With dense weights and a decode step's few
         rows, each norm and the product after it, and the gate/up product and swiglu, are one
         launch of the GEMV kernel (hip_runtime.ops.gemv): six launches a layer."""
+        c = self.config
+        batch, seq, _ = x.shape
+        context = self._attention(x, n, self._qkv(x, layer), positions, prompt, step)
+        self._linear(context.reshape(batch, seq, c.heads * c.head_dim), layer.o, residual=x)
+        self._mlp(x, layer)
+
+    def _attention(
+        self,
+        x: DeviceTensor,
+        n: int,
+        qkv: tuple[DeviceTensor, DeviceTensor, DeviceTensor],
+        positions: DeviceTensor,
+        prompt: tuple[np.ndarray, DeviceTensor] | None,
+        step: tuple[DeviceTensor, DeviceTensor] | None,
+    ) -> DeviceTensor:
+        """Layer n's attention context [B, S, heads, D] from its queries, keys and values
+        (`_qkv`'s views; q and k are rotated in place, k and v stored in the cache): `_layer`'s
+        first half, whose arguments it takes."""
         c, backend = self.config, self.backend
         batch, seq, _ = x.shape
-        q, k, v = self._qkv(x, layer)  # [B * S, heads, D] each
+        q, k, v = qkv  # [B * S, heads, D] each
         cache = self.cache
         assert cache is not None
         rows = cache.reserve(n, seq, prompt[0]) if prompt is not None else step[0]  # type: ignore[index]
@@ -356,8 +377,7 @@ class LlamaDecoder(Resource):
             assert step is not None
             keys, values = cache.view(n)  # (attention_decode: keys 0..length-1, on the device)
             context = backend.attention_decode(q4, keys, values, step[1])
-        self._linear(context.reshape(batch, seq, c.heads * c.head_dim), layer.o, residual=x)
-        self._mlp(x, layer)
+        return context
 
     def _qkv(
         self, x: DeviceTensor, layer: LlamaLayer
@@ -373,10 +393,17 @@ class LlamaDecoder(Resource):
                 self._linear(h, weight).reshape(shape)
                 for weight, shape in zip((layer.q, layer.k, layer.v), shapes, strict=True)
             )
-        qkv = self._normed_linear(x, layer.attn_norm, layer.qkv).reshape(tokens, -1)
-        q_end, k_end = c.heads * d, (c.heads + c.kv_heads) * d
-        return (qkv[:, :q_end].reshape(shapes[0]), qkv[:, q_end:k_end].reshape(shapes[1]),
-                qkv[:, k_end:].reshape(shapes[2]))  # fmt: skip
+        return self._split_qkv(self._normed_linear(x, layer.attn_norm, layer.qkv))
+
+    def _split_qkv(self, qkv: DeviceTensor) -> tuple[DeviceTensor, DeviceTensor, DeviceTensor]:
+        """Queries [T, heads, D], keys and values [T, kv_heads, D]: column views of a fused
+        QKV product [B, S, (heads + 2 kv_heads) · D] (T = B·S)."""
+        c, d = self.config, self.config.head_dim
+        flat = qkv.reshape(qkv.shape[0] * qkv.shape[1], -1)
+        tokens, q_end, k_end = flat.shape[0], c.heads * d, (c.heads + c.kv_heads) * d
+        return (flat[:, :q_end].reshape(tokens, c.heads, d),
+                flat[:, q_end:k_end].reshape(tokens, c.kv_heads, d),
+                flat[:, k_end:].reshape(tokens, c.kv_heads, d))  # fmt: skip
 
     def _linear(
         self, x: DeviceTensor, weight: Linear, residual: DeviceTensor | None = None
