@@ -45,47 +45,88 @@ struct GemvChain {
 
 namespace gemv {
 
-HIPK_DEVICE void spin_pause() {
+#ifndef HIPK_GEMV_CHAIN_PREFETCH
+#define HIPK_GEMV_CHAIN_PREFETCH 1  // a waiting block asks the L2 for its weight rows first
+#endif
+#ifndef HIPK_GEMV_CHAIN_SLEEP
+#define HIPK_GEMV_CHAIN_SLEEP 1024  // ns: the longest pause between two polls of a counter
+#endif
+
+// One link's fields, read from the kernel's argument with constant indices only: a runtime
+// index into a by-value argument makes nvcc copy the whole struct to each thread's stack.
+struct Link {
+    long long w, x, y, residual, norm;
+    int n, k, slices, fusion, first, end;
+};
+
+HIPK_DEVICE Link link_of(const GemvChain& c, int l) {
+    Link out = {0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+    HIPK_UNROLL
+    for (int i = 0; i < HIPK_GEMV_LINKS; ++i) {
+        if (i == l) {
+            const int first = i > 0 ? c.end[i > 0 ? i - 1 : 0] : 0;  // (in bounds when unrolled)
+            const Link found = {c.w[i], c.x[i], c.y[i], c.residual[i], c.norm[i], c.n[i],
+                                c.k[i], c.slices[i], c.fusion[i], first, c.end[i]};
+            out = found;
+        }
+    }
+    return out;
+}
+
+// The link block b of the grid belongs to.
+HIPK_DEVICE int link_index(const GemvChain& c, int b) {
+    int l = 0;
+    HIPK_UNROLL
+    for (int i = 0; i + 1 < HIPK_GEMV_LINKS; ++i) l += (i + 1 < c.links && b >= c.end[i]) ? 1 : 0;
+    return l;
+}
+
+// Pause `ns` nanoseconds or so between polls (a GPU; the cpu platform's threads just poll).
+HIPK_DEVICE void spin_pause(unsigned int ns) {
 #if defined(__CUDA_ARCH__)
-    __nanosleep(64);
+    __nanosleep(ns);
 #elif HIPK_GPU
-    __builtin_amdgcn_s_sleep(1);
+    __builtin_amdgcn_s_sleep(ns >= 1024 ? 15 : (int)(ns / 64) + 1);  // (64 cycles a unit)
+#else
+    (void)ns;
 #endif
 }
 
-// L2 hints for the weight rows block `block` of link `l` will read (NVIDIA; nothing elsewhere).
-template <typename T, int R>
-HIPK_DEVICE void prefetch_weights(const GemvChain& c, int l, int block) {
-#if defined(__CUDA_ARCH__)
+// L2 hints for the weight rows block `block` of `link` will read (NVIDIA; nothing elsewhere).
+template <typename T, int R> HIPK_DEVICE void prefetch_weights(const Link& link, int block) {
+#if defined(__CUDA_ARCH__) && HIPK_GEMV_CHAIN_PREFETCH
     constexpr int C = Columns<R>::value, TEAMS = HIPK_GEMV_THREADS / HIPK_GEMV_TEAM;
-    const int columns = TEAMS / c.slices[l] * C, first = block * columns;
-    const int last = first + columns < c.n[l] ? first + columns : c.n[l];
-    const char* base = reinterpret_cast<const char*>(c.w[l]);
-    const long long row_bytes = (long long)c.k[l] * sizeof(T);
+    const int columns = TEAMS / link.slices * C, first = block * columns;
+    const int last = first + columns < link.n ? first + columns : link.n;
+    const char* base = reinterpret_cast<const char*>(link.w);
+    const long long row_bytes = (long long)link.k * sizeof(T);
     const long long from = first * row_bytes, bytes = (last - first) * row_bytes;
-    const long long up = c.fusion[l] == 2 ? (long long)c.n[l] * row_bytes : -1;
+    const long long up = link.fusion == 2 ? (long long)link.n * row_bytes : -1;
     for (long long at = (long long)threadIdx.x * 128; at < bytes; at += HIPK_GEMV_THREADS * 128) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(base + from + at));
         if (up >= 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(base + up + from + at));
     }
 #else
-    (void)c, (void)l, (void)block;
+    (void)link, (void)block;
 #endif
 }
 
-// A block's wait for link l - 1, and the reset of its counters by the last block past it.
-HIPK_DEVICE void wait_for_link(const GemvChain& c, int l) {
-    unsigned int* done = reinterpret_cast<unsigned int*>(c.counters);
+// A block's wait for the link before `link` (`producers` blocks), and the reset of that link's
+// counters by the last block past the wait. Thread 0 polls with a growing pause: every waiting
+// block polls the one counter its producers add to.
+HIPK_DEVICE void wait_for_link(const GemvChain& c, int l, const Link& link, int producers) {
+    unsigned int* done = reinterpret_cast<unsigned int*>(c.counters) + (l - 1);
     unsigned int* passed = done + HIPK_GEMV_LINKS;
     if (threadIdx.x == 0) {
-        const int before = l > 1 ? c.end[l - 2] : 0;
-        const unsigned int producers = (unsigned int)(c.end[l - 1] - before);
-        while (*reinterpret_cast<volatile unsigned int*>(done + l - 1) < producers) spin_pause();
+        unsigned int pause = 32;
+        while (*reinterpret_cast<volatile unsigned int*>(done) < (unsigned int)producers) {
+            spin_pause(pause);
+            pause = pause < HIPK_GEMV_CHAIN_SLEEP ? 2 * pause : pause;
+        }
         __threadfence();
-        const unsigned int consumers = (unsigned int)(c.end[l] - c.end[l - 1]);
-        if (atomicAdd(passed + l - 1, 1u) + 1u == consumers) {  // the last one past
-            *reinterpret_cast<volatile unsigned int*>(done + l - 1) = 0u;
-            *reinterpret_cast<volatile unsigned int*>(passed + l - 1) = 0u;
+        if (atomicAdd(passed, 1u) + 1u == (unsigned int)(link.end - link.first)) {  // the last
+            *reinterpret_cast<volatile unsigned int*>(done) = 0u;
+            *reinterpret_cast<volatile unsigned int*>(passed) = 0u;
         }
     }
     __syncthreads();
@@ -93,28 +134,27 @@ HIPK_DEVICE void wait_for_link(const GemvChain& c, int l) {
 
 template <typename T, int R> HIPK_DEVICE void chain(const GemvChain& c) {
     __shared__ float scratch[Scratch<R>::floats];  // (one array for the three fusions)
-    const int b = (int)blockIdx.x;
-    int l = 0;
-    while (l + 1 < c.links && b >= c.end[l]) ++l;
-    const int block = b - (l > 0 ? c.end[l - 1] : 0);
+    const int l = link_index(c, (int)blockIdx.x);
+    const Link link = link_of(c, l);
+    const int block = (int)blockIdx.x - link.first;
     if (l > 0) {
-        prefetch_weights<T, R>(c, l, block);
-        wait_for_link(c, l);
+        prefetch_weights<T, R>(link, block);
+        wait_for_link(c, l, link, link.first - link_of(c, l - 1).first);
     }
-    const T* w = reinterpret_cast<const T*>(c.w[l]);
-    const T* x = reinterpret_cast<const T*>(c.x[l]);
-    T* y = reinterpret_cast<T*>(c.y[l]);
-    const T* residual = reinterpret_cast<const T*>(c.residual[l]);
-    const T* norm = reinterpret_cast<const T*>(c.norm[l]);
-    const int n = c.n[l], k = c.k[l], slices = c.slices[l];
-    if (c.fusion[l] == 0)
-        run<T, R, false, false>(w, x, y, residual, norm, n, k, c.rows, slices, c.eps, k, n, n,
-                                block, scratch);
-    else if (c.fusion[l] == 1)
-        run<T, R, true, false>(w, x, y, residual, norm, n, k, c.rows, slices, c.eps, k, n, n,
-                               block, scratch);
+    const T* w = reinterpret_cast<const T*>(link.w);
+    const T* x = reinterpret_cast<const T*>(link.x);
+    T* y = reinterpret_cast<T*>(link.y);
+    const T* residual = reinterpret_cast<const T*>(link.residual);
+    const T* norm = reinterpret_cast<const T*>(link.norm);
+    const int n = link.n, k = link.k;
+    if (link.fusion == 0)
+        run<T, R, false, false>(w, x, y, residual, norm, n, k, c.rows, link.slices, c.eps, k, n,
+                                n, block, scratch);
+    else if (link.fusion == 1)
+        run<T, R, true, false>(w, x, y, residual, norm, n, k, c.rows, link.slices, c.eps, k, n,
+                               n, block, scratch);
     else
-        run<T, R, true, true>(w, x, y, residual, norm, n, k, c.rows, slices, c.eps, k, n, n,
+        run<T, R, true, true>(w, x, y, residual, norm, n, k, c.rows, link.slices, c.eps, k, n, n,
                               block, scratch);
     if (l + 1 < c.links) {  // publish this block's outputs to the next link
         __syncthreads();
