@@ -2,6 +2,10 @@
 //
 //   layernorm_<t>(x, weight, bias, y, rows, cols, eps, x_inner, x_outer, x_step):
 //       y = (x - mean) / sqrt(var + eps) * weight + bias     (biased variance, as PyTorch)
+//   add_layernorm_<t>(x, residual, input_bias, weight, bias, y, rows, cols, eps, x_inner,
+//                     x_outer, x_step):
+//       y = layernorm(x + residual + input_bias): a post-LN layer's residual add and its
+//       product's bias fused into the norm (add_norm.h: the sum kept in f32, not rounded to T)
 //   rmsnorm_<t>(x, weight, y, rows, cols, eps, x_inner, x_outer, x_step):
 //       y = x / sqrt(mean(x^2) + eps) * weight
 //
@@ -9,7 +13,9 @@
 // a slice of columns, permuted leading axes), y's at r * cols.
 //
 // weight and bias have `cols` elements of the same type; either may be null (1 and 0). y may be
-// x (in place). Statistics are accumulated in f32 for every type.
+// x (in place). Statistics are accumulated in f32 for every type. add_layernorm's residual is
+// [rows, cols] (rows `cols` apart) and its input_bias [cols], either null (0); y may be x or
+// residual; its rows are held as floats (FloatTile: about cols / 32 threads whatever the type).
 // Launch: grid = rows (see rows.h: a block takes one row, or two when they fit in half a block),
 // 1-D blocks of up to 1024 threads; about cols * sizeof(T) / 128 threads (a multiple of the
 // warp size) keeps the row in registers with 8 x 16-byte loads in flight per thread (16-bit
@@ -67,6 +73,21 @@ HIPK_DEVICE void write_tile(T* y, const T* weight, const T* bias, const RowPart&
         HIPK_UNROLL
         for (int i = 0; i < N; ++i) v[i] = row.at(k, i);
         write_normalized<T, N, FUSED>(y, weight, bias, p.vector(k), v, shift, scale);
+    }
+}
+
+// The items of a register tile written as they are, rounded to T (a summed row that must be
+// rescaled: LayerNormRow::normalize).
+template <typename T, typename Tile>
+HIPK_DEVICE void store_tile(T* y, const RowPart& p, const Tile& row, int cols) {
+    const int N = Tile::n;
+    HIPK_UNROLL
+    for (int k = 0; k < Tile::items; ++k) {
+        if (!row.valid(p, k, cols)) continue;
+        float v[N];
+        HIPK_UNROLL
+        for (int i = 0; i < N; ++i) v[i] = row.at(k, i);
+        store_row<T, N>(y + (long long)p.vector(k) * N, v);
     }
 }
 
@@ -183,10 +204,19 @@ template <typename T> struct LayerNormRow {
     // overflow, or lost to underflow where eps does not hide it) send the row to rescale_row.
     template <typename Tile>
     HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
-        const int N = Tile::n, ITEMS = Tile::items;
-        BlockReducer reduce = p.reducer(scratch);
         Tile row;
         row.load(p, x + xrows.at(r), cols);
+        normalize<false>(row, p, r, cols);
+    }
+
+    // Row r normalized into y from this thread's part of it in `row` (regs). SUMMED: `row`
+    // holds values that are not x's (add_norm.h's x + residual + input_bias), so a row that
+    // must be rescaled, which rescale_row reads from memory, is first written to y (rounded
+    // to T) and rescaled there, in place (each thread reads back the vectors it wrote).
+    template <bool SUMMED, typename Tile>
+    HIPK_DEVICE void normalize(const Tile& row, const RowPart& p, long long r, int cols) const {
+        const int N = Tile::n, ITEMS = Tile::items;
+        BlockReducer reduce = p.reducer(scratch);
         const int count = row.count(p, cols);
         // One pass over the registers: sums of d = x - shift and of d^2, shifted by the thread's
         // first element (so no cancellation unless that element lies many standard deviations
@@ -212,8 +242,12 @@ template <typename T> struct LayerNormRow {
         const Floats<3> all = reduce.reduce(mine, MeanM2());
         const float mean = all.v[1], var = all.v[2] / (float)cols;
         if (Rescalable<T>::value && agreed(needs_rescale(mean, var + eps, cols), p)) {
-            rescale_row<false, T, N>(x + xrows.at(r), weight, bias, y + r * stride, eps, reduce, p,
-                                     cols);
+            const T* source = x + xrows.at(r);
+            if (SUMMED) {
+                store_tile(y + r * stride, p, row, cols);
+                source = y + r * stride;
+            }
+            rescale_row<false, T, N>(source, weight, bias, y + r * stride, eps, reduce, p, cols);
             return;
         }
         const float rstd = 1.0f / sqrtf(var + eps);
@@ -316,6 +350,8 @@ HIPK_DEVICE void rmsnorm(const T* x, const T* weight, T* y, int rows, int cols, 
 
 }  // namespace hipk
 
+#include "add_norm.h"  // add_layernorm: x + residual + input_bias, normalized (LayerNormRow's)
+
 // --- entry points: one per type (hip-core reads the parameter types from these lines) -------
 // __launch_bounds__(1024): blocks may have up to 1024 threads, so nvcc/nvrtc keep every kernel
 // within 64 registers (without it they took up to 72 on sm_90: fewer resident blocks).
@@ -334,6 +370,28 @@ extern "C" __global__ void __launch_bounds__(1024) layernorm_bf16(
     const hipk::bf16* x, const hipk::bf16* weight, const hipk::bf16* bias, hipk::bf16* y, int rows,
     int cols, float eps, long long x_inner, long long x_outer, long long x_step) {
     hipk::layernorm(x, weight, bias, y, rows, cols, eps, x_inner, x_outer, x_step);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) add_layernorm_f32(
+    const float* x, const float* residual, const float* input_bias, const float* weight,
+    const float* bias, float* y, int rows, int cols, float eps, long long x_inner,
+    long long x_outer, long long x_step) {
+    hipk::add_layernorm(x, residual, input_bias, weight, bias, y, rows, cols, eps, x_inner,
+                        x_outer, x_step);
+}
+extern "C" __global__ void __launch_bounds__(1024) add_layernorm_f16(
+    const hipk::f16* x, const hipk::f16* residual, const hipk::f16* input_bias,
+    const hipk::f16* weight, const hipk::f16* bias, hipk::f16* y, int rows, int cols, float eps,
+    long long x_inner, long long x_outer, long long x_step) {
+    hipk::add_layernorm(x, residual, input_bias, weight, bias, y, rows, cols, eps, x_inner,
+                        x_outer, x_step);
+}
+extern "C" __global__ void __launch_bounds__(1024) add_layernorm_bf16(
+    const hipk::bf16* x, const hipk::bf16* residual, const hipk::bf16* input_bias,
+    const hipk::bf16* weight, const hipk::bf16* bias, hipk::bf16* y, int rows, int cols,
+    float eps, long long x_inner, long long x_outer, long long x_step) {
+    hipk::add_layernorm(x, residual, input_bias, weight, bias, y, rows, cols, eps, x_inner,
+                        x_outer, x_step);
 }
 
 extern "C" __global__ void __launch_bounds__(1024) rmsnorm_f32(

@@ -23,7 +23,7 @@ from hip_runtime.tensors.dtypes import SUFFIXES
 
 TYPES = ("f32", "f16", "bf16")
 FAMILIES = {
-    "norms.hip": ("layernorm", "rmsnorm"),
+    "norms.hip": ("layernorm", "add_layernorm", "rmsnorm"),
     "softmax.hip": ("softmax",),
     "rope.hip": (
         "rope_half",

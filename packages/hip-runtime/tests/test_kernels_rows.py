@@ -57,6 +57,26 @@ def test_norms(
     assert_close(out.read(), getattr(testing, norm)(x, *params, eps=EPS), dtype)
 
 
+@every_row_case
+def test_add_layernorm(
+    harness: KernelHarness, dtype: str, shape: tuple[int, int], block: int
+) -> None:
+    # layernorm(x + residual + input_bias) (kernels/add_norm.h), its rows held as floats
+    # (32 a thread as vectors, 8 as scalars) or streamed: the sum then rounded to the dtype.
+    rows, cols = shape
+    x, residual = harness.random(shape, dtype, scale=2.0, shift=3.0), harness.random(shape, dtype)
+    input_bias, weight, bias = (harness.random(cols, dtype) for _ in range(3))
+    dx, out = harness.upload(x), harness.output(shape, dtype)
+    operands = [harness.upload(a) for a in (residual, input_bias, weight, bias)]
+    kernel = harness.kernel("norms.hip", f"add_layernorm_{dtype}")
+    kernel.launch(rows, block, dx, *operands, out.buffer, rows, cols, EPS, 1, cols, 0)
+    total = x.astype(np.float64) + residual.astype(np.float64) + input_bias.astype(np.float64)
+    if cols > (32 if cols % 8 == 0 else 8) * block:  # streamed: the f32 sum rounded
+        f32 = [a.astype(np.float32) for a in (x, residual, input_bias)]
+        total = (f32[0] + f32[1] + f32[2]).astype(x.dtype)
+    assert_close(out.read(), testing.layernorm(total, weight, bias, eps=EPS), dtype)
+
+
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @every_row_case
 def test_softmax(

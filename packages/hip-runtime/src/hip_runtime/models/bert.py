@@ -247,15 +247,25 @@ class BertEncoder(Resource):
             backend.scaled_dot_product_attention(
                 q, k, v, mask=keep, out=context.permute(0, 2, 1, 3)
             )  # the heads written straight into [B, S, heads, D]: merging them is a reshape
-            # The residual and the bias are the product's addends (one pass, not three).
-            attended = backend.linear(
-                context.reshape(batch, seq, c.hidden_size), *layer.output, residual=x
-            )
-            x = backend.layernorm(attended, *layer.attention_norm, eps=c.layer_norm_eps)
+            # The product's bias and the residual are added by the LayerNorm as it reads the
+            # plain product (in f32, one launch: kernels/add_norm.h), which it normalizes in
+            # place.
+            weight, bias = layer.output
+            attended = backend.linear(context.reshape(batch, seq, c.hidden_size), weight)
+            x = self._add_norm(attended, x, bias, layer.attention_norm)
             inner = self._activated(x, *layer.intermediate)
-            out = backend.linear(inner, *layer.down, residual=x)
-            x = backend.layernorm(out, *layer.output_norm, eps=c.layer_norm_eps)
+            weight, bias = layer.down
+            x = self._add_norm(backend.linear(inner, weight), x, bias, layer.output_norm)
         return x
+
+    def _add_norm(
+        self, product: DeviceTensor, residual: DeviceTensor, bias: DeviceTensor, norm: Any
+    ) -> DeviceTensor:
+        """LayerNorm(product + bias + residual), into `product`'s memory."""
+        return self.backend.layernorm(
+            product, *norm, eps=self.config.layer_norm_eps, residual=residual, input_bias=bias,
+            out=product,
+        )  # fmt: skip
 
     def _activated(self, x: DeviceTensor, weight: DeviceTensor, bias: Any) -> DeviceTensor:
         """activation(x @ weightᵀ + bias): a GELU adds the bias as it reads the product."""

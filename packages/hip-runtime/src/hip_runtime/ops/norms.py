@@ -42,12 +42,30 @@ class NormOps(OpsBase):
         bias: DeviceTensor | None = None,
         *,
         eps: float = 1e-5,
+        residual: DeviceTensor | None = None,
+        input_bias: DeviceTensor | None = None,
         out: DeviceTensor | None = None,
     ) -> DeviceTensor:
-        """(x - mean) / sqrt(var + eps) · weight + bias over the last dimension.
+        """(v - mean) / sqrt(var + eps) · weight + bias over the last dimension, where
+        v = x + residual + input_bias (each addend only when given; v = x by default).
 
         x [..., cols]; weight and bias [cols] of x's dtype, or None (no scale / no shift).
+        `residual` (x's shape and dtype, C-contiguous) and `input_bias` ([cols] of x's dtype)
+        fuse a post-LN layer's residual add and its product's bias into the norm: BERT's
+        LayerNorm(x Wᵀ + b + residual) is `layernorm(linear(x, W), w, c, residual=residual,
+        input_bias=b)`, one launch that reads the product and the residual once and writes
+        the result once. The sum is formed and kept in f32 (kernels/add_norm.h): the unfused
+        ops (`add`, then `layernorm`) round it to x's dtype first, so for f16 and bf16 the
+        results differ by that rounding (nearer the exact sum's here). Rows the kernel does
+        not hold in registers (read as 16-byte vectors: past 32 × the device's block limit
+        elements, 32768 on NVIDIA; as scalars, where cols is not a multiple of 16 bytes or
+        an operand is not 16-byte aligned, past 8 × the threads of their part of a block)
+        and rows that rescale (below) are summed into the output first and normalized there,
+        rounded as the unfused ops round. `out` may be x or residual (in place), and must not
+        otherwise overlap them, nor overlap weight, bias or input_bias (ValueError).
         """
+        if residual is not None or input_bias is not None:
+            return self._add_layernorm(x, weight, bias, eps, residual, input_bias, out)
         key = plan_key(x, weight, bias, out)
         if key is not None:
             key = ("layernorm", *key)
@@ -95,6 +113,68 @@ class NormOps(OpsBase):
                 prepared,
                 eps,
             )
+            self._keep_plan(key, plan)
+        return y
+
+    def _add_layernorm(
+        self,
+        x: DeviceTensor,
+        weight: DeviceTensor | None,
+        bias: DeviceTensor | None,
+        eps: float,
+        residual: DeviceTensor | None,
+        input_bias: DeviceTensor | None,
+        out: DeviceTensor | None,
+    ) -> DeviceTensor:
+        """layernorm(x + residual + input_bias): `layernorm`'s fused form, add_layernorm_<t>
+        (kernels/add_norm.h), with its own plans."""
+        key = plan_key(x, residual, input_bias, weight, bias, out)
+        if key is not None:
+            key = ("add_layernorm", *key)
+            plan = self._planned(key)
+            if plan is not None:
+                inputs = (x, residual, input_bias, weight, bias)
+                y = self._planned_output(plan, inputs, out)
+                if y is not None:
+                    kernel, rows, launch, cols, strides, prepared, kept_eps = plan[4:]
+                    if (
+                        eps == kept_eps
+                        and type(eps) is float
+                        and prepared(x.ptr, address_of(residual), address_of(input_bias),
+                                     address_of(weight), address_of(bias), y.ptr)
+                    ):  # fmt: skip
+                        return y
+                    e = eps if type(eps) is float else real_number(eps, "eps", "layernorm")
+                    pointers = launch_pointers((*inputs, y))
+                    kernel.launch(*launch, *pointers, rows, cols, e, *strides,
+                                  stream=self.stream)  # fmt: skip
+                    return y
+        eps = real_number(eps, "eps", "layernorm")
+        x, t, strides = self._rows(x, "layernorm")
+        rows, cols = self._rows_cols(x, "x")
+        if residual is not None:
+            self._same(x, residual, "residual")  # (C-contiguous: rows `cols` apart)
+        if input_bias is not None:
+            self._same(x, input_bias, "input_bias", (cols,))
+        if weight is not None:
+            self._same(x, weight, "weight", (cols,))
+        if bias is not None:
+            self._same(x, bias, "bias", (cols,))
+        y = self._output(
+            out, x.shape, x.dtype, inputs=(x, residual), distinct_from=(input_bias, weight, bias)
+        )
+        kernel = self._kernel("norms.hip", f"add_layernorm_{t.suffix}")
+        # The rows are held as floats whatever the type (FloatTile): the f32 geometry.
+        launch = self._launch_rows(
+            kernel, rows, cols, 4, x, residual, input_bias, weight, bias, y, rows, cols,
+            float(eps), *strides,
+        )  # fmt: skip
+        if launch is not None:
+            inputs = (x, residual, input_bias, weight, bias)
+            prepared = kernel.prepare(
+                *launch, *inputs, y, rows, cols, float(eps), *strides, stream=self.stream
+            )
+            plan = (*plan_head(inputs, y), kernel, rows, launch, cols, strides, prepared, eps)
             self._keep_plan(key, plan)
         return y
 
