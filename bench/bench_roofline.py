@@ -14,15 +14,15 @@ replays (torch.profiler's trace, which sees every kernel of the process, ours in
   the better of hipMemcpyAsync and torch). Issue 38's goal: >= 0.80 at batch 1.
 
 Engines: "gemv" (`HipBackend(gemv_rows=8)`: batches of up to 8 rows through hip-runtime's GEMV
-kernel with the norms, SwiGLU and residual adds fused in, hip_runtime.ops.gemv, and each
-layer's products after attention chained into one launch, hip_runtime.ops.gemv_chain; the
-default is 2 rows), "gemv-unchained" (the same, each product its own launch) and "blas"
+kernel with the norms, SwiGLU and residual adds fused in, hip_runtime.ops.gemv; the default
+is 2 rows), "gemv-chained" (the same, each layer's products after attention chained into one
+launch: `LlamaDecoder.chain_products`, hip_runtime.ops.gemv_chain) and "blas"
 (`HipBackend(gemv_rows=0)`: rmsnorm, BLAS, swiglu as separate ops), in the same run. Needs the
 nvidia platform with torch and transformers (the profile and the model); otherwise one skipped
 row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.
 
     python bench/bench_roofline.py [--quick] [--out DIR] [--batches 1 2 4 8 16 32 64]
-        [--prompt 32] [--steps 50] [--engines gemv gemv-unchained blas] [--max-tokens N]
+        [--prompt 32] [--steps 50] [--engines gemv gemv-chained blas] [--max-tokens N]
 """
 
 from __future__ import annotations
@@ -50,20 +50,16 @@ def weight_bytes(model: Any) -> int:
 def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str,
                  batches: list[int], length: int, steps: int, nbytes: int, copy: float,
                  max_tokens: int | None) -> None:  # fmt: skip
-    import hip_runtime.models.llama as llama
     from hip_runtime import HipBackend
     from hip_runtime.models import LlamaDecoder
-    from hip_runtime.models.llama_chain import chainable
     from hip_runtime.ops.gemv import GEMV_MAX_ROWS
 
     rows = 0 if engine == "blas" else GEMV_MAX_ROWS
-    # gemv-unchained: each product its own launch (the decode step before gemv_chain)
-    unchained = engine == "gemv-unchained"
-    llama.chainable = (lambda weights: False) if unchained else chainable  # type: ignore[assignment]
     capacity = max_tokens or length + WARMUP + 2 * steps + 2
     backend = HipBackend(gemv_rows=rows)
     with backend, LlamaDecoder.from_folder(folder, backend, dtype="bfloat16",
                                            max_tokens=capacity) as decoder:  # fmt: skip
+        decoder.chain_products = engine == "gemv-chained"
         timer = HipTimer(backend)
         for batch in batches:
             decoder.forward(prompts(settings, batch, length))
@@ -149,7 +145,7 @@ def main() -> None:
     flags.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     flags.add_argument("--prompt", type=int, default=32)
     flags.add_argument("--steps", type=int, default=50)
-    flags.add_argument("--engines", nargs="+", default=["gemv", "gemv-unchained", "blas"])
+    flags.add_argument("--engines", nargs="+", default=["gemv", "gemv-chained", "blas"])
     flags.add_argument(
         "--max-tokens",
         type=int,

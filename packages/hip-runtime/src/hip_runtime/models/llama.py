@@ -73,6 +73,13 @@ class LlamaDecoder(Resource):
         self.max_tokens = max_tokens
         self._graph_step: DecodeStep | None = None
         self._eager_step: DecodeStep | None = None
+        #: Decode steps chain each layer's products after attention into one launch
+        #: (models.llama_chain, ops.gemv_chain) where the GEMV kernel takes the batch. Off by
+        #: default: on the H200 the chained 1B step took 1189 µs against 909 separate (its
+        #: kernel needs 48 registers where the separate ones need 26-32: 5 resident blocks
+        #: a multiprocessor instead of 8; docs/benchmarks, 2026-12-02 third session). Set it
+        #: before the first decode step: a captured step keeps the path it was captured with.
+        self.chain_products = False
         self._own(close_runtime, runtime)
         cos, sin = config.rope_tables(max_tokens)
         self._cos, self._sin = self.backend.from_numpy(cos), self.backend.from_numpy(sin)
@@ -299,7 +306,7 @@ class LlamaDecoder(Resource):
         [3, B] of positions, cache rows and lengths after the step); only ops on the device."""
         batch = ids.shape[0]
         x = self.backend.embedding(ids.reshape(batch, 1), self.weights.embed)
-        if batch <= self.backend.gemv_rows and chainable(self.weights):
+        if self.chain_products and batch <= self.backend.gemv_rows and chainable(self.weights):
             return chained_step(self, x, state)
         for n, layer in enumerate(self.weights.layers):
             self._layer(x, n, layer, state[0], None, (state[1], state[2]))
