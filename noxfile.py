@@ -32,7 +32,7 @@ TEST_DEPS = ("pytest>=8", "hypothesis>=6", "numpy>=1.24", "libclang>=16")
 # the checkpoint formats); never dependencies of the packages themselves.
 PACKAGE_TEST_DEPS: dict[str, tuple[str, ...]] = {
     "hip-core": ("ml_dtypes>=0.4",),  # the collectives tests' bf16 references
-    "hip-runtime": ("safetensors>=0.4", "gguf>=0.10"),
+    "hip-runtime": ("safetensors>=0.4", "gguf>=0.10", "pytest-xdist>=3.5"),
     "hip-backend": ("safetensors>=0.4", "gguf>=0.10"),
 }
 # The device machine runs Python 3.12 on x86-64 Linux; these are the wheels it lacks.
@@ -80,6 +80,12 @@ def install_only(session: nox.Session, package: str) -> None:
     session.install("--find-links", str(WHEELS), str(wheels[package]), *TEST_DEPS, *extras)
 
 
+# hip-runtime's cpu-platform suites spend most of their time in g++ compiling the kernels, one
+# core a compile: pytest-xdist runs them on every core, each test file on one worker (the
+# workers share one program cache: tests/conftest.py's program_cache).
+PARALLEL = ("-n", "auto", "--dist", "loadfile")
+
+
 def run_pytest(session: nox.Session, *paths: str, marker: str) -> None:
     # --import-mode=importlib keeps pytest from putting the source tree on sys.path: the
     # packages under test are the installed wheels.
@@ -94,7 +100,8 @@ def tests(session: nox.Session, package: str) -> None:
     """One distribution's tests, with only that distribution and its dependencies installed."""
     install_only(session, package)
     session.run("python", "tools/check_isolation.py", package)
-    run_pytest(session, f"packages/{package}/tests", marker="not gpu")
+    parallel = PARALLEL if package == "hip-runtime" else ()
+    run_pytest(session, f"packages/{package}/tests", *parallel, marker="not gpu")
 
 
 @nox.session
@@ -108,6 +115,7 @@ def wave64(session: nox.Session) -> None:
         session,
         "packages/hip-runtime/tests",
         "--ignore=packages/hip-runtime/tests/test_kernels_compile.py",
+        *PARALLEL,
         marker="not gpu",
     )
 

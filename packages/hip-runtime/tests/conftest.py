@@ -35,8 +35,14 @@ ROCM_PACKAGES = "libamdhip64-5 libamd-comgr2 rocm-device-libs libhiprtc-builtins
 
 @pytest.fixture(scope="session")
 def program_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A private hip-core program cache: every session compiles the sources as they are now."""
-    path = tmp_path_factory.mktemp("program-cache")
+    """A private hip-core program cache: every session compiles the sources as they are now.
+    pytest-xdist's workers share one (their base temp's parent is the run's): a kernel one of
+    them compiled is not compiled again by another (entries are written atomically)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / "program-cache"
+        path.mkdir(exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("program-cache")
     saved = {name: os.environ.get(name) for name in ("HIP_CORE_CACHE_DIR", "HIP_CORE_CACHE")}
     os.environ["HIP_CORE_CACHE_DIR"] = str(path)
     os.environ.pop("HIP_CORE_CACHE", None)
