@@ -86,7 +86,7 @@ HIPK_DEVICE void spin_pause(unsigned int ns) {
 #if defined(__CUDA_ARCH__)
     __nanosleep(ns);
 #elif HIPK_GPU
-    __builtin_amdgcn_s_sleep(ns >= 1024 ? 15 : (int)(ns / 64) + 1);  // (64 cycles a unit)
+    for (unsigned int slept = 0; slept < ns; slept += 64) __builtin_amdgcn_s_sleep(1);  // (a constant)
 #else
     (void)ns;
 #endif

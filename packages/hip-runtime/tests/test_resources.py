@@ -15,6 +15,7 @@ import pytest
 from hip_core import ClosedError, Device, Resource
 from hip_ffi.constants import HIP_R_32F
 from hip_runtime import Blas, Gemm, HipBackend, KVCache, ModelRuntime, ScratchArena
+from hip_runtime.ops.gemv_chain import GemvLink
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 
 
@@ -53,6 +54,7 @@ BACKEND: dict[str, Call] = {
     "rmsnorm": lambda b, t: b.rmsnorm(t["x"]),
     "rmsnorm_linear": lambda b, t: b.rmsnorm_linear(t["x"], t["row"], t["x"]),
     "rmsnorm_swiglu": lambda b, t: b.rmsnorm_swiglu(t["x"], t["row"], t["x"]),
+    "gemv_chain": lambda b, t: b.gemv_chain([GemvLink(t["x"], t["x"], t["table"])]),
     "softmax": lambda b, t: b.softmax(t["x"]),
     "matmul": lambda b, t: b.matmul(t["x"], t["x"], transpose_b=True),
     "linear": lambda b, t: b.linear(t["x"], t["x"]),
