@@ -67,6 +67,16 @@ def test_arange_of_floats(backend: HipBackend, start: float, length: float, step
     np.testing.assert_allclose(got.astype(np.float64), expected, rtol=rtol, atol=rtol * 100)
 
 
+def test_arange_of_a_span_below_the_step_s_resolution(backend: HipBackend) -> None:
+    """(stop - start) / step underflows to ±0: one element when the span runs the step's way
+    (hypothesis found arange(0.0, -5e-324, -2.0) empty; numpy gives [0.0])."""
+    for start, stop, step in [(0.0, -5e-324, -2.0), (0.0, 5e-324, 2.0), (0.0, 5e-324, -2.0),
+                              (1.0, 1.0, 2.0)]:  # fmt: skip
+        expected = np.arange(start, stop, step, dtype=np.float64)
+        got = backend.arange(start, stop, step, dtype=np.float32).to_numpy()
+        np.testing.assert_array_equal(got, expected.astype(np.float32))
+
+
 def test_arange_defaults_and_errors(backend: HipBackend) -> None:
     assert backend.arange(3).dtype == np.int64 and backend.arange(0.5, 2).dtype == np.float32
     np.testing.assert_array_equal(backend.arange(2**40, 2**40 + 3).to_numpy(),

@@ -55,7 +55,14 @@ class CreationOps(OpsBase):
         if integral:
             count = max(0, -(-(int(stop) - int(start)) // int(step)))
         else:
-            count = max(0, math.ceil((float(stop) - float(start)) / float(step)))
+            delta = float(stop) - float(start)
+            ratio = delta / float(step)
+            # A ratio that underflowed to 0 from a nonzero span: one element when its sign says
+            # the span runs the step's way (as numpy: arange(0.0, -5e-324, -2.0) is [0.0]).
+            if ratio == 0.0 and delta != 0.0:
+                count = 0 if math.copysign(1.0, ratio) < 0 else 1
+            else:
+                count = max(0, math.ceil(ratio))
         y = self._output(None, (count,), target)
         if target.kind in "iu":
             if not integral:
