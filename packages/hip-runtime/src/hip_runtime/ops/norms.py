@@ -64,85 +64,36 @@ class NormOps(OpsBase):
         rounded as the unfused ops round. `out` may be x or residual (in place), and must not
         otherwise overlap them, nor overlap weight, bias or input_bias (ValueError).
         """
-        if residual is not None or input_bias is not None:
-            return self._add_layernorm(x, weight, bias, eps, residual, input_bias, out)
-        key = plan_key(x, weight, bias, out)
-        if key is not None:
-            key = ("layernorm", *key)
-            plan = self._planned(key)
-            if plan is not None:
-                y = self._planned_output(plan, (x, weight, bias), out)
-                if y is not None:
-                    kernel, rows, launch, cols, strides, prepared, kept_eps = plan[4:]
-                    if (
-                        eps == kept_eps
-                        and type(eps) is float
-                        and prepared(x.ptr, address_of(weight), address_of(bias), y.ptr)
-                    ):
-                        return y
-                    e = eps if type(eps) is float else real_number(eps, "eps", "layernorm")
-                    pointers = launch_pointers((x, weight, bias, y))
-                    kernel.launch(*launch, *pointers, rows, cols, e, *strides,
-                                  stream=self.stream)  # fmt: skip
-                    return y
-        eps = real_number(eps, "eps", "layernorm")
-        x, t, strides = self._rows(x, "layernorm")
-        rows, cols = self._rows_cols(x, "x")
-        if weight is not None:
-            self._same(x, weight, "weight", (cols,))
-        if bias is not None:
-            self._same(x, bias, "bias", (cols,))
-        y = self._output(out, x.shape, x.dtype, inputs=(x,), distinct_from=(weight, bias))
-        kernel = self._kernel("norms.hip", f"layernorm_{t.suffix}")
-        launch = self._launch_rows(
-            kernel, rows, cols, x.dtype.itemsize, x, weight, bias, y, rows, cols, float(eps),
-            *strides,
-        )  # fmt: skip
-        if launch is not None:
-            prepared = kernel.prepare(
-                *launch, x, weight, bias, y, rows, cols, float(eps), *strides,
-                stream=self.stream,
-            )  # fmt: skip
-            plan = (
-                *plan_head((x, weight, bias), y),
-                kernel,
-                rows,
-                launch,
-                cols,
-                strides,
-                prepared,
-                eps,
-            )
-            self._keep_plan(key, plan)
-        return y
+        if residual is None and input_bias is None:
+            return self._layernorm("layernorm", x, (), weight, bias, eps, out)
+        return self._layernorm("add_layernorm", x, (residual, input_bias), weight, bias, eps, out)
 
-    def _add_layernorm(
+    def _layernorm(
         self,
+        op: str,
         x: DeviceTensor,
+        addends: tuple[DeviceTensor | None, ...],
         weight: DeviceTensor | None,
         bias: DeviceTensor | None,
         eps: float,
-        residual: DeviceTensor | None,
-        input_bias: DeviceTensor | None,
         out: DeviceTensor | None,
     ) -> DeviceTensor:
-        """layernorm(x + residual + input_bias): `layernorm`'s fused form, add_layernorm_<t>
-        (kernels/add_norm.h), with its own plans."""
-        key = plan_key(x, residual, input_bias, weight, bias, out)
+        """`layernorm` as `op`: layernorm_<t>, or add_layernorm_<t> (kernels/add_norm.h) with
+        `addends` (residual, input_bias) summed into x first; each with its own plans."""
+        inputs = (x, *addends, weight, bias)  # the kernel's pointer order, y after them
+        key = plan_key(*inputs, out)
         if key is not None:
-            key = ("add_layernorm", *key)
+            key = (op, *key)
             plan = self._planned(key)
             if plan is not None:
-                inputs = (x, residual, input_bias, weight, bias)
                 y = self._planned_output(plan, inputs, out)
                 if y is not None:
                     kernel, rows, launch, cols, strides, prepared, kept_eps = plan[4:]
                     if (
                         eps == kept_eps
                         and type(eps) is float
-                        and prepared(x.ptr, address_of(residual), address_of(input_bias),
-                                     address_of(weight), address_of(bias), y.ptr)
-                    ):  # fmt: skip
+                        and prepared(*map(address_of, inputs), y.ptr)
+                    ):
                         return y
                     e = eps if type(eps) is float else real_number(eps, "eps", "layernorm")
                     pointers = launch_pointers((*inputs, y))
@@ -152,25 +103,24 @@ class NormOps(OpsBase):
         eps = real_number(eps, "eps", "layernorm")
         x, t, strides = self._rows(x, "layernorm")
         rows, cols = self._rows_cols(x, "x")
+        residual, input_bias = addends if addends else (None, None)
         if residual is not None:
             self._same(x, residual, "residual")  # (C-contiguous: rows `cols` apart)
-        if input_bias is not None:
-            self._same(x, input_bias, "input_bias", (cols,))
-        if weight is not None:
-            self._same(x, weight, "weight", (cols,))
-        if bias is not None:
-            self._same(x, bias, "bias", (cols,))
+        for tensor, name in ((input_bias, "input_bias"), (weight, "weight"), (bias, "bias")):
+            if tensor is not None:
+                self._same(x, tensor, name, (cols,))
         y = self._output(
             out, x.shape, x.dtype, inputs=(x, residual), distinct_from=(input_bias, weight, bias)
         )
-        kernel = self._kernel("norms.hip", f"add_layernorm_{t.suffix}")
-        # The rows are held as floats whatever the type (FloatTile): the f32 geometry.
+        kernel = self._kernel("norms.hip", f"{op}_{t.suffix}")
+        inputs = (x, *addends, weight, bias)  # (x checked: maybe another view object)
+        # The fused kernel holds its rows as floats whatever the type (FloatTile): the f32
+        # geometry; the plain one packs 16-bit rows.
+        itemsize = 4 if addends else x.dtype.itemsize
         launch = self._launch_rows(
-            kernel, rows, cols, 4, x, residual, input_bias, weight, bias, y, rows, cols,
-            float(eps), *strides,
-        )  # fmt: skip
+            kernel, rows, cols, itemsize, *inputs, y, rows, cols, float(eps), *strides
+        )
         if launch is not None:
-            inputs = (x, residual, input_bias, weight, bias)
             prepared = kernel.prepare(
                 *launch, *inputs, y, rows, cols, float(eps), *strides, stream=self.stream
             )
