@@ -293,3 +293,18 @@ def ctrl_c_raises() -> None:
     here is reset to the default on exec, so each child installs Python's own."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture
+def gemv_launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the gemv kernels launched from now on (they still run)."""
+    seen: list[str] = []
+    launch = Kernel.launch
+
+    def record(self: Kernel, *args: Any, **kwargs: Any) -> None:
+        if self.name.startswith("gemv_"):
+            seen.append(self.name)
+        launch(self, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "launch", record)
+    return seen

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
-from hip_core import Device, Kernel
+from hip_core import Device
 from hip_runtime import HipBackend, testing
 from hip_runtime.ops.gemv import GEMV_MAX_ROWS, gemv_slices
 from hip_runtime.testing import Reference
@@ -34,21 +33,6 @@ def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
 def unfused(device: Device, program_cache: Path) -> Iterator[HipBackend]:
     with HipBackend(device, gemv_rows=0) as backend:
         yield backend
-
-
-@pytest.fixture
-def gemv_launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the gemv kernels launched from now on (they still run)."""
-    seen: list[str] = []
-    launch = Kernel.launch
-
-    def record(self: Kernel, *args: Any, **kwargs: Any) -> None:
-        if self.name.startswith("gemv_"):
-            seen.append(self.name)
-        launch(self, *args, **kwargs)
-
-    monkeypatch.setattr(Kernel, "launch", record)
-    return seen
 
 
 def _normed(x: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hip_core import Device, Kernel
+from hip_core import Device
 from hip_runtime import HipBackend, testing
 from hip_runtime.ops.gemv import GEMV_MAX_ROWS
 from hip_runtime.ops.gemv_chain import GemvLink
@@ -31,21 +31,6 @@ HIDDEN, INTER, QKV = 64, 96, 80  # (80 and 96 columns: blocks that end past the 
 def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
     with HipBackend(device, gemv_rows=GEMV_MAX_ROWS) as backend:
         yield backend
-
-
-@pytest.fixture
-def launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the gemv kernels launched from now on (they still run)."""
-    seen: list[str] = []
-    launch = Kernel.launch
-
-    def record(self: Kernel, *args: Any, **kwargs: Any) -> None:
-        if self.name.startswith("gemv_"):
-            seen.append(self.name)
-        launch(self, *args, **kwargs)
-
-    monkeypatch.setattr(Kernel, "launch", record)
-    return seen
 
 
 def _normed(x: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -96,12 +81,12 @@ def _links(d: dict[str, Any]) -> list[GemvLink]:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [1, 2, 5])
 def test_each_link_matches_the_reference_of_what_it_read(
-    backend: HipBackend, launches: list[str], dtype: str, rows: int
+    backend: HipBackend, gemv_launches: list[str], dtype: str, rows: int
 ) -> None:
     layer = _layer(backend, np.random.default_rng(rows), rows, dtype)
     h, d = layer["host"], layer["device"]
     backend.gemv_chain(_links(d), eps=EPS)
-    assert launches == [f"gemv_chain_r{next(r for r in (1, 2, 4, 8) if r >= rows)}_{dtype}"]
+    assert gemv_launches == [f"gemv_chain_r{next(r for r in (1, 2, 4, 8) if r >= rows)}_{dtype}"]
     got = {name: d[name].to_numpy() for name in ("x1", "g", "x2", "q")}
     f64 = {name: value.astype(np.float64) for name, value in got.items()}
     testing.assert_close(got["x1"], _product(h["context"].astype(np.float64), h["o"], h["x"]),
@@ -142,14 +127,14 @@ def test_in_place_chain_equals_the_separate_ops_and_leaves_the_counters_at_zero(
 
 
 def test_more_links_than_one_launch_takes_run_as_several(
-    backend: HipBackend, launches: list[str]
+    backend: HipBackend, gemv_launches: list[str]
 ) -> None:
     rng = np.random.default_rng(3)
     w = backend.from_numpy(testing.random(rng, (HIDDEN, HIDDEN), "f32", scale=0.1))
     xs = [backend.from_numpy(testing.random(rng, (1, HIDDEN), "f32"))]
     xs += [backend.empty((1, HIDDEN), xs[0].dtype) for _ in range(6)]
     backend.gemv_chain([GemvLink(a, w, b) for a, b in itertools.pairwise(xs)])
-    assert launches == ["gemv_chain_r1_f32"] * 2  # 4 links, then 2
+    assert gemv_launches == ["gemv_chain_r1_f32"] * 2  # 4 links, then 2
     expected = xs[0].to_numpy().astype(np.float64)
     w64 = w.to_numpy().astype(np.float64)
     for out in xs[1:]:
@@ -158,13 +143,13 @@ def test_more_links_than_one_launch_takes_run_as_several(
 
 
 def test_links_the_kernel_does_not_take_run_as_separate_ops(
-    device: Device, program_cache: Path, launches: list[str]
+    device: Device, program_cache: Path, gemv_launches: list[str]
 ) -> None:
     with HipBackend(device, gemv_rows=0) as unfused:
         layer = _layer(unfused, np.random.default_rng(5), 3, "f32")
         h, d = layer["host"], layer["device"]
         unfused.gemv_chain(_links(d), eps=EPS)
-        assert not any(name.startswith("gemv_chain") for name in launches)
+        assert not any(name.startswith("gemv_chain") for name in gemv_launches)
         expected = _product(h["context"].astype(np.float64), h["o"], h["x"])
         testing.assert_close(d["x1"].to_numpy(), expected, "f32")
         x2 = d["x2"].to_numpy().astype(np.float64)
@@ -172,7 +157,7 @@ def test_links_the_kernel_does_not_take_run_as_separate_ops(
                              "f32")  # fmt: skip
 
 
-def test_bad_links_raise_before_any_launch(backend: HipBackend, launches: list[str]) -> None:
+def test_bad_links_raise_before_any_launch(backend: HipBackend, gemv_launches: list[str]) -> None:
     layer = _layer(backend, np.random.default_rng(9), 1, "f32")
     d = layer["device"]
     good = _links(d)
@@ -197,4 +182,4 @@ def test_bad_links_raise_before_any_launch(backend: HipBackend, launches: list[s
             backend.gemv_chain(links, eps=EPS)
     with pytest.raises(TypeError, match="eps"):
         backend.gemv_chain(good, eps="small")  # type: ignore[arg-type]
-    assert launches == []
+    assert gemv_launches == []

@@ -124,21 +124,7 @@ class GemvOps(OpsBase):
                     return y
         if not isinstance(eps, (int, float)) or isinstance(eps, bool):
             raise TypeError(f"{op}: eps must be a real number, not {type(eps).__name__}")
-        x = self._tensor(x, "x")
-        float_type(x.dtype, "x")  # (a ValueError for other dtypes)
-        self._same(x, norm_weight, "norm_weight", (x.shape[-1],) if x.ndim else ())
-        weight = self._tensor(weight, "weight")
-        if weight.ndim != 2 or weight.shape[1] != x.shape[-1] or weight.dtype != x.dtype:
-            raise ValueError(
-                f"{op}: weight is {weight.shape} {weight.dtype}; expected [out, {x.shape[-1]}] "
-                f"{x.dtype}"
-            )
-        if pairs and weight.shape[0] % 2:
-            raise ValueError(f"rmsnorm_swiglu: gate_up has {weight.shape[0]} rows, not 2 · inter")
-        n = weight.shape[0] // 2 if pairs else weight.shape[0]
-        shape = (*x.shape[:-1], n)
-        if residual is not None:
-            self._same(x, residual, "residual", shape)
+        x, weight, n = self._gemv_operands(op, x, norm_weight, weight, residual, pairs)
         if not self._gemv_takes(x, weight, norm_weight):  # the same from the separate ops
             h = self.rmsnorm(x, norm_weight, eps=float(eps))
             if not pairs:
@@ -146,12 +132,44 @@ class GemvOps(OpsBase):
             both = self.linear(h, weight)
             return self.swiglu(both[..., :n], both[..., n:], out=out)
         y = self._output(
-            out, shape, x.dtype, inputs=(residual,), distinct_from=(x, norm_weight, weight)
-        )
+            out, (*x.shape[:-1], n), x.dtype, inputs=(residual,),
+            distinct_from=(x, norm_weight, weight),
+        )  # fmt: skip
         launch = self._gemv_launch(x, weight, y, residual, norm_weight, float(eps), pairs)
         prepared = launch[0].prepare(*launch[1:], stream=self.stream)
         self._keep_plan(key, (*plan_head((x, norm_weight, weight, residual), y), prepared, eps))
         return y
+
+    def _gemv_operands(
+        self,
+        op: str,
+        x: Any,
+        norm: Any,
+        weight: Any,
+        residual: Any,
+        pairs: bool,
+    ) -> tuple[DeviceTensor, DeviceTensor, int]:
+        """(x, weight, n) of a product y [..., n] = x @ weightᵀ, checked (ValueError naming
+        `op`): x [..., in] of a float dtype, `norm` (or None) [in], weight [out, in] of x's
+        dtype ([2 n, in] gate/up rows when `pairs`), `residual` (or None) of y's shape."""
+        x = self._tensor(x, f"{op}: x")
+        float_type(x.dtype, f"{op}: x")  # (a ValueError for other dtypes)
+        if x.ndim == 0:
+            raise ValueError(f"{op}: x needs at least one dimension")
+        if norm is not None:
+            self._same(x, norm, f"{op}: norm_weight", (x.shape[-1],))
+        weight = self._tensor(weight, f"{op}: weight")
+        if weight.ndim != 2 or weight.shape[1] != x.shape[-1] or weight.dtype != x.dtype:
+            raise ValueError(
+                f"{op}: weight is {weight.shape} {weight.dtype}; expected [out, {x.shape[-1]}] "
+                f"{x.dtype}"
+            )
+        if pairs and weight.shape[0] % 2:
+            raise ValueError(f"{op}: the gate/up weight has {weight.shape[0]} rows, not 2 · inter")
+        n = weight.shape[0] // 2 if pairs else weight.shape[0]
+        if residual is not None:
+            self._same(x, residual, f"{op}: residual", (*x.shape[:-1], n))
+        return x, weight, n
 
     def _gemv_takes(
         self, x: DeviceTensor, weight: DeviceTensor, norm: DeviceTensor | None = None

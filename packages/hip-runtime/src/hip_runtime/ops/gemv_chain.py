@@ -92,27 +92,13 @@ class GemvChainOps(GemvOps):
         if not isinstance(link, GemvLink):
             raise TypeError(f"gemv_chain: link {i} is a {type(link).__name__}, not a GemvLink")
         where = f"gemv_chain link {i}"
-        x = self._tensor(link.x, f"{where}: x")
-        if x.ndim == 0 or x.dtype not in FLOAT_TYPES:
-            raise ValueError(f"{where}: x must be a float tensor of at least one dimension")
-        weight = self._tensor(link.weight, f"{where}: weight")
-        if weight.ndim != 2 or weight.shape[1] != x.shape[-1] or weight.dtype != x.dtype:
-            raise ValueError(
-                f"{where}: weight is {weight.shape} {weight.dtype}; expected [out, "
-                f"{x.shape[-1]}] {x.dtype}"
-            )
-        if link.norm is not None:
-            self._same(x, link.norm, f"{where}: norm", (x.shape[-1],))
         if link.swiglu and (link.norm is None or link.residual is not None):
             raise ValueError(f"{where}: a swiglu link needs a norm and takes no residual")
-        if link.swiglu and weight.shape[0] % 2:
-            raise ValueError(f"{where}: the gate/up weight has {weight.shape[0]} rows, not 2 · n")
-        n = weight.shape[0] // 2 if link.swiglu else weight.shape[0]
-        shape = (*x.shape[:-1], n)
-        if link.residual is not None:
-            self._same(x, link.residual, f"{where}: residual", shape)
+        x, weight, n = self._gemv_operands(
+            where, link.x, link.norm, link.weight, link.residual, link.swiglu
+        )
         self._output(
-            link.out, shape, x.dtype, inputs=(link.residual,),
+            link.out, (*x.shape[:-1], n), x.dtype, inputs=(link.residual,),
             distinct_from=(x, link.norm, weight),
         )  # fmt: skip
         fusion = _SWIGLU if link.swiglu else (_NORM if link.norm is not None else _PLAIN)
