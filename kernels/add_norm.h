@@ -41,8 +41,16 @@ template <typename T> struct AddLayerNormRow {
     // x's row in a FloatTile, the addends added to each element it holds, then normalized.
     template <typename Tile>
     HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
-        const int N = Tile::n;
         Tile row;
+        load(row, p, r, cols);
+        finish(row, p, r, cols);
+    }
+
+    // regs' two halves (rows.h's narrow rows): x + residual + input_bias into the tile, then
+    // normalized.
+    template <typename Tile>
+    HIPK_DEVICE void load(Tile& row, const RowPart& p, long long r, int cols) const {
+        const int N = Tile::n;
         row.load(p, norm.x + norm.xrows.at(r), cols);
         const T* residual_row = residual ? residual + r * norm.stride : 0;
         HIPK_UNROLL
@@ -55,6 +63,9 @@ template <typename T> struct AddLayerNormRow {
             HIPK_UNROLL
             for (int i = 0; i < N; ++i) row.keep(k, i, v[i]);
         }
+    }
+    template <typename Tile>
+    HIPK_DEVICE void finish(const Tile& row, const RowPart& p, long long r, int cols) const {
         norm.template normalize<true>(row, p, r, cols);
     }
 
@@ -77,8 +88,9 @@ template <typename T> struct AddLayerNormRow {
     }
 };
 
-// The kernel's body (norms.hip's add_layernorm_<t>): rows.h's launch, FloatTile rows.
-template <typename T>
+// The kernel's body (norms.hip's add_layernorm_<t>, and _narrow_<t> when NARROW): rows.h's
+// launch, FloatTile rows.
+template <typename T, bool NARROW>
 HIPK_DEVICE void add_layernorm(const T* x, const T* residual, const T* input_bias,
                                const T* weight, const T* bias, T* y, int rows, int cols,
                                float eps, long long x_inner, long long x_outer,
@@ -91,7 +103,10 @@ HIPK_DEVICE void add_layernorm(const T* x, const T* residual, const T* input_bia
     const bool vectors = xrows.multiple_of(Lanes16<T>::value) &&
                          row_vectorizable<T>(cols, x, weight, bias, y) &&
                          row_vectorizable<T>(cols, residual, input_bias, 0, 0);
-    run_rows<T, false>(op, rows, cols, vectors);  // FloatTile: the sums are kept as floats
+    if (NARROW)  // (FloatTile either way: the sums are kept as floats)
+        run_narrow_rows<T, false>(op, rows, cols, vectors);
+    else
+        run_rows<T, false>(op, rows, cols, vectors);
 }
 
 }  // namespace hipk

@@ -345,6 +345,11 @@ struct BlockReducer {
         const int warps = (threads + width - 1) / width;  // of this part
         const int first = part * warps;                   // the part's first partial
         const int present = imin(width, threads - warp * width);  // lanes of this warp
+#if HIPK_GPU
+        // A part of one whole warp (rows.h's stacked and narrow rows): its shuffles are the
+        // whole reduction, with no shared memory and no barrier (warps finish independently).
+        if (threads == width) return warp_broadcast(warp_reduce(v, width, op), width);
+#endif
         v = warp_reduce(v, present, op);
         if (lane == 0) partials[first + warp] = v;
         __syncthreads();

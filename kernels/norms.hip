@@ -6,6 +6,8 @@
 //                     x_outer, x_step):
 //       y = layernorm(x + residual + input_bias): a post-LN layer's residual add and its
 //       product's bias fused into the norm (add_norm.h: the sum kept in f32, not rounded to T)
+//   layernorm_narrow_<t>, add_layernorm_narrow_<t>(the same arguments): many narrow rows
+//       (at most 16 elements a lane of a warp), several a warp (rows.h's run_narrow_rows)
 //   rmsnorm_<t>(x, weight, y, rows, cols, eps, x_inner, x_outer, x_step):
 //       y = x / sqrt(mean(x^2) + eps) * weight
 //
@@ -205,7 +207,17 @@ template <typename T> struct LayerNormRow {
     template <typename Tile>
     HIPK_DEVICE void regs(const RowPart& p, long long r, int cols) const {
         Tile row;
+        load(row, p, r, cols);
+        finish(row, p, r, cols);
+    }
+
+    // regs' two halves (rows.h's narrow rows issue several rows' loads before any reduction).
+    template <typename Tile>
+    HIPK_DEVICE void load(Tile& row, const RowPart& p, long long r, int cols) const {
         row.load(p, x + xrows.at(r), cols);
+    }
+    template <typename Tile>
+    HIPK_DEVICE void finish(const Tile& row, const RowPart& p, long long r, int cols) const {
         normalize<false>(row, p, r, cols);
     }
 
@@ -278,7 +290,8 @@ template <typename T> struct LayerNormRow {
     }
 };
 
-template <typename T>
+// NARROW: rows.h's narrow rows (layernorm_narrow_<t>), else its one or two rows a part.
+template <typename T, bool NARROW>
 HIPK_DEVICE void layernorm(const T* x, const T* weight, const T* bias, T* y, int rows, int cols,
                            float eps, long long x_inner, long long x_outer,
                            long long x_step) {
@@ -287,8 +300,12 @@ HIPK_DEVICE void layernorm(const T* x, const T* weight, const T* bias, T* y, int
     const LayerNormRow<T> op = {x, weight, bias, y, cols, xrows, eps, scratch};
     // PackedTile: on the H200 (8192 x 8192 bf16, 256 threads) 77 % of the copy rate against 60 %
     // with FloatTile.
-    const bool vectors = xrows.multiple_of(Lanes16<T>::value);
-    run_rows<T, true>(op, rows, cols, vectors && row_vectorizable<T>(cols, x, weight, bias, y));
+    const bool vectors = xrows.multiple_of(Lanes16<T>::value) &&
+                         row_vectorizable<T>(cols, x, weight, bias, y);
+    if (NARROW)
+        run_narrow_rows<T, true>(op, rows, cols, vectors);
+    else
+        run_rows<T, true>(op, rows, cols, vectors);
 }
 
 // One row of rmsnorm.
@@ -352,47 +369,46 @@ HIPK_DEVICE void rmsnorm(const T* x, const T* weight, T* y, int rows, int cols, 
 
 #include "add_norm.h"  // add_layernorm: x + residual + input_bias, normalized (LayerNormRow's)
 
-// --- entry points: one per type (hip-core reads the parameter types from these lines) -------
+// --- entry points: one set per type (hip-core reads the parameter types from these lines) ---
 // __launch_bounds__(1024): blocks may have up to 1024 threads, so nvcc/nvrtc keep every kernel
 // within 64 registers (without it they took up to 72 on sm_90: fewer resident blocks).
 
-extern "C" __global__ void __launch_bounds__(1024) layernorm_f32(
-    const float* x, const float* weight, const float* bias, float* y, int rows, int cols,
-    float eps, long long x_inner, long long x_outer, long long x_step) {
-    hipk::layernorm(x, weight, bias, y, rows, cols, eps, x_inner, x_outer, x_step);
-}
-extern "C" __global__ void __launch_bounds__(1024) layernorm_f16(
-    const hipk::f16* x, const hipk::f16* weight, const hipk::f16* bias, hipk::f16* y, int rows,
-    int cols, float eps, long long x_inner, long long x_outer, long long x_step) {
-    hipk::layernorm(x, weight, bias, y, rows, cols, eps, x_inner, x_outer, x_step);
-}
-extern "C" __global__ void __launch_bounds__(1024) layernorm_bf16(
-    const hipk::bf16* x, const hipk::bf16* weight, const hipk::bf16* bias, hipk::bf16* y, int rows,
-    int cols, float eps, long long x_inner, long long x_outer, long long x_step) {
-    hipk::layernorm(x, weight, bias, y, rows, cols, eps, x_inner, x_outer, x_step);
-}
+// The narrow kernels' launches have at most 256 threads (HipBackend's (warp, parts) blocks):
+// their bound lets the compiler keep several rows' tiles in registers. A -D option overrides it
+// (bench variants: "256, 3" asks for 3 resident blocks).
+#ifndef HIPK_NARROW_BOUNDS
+#define HIPK_NARROW_BOUNDS 256
+#endif
 
-extern "C" __global__ void __launch_bounds__(1024) add_layernorm_f32(
-    const float* x, const float* residual, const float* input_bias, const float* weight,
-    const float* bias, float* y, int rows, int cols, float eps, long long x_inner,
-    long long x_outer, long long x_step) {
-    hipk::add_layernorm(x, residual, input_bias, weight, bias, y, rows, cols, eps, x_inner,
-                        x_outer, x_step);
-}
-extern "C" __global__ void __launch_bounds__(1024) add_layernorm_f16(
-    const hipk::f16* x, const hipk::f16* residual, const hipk::f16* input_bias,
-    const hipk::f16* weight, const hipk::f16* bias, hipk::f16* y, int rows, int cols, float eps,
-    long long x_inner, long long x_outer, long long x_step) {
-    hipk::add_layernorm(x, residual, input_bias, weight, bias, y, rows, cols, eps, x_inner,
-                        x_outer, x_step);
-}
-extern "C" __global__ void __launch_bounds__(1024) add_layernorm_bf16(
-    const hipk::bf16* x, const hipk::bf16* residual, const hipk::bf16* input_bias,
-    const hipk::bf16* weight, const hipk::bf16* bias, hipk::bf16* y, int rows, int cols,
-    float eps, long long x_inner, long long x_outer, long long x_step) {
-    hipk::add_layernorm(x, residual, input_bias, weight, bias, y, rows, cols, eps, x_inner,
-                        x_outer, x_step);
-}
+#define LAYERNORMS(S, T)                                                                           \
+    extern "C" __global__ void __launch_bounds__(1024) layernorm_##S(                              \
+        const T* x, const T* weight, const T* bias, T* y, int rows, int cols, float eps,           \
+        long long x_inner, long long x_outer, long long x_step) {                                  \
+        hipk::layernorm<T, false>(x, weight, bias, y, rows, cols, eps, x_inner, x_outer,           \
+                                  x_step);                                                         \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(HIPK_NARROW_BOUNDS) layernorm_narrow_##S(         \
+        const T* x, const T* weight, const T* bias, T* y, int rows, int cols, float eps,           \
+        long long x_inner, long long x_outer, long long x_step) {                                  \
+        hipk::layernorm<T, true>(x, weight, bias, y, rows, cols, eps, x_inner, x_outer,            \
+                                 x_step);                                                          \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(1024) add_layernorm_##S(                          \
+        const T* x, const T* residual, const T* input_bias, const T* weight, const T* bias,        \
+        T* y, int rows, int cols, float eps, long long x_inner, long long x_outer,                 \
+        long long x_step) {                                                                        \
+        hipk::add_layernorm<T, false>(x, residual, input_bias, weight, bias, y, rows, cols,        \
+                                      eps, x_inner, x_outer, x_step);                              \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(HIPK_NARROW_BOUNDS) add_layernorm_narrow_##S(     \
+        const T* x, const T* residual, const T* input_bias, const T* weight, const T* bias,        \
+        T* y, int rows, int cols, float eps, long long x_inner, long long x_outer,                 \
+        long long x_step) {                                                                        \
+        hipk::add_layernorm<T, true>(x, residual, input_bias, weight, bias, y, rows, cols,         \
+                                     eps, x_inner, x_outer, x_step);                               \
+    }
+
+HIPK_F32_AND_16BIT_TYPES(LAYERNORMS)
 
 extern "C" __global__ void __launch_bounds__(1024) rmsnorm_f32(
     const float* x, const float* weight, float* y, int rows, int cols, float eps,

@@ -269,6 +269,9 @@ HIPK_DEVICE bool needs_rescale(float mean, float denominator, int cols) {
 HIPK_DEVICE bool agreed(bool need, const RowPart& p) {
     const int block = (int)(blockDim.x * blockDim.y);
     if (p.threads == block && (block & (warp_lanes() - 1)) == 0) return need;
+#if HIPK_GPU
+    if (p.threads == warp_lanes()) return need;  // a one-warp part: lane 0's broadcast sums
+#endif
     return __syncthreads_or(need) != 0;
 }
 
@@ -304,6 +307,20 @@ HIPK_DEVICE Floats<1> stream_max_abs(const T* x, const RowPart& p, int cols) {
     return m;
 }
 
+// A row that run_rows' vector tile does not hold (cols = 0: a part without a row): scalar rows
+// in registers where they fit, else streamed.
+template <typename T, typename RowOp>
+HIPK_DEVICE void run_unfit_row(const RowOp& op, const RowPart& p, long long row, int n, int cols,
+                               bool vectors) {
+    const int N = Lanes16<T>::value;
+    if (!vectors && cols <= HIPK_SCALAR_ROW_FLOATS * p.threads)
+        op.template regs<FloatTile<T, 1, HIPK_SCALAR_ROW_FLOATS> >(p, row, n);
+    else if (vectors)
+        op.template stream<N>(p, row, n);
+    else
+        op.template stream<1>(p, row, n);
+}
+
 // Runs the fitting path of a row kernel `op` for this block's row(s). `op` provides
 //   template <typename Tile> void regs(const RowPart&, long long row, int cols) const;
 //   template <int N> void stream(const RowPart&, long long row, int cols) const;
@@ -313,7 +330,6 @@ HIPK_DEVICE Floats<1> stream_max_abs(const T* x, const RowPart& p, int cols) {
 template <typename T, bool PACKED, typename RowOp>
 HIPK_DEVICE void run_rows(const RowOp& op, long long rows, int cols, bool vectors) {
     typedef typename VectorTile<T, PACKED>::type Tile;
-    const int N = Lanes16<T>::value;
     const int threads = (int)blockDim.x, fit = Tile::n * Tile::items;
     const long long b = block_number();
     // A 2-D block (the host's launch for many narrow rows): blockDim.y rows, one per y, each
@@ -333,12 +349,69 @@ HIPK_DEVICE void run_rows(const RowOp& op, long long rows, int cols, bool vector
     const int n = first + part < rows ? cols : 0;
     if (vectors && cols <= fit * size)
         op.template regs<Tile>(p, row, n);
-    else if (!vectors && cols <= HIPK_SCALAR_ROW_FLOATS * size)
-        op.template regs<FloatTile<T, 1, HIPK_SCALAR_ROW_FLOATS> >(p, row, n);
-    else if (vectors)
-        op.template stream<N>(p, row, n);
     else
-        op.template stream<1>(p, row, n);
+        run_unfit_row<T>(op, p, row, n, cols, vectors);
+}
+
+// --- many narrow rows, several a warp ---------------------------------------------------------
+// A warp that holds one narrow row has a few loads in flight and then spends most of its life
+// reducing (H200, MiniLM's [16384, 384] bf16 layernorm a row a warp: 23 us, 0.27 of the copy
+// rate, 64 registers of which the row takes 6). The narrow kernels give a warp `rows` rows of
+// at most 16 elements a lane (512 at 32 lanes, 1024 at 64), issue every load of them before
+// the first reduction, and reduce each by shuffles alone (a part of one warp: BlockReducer).
+// Their tiles take the registers of run_rows' one row: PackedTile 16-bit rows 4 a warp,
+// FloatTile rows (f32, add_layernorm's sums) 2.
+template <typename T, bool PACKED> struct NarrowTile {
+    enum { N = Lanes16<T>::value, rows = 2 };
+    typedef FloatTile<T, N, 16 / N> type;
+};
+template <> struct NarrowTile<f16, true> {
+    enum { rows = 4 };
+    typedef PackedTile<f16, 8, 2> type;
+};
+template <> struct NarrowTile<bf16, true> {
+    enum { rows = 4 };
+    typedef PackedTile<bf16, 8, 2> type;
+};
+
+// Runs the narrow path of a row kernel `op`, which provides (besides run_rows' stream)
+//   template <typename Tile> void load(Tile&, const RowPart&, long long row, int cols) const;
+//   template <typename Tile> void finish(const Tile&, const RowPart&, long long row,
+//                                        int cols) const;
+// (`regs` is load, then finish). Launch: a 2-D block (warp, P), block b's part y taking rows
+// R (P b + y) .. + R - 1 (R = NarrowTile::rows); grid ceil(rows / (P R)). A layout the tile
+// cannot hold (a plan replayed with pointers no longer 16-byte aligned) takes the rows one at
+// a time by run_rows' other paths.
+template <typename T, bool PACKED, typename RowOp>
+HIPK_DEVICE void run_narrow_rows(const RowOp& op, long long rows, int cols, bool vectors) {
+    typedef NarrowTile<T, PACKED> Narrow;
+    typedef typename Narrow::type Tile;
+    const int R = Narrow::rows;
+    const long long block_first = block_number() * (long long)blockDim.y * R;
+    if (block_first >= rows) return;  // the whole block: no barrier is skipped by some only
+    const RowPart p = {(int)threadIdx.x, (int)blockDim.x, (int)threadIdx.y};
+    const long long first = block_first + (long long)threadIdx.y * R;
+    if (vectors && cols <= Tile::n * Tile::items * p.threads) {
+        Tile tiles[R];
+        HIPK_UNROLL
+        for (int i = 0; i < R; ++i) {  // every row's loads before any reduction
+            const bool inside = first + i < rows;
+            op.template load<Tile>(tiles[i], p, inside ? first + i : block_first,
+                                   inside ? cols : 0);
+        }
+        HIPK_UNROLL
+        for (int i = 0; i < R; ++i) {
+            const bool inside = first + i < rows;
+            op.template finish<Tile>(tiles[i], p, inside ? first + i : block_first,
+                                     inside ? cols : 0);
+        }
+        return;
+    }
+    for (int i = 0; i < R; ++i) {
+        const bool inside = first + i < rows;
+        run_unfit_row<T>(op, p, inside ? first + i : block_first, inside ? cols : 0, cols,
+                         vectors);
+    }
 }
 
 }  // namespace hipk

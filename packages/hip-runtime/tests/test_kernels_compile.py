@@ -23,7 +23,13 @@ from hip_runtime.tensors.dtypes import SUFFIXES
 
 TYPES = ("f32", "f16", "bf16")
 FAMILIES = {
-    "norms.hip": ("layernorm", "add_layernorm", "rmsnorm"),
+    "norms.hip": (
+        "layernorm",
+        "layernorm_narrow",
+        "add_layernorm",
+        "add_layernorm_narrow",
+        "rmsnorm",
+    ),
     "softmax.hip": ("softmax",),
     "rope.hip": (
         "rope_half",

@@ -45,6 +45,8 @@ _ROW_ELEMENTS_PER_THREAD = 32  # f32 elements a row kernel holds per thread (16-
 _MAX_ROW_PARTS = 8  # rows a row kernel's 2-D block takes at most (HIPK_MAX_ROW_PARTS)
 _STACKED_THREADS = 256  # threads of such a block
 _STACKED_BLOCKS = 4  # blocks a multiprocessor that stacking rows must leave the grid
+_NARROW_ELEMENTS_PER_LANE = 16  # the longest row a narrow kernel's warp holds, per lane
+_NARROW_WARPS_PER_MULTIPROCESSOR = 2  # the fewest warps a multiprocessor narrow launches leave
 
 
 class OpsBase(Resource):
@@ -314,6 +316,35 @@ class OpsBase(Resource):
         if parts < 2 or rows < parts * _STACKED_BLOCKS * multiprocessors:
             return rows, block
         return -(-rows // parts), (width, parts)
+
+    def _narrow_row_launch(
+        self,
+        rows: int,
+        cols: int,
+        itemsize: int,
+        rows_per_warp: int,
+        pointers: tuple[DeviceTensor | None, ...],
+        strides: tuple[int, int, int],
+    ) -> tuple[int, tuple[int, int]] | None:
+        """(grid, block) of a narrow row kernel (kernels/rows.h's run_narrow_rows: a warp
+        takes `rows_per_warp` rows), or None where it does not pay or cannot hold the rows:
+        rows longer than 16 elements a lane, too few rows to give every multiprocessor
+        two such warps, or rows the kernel cannot read as 16-byte vectors (`pointers` and
+        x's row `strides` (inner, outer, step), in elements, not all on 16-byte boundaries).
+        The block is (warp, parts): up to 256 threads, fewer where the rows would not
+        spread over every multiprocessor otherwise."""
+        warp = self.device.properties.warp_size
+        lanes = 16 // itemsize
+        if not 0 < cols <= _NARROW_ELEMENTS_PER_LANE * warp or cols % lanes or strides[1] % lanes:
+            return None
+        if strides[2] % lanes or any(t is not None and t.ptr % 16 for t in pointers):
+            return None
+        multiprocessors = self.device.properties.multiprocessors
+        warps = rows // (rows_per_warp * _NARROW_WARPS_PER_MULTIPROCESSOR * multiprocessors)
+        if warps < 1:
+            return None
+        parts = min(_STACKED_THREADS // warp, warps)
+        return -(-rows // (parts * rows_per_warp)), (warp, parts)
 
     def _row_block(self, cols: int, itemsize: int) -> int:
         """The block of `_launch_rows` for rows of `cols` elements of `itemsize` bytes."""

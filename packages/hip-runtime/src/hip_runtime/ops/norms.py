@@ -112,18 +112,26 @@ class NormOps(OpsBase):
         y = self._output(
             out, x.shape, x.dtype, inputs=(x, residual), distinct_from=(input_bias, weight, bias)
         )
-        kernel = self._kernel("norms.hip", f"{op}_{t.suffix}")
         inputs = (x, *addends, weight, bias)  # (x checked: maybe another view object)
-        # The fused kernel holds its rows as floats whatever the type (FloatTile): the f32
-        # geometry; the plain one packs 16-bit rows.
-        itemsize = 4 if addends else x.dtype.itemsize
-        launch = self._launch_rows(
-            kernel, rows, cols, itemsize, *inputs, y, rows, cols, float(eps), *strides
+        args = (*inputs, y, rows, cols, float(eps), *strides)
+        # Many narrow rows: several a warp (rows.h's NarrowTile: 16-bit rows held packed 4 a
+        # warp, rows held as floats 2).
+        packed = not addends and x.dtype.itemsize == 2
+        narrow = self._narrow_row_launch(
+            rows, cols, x.dtype.itemsize, 4 if packed else 2, (*inputs, y), strides
         )
+        if narrow is not None:
+            kernel = self._kernel("norms.hip", f"{op}_narrow_{t.suffix}")
+            kernel.launch(*narrow, *args, stream=self.stream)
+            launch = narrow
+        else:
+            kernel = self._kernel("norms.hip", f"{op}_{t.suffix}")
+            # The fused kernel holds its rows as floats whatever the type (FloatTile): the f32
+            # geometry; the plain one packs 16-bit rows.
+            itemsize = 4 if addends else x.dtype.itemsize
+            launch = self._launch_rows(kernel, rows, cols, itemsize, *args)
         if launch is not None:
-            prepared = kernel.prepare(
-                *launch, *inputs, y, rows, cols, float(eps), *strides, stream=self.stream
-            )
+            prepared = kernel.prepare(*launch, *args, stream=self.stream)
             plan = (*plan_head(inputs, y), kernel, rows, launch, cols, strides, prepared, eps)
             self._keep_plan(key, plan)
         return y
