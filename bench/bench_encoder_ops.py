@@ -3,6 +3,8 @@
 
 Shapes: tokens = --batch x --seq rows (128 x 128), hidden 384, QKV 3 x 384, FFN 4 x 384:
 - `layernorm` [tokens, hidden] with weight and bias;
+- `layernorm(x + residual + bias)`: a post-LN layer's residual add and its product's bias fused
+  into the norm (hip: one pass; torch: the two adds, then layer_norm);
 - `linear + bias` (QKV): x @ wᵀ + b, hip's BLAS call and its bias add against torch's
   F.linear (cuBLAS with the bias in its epilogue);
 - `gelu(x + bias)` [tokens, 4 hidden] (hip: one pass; torch: the bias add then GELU, as its
@@ -46,6 +48,10 @@ def bench(backend: HipBackend, torch: Any, tokens: int, dtype: str, copy: float)
     y, y_qkv = backend.empty(x.shape, x.dtype), backend.empty((tokens, 3 * HIDDEN), x.dtype)
     ours: dict[str, tuple[Callable[[], Any], int]] = {
         "layernorm": (lambda: backend.layernorm(x, g, b, eps=1e-12, out=y), 2 * x.nbytes),
+        "layernorm(x + residual + bias)": (
+            lambda: backend.layernorm(x, g, b, eps=1e-12, residual=residual, input_bias=b, out=y),
+            3 * x.nbytes,
+        ),
         "linear + bias (QKV)": (
             lambda: backend.linear(x, w_qkv, b_qkv, out=y_qkv),
             x.nbytes + w_qkv.nbytes + y_qkv.nbytes,
@@ -61,6 +67,9 @@ def bench(backend: HipBackend, torch: Any, tokens: int, dtype: str, copy: float)
         )  # fmt: skip
         theirs = {
             "layernorm": lambda: functional.layer_norm(tx, (HIDDEN,), tg, tb, 1e-12),
+            "layernorm(x + residual + bias)": lambda: functional.layer_norm(
+                tx + tr + tb, (HIDDEN,), tg, tb, 1e-12
+            ),
             "linear + bias (QKV)": lambda: functional.linear(tx, tw, tbq),
             "gelu(x + bias)": lambda: functional.gelu(ti + tbf),
             "residual + bias": lambda: tr + tb,

@@ -7,10 +7,10 @@
 // to do. Surplus blocks return at once. Many narrow rows: a 2-D block (w, P), w a multiple of
 // the warp width, takes rows P b .. P b + P - 1, row P b + y by the threads of y (grid
 // ceil(rows / P)), instead of a block scheduled per 1-2 KiB (H200, MiniLM's 384-wide bf16
-// layernorm over 16384 rows: 30 -> 26.5 us for 25 MB, still a fifth of the copy rate; the rest
-// is not explained yet). (A grid-stride loop over rows would let any grid work,
-// but the compilers then keep per-thread addresses live across iterations: +30-60 registers,
-// spills on AMD.)
+// layernorm over 16384 rows: 30 -> 26.5 us for 25 MB, still a fifth of the copy rate: a warp
+// a row is latency-bound, which the narrow kernels at the end of this file answer). (A
+// grid-stride loop over rows would let any grid work, but the compilers then keep per-thread
+// addresses live across iterations: +30-60 registers, spills on AMD.)
 //
 // The row is read as "vectors" of N consecutive elements: N = 16 bytes / sizeof(T) when every
 // pointer is 16-byte aligned and cols % N == 0, else N = 1 (coalesced scalar reads). Vector j of
