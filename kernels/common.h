@@ -319,7 +319,9 @@ template <int K> HIPK_DEVICE Floats<K> warp_broadcast(Floats<K> v, int present) 
 // of whole warps (each handling its own row), and every part reduces its own threads' values
 // at the same time. op(a, b) merges two values (associative; `op.identity()` is its neutral
 // value), and the merged value of the part is returned to all its threads. Every thread of the
-// block must make the same sequence of calls (they synchronize it).
+// block must make the same sequence of calls (they synchronize it) — except that on GPUs a part
+// of exactly one warp reduces by shuffles alone, with no barrier: code that relies on the
+// reduction's barrier to publish other shared memory must not run one-warp parts.
 //
 // Each warp reduces its lanes with shuffles and parks the result in shared memory; after one
 // barrier every warp folds the partials of its part (at most warpSize of them, blocks have <=

@@ -25,6 +25,9 @@
 // (|x| from about 1.8e19 on) or vanish (tiny rows, with an eps too small to hide them) is
 // computed again from x scaled by a power of two (rows.h; rescale_row below), so rows of any
 // finite magnitude normalize. A NaN row takes that path too, and stays NaN.
+// The narrow entries: a 2-D block (warp, P) of at most 256 threads, each warp taking R rows
+// (rows.h's NarrowTile: 4 for 16-bit layernorm, 2 otherwise), grid ceil(rows / (P R)); the
+// host launches them only for rows of whole aligned 16-byte vectors that fit a warp.
 #include "rows.h"
 
 namespace hipk {

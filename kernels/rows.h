@@ -362,8 +362,8 @@ HIPK_DEVICE void run_rows(const RowOp& op, long long rows, int cols, bool vector
 // Their tiles take the registers of run_rows' one row: PackedTile 16-bit rows 4 a warp,
 // FloatTile rows (f32, add_layernorm's sums) 2.
 template <typename T, bool PACKED> struct NarrowTile {
-    enum { N = Lanes16<T>::value, rows = 2 };
-    typedef FloatTile<T, N, 16 / N> type;
+    enum { rows = 2 };
+    typedef FloatTile<T, Lanes16<T>::value, 16 / Lanes16<T>::value> type;
 };
 template <> struct NarrowTile<f16, true> {
     enum { rows = 4 };
@@ -379,9 +379,10 @@ template <> struct NarrowTile<bf16, true> {
 //   template <typename Tile> void finish(const Tile&, const RowPart&, long long row,
 //                                        int cols) const;
 // (`regs` is load, then finish). Launch: a 2-D block (warp, P), block b's part y taking rows
-// R (P b + y) .. + R - 1 (R = NarrowTile::rows); grid ceil(rows / (P R)). A layout the tile
-// cannot hold (a plan replayed with pointers no longer 16-byte aligned) takes the rows one at
-// a time by run_rows' other paths.
+// R (P b + y) .. + R - 1 (R = NarrowTile::rows; the host's ops/norms.py _NARROW_ROWS_PER_WARP
+// must say the same, or rows go unwritten); grid ceil(rows / (P R)). A layout the tile cannot
+// hold (the host never launches one: unaligned operands, rows too long) still gives right
+// rows, one at a time by run_rows' other paths.
 template <typename T, bool PACKED, typename RowOp>
 HIPK_DEVICE void run_narrow_rows(const RowOp& op, long long rows, int cols, bool vectors) {
     typedef NarrowTile<T, PACKED> Narrow;

@@ -15,11 +15,7 @@ import pytest
 
 from hip_core import Device
 from hip_runtime import HipBackend, testing
-
-#: Rows a warp of the narrow kernels takes (rows.h's NarrowTile): 16-bit layernorm rows are
-#: held packed, four a warp; f32 rows and add_layernorm's f32 sums two.
-ROWS_PER_WARP = {("layernorm", 2): 4, ("layernorm", 4): 2, ("add_layernorm", 2): 2,
-                 ("add_layernorm", 4): 2}  # fmt: skip
+from hip_runtime.ops.norms import narrow_rows_per_warp
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +28,14 @@ def narrow_rows(backend: HipBackend, op: str, itemsize: int) -> int:
     """Rows enough for narrow launches of full blocks, and 3 more: a last warp partly empty."""
     warps = 256 // backend.device.properties.warp_size
     multiprocessors = backend.device.properties.multiprocessors
-    return ROWS_PER_WARP[op, itemsize] * warps * 2 * multiprocessors + 3
+    return narrow_rows_per_warp(op, itemsize) * warps * 2 * multiprocessors + 3
 
 
 def launch_of(backend: HipBackend, op: str, x: np.ndarray, strides: tuple[int, int, int]) -> object:
     """The narrow launch the host picks for x (aligned operands), or None."""
     rows, cols = x.shape
     dx = backend.from_numpy(x)
-    rows_per_warp = ROWS_PER_WARP[op, x.dtype.itemsize]
+    rows_per_warp = narrow_rows_per_warp(op, x.dtype.itemsize)
     return backend._narrow_row_launch(rows, cols, x.dtype.itemsize, rows_per_warp, (dx,), strides)
 
 
@@ -66,7 +62,7 @@ def test_many_narrow_aligned_rows_take_the_narrow_kernels(backend: HipBackend) -
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("op", ["layernorm", "add_layernorm"])
 def test_narrow_rows_match_the_reference(
-    backend: HipBackend, op: str, dtype: str, cols: int | str
+    backend: HipBackend, op: str, dtype: str, cols: int | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     itemsize = 4 if dtype == "f32" else 2
     width = {"one vector": 16 // itemsize, "longest": 16 * backend.device.properties.warp_size}
@@ -76,7 +72,7 @@ def test_narrow_rows_match_the_reference(
     x = testing.random(rng, (rows, n), dtype, scale=2.0, shift=1.0)
     if dtype != "f16":  # (f16's squares never leave f32's range)
         x[5] *= np.float32(1e25)  # a warp rescales one of its rows, not the others
-        x[rows - 2] *= np.float32(1e-30)
+        x[rows - 2] *= np.float32(1e-30)  # (a tiny row: its eps keeps it from rescaling)
     assert launch_of(backend, op, x, (1, n, 0)) is not None
     weight, bias = testing.random(rng, n, dtype), testing.random(rng, n, dtype)
     w, b = backend.from_numpy(weight), backend.from_numpy(bias)
@@ -98,36 +94,65 @@ def test_narrow_rows_match_the_reference(
         rounded = (x[5].astype(np.float32) + residual[5] + input_bias).astype(x.dtype)
         row = testing.layernorm(rounded[None], weight, bias)
         expected.value[5], expected.magnitude[5] = row.value[0], row.magnitude[0]
-    got = testing.call_twice(run, backend.from_numpy(x))  # the checked call, then its plan
+    kernels = spy_kernels(backend, monkeypatch)
+    got = testing.call_twice(run, backend.from_numpy(x))  # the checked call, its plan, out=
     testing.assert_close(got, expected, dtype)
+    assert kernels == [f"{op}_narrow_{dtype}"] * 2  # (checked calls: the first, the out= one)
 
 
-def test_a_slice_of_columns(backend: HipBackend) -> None:
+def spy_kernels(backend: HipBackend, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the kernels the backend's ops look up from now on (their checked paths)."""
+    names: list[str] = []
+    lookup = backend._kernel
+
+    def recording(source: str, name: str) -> object:
+        names.append(name)
+        return lookup(source, name)
+
+    monkeypatch.setattr(backend, "_kernel", recording)
+    return names
+
+
+def test_a_slice_of_columns(backend: HipBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows 400 elements apart, 384 of each: narrow from an aligned start, not from another."""
     rows = narrow_rows(backend, "layernorm", 2)
     rng = np.random.default_rng(2)
     wide = testing.random(rng, (rows, 400), "bf16")
     assert launch_of(backend, "layernorm", wide[:, :384], (1, 400, 0)) is not None
     dwide = backend.from_numpy(wide)
+    kernels = spy_kernels(backend, monkeypatch)
     for start in (8, 4):  # 16 bytes in: narrow; 8 bytes in: the other kernel's scalar rows
         got = backend.layernorm(dwide[:, start : start + 384]).to_numpy()
         testing.assert_close(got, testing.layernorm(wide[:, start : start + 384]), "bf16")
+    assert kernels == ["layernorm_narrow_bf16", "layernorm_bf16"]
 
 
 @pytest.mark.parametrize("cols", [24, 1000])  # scalar rows held in registers, streamed ones
+@pytest.mark.parametrize(("op", "dtype"), [("layernorm", "f32"), ("add_layernorm", "bf16")])
 def test_the_narrow_kernel_takes_rows_it_cannot_read_as_vectors(
-    backend: HipBackend, cols: int
+    backend: HipBackend, op: str, dtype: str, cols: int
 ) -> None:
-    """Launched on rows that start off 16-byte boundaries (a plan never does that: alignment
-    is part of its key), the kernel takes each warp's rows one by one, as scalars."""
+    """Launched on rows that start off 16-byte boundaries (the host never does that), the
+    kernel takes each warp's rows one by one, as scalars."""
     warp = backend.device.properties.warp_size
-    rows = 2 * 4 * 2 + 1  # 2 blocks of 2 warps of 2 rows each, and a row of a third block
+    per_warp = narrow_rows_per_warp(op, testing.DTYPES[dtype].itemsize)
+    rows = 2 * 2 * per_warp * 2 + 1  # 2 blocks of 2 warps, and a row of a third block
     rng = np.random.default_rng(cols)
-    x = testing.random(rng, (rows, cols), "f32")
-    flat = backend.from_numpy(np.concatenate([[np.float32(0)], x.reshape(-1)]))
-    dx = flat[1:]  # 4 bytes past an aligned start
-    y = backend.empty((rows, cols), np.float32)
-    kernel = backend._kernel("norms.hip", "layernorm_narrow_f32")
-    kernel.launch(-(-rows // 4), (warp, 2), dx, None, None, y, rows, cols, 1e-5, 1, cols, 0,
-                  stream=backend.stream)  # fmt: skip
-    testing.assert_close(y.to_numpy(), testing.layernorm(x), "f32")
+    x = testing.random(rng, (rows, cols), dtype)
+    flat = backend.from_numpy(np.concatenate([np.zeros(1, x.dtype), x.reshape(-1)]))
+    dx = flat[1:]  # one element past an aligned start
+    y = backend.empty((rows, cols), x.dtype)
+    kernel = backend._kernel("norms.hip", f"{op}_narrow_{dtype}")
+    if op == "layernorm":
+        operands: tuple[object, ...] = (dx, None, None)
+        expected = testing.layernorm(x)
+    else:
+        residual = testing.random(rng, (rows, cols), dtype)
+        operands = (dx, backend.from_numpy(residual), None, None, None)
+        total = x.astype(np.float32) + residual.astype(np.float32)
+        if cols == 1000:  # streamed rows sum into y first, rounded to the dtype (add_norm.h)
+            total = total.astype(x.dtype)
+        expected = testing.layernorm(total)
+    kernel.launch(-(-rows // (2 * per_warp)), (warp, 2), *operands, y, rows, cols, 1e-5, 1,
+                  cols, 0, stream=backend.stream)  # fmt: skip
+    testing.assert_close(y.to_numpy(), expected, dtype)

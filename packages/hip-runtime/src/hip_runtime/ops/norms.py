@@ -34,6 +34,13 @@ def real_number(value: Any, name: str, op: str) -> float:
     return float(value)
 
 
+def narrow_rows_per_warp(op: str, itemsize: int) -> int:
+    """Rows a warp of `op`'s narrow kernel takes (kernels/rows.h's NarrowTile::rows, which
+    must agree): 16-bit layernorm rows are held packed, four a warp; f32 rows and
+    add_layernorm's f32 sums two."""
+    return 4 if op == "layernorm" and itemsize == 2 else 2
+
+
 class NormOps(OpsBase):
     def layernorm(
         self,
@@ -114,12 +121,10 @@ class NormOps(OpsBase):
         )
         inputs = (x, *addends, weight, bias)  # (x checked: maybe another view object)
         args = (*inputs, y, rows, cols, float(eps), *strides)
-        # Many narrow rows: several a warp (rows.h's NarrowTile: 16-bit rows held packed 4 a
-        # warp, rows held as floats 2).
-        packed = not addends and x.dtype.itemsize == 2
         narrow = self._narrow_row_launch(
-            rows, cols, x.dtype.itemsize, 4 if packed else 2, (*inputs, y), strides
-        )
+            rows, cols, x.dtype.itemsize, narrow_rows_per_warp(op, x.dtype.itemsize),
+            (*inputs, y), strides,
+        )  # fmt: skip
         if narrow is not None:
             kernel = self._kernel("norms.hip", f"{op}_narrow_{t.suffix}")
             kernel.launch(*narrow, *args, stream=self.stream)
@@ -195,4 +200,4 @@ class NormOps(OpsBase):
         return x, t, strides
 
 
-__all__ = ["NormOps", "real_number"]
+__all__ = ["NormOps", "narrow_rows_per_warp", "real_number"]

@@ -159,16 +159,19 @@ def assert_close_with_nans(got: Array, expected: Array, dtype: DTypeLike) -> Non
 
 
 def call_twice(op: Any, x: Any, *args: Any, **kwargs: Any) -> Array:
-    """`op(x, *args, **kwargs)`'s result as a numpy array, after checking that a second call
-    into a fresh `out=` (a repeated call: served by the op's plan) gives the same bits. `op` is
-    a HipBackend op returning a DeviceTensor. Raises Mismatch."""
+    """`op(x, *args, **kwargs)`'s result as a numpy array, after checking that the same call
+    again (served by the plan the first made: `OpsBase._planned`) and a call into a fresh
+    `out=` (a plan key of its own, so the checked path again) give the same bits. `op` is a
+    HipBackend op returning a DeviceTensor. Raises Mismatch."""
     first = op(x, *args, **kwargs)
+    planned = op(x, *args, **kwargs).to_numpy()
     out = first.__class__.empty(first.shape, first.dtype, device=first.device,
                                 stream=first.stream)  # fmt: skip
-    again = op(x, *args, **kwargs, out=out).to_numpy()
+    into = op(x, *args, **kwargs, out=out).to_numpy()
     result: Array = first.to_numpy()
-    if not np.array_equal(again.view(np.uint8), result.view(np.uint8)):
-        raise Mismatch("a repeated call (its plan, into out=) gave other bits than the first")
+    for again, how in ((planned, "the same call again (its plan)"), (into, "a call into out=")):
+        if not np.array_equal(again.view(np.uint8), result.view(np.uint8)):
+            raise Mismatch(f"{how} gave other bits than the first")
     return result
 
 
