@@ -38,6 +38,7 @@ FAMILIES = {
         "rope_and_cache_interleaved",
     ),
     "transpose.hip": ("transpose",),
+    "bias_gelu.hip": ("bias_gelu",),
 }
 EXPECTED = {source: {f"{op}_{t}" for op in ops for t in TYPES} for source, ops in FAMILIES.items()}
 EXPECTED["dequant.hip"] = {f"dequant{s}_{q}_{t}" for s in ("", "_split") for q in ("q8_0", "q4_0") for t in TYPES} | {"split_rows_q8_0", "split_rows_q4_0"}  # fmt: skip  # noqa: E501
