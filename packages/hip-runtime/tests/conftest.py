@@ -295,16 +295,28 @@ def ctrl_c_raises() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@pytest.fixture
-def gemv_launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the gemv kernels launched from now on (they still run)."""
+def recorded_launches(monkeypatch: pytest.MonkeyPatch, prefix: str) -> list[str]:
+    """The names (starting with `prefix`) of the kernels launched from now on by
+    `Kernel.launch` (they still run); a plan's prepared launches are not seen."""
     seen: list[str] = []
     launch = Kernel.launch
 
     def record(self: Kernel, *args: Any, **kwargs: Any) -> None:
-        if self.name.startswith("gemv_"):
+        if self.name.startswith(prefix):
             seen.append(self.name)
         launch(self, *args, **kwargs)
 
     monkeypatch.setattr(Kernel, "launch", record)
     return seen
+
+
+@pytest.fixture
+def gemv_launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the gemv kernels launched from now on (they still run)."""
+    return recorded_launches(monkeypatch, "gemv_")
+
+
+@pytest.fixture
+def kernel_launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of every kernel launched from now on by `Kernel.launch`."""
+    return recorded_launches(monkeypatch, "")
