@@ -379,7 +379,7 @@ template <> struct NarrowTile<bf16, true> {
 //   template <typename Tile> void finish(const Tile&, const RowPart&, long long row,
 //                                        int cols) const;
 // (`regs` is load, then finish). Launch: a 2-D block (warp, P), block b's part y taking rows
-// R (P b + y) .. + R - 1 (R = NarrowTile::rows; the host's ops/norms.py _NARROW_ROWS_PER_WARP
+// R (P b + y) .. + R - 1 (R = NarrowTile::rows; the host's ops/norms.py narrow_rows_per_warp
 // must say the same, or rows go unwritten); grid ceil(rows / (P R)). A layout the tile cannot
 // hold (the host never launches one: unaligned operands, rows too long) still gives right
 // rows, one at a time by run_rows' other paths.

@@ -49,7 +49,8 @@ def test_aligned_rows_take_the_vector_kernel(
 def test_other_layouts_take_the_rows_path(
     backend: HipBackend, kernel_launches: list[str], dtype: str
 ) -> None:
-    """Rows not of whole vectors, a view starting off 16 bytes, a strided x, f64: binary.hip."""
+    """Rows not of whole vectors, a view starting off 16 bytes, a strided x or out=, f64:
+    binary.hip."""
     rng = np.random.default_rng(3)
     wide = testing.random(rng, (9, 40), dtype, scale=3.0)
     bias = testing.random(rng, 36, dtype)
@@ -64,8 +65,13 @@ def test_other_layouts_take_the_rows_path(
     for dx, x, d_bias, host_bias in cases:
         got = backend.gelu(dx, bias=d_bias).to_numpy()
         testing.assert_close(got, reference(x, host_bias, "none"), dtype)
+    aligned = backend.from_numpy(wide[:, :8].copy())  # x aligned, out rows 40 apart
+    into = dwide[:, 8:16] if dtype == "bf16" else dwide[:, 4:12]  # (16 bytes in)
+    backend.gelu(aligned, bias=backend.from_numpy(bias[:8]), out=into)
+    got_into = dwide.to_numpy()[:, 8:16] if dtype == "bf16" else dwide.to_numpy()[:, 4:12]
+    testing.assert_close(got_into, reference(wide[:, :8], bias[:8], "none"), dtype)
     assert set(kernel_launches) <= {f"binary_{dtype}", f"binary_any_{dtype}"}
-    assert len(kernel_launches) == len(cases)
+    assert len(kernel_launches) == len(cases) + 1
     x64, b64 = rng.standard_normal((4, 8)), rng.standard_normal(8)  # f64: no vector kernel
     got64 = backend.gelu(backend.from_numpy(x64), bias=backend.from_numpy(b64)).to_numpy()
     expected = reference(x64, b64, "none")

@@ -63,8 +63,8 @@ class ActivationOps(PointwiseCore):
     ) -> DeviceTensor | None:
         """gelu(x + bias) by kernels/bias_gelu.hip, two 16-byte vectors a thread, where its
         layout holds: f32/f16/bf16, bias of x's dtype, x, bias and out C-contiguous and 16-byte
-        aligned, rows of whole vectors. None otherwise (binary.hip's rows path takes the call,
-        and its checks say what is wrong)."""
+        aligned, rows of whole vectors. None otherwise (binary.hip's paths take the call, out=
+        strided views too, and their checks say what is wrong)."""
         suffix = _BIAS_GELU_TYPES.get(x.dtype)
         lanes = 16 // x.dtype.itemsize
         if (
@@ -74,7 +74,10 @@ class ActivationOps(PointwiseCore):
             or not 0 < x.size // lanes <= INT_MAX
             or (x.ptr | bias.ptr) % 16
             or not (x.is_contiguous and bias.is_contiguous)
-            or (out is not None and (type(out) is not DeviceTensor or out.ptr % 16))
+            or (
+                out is not None
+                and (type(out) is not DeviceTensor or out.ptr % 16 or not out.is_contiguous)
+            )
         ):
             return None
         x = self._tensor(x, "x")
