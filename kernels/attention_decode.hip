@@ -41,7 +41,8 @@
 // the combine kernel (grid B * heads * sq, block 256) merges a row's chunks into out.
 // f32 arithmetic for every storage type; a row that sees no key gives zeros, not NaN.
 #include "dtypes.h"
-#include "rows.h"  // exp2_fast, pack_pair (the tensor-core block)
+#include "early_start.h"  // every entry point may be started early: each block waits first
+#include "rows.h"         // exp2_fast, pack_pair (the tensor-core block)
 
 #define HIPK_DECODE_WARPS 8        // most warps per block: the host launches min(256, 8 * warp)
 #define HIPK_DECODE_ROWS 4         // query rows per block (more rows: more row groups)
@@ -379,11 +380,13 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
 // for the 16-bit types' two smaller tiles (the parameters written out in each: hip-core reads
 // their types from the text).
 #define HIPK_DECODE_BODY(T, DT)                                                                    \
+    hipk::start_after_previous_grid();                                                             \
     const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk_min, chunk_step,          \
                                      chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs,       \
                                      ob, oh, os};                                                  \
     hipk::decode::split<T, DT>(q, k, v, lengths, out, part, stats, counters, args)
 #define HIPK_DECODE_MMA_BODY(T, DT)                                                                \
+    hipk::start_after_previous_grid();                                                             \
     const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk_min, chunk_step,          \
                                      chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs,       \
                                      ob, oh, os};                                                  \
@@ -417,6 +420,7 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
     extern "C" __global__ void attention_decode_combine_##S(const float* part,                     \
         const float* stats, const int* lengths, T* out, int heads, int sq, int d, int smax,        \
         int chunk_min, int chunk_step, int chunks, long long ob, long long oh, long long os) {     \
+        hipk::start_after_previous_grid();                                                         \
         hipk::decode::combine<T>(part, stats, lengths, out, heads, sq, d, smax, chunk_min,         \
                                  chunk_step, chunks, ob, oh, os);                                  \
     }                                                                                              \

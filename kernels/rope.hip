@@ -29,7 +29,11 @@
 //       [0, table_rows) (-1: a padding token) stores nothing. One launch for what two ropes
 //       and two scatters did: the per-op host cost of a decode step is what this saves.
 //       Launch: any 1-D grid and block (grid-stride over a token's q pairs, k pairs, then v).
+//
+// Every entry point may be started early (early_start.h): each block waits for the kernel
+// ahead before it reads anything.
 #include "common.h"
+#include "early_start.h"
 
 namespace hipk {
 
@@ -63,6 +67,7 @@ HIPK_DEVICE void rotate_pair(const T* in, T* out, T* stored, int k, int half, in
 template <typename T, bool INTERLEAVED>
 HIPK_DEVICE void rope(const T* x, const float* cos, const float* sin, const int* positions, T* y,
                       int tokens, int heads, int head_dim, int rot_dim, int max_position) {
+    start_after_previous_grid();
     const int half = rot_dim / 2;
     // Work items per head: the rotated pairs, then the copied tail.
     const int per_head = half + (head_dim - rot_dim);
@@ -84,6 +89,7 @@ HIPK_DEVICE void rope_and_cache(T* q, T* k, const T* v, const float* cos, const 
                                 int max_position, int table_rows, long long q_token,
                                 long long q_head, long long k_token, long long k_head,
                                 long long v_token, long long v_head) {
+    start_after_previous_grid();
     const int half = rot_dim / 2;
     const int per_head = half + (head_dim - rot_dim);
     // A token's work items: q's pairs, k's pairs, then v's elements.

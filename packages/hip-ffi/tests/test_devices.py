@@ -45,6 +45,50 @@ def test_arch_is_cut_at_the_first_colon() -> None:
     assert props.warp_size == 64
 
 
+class _AttributeApi:
+    """A runtime of `platform` whose every device attribute is `value`, and which records
+    the attributes asked."""
+
+    device_prop_type = "hipDeviceProp_tR0600"
+
+    def __init__(self, ffi: Any, platform: str, value: int) -> None:
+        self.ffi, self.platform, self.value = ffi, platform, value
+        self.asked: list[int] = []
+
+    def hipGetDeviceProperties(self, props: Any, ordinal: int) -> int:
+        props.gcnArchName = b"sm_90"
+        props.name = b"a GPU"
+        return 0
+
+    def hipDeviceGetPCIBusId(self, out: Any, length: int, ordinal: int) -> int:
+        self.ffi.memmove(out, b"0000:c1:00.0\0", 13)
+        return 0
+
+    def hipDeviceGetAttribute(self, value: Any, attribute: int, ordinal: int) -> int:
+        self.asked.append(attribute)
+        value[0] = self.value
+        return 0
+
+
+@pytest.mark.parametrize(
+    ("platform", "major", "expected"),
+    [("nvidia", 9, True), ("nvidia", 10, True), ("nvidia", 8, False), ("amd", 9, False),
+     ("cpu", 9, False)],
+)  # fmt: skip
+def test_early_start_is_nvidia_from_compute_capability_9(
+    platform: str, major: int, expected: bool
+) -> None:
+    from hip_ffi._ffi import ffi
+    from hip_ffi.constants import DEVICE_ATTRIBUTES
+
+    api = _AttributeApi(ffi, platform, major)
+    props = hip_ffi.device_properties(api, 0)  # type: ignore[arg-type]
+    assert props.early_start is expected
+    # HIP has no programmatic dependent launch: other platforms are not even asked.
+    asked_major = DEVICE_ATTRIBUTES["ComputeCapabilityMajor"] in api.asked
+    assert asked_major is (platform == "nvidia")
+
+
 def test_amd_without_a_device_counts_none_and_says_why(amd: Any) -> None:
     assert hip_ffi.device_count(amd) == (0, "hipErrorNoDevice")
     with pytest.raises(HipStatusError) as caught:

@@ -37,7 +37,7 @@ from hip_core.launch_config import MISSING, Dim3, LaunchConfig, resolve
 from hip_core.memory import DeviceBuffer, PinnedBuffer
 from hip_core.signature import DevicePointer, Param, value_writer
 from hip_core.stream import checked_handle
-from hip_ffi.constants import FUNC_ATTRIBUTES
+from hip_ffi.constants import FUNC_ATTRIBUTES, LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
 if TYPE_CHECKING:
     from hip_core.module import Module
@@ -96,6 +96,7 @@ class Kernel:
         self._stream: Stream | None = None
         self._generation = -1
         self._max_threads: int | None = None  # this function's block-size limit, read once
+        self._attributes: Any = None  # HIP_LAUNCH_ATTRIBUTE[] of every launch (start_early)
 
     def launch(
         self,
@@ -246,6 +247,34 @@ class Kernel:
         struct.blockDimX, struct.blockDimY, struct.blockDimZ = config.block
         struct.sharedMemBytes = config.shared_mem
         struct.hStream = handle
+        attributes = self._attributes
+        if attributes is not None:
+            struct.attrs, struct.numAttrs = attributes, len(attributes)
+
+    def start_early(self) -> bool:
+        """Let this kernel's later launches start before the kernel ahead of them on their
+        stream has finished, where the device can (`DeviceProperties.early_start`: CUDA's
+        programmatic dependent launch); returns whether they will. Elsewhere launches stay
+        fully ordered and this returns False.
+
+        Only for a kernel whose every block first waits for the kernel ahead (the kernels'
+        `hipk::wait_for_previous_grid()`, griddepcontrol.wait) and until then touches no memory
+        but L2 prefetches (always safe: L2 is where writes meet); after the wait it sees all
+        earlier work on the stream, as an ordinary launch does. It saves the launch and the
+        first loads' latency of a chain of short kernels (a decode step's products: H200,
+        issue 38). Applies to launches and `prepare` calls after it; launches on other streams
+        and graph capture are unaffected (a captured launch keeps the attribute)."""
+        self.module._check_open()
+        if not self.module.device.properties.early_start:
+            return False
+        if self._attributes is None:
+            attributes = hip().ffi.new("HIP_LAUNCH_ATTRIBUTE[1]")
+            attributes[0].id = LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attributes[0].value[0] = 1  # programmaticStreamSerializationAllowed
+            with self._lock:
+                self._attributes = attributes
+                self._grid = _UNSET  # the next launch writes its configuration again
+        return True
 
     def prepare(
         self,

@@ -304,6 +304,11 @@ MEMORY_TYPES_ROCM5 = MappingProxyType(
     {0: "Host", 1: "Device", 2: "Array", 3: "Unified", 4: "Managed"}
 )
 
+#: Launch attribute ids of hipDrvLaunchKernelEx's configuration. PROGRAMMATIC_STREAM_SERIALIZATION
+#: is CUDA's (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): HIP (through 7.2) has no
+#: such attribute, so only a device whose `DeviceProperties.early_start` is True is given it.
+LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
 #: Values of the `extra` launch array (hipModuleLaunchKernel). CUDA's END is 0x00.
 LAUNCH_PARAM_BUFFER_POINTER = 0x01
 LAUNCH_PARAM_BUFFER_SIZE = 0x02

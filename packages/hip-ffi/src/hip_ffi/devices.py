@@ -37,6 +37,10 @@ class DeviceProperties:
         clock_rate_khz: the peak clock, kHz.
         pci_bus_id: "domain:bus:device.function" as hipDeviceGetPCIBusId writes it.
         platform: the HipApi's platform ("amd", "nvidia" or "cpu").
+        early_start: a kernel may be launched to start before the kernel ahead of it on its
+            stream has finished, and wait for it inside (CUDA's programmatic dependent launch:
+            nvidia devices of compute capability 9.0 and later; HIP has no such launch, so
+            never on amd or cpu). See hip_core's `Kernel.start_early`.
     """
 
     name: str
@@ -49,6 +53,7 @@ class DeviceProperties:
     clock_rate_khz: int
     pci_bus_id: str
     platform: str
+    early_start: bool = False
 
 
 def _check(status: int, call: str) -> None:
@@ -88,6 +93,7 @@ def device_properties(api: HipApi, ordinal: int) -> DeviceProperties:
         clock_rate_khz=attribute("ClockRate"),
         pci_bus_id=ffi.string(bus_id).decode(errors="replace"),
         platform=api.platform,
+        early_start=api.platform == "nvidia" and attribute("ComputeCapabilityMajor") >= 9,
     )
 
 

@@ -5,8 +5,8 @@
  * from 6.0); HipApi.device_prop_type names the right one.
  */
 
-/* The launch configuration of hipDrvLaunchKernelEx (HIP >= 6.x, CUDA's CUlaunchConfig):
- * no attributes are ever passed, so `attrs` stays an opaque pointer. */
+/* The launch configuration of hipDrvLaunchKernelEx (HIP >= 6.x, CUDA's CUlaunchConfig);
+ * `attrs` points to `numAttrs` HIP_LAUNCH_ATTRIBUTEs. */
 typedef struct HIP_LAUNCH_CONFIG_st {
     unsigned int gridDimX;
     unsigned int gridDimY;
@@ -19,6 +19,14 @@ typedef struct HIP_LAUNCH_CONFIG_st {
     void* attrs;
     unsigned int numAttrs;
 } HIP_LAUNCH_CONFIG;
+
+/* One launch attribute: CUlaunchAttribute's layout (the id, padding to 8 bytes, a 64-byte
+ * value union); only integer-valued attributes are set, through `value[0]`. */
+typedef struct HIP_LAUNCH_ATTRIBUTE_st {
+    int id;
+    int pad;
+    long long value[8];
+} HIP_LAUNCH_ATTRIBUTE;
 
 /* Device management */
 hipError_t hipInit(unsigned int flags);

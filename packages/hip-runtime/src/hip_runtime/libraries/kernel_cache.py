@@ -16,6 +16,13 @@ from hip_runtime.libraries import kernel_sources
 _lock = threading.Lock()
 _modules: dict[tuple[int, int, str], Module] = {}
 
+#: Sources whose every entry point waits for the kernel ahead before it touches memory
+#: (kernels/early_start.h): their kernels start early where the device can (`Kernel.start_early`),
+#: so a chain of them, a decode step's products, rope and attention, overlaps each launch and
+#: first loads with the kernel ahead's last blocks. A source joins only with that wait in every
+#: entry point: one without it, started early, would race the kernel ahead.
+EARLY_START = frozenset({"gemv.hip", "rope.hip", "attention_decode.hip"})
+
 
 class KernelCache:
     """Kernels of one device by (source, name), e.g. `get("norms.hip", "rmsnorm_bf16")`."""
@@ -36,7 +43,10 @@ class KernelCache:
     def get(self, source: str, name: str) -> Kernel:
         kernel = self._kernels.get((source, name))
         if kernel is None:
-            kernel = self._kernels[(source, name)] = self.module(source).get_kernel(name)
+            kernel = self.module(source).get_kernel(name)
+            if source in EARLY_START:
+                kernel.start_early()
+            self._kernels[(source, name)] = kernel
         return kernel
 
     def preload(self, *sources: str) -> None:
