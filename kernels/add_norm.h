@@ -95,6 +95,7 @@ HIPK_DEVICE void add_layernorm(const T* x, const T* residual, const T* input_bia
                                const T* weight, const T* bias, T* y, int rows, int cols,
                                float eps, long long x_inner, long long x_outer,
                                long long x_step) {
+    start_after_previous_grid();  // (every entry point may be started early: early_start.h)
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const RowStrides xrows = {x_inner, x_outer, x_step};
     const LayerNormRow<T> norm = {x, weight, bias, y, cols, xrows, eps, scratch};

@@ -28,6 +28,7 @@
 // The narrow entries: a 2-D block (warp, P) of at most 256 threads, each warp taking R rows
 // (rows.h's NarrowTile: 4 for 16-bit layernorm, 2 otherwise), grid ceil(rows / (P R)); the
 // host launches them only for rows of whole aligned 16-byte vectors that fit a warp.
+#include "early_start.h"
 #include "rows.h"
 
 namespace hipk {
@@ -298,6 +299,7 @@ template <typename T, bool NARROW>
 HIPK_DEVICE void layernorm(const T* x, const T* weight, const T* bias, T* y, int rows, int cols,
                            float eps, long long x_inner, long long x_outer,
                            long long x_step) {
+    start_after_previous_grid();  // (every entry point may be started early: early_start.h)
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const RowStrides xrows = {x_inner, x_outer, x_step};
     const LayerNormRow<T> op = {x, weight, bias, y, cols, xrows, eps, scratch};
@@ -361,6 +363,7 @@ template <typename T> struct RmsNormRow {
 template <typename T>
 HIPK_DEVICE void rmsnorm(const T* x, const T* weight, T* y, int rows, int cols, float eps,
                          long long x_inner, long long x_outer, long long x_step) {
+    start_after_previous_grid();  // (every entry point may be started early: early_start.h)
     __shared__ float scratch[HIPK_REDUCER_SCRATCH];
     const RowStrides xrows = {x_inner, x_outer, x_step};
     const RmsNormRow<T> op = {x, weight, y, cols, xrows, eps, scratch};

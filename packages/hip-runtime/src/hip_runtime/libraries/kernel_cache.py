@@ -18,10 +18,10 @@ _modules: dict[tuple[int, int, str], Module] = {}
 
 #: Sources whose every entry point waits for the kernel ahead before it touches memory
 #: (kernels/early_start.h): their kernels start early where the device can (`Kernel.start_early`),
-#: so a chain of them, a decode step's products, rope and attention, overlaps each launch and
+#: so a chain of them, a decode step's products, norms, rope and attention, overlaps each launch and
 #: first loads with the kernel ahead's last blocks. A source joins only with that wait in every
 #: entry point: one without it, started early, would race the kernel ahead.
-EARLY_START = frozenset({"gemv.hip", "rope.hip", "attention_decode.hip"})
+EARLY_START = frozenset({"gemv.hip", "rope.hip", "attention_decode.hip", "norms.hip"})
 
 
 class KernelCache:
