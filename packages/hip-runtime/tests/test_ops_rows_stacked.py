@@ -64,6 +64,21 @@ def test_stacked_rows_match_the_reference(
 
 def test_few_or_wide_rows_keep_a_block_per_row(backend: HipBackend) -> None:
     """Stacking needs rows enough to keep the grid full, and rows a warp or two hold."""
-    assert backend._row_launch(3, 384, 4) == (3, backend._row_block(384, 4))
+    many = backend.device.properties.multiprocessors  # (fewer rows: `_few_rows_block`)
+    assert backend._row_launch(many, 384, 4) == (many, backend._row_block(384, 4))
     wide = backend._row_launch(100_000, 16384, 4)
     assert wide == (100_000, backend._row_block(16384, 4))
+
+
+def test_rows_too_few_to_fill_the_device_take_one_vector_a_thread(backend: HipBackend) -> None:
+    """A decode step's rows (1-16 of a few thousand): one 16-byte vector a thread, two rows a
+    block (run_rows pairs them), within the device's block limit."""
+    few = max(0, backend.device.properties.multiprocessors - 1)
+    assert backend._row_launch(few, 2048, 2) == (few, 512)  # 256 bf16 vectors a row
+    assert backend._row_launch(few, 2048, 4) == (few, min(1024, backend._max_block))
+    for cols in (8, 64, 100_000):  # never narrower than the usual block
+        assert backend._row_launch(few, cols, 4)[1] >= backend._row_block(cols, 4)
+    x = testing.random(np.random.default_rng(3), (max(1, few), 2048), np.float32)
+    weight = testing.random(np.random.default_rng(4), 2048, np.float32)
+    got = backend.rmsnorm(backend.from_numpy(x), backend.from_numpy(weight))
+    testing.assert_close(got.to_numpy(), testing.rmsnorm(x, weight), np.float32)
