@@ -33,6 +33,7 @@ from hip_runtime.ops.creation import CreationOps
 from hip_runtime.ops.elementwise import ElementwiseOps
 from hip_runtime.ops.gemv import gemv_row_limit
 from hip_runtime.ops.gemv_chain import GemvChainOps
+from hip_runtime.ops.gemv_rope import GemvRopeOps
 from hip_runtime.ops.indexing import IndexingOps
 from hip_runtime.ops.joining import JoiningOps
 from hip_runtime.ops.layout import LayoutOps
@@ -57,6 +58,7 @@ class HipBackend(
     SoftmaxOps,
     LinalgOps,
     GemvChainOps,
+    GemvRopeOps,
     AttentionOps,
     AttentionDecodeOps,
     QuantizedOps,
