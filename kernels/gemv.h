@@ -40,7 +40,6 @@
 #include "common.h"
 #include "dtypes.h"
 #include "early_start.h"
-#include "gemv_rope.h"
 
 #define HIPK_GEMV_THREADS 256  // threads per block (the host's launch)
 #define HIPK_GEMV_TEAM 32      // lanes per output column
@@ -171,18 +170,15 @@ template <int R> struct Scratch {
 
 // Block `block` of a product's grid (1-D blocks of HIPK_GEMV_THREADS), its partial sums in
 // `scratch` (__shared__, Scratch<R>::floats).
-// ROPE (R = 1, groups even, n a multiple of the head size): outputs in rope_column order, then
-// gemv_rope.h's epilogue with `rope`.
-template <typename T, int R, bool NORM, bool PAIRS, bool ROPE = false>
+template <typename T, int R, bool NORM, bool PAIRS>
 HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k,
                      int rows, int slices, float eps, long long xs, long long ys, long long rs,
-                     int block, float* scratch, const RopeCache<T>* rope = nullptr) {
+                     int block, float* scratch) {
     constexpr int THREADS = HIPK_GEMV_THREADS, TEAM = HIPK_GEMV_TEAM, TEAMS = THREADS / TEAM;
     constexpr int C = Columns<R>::value;
     const int t = (int)threadIdx.x, lane = t % TEAM, team = t / TEAM;
     const int groups = TEAMS / slices, group = team / slices, slice = team % slices;
-    const int output = block * groups + group;
-    const int j0 = ROPE ? rope_column(output, rope->head_dim) : output * C;  // its first column
+    const int j0 = (block * groups + group) * C;  // the group's first column
     // Started early (early_start.h): the weights do not depend on the kernel ahead, so the
     // lines of the team's first chunks go to L2 while it finishes (H200: a layer's four
     // products 603 -> 560 us a token in a probe, against 587 for the wait alone).
@@ -235,29 +231,28 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
             }
         }
         __syncthreads();
-        if (slice == 0) {
+        if (slice != 0) return;
+        HIPK_UNROLL
+        for (int col = 0; col < C; ++col) {
             HIPK_UNROLL
-            for (int col = 0; col < C; ++col) {
-                HIPK_UNROLL
-                for (int r = 0; r < R; ++r) {
-                    float sum[3] = {0.0f, 0.0f, 0.0f};
-                    for (int p = 0; p < slices; ++p) {
-                        HIPK_UNROLL
-                        for (int q = 0; q < 3; ++q) sum[q] += part[team + p][col][r][q];
-                    }
-                    s.dot[col][r] = sum[0];
-                    s.up[col][r] = sum[1];
-                    s.squares[r] = sum[2];
+            for (int r = 0; r < R; ++r) {
+                float sum[3] = {0.0f, 0.0f, 0.0f};
+                for (int p = 0; p < slices; ++p) {
+                    HIPK_UNROLL
+                    for (int q = 0; q < 3; ++q) sum[q] += part[team + p][col][r][q];
                 }
+                s.dot[col][r] = sum[0];
+                s.up[col][r] = sum[1];
+                s.squares[r] = sum[2];
             }
         }
     }
     HIPK_UNROLL
     for (int col = 0; col < C; ++col) {
         HIPK_UNROLL
-        for (int r = 0; r < R; ++r) {  // lane col * R + r of the first team writes (r, j0 + col)
+        for (int r = 0; r < R; ++r) {  // lane col * R + r writes (r, j0 + col)
             const int j = j0 + col;
-            if (slice == 0 && r < rows && j < n && lane == (col * R + r) % TEAM) {
+            if (r < rows && j < n && lane == (col * R + r) % TEAM) {
                 y[r * ys + j] = finish<T, NORM, PAIRS>(s.dot[col][r], s.up[col][r],
                                                        s.squares[r], k, eps,
                                                        residual ? residual + r * rs + j : nullptr);
@@ -278,8 +273,7 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
         __syncthreads();
         for (int o = t; o < groups * R; o += THREADS) {
             const int g = o % groups, r = o / groups;
-            const int j = ROPE ? rope_column(block * groups + g, rope->head_dim)
-                               : (block * groups + g) * C + col;
+            const int j = (block * groups + g) * C + col;
             if (r < rows && j < n) {
                 float sum[3] = {0.0f, 0.0f, 0.0f};
                 for (int l = 0; l < slices * TEAM; ++l) {
@@ -293,7 +287,6 @@ HIPK_DEVICE void run(const T* w, const T* x, T* y, const T* residual, const T* n
         __syncthreads();
     }
 #endif
-    if (ROPE) rope_epilogue<T>(*rope, y, n, block, groups, t);
 }
 
 }  // namespace gemv

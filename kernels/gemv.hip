@@ -4,14 +4,6 @@
 //   gemv_r<R>_<t>, gemv_norm_r<R>_<t>, gemv_swiglu_r<R>_<t>(const T* w, const T* x, T* y,
 //       const T* residual, const T* norm, int n, int k, int rows, int slices, float eps,
 //       long long xs, long long ys, long long rs)
-//   gemv_norm_rope_r1_<t>(the same, then const float* cos, const float* sin,
-//       const int* positions, const int* cache_rows, T* k_table, T* v_table, int heads,
-//       int kv_heads, int head_dim, int max_position, int table_rows)
-//       gemv_norm_r1's fused QKV product for one row of x, its outputs then rotated and
-//       stored as rope.hip's rope_and_cache_half leaves them (gemv_rope.h); slices <= 4.
-//
-// Every entry point may be started early (early_start.h): `run` prefetches the first weight
-// lines into L2, then waits for the kernel ahead.
 #include "gemv.h"
 
 // Entry points: per fusion and row tile R, for each storage type T (written out: hip-core
@@ -72,19 +64,6 @@
         __shared__ float scratch[hipk::gemv::Scratch<8>::floats]; \
         hipk::gemv::run<T, 8, true, false>(w, x, y, residual, norm, n, k, rows, slices, eps, \
                                            xs, ys, rs, (int)blockIdx.x, scratch); \
-    } \
-    extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_norm_rope_r1_##S( \
-        const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \
-        int slices, float eps, long long xs, long long ys, long long rs, const float* cos, \
-        const float* sin, const int* positions, const int* cache_rows, T* k_table, T* v_table, \
-        int heads, int kv_heads, int head_dim, int max_position, int table_rows) { \
-        __shared__ float scratch[hipk::gemv::Scratch<1>::floats]; \
-        const hipk::gemv::RopeCache<T> rope = {cos, sin, positions, cache_rows, k_table, \
-                                               v_table, heads, kv_heads, head_dim, \
-                                               max_position, table_rows}; \
-        hipk::gemv::run<T, 1, true, false, true>(w, x, y, residual, norm, n, k, rows, slices, \
-                                                 eps, xs, ys, rs, (int)blockIdx.x, scratch, \
-                                                 &rope); \
     } \
     extern "C" __global__ __launch_bounds__(HIPK_GEMV_THREADS) void gemv_swiglu_r1_##S( \
         const T* w, const T* x, T* y, const T* residual, const T* norm, int n, int k, int rows, \

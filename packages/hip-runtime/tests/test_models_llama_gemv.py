@@ -99,26 +99,3 @@ def test_fused_bf16_decode_within_torchs_own_bf16_error(
         whole = np.concatenate([mask, np.ones((len(ids), 1), np.int64)], axis=1)
         expected = f32_decoder.forward(greedy[:, : width + 1], whole).to_numpy()[:, width]
     assert np.abs(got - expected).max() <= 3 * float(ref["bf16_error"])
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_one_sequence_decodes_with_rope_fused_into_the_qkv_product(
-    device: Device, program_cache: Path, kernel_launches: list[str], name: str
-) -> None:
-    """Batch 1: the QKV product rotates and stores its keys and values itself
-    (rmsnorm_linear_rope_and_cache), eager and replayed, with the unfused ops' logits."""
-    ref = reference(name)
-    ids, mask, greedy = ref["input_ids"][-1:], ref["attention_mask"][-1:], ref["greedy"][-1:]
-    width = ids.shape[1]
-    tokens = [np.ascontiguousarray(greedy[:, width + i]) for i in range(3)]
-    results = []
-    for rows in (GEMV_MAX_ROWS, 0):
-        backend = HipBackend(device, gemv_rows=rows)
-        with backend, LlamaDecoder.from_folder(DATA / name, backend) as decoder:
-            decoder.forward(ids, mask)
-            eager = [decoder.decode(t).to_numpy() for t in tokens[:2]]
-            replayed = decoder.decode_step(graph=True)(backend.from_numpy(tokens[2]))
-            results.append([*eager, replayed.to_numpy()])
-    for fused, separate in zip(*results, strict=True):
-        assert np.abs(fused - separate).max() / np.abs(separate).max() < 1e-4
-    assert "gemv_norm_rope_r1_f32" in kernel_launches

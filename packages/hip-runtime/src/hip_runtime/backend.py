@@ -33,7 +33,6 @@ from hip_runtime.ops.creation import CreationOps
 from hip_runtime.ops.elementwise import ElementwiseOps
 from hip_runtime.ops.gemv import gemv_row_limit
 from hip_runtime.ops.gemv_chain import GemvChainOps
-from hip_runtime.ops.gemv_rope import GemvRopeOps
 from hip_runtime.ops.indexing import IndexingOps
 from hip_runtime.ops.joining import JoiningOps
 from hip_runtime.ops.layout import LayoutOps
@@ -58,7 +57,6 @@ class HipBackend(
     SoftmaxOps,
     LinalgOps,
     GemvChainOps,
-    GemvRopeOps,
     AttentionOps,
     AttentionDecodeOps,
     QuantizedOps,

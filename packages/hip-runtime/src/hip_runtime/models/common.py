@@ -95,21 +95,4 @@ def layers_beyond(names: Iterable[str], prefix: str, layers: int) -> list[int]:
     return sorted(found)
 
 
-def padding_mask(attention_mask: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """A prompt batch's attention mask checked on the host, as int64 0/1 of `shape` (None:
-    all ones). ValueError for another shape, a non-integral dtype or values other than 0
-    and 1."""
-    if attention_mask is None:
-        return np.ones(shape, np.int64)
-    mask = np.asarray(attention_mask)
-    if mask.shape != shape or not (mask.dtype == bool or mask.dtype.kind in "iu"):
-        raise ValueError(f"attention_mask is {mask.shape} {mask.dtype}; expected 0/1 {shape}")
-    if ((mask != 0) & (mask != 1)).any():
-        raise ValueError("attention_mask holds values other than 0 and 1")
-    return mask.astype(np.int64)
-
-
-__all__ = [
-    "DTYPES", "Prepared", "close_runtime", "layers_beyond", "load_model", "model_dtype",
-    "padding_mask",
-]  # fmt: skip
+__all__ = ["DTYPES", "Prepared", "close_runtime", "layers_beyond", "load_model", "model_dtype"]

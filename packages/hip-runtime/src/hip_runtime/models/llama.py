@@ -30,7 +30,7 @@ import numpy as np
 from hip_core import Device, Resource
 from hip_runtime.backend import HipBackend
 from hip_runtime.loading.formats import open_checkpoint
-from hip_runtime.models.common import close_runtime, load_model, model_dtype, padding_mask
+from hip_runtime.models.common import close_runtime, load_model, model_dtype
 from hip_runtime.models.config import read_config
 from hip_runtime.models.decode_step import DecodeStep
 from hip_runtime.models.generation import generate
@@ -44,7 +44,6 @@ from hip_runtime.models.llama_weights import (
     prepare,
     read_host,
 )
-from hip_runtime.ops.gemv_rope import qkv_views
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.runtime.kv_cache import KVCache
 from hip_runtime.runtime.model_runtime import ModelRuntime
@@ -277,7 +276,16 @@ class LlamaDecoder(Resource):
         ids = self._ids(np.asarray(input_ids), "input_ids")
         if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(f"input_ids must be [batch, tokens] with both > 0, not {ids.shape}")
-        mask = padding_mask(attention_mask, ids.shape)
+        if attention_mask is None:
+            mask = np.ones(ids.shape, np.int64)
+        else:
+            mask = np.asarray(attention_mask)
+            if mask.shape != ids.shape or not (mask.dtype == bool or mask.dtype.kind in "iu"):
+                raise ValueError(f"attention_mask is {mask.shape} {mask.dtype}; expected 0/1 "
+                                 f"{ids.shape}")  # fmt: skip
+            if ((mask != 0) & (mask != 1)).any():
+                raise ValueError("attention_mask holds values other than 0 and 1")
+            mask = mask.astype(np.int64)
         real = mask.sum(axis=1)
         if (real == 0).any():
             raise ValueError(f"sequence {int(np.argmin(real))} has no real token (all padding)")
@@ -340,9 +348,7 @@ class LlamaDecoder(Resource):
         launch of the GEMV kernel (hip_runtime.ops.gemv): six launches a layer."""
         c = self.config
         batch, seq, _ = x.shape
-        stored = None if step is None else self._qkv_stored(x, n, layer, positions, step[0])
-        qkv = self._qkv(x, layer) if stored is None else stored
-        context = self._attention(x, n, qkv, positions, prompt, step, stored is not None)
+        context = self._attention(x, n, self._qkv(x, layer), positions, prompt, step)
         self._linear(context.reshape(batch, seq, c.heads * c.head_dim), layer.o, residual=x)
         self._mlp(x, layer)
 
@@ -354,20 +360,17 @@ class LlamaDecoder(Resource):
         positions: DeviceTensor,
         prompt: tuple[np.ndarray, DeviceTensor] | None,
         step: tuple[DeviceTensor, DeviceTensor] | None,
-        stored: bool = False,
     ) -> DeviceTensor:
         """Layer n's attention context [B, S, heads, D] from its queries, keys and values
-        (`_qkv`'s views; q and k are rotated in place, k and v stored in the cache, unless
-        `stored`: `_qkv_stored` did): `_layer`'s first half, whose arguments it takes."""
+        (`_qkv`'s views; q and k are rotated in place, k and v stored in the cache): `_layer`'s
+        first half, whose arguments it takes."""
         c, backend = self.config, self.backend
         batch, seq, _ = x.shape
         q, k, v = qkv  # [B * S, heads, D] each
         cache = self.cache
         assert cache is not None
         rows = cache.reserve(n, seq, prompt[0]) if prompt is not None else step[0]  # type: ignore[index]
-        if not stored:
-            backend.rope_and_cache(q, k, v, self._cos, self._sin, positions, *cache.tables(n),
-                                   rows)  # fmt: skip
+        backend.rope_and_cache(q, k, v, self._cos, self._sin, positions, *cache.tables(n), rows)
         heads_first = (0, 2, 1, 3)  # [B, S, heads, D] -> [B, heads, S, D], a view
         q4 = q.reshape(batch, seq, c.heads, c.head_dim).permute(*heads_first)
         if prompt is not None:
@@ -402,23 +405,12 @@ class LlamaDecoder(Resource):
     def _split_qkv(self, qkv: DeviceTensor) -> tuple[DeviceTensor, DeviceTensor, DeviceTensor]:
         """Queries [T, heads, D], keys and values [T, kv_heads, D]: column views of a fused
         QKV product [B, S, (heads + 2 kv_heads) · D] (T = B·S)."""
-        return qkv_views(qkv, self.config.heads, self.config.kv_heads, self.config.head_dim)
-
-    def _qkv_stored(
-        self, x: DeviceTensor, n: int, layer: LlamaLayer, positions: DeviceTensor,
-        rows: DeviceTensor,
-    ) -> tuple[DeviceTensor, DeviceTensor, DeviceTensor] | None:  # fmt: skip
-        """A decode step's `_qkv` views with q and k already rotated and k and v stored in
-        the cache: one op (rmsnorm_linear_rope_and_cache, one GEMV launch for one row) for a
-        fused dense QKV weight; None for other weights (then `_qkv` and rope_and_cache)."""
-        if not isinstance(layer.qkv, DeviceTensor) or self.cache is None:
-            return None
-        c = self.config
-        qkv = self.backend.rmsnorm_linear_rope_and_cache(
-            x, layer.attn_norm, layer.qkv, self._cos, self._sin, positions,
-            *self.cache.tables(n), rows, heads=c.heads, eps=c.rms_norm_eps,
-        )  # fmt: skip
-        return self._split_qkv(qkv)
+        c, d = self.config, self.config.head_dim
+        flat = qkv.reshape(qkv.shape[0] * qkv.shape[1], -1)
+        tokens, q_end, k_end = flat.shape[0], c.heads * d, (c.heads + c.kv_heads) * d
+        return (flat[:, :q_end].reshape(tokens, c.heads, d),
+                flat[:, q_end:k_end].reshape(tokens, c.kv_heads, d),
+                flat[:, k_end:].reshape(tokens, c.kv_heads, d))  # fmt: skip
 
     def _linear(
         self, x: DeviceTensor, weight: Linear, residual: DeviceTensor | None = None
