@@ -167,7 +167,10 @@ def cupti_kernels(
 ) -> tuple[float, float, dict[str, tuple[int, float]]]:
     """(kernels, kernel µs) per step from a CUPTI trace of `steps` calls of `step`
     (torch.profiler's, which sees every kernel of the process, hip's included; `sync` waits
-    for them), and {kernel name: (launches, µs)} over all of them."""
+    for them), and {kernel name: (launches, µs)} over all of them. Kernel µs is the time at
+    least one kernel runs (the union of their spans): kernels that start early (hip-core's
+    `Kernel.start_early`) overlap the one ahead, and each one's span, from its start to its
+    end, then includes its wait for that one, so the per-name sums overlap too."""
     import tempfile
 
     from torch.profiler import ProfilerActivity
@@ -185,4 +188,8 @@ def cupti_kernels(
     for e in kernels:
         count, total = by_name.get(e["name"], (0, 0.0))
         by_name[e["name"]] = (count + 1, total + float(e["dur"]))
-    return len(kernels) / steps, sum(float(e["dur"]) for e in kernels) / steps, by_name
+    busy, end = 0.0, float("-inf")
+    for start, stop in sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels):
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return len(kernels) / steps, busy / steps, by_name
