@@ -54,6 +54,7 @@ class _AttributeApi:
     def __init__(self, ffi: Any, platform: str, value: int) -> None:
         self.ffi, self.platform, self.value = ffi, platform, value
         self.asked: list[int] = []
+        self.driver = 0
 
     def hipGetDeviceProperties(self, props: Any, ordinal: int) -> int:
         props.gcnArchName = b"sm_90"
@@ -69,19 +70,24 @@ class _AttributeApi:
         value[0] = self.value
         return 0
 
+    def hipDriverGetVersion(self, version: Any) -> int:
+        version[0] = self.driver
+        return 0
+
 
 @pytest.mark.parametrize(
-    ("platform", "major", "expected"),
-    [("nvidia", 9, True), ("nvidia", 10, True), ("nvidia", 8, False), ("amd", 9, False),
-     ("cpu", 9, False)],
+    ("platform", "major", "driver", "expected"),
+    [("nvidia", 9, 12030, True), ("nvidia", 10, 13000, True), ("nvidia", 9, 12020, False),
+     ("nvidia", 8, 13000, False), ("amd", 9, 70200, False), ("cpu", 9, 0, False)],
 )  # fmt: skip
-def test_early_start_is_nvidia_from_compute_capability_9(
-    platform: str, major: int, expected: bool
+def test_early_start_is_nvidia_from_compute_capability_9_and_cuda_12_3(
+    platform: str, major: int, driver: int, expected: bool
 ) -> None:
     from hip_ffi._ffi import ffi
     from hip_ffi.constants import DEVICE_ATTRIBUTES
 
     api = _AttributeApi(ffi, platform, major)
+    api.driver = driver
     props = hip_ffi.device_properties(api, 0)  # type: ignore[arg-type]
     assert props.early_start is expected
     # HIP has no programmatic dependent launch: other platforms are not even asked.

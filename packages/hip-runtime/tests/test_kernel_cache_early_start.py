@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from hip_core import Device
-from hip_runtime.libraries import kernel_cache
 from hip_runtime.libraries.kernel_cache import EARLY_START, KernelCache
 
 
@@ -39,7 +38,6 @@ def test_kernels_of_early_start_sources_start_early_where_the_device_can(
     monkeypatch.setattr(
         device, "_properties", dataclasses.replace(device.properties, early_start=True)
     )
-    monkeypatch.setattr(kernel_cache, "EARLY_START", EARLY_START)
     again = KernelCache(device).get(source, name)
     assert again is kernel
     assert (kernel._attributes is not None) is early

@@ -71,14 +71,44 @@ def test_few_or_wide_rows_keep_a_block_per_row(backend: HipBackend) -> None:
 
 
 def test_rows_too_few_to_fill_the_device_take_one_vector_a_thread(backend: HipBackend) -> None:
-    """A decode step's rows (1-16 of a few thousand): one 16-byte vector a thread, two rows a
-    block (run_rows pairs them), within the device's block limit."""
-    few = max(0, backend.device.properties.multiprocessors - 1)
+    """A decode step's rows (1-16 of a few thousand, fewer than the multiprocessors): one
+    16-byte vector a thread, two rows a block (run_rows pairs them), within the device's
+    block limit; more rows keep the usual block."""
+    multiprocessors = backend.device.properties.multiprocessors
+    if multiprocessors < 2:
+        pytest.skip("one multiprocessor: no row count is below it")
+    few = min(16, multiprocessors - 1)
+    assert backend._row_launch(17, 2048, 2) == (17, backend._row_block(2048, 2))
     assert backend._row_launch(few, 2048, 2) == (few, 512)  # 256 bf16 vectors a row
     assert backend._row_launch(few, 2048, 4) == (few, min(1024, backend._max_block))
     for cols in (8, 64, 100_000):  # never narrower than the usual block
         assert backend._row_launch(few, cols, 4)[1] >= backend._row_block(cols, 4)
-    x = testing.random(np.random.default_rng(3), (max(1, few), 2048), np.float32)
+    x = testing.random(np.random.default_rng(3), (few, 2048), np.float32)
     weight = testing.random(np.random.default_rng(4), 2048, np.float32)
     got = backend.rmsnorm(backend.from_numpy(x), backend.from_numpy(weight))
     testing.assert_close(got.to_numpy(), testing.rmsnorm(x, weight), np.float32)
+
+
+@pytest.mark.parametrize("cols", [2048, 2047])  # 16-byte vectors, scalars
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm", "softmax", "add_layernorm"])
+def test_few_rows_match_the_reference(backend: HipBackend, op: str, dtype: str, cols: int) -> None:
+    """Every row kernel through the few-rows block (one 16-byte vector a thread)."""
+    rng = np.random.default_rng(cols + len(op))
+    rows = max(1, min(16, backend.device.properties.multiprocessors - 1))
+    x = testing.random(rng, (rows, cols), dtype)
+    dx = backend.from_numpy(x)
+    weight, bias = testing.random(rng, cols, dtype), testing.random(rng, cols, dtype)
+    w, b = backend.from_numpy(weight), backend.from_numpy(bias)
+    if op == "layernorm":
+        got, expected = backend.layernorm(dx, w, b), testing.layernorm(x, weight, bias)
+    elif op == "rmsnorm":
+        got, expected = backend.rmsnorm(dx, w), testing.rmsnorm(x, weight)
+    elif op == "softmax":
+        got, expected = backend.softmax(dx, scale=0.5), testing.softmax(x, scale=0.5)
+    else:
+        residual = testing.random(rng, (rows, cols), dtype)
+        got = backend.layernorm(dx, w, b, residual=backend.from_numpy(residual))
+        total = x.astype(np.float64) + residual.astype(np.float64)
+        expected = testing.layernorm(total, weight, bias)
+    testing.assert_close(got.to_numpy(), expected, dtype)

@@ -35,7 +35,8 @@ from hip_core._hip import hip
 from hip_core.errors import check, error_for
 from hip_core.launch_config import MISSING, Dim3, LaunchConfig, resolve
 from hip_core.memory import DeviceBuffer, PinnedBuffer
-from hip_core.signature import DevicePointer, Param, value_writer
+from hip_core.prepared import PreparedLaunch, argument_buffer
+from hip_core.signature import DevicePointer, Param
 from hip_core.stream import checked_handle
 from hip_ffi.constants import FUNC_ATTRIBUTES, LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
@@ -78,7 +79,7 @@ class Kernel:
         self._launch = api.hipDrvLaunchKernelEx
         self._null = ffi.NULL
         self._lock = threading.Lock()
-        self._storage, self._pointers, self._writers, _ = _argument_buffer(ffi, self.params)
+        self._storage, self._pointers, self._writers, _ = argument_buffer(ffi, self.params)
         self._numbers = tuple(i for i, p in enumerate(self.params) if p.kind in _NUMBERS)
         self._pointers_at = tuple(i for i, p in enumerate(self.params) if p.kind == "pointer")
         # Vectors and structs are packed at every launch: a tuple's `==` cannot tell 1 from 1.0
@@ -247,8 +248,10 @@ class Kernel:
         struct.blockDimX, struct.blockDimY, struct.blockDimZ = config.block
         struct.sharedMemBytes = config.shared_mem
         struct.hStream = handle
-        attributes = self._attributes
-        if attributes is not None:
+        attributes = self._attributes  # (set once, never replaced: lives as long as self)
+        if attributes is None:
+            struct.attrs, struct.numAttrs = self._null, 0
+        else:
             struct.attrs, struct.numAttrs = attributes, len(attributes)
 
     def start_early(self) -> bool:
@@ -267,11 +270,13 @@ class Kernel:
         self.module._check_open()
         if not self.module.device.properties.early_start:
             return False
-        if self._attributes is None:
-            attributes = hip().ffi.new("HIP_LAUNCH_ATTRIBUTE[1]")
-            attributes[0].id = LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-            attributes[0].value[0] = 1  # programmaticStreamSerializationAllowed
-            with self._lock:
+        with self._lock:  # (kernels are shared: two threads may ask at once)
+            if self._attributes is None:
+                # Set once and kept with the kernel: launch configurations (this kernel's, its
+                # prepared launches', which hold the kernel) point into it.
+                attributes = hip().ffi.new("HIP_LAUNCH_ATTRIBUTE[1]")
+                attributes[0].id = LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+                attributes[0].value[0] = 1  # programmaticStreamSerializationAllowed
                 self._attributes = attributes
                 self._grid = _UNSET  # the next launch writes its configuration again
         return True
@@ -381,7 +386,7 @@ class Kernel:
                 f"{self.name}({signature}) takes {len(self.params)} arguments, got {len(args)}"
             )
         api = hip()
-        storage, pointers, writers, _ = _argument_buffer(api.ffi, self.params)
+        storage, pointers, writers, _ = argument_buffer(api.ffi, self.params)
         for write, value in zip(writers, args, strict=True):
             write(value)
         handle = checked_handle(config.stream)
@@ -391,113 +396,3 @@ class Kernel:
         del storage  # the runtime copied the arguments during the call
         if status:
             raise error_for(status, "hipModuleLaunchCooperativeKernel", f"kernel {self.name}")
-
-
-def _argument_buffer(
-    ffi: Any, params: Sequence[Param]
-) -> tuple[Any, Any, tuple[Any, ...], list[int]]:
-    """(storage, void*[] into it, a value writer per parameter, offsets): one argument buffer,
-    each slot aligned as the C ABI lays them out. The runtime reads each argument through its
-    own pointer, with the size the kernel's code gives it; the spare 16 bytes at the end keep
-    a read of a vector padded to 16 bytes (a 3-vector on some compilers) inside the buffer."""
-    offsets, end = [], 0
-    for p in params:
-        align = p.align or p.size
-        end = -(-end // align) * align
-        offsets.append(end)
-        end += p.size
-    storage = ffi.new("char[]", end + 16)
-    base = ffi.cast("char*", storage)
-    pointers = ffi.new("void*[]", [ffi.cast("void*", base + o) for o in offsets] or [ffi.NULL])
-    writers = tuple(
-        value_writer(p, ffi.cast(p.storage + "*", base + o))
-        for p, o in zip(params, offsets, strict=True)
-    )
-    return storage, pointers, writers, offsets
-
-
-class PreparedLaunch:
-    """One kernel launch packed once (`Kernel.prepare`), called with its pointer arguments.
-
-    `prepared(address, ...)` (one int per pointer parameter, in order) writes the addresses
-    into its own argument buffer and launches: the cheapest launch there is from Python (issue
-    15: an op's launch plan holds one). It returns True when it launched, False when it did
-    not and the caller must take `Kernel.launch` with the same arguments instead, which then
-    checks, raises or records as that does: while a capture runs (a graph must keep what a
-    launch names, which a raw address cannot tell), when another thread is inside this same
-    object (its buffer is being written), after a module or stream it names was closed, or
-    when the launch failed (a failed launch has no effect; the checked path re-issues it for
-    HIP's status). The addresses are not checked: the caller has checked that its memory is
-    open, and work on it is stream-ordered before any reuse of that memory.
-
-    Thread safety: the buffer is written and launched while this object's one token is taken
-    (a try-lock that never waits: a second thread takes the checked path), so sharing one is
-    safe.
-    """
-
-    __slots__ = ("_config", "_count", "_fast", "_generation", "_handle", "_last", "_lock",
-                 "_null", "_pointers", "_run", "_slots", "_storage", "_stream",
-                 "kernel")  # fmt: skip
-
-    def __init__(self, kernel: Kernel, config: LaunchConfig, args: tuple[Any, ...]) -> None:
-        params = kernel.params
-        if len(args) != len(params):
-            kernel._pack(args)  # raises the launch's TypeError
-        ffi = hip().ffi
-        self._storage, self._pointers, writers, offsets = _argument_buffer(ffi, params)
-        for write, value in zip(writers, args, strict=True):
-            write(value)
-        base = ffi.cast("char*", self._storage)
-        at = [o for p, o in zip(params, offsets, strict=True) if p.kind == "pointer"]
-        # Consecutive pointer slots (the usual C parameter list: the pointers first) are one
-        # array written by one slice assignment; others one cell each.
-        step = ffi.sizeof("uintptr_t")
-        consecutive = bool(at) and at == list(range(at[0], at[0] + step * len(at), step))
-        self._run = ffi.cast("uintptr_t*", base + at[0]) if consecutive else None
-        self._count = len(at)
-        self._slots = tuple(ffi.cast("uintptr_t*", base + o) for o in at)
-        self._config = ffi.new("HIP_LAUNCH_CONFIG*")
-        kernel._fill_config(self._config, config)
-        self.kernel = kernel
-        self._handle = kernel.handle
-        self._fast = kernel._launch_fast
-        self._null = ffi.NULL
-        self._stream = config.stream
-        # The buffer's owner: a one-entry list, taken by `pop()` and given back by `append()`
-        # (both atomic, and a tenth of a non-blocking Lock.acquire's argument parsing).
-        self._lock = [True]
-        self._generation = _resource.generation
-        self._last: tuple[int, ...] | None = None  # the addresses in the buffer now
-
-    def __call__(self, *addresses: int) -> bool:
-        if self._generation != _resource.generation and not self._revalidate():
-            return False
-        if _capture.captures:
-            return False
-        lock = self._lock
-        try:
-            lock.pop()
-        except IndexError:  # another thread is inside
-            return False
-        try:
-            if addresses != self._last:  # (a pool's reuse repeats them: nothing to write)
-                self._last = None  # a failure below leaves nothing to trust
-                run = self._run
-                if run is not None and len(addresses) == self._count:
-                    run[0 : self._count] = addresses
-                else:
-                    for slot, address in zip(self._slots, addresses, strict=True):
-                        slot[0] = address
-                self._last = addresses
-            status = self._fast(self._config, self._handle, self._pointers, self._null)
-        finally:
-            lock.append(True)
-        return not status
-
-    def _revalidate(self) -> bool:
-        """After a release anywhere: whether the module and stream are still open."""
-        stream = self._stream
-        if self.kernel.module.closed or (stream is not None and stream.closed):
-            return False
-        self._generation = _resource.generation
-        return True

@@ -8,6 +8,7 @@ hipDeviceGetAttribute, hipDeviceGetPCIBusId).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,8 @@ class DeviceProperties:
         platform: the HipApi's platform ("amd", "nvidia" or "cpu").
         early_start: a kernel may be launched to start before the kernel ahead of it on its
             stream has finished, and wait for it inside (CUDA's programmatic dependent launch:
-            nvidia devices of compute capability 9.0 and later; HIP has no such launch, so
+            nvidia devices of compute capability 9.0 and later, CUDA 12.3 drivers and later
+            (which capture such launches into graphs); HIP has no such launch, so
             never on amd or cpu). See hip_core's `Kernel.start_early`.
     """
 
@@ -93,8 +95,22 @@ def device_properties(api: HipApi, ordinal: int) -> DeviceProperties:
         clock_rate_khz=attribute("ClockRate"),
         pci_bus_id=ffi.string(bus_id).decode(errors="replace"),
         platform=api.platform,
-        early_start=api.platform == "nvidia" and attribute("ComputeCapabilityMajor") >= 9,
+        early_start=_early_start(api, attribute),
     )
+
+
+#: The first CUDA driver that captures programmatic (early-start) launches into graphs as such.
+_EARLY_START_DRIVER = 12030
+
+
+def _early_start(api: HipApi, attribute: Callable[[str], int]) -> bool:
+    """`DeviceProperties.early_start`: nvidia, compute capability 9.0 or later, CUDA 12.3's
+    driver or later (HIP has no programmatic dependent launch)."""
+    if api.platform != "nvidia" or attribute("ComputeCapabilityMajor") < 9:
+        return False
+    version = api.ffi.new("int*")
+    _check(api.hipDriverGetVersion(version), "hipDriverGetVersion")
+    return int(version[0]) >= _EARLY_START_DRIVER
 
 
 def device_count(api: HipApi) -> tuple[int, str]:

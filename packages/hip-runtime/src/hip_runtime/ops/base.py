@@ -45,6 +45,7 @@ _ROW_ELEMENTS_PER_THREAD = 32  # f32 elements a row kernel holds per thread (16-
 _MAX_ROW_PARTS = 8  # rows a row kernel's 2-D block takes at most (HIPK_MAX_ROW_PARTS)
 _STACKED_THREADS = 256  # threads of such a block
 _STACKED_BLOCKS = 4  # blocks a multiprocessor that stacking rows must leave the grid
+_FEW_ROWS = 16  # rows up to which a launch too small to fill the device takes wide blocks
 _NARROW_ELEMENTS_PER_LANE = 16  # the longest row a narrow kernel's warp holds, per lane
 _NARROW_WARPS_PER_MULTIPROCESSOR = 2  # the fewest warps a multiprocessor narrow launches leave
 
@@ -306,11 +307,12 @@ class OpsBase(Resource):
         multiprocessor, go up to HIPK_MAX_ROW_PARTS to a 2-D block (warps, rows), a block for
         every 1-2 KiB of a narrow row being the suspected cost (H200, MiniLM's 13 [16384, 384]
         bf16 layernorms: 389 µs a block per pair, 345 µs eight rows a block). Else one block
-        per row, `_row_block`; fewer rows than multiprocessors get blocks wide enough for one
-        16-byte vector a thread (`_few_rows_block`)."""
+        per row, `_row_block`; a decode batch's rows (at most _FEW_ROWS, fewer than the
+        multiprocessors) get blocks wide enough for one 16-byte vector a thread
+        (`_few_rows_block`)."""
         block = self._row_block(cols, itemsize)
         multiprocessors = self.device.properties.multiprocessors
-        if rows < multiprocessors:
+        if rows <= _FEW_ROWS and rows < multiprocessors:
             return rows, max(block, self._few_rows_block(cols, itemsize))
         warp = self.device.properties.warp_size
         per_thread = _ROW_ELEMENTS_PER_THREAD * 4 // max(1, min(itemsize, 4))
