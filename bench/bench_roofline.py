@@ -31,7 +31,9 @@ row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,19 @@ def weight_bytes(model: Any) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+@contextlib.contextmanager
+def early_start_off(off: bool) -> Iterator[None]:
+    """Inside, when `off`, no kernel the cache hands out starts early (an ordered engine; run
+    before the others: a kernel once started early stays so for the process)."""
+    saved = kernel_cache.EARLY_START
+    if off:
+        kernel_cache.EARLY_START = frozenset()
+    try:
+        yield
+    finally:
+        kernel_cache.EARLY_START = saved
+
+
 def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str,
                  batches: list[int], length: int, steps: int, nbytes: int, copy: float,
                  max_tokens: int | None) -> None:  # fmt: skip
@@ -59,15 +74,13 @@ def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str
     from hip_runtime.models import LlamaDecoder
     from hip_runtime.ops.gemv import GEMV_MAX_ROWS
 
-    ordered = engine.endswith("-ordered")
     base = engine.removesuffix("-ordered")
-    if ordered:
-        kernel_cache.EARLY_START = frozenset()  # (main runs these engines first)
     rows = 0 if base == "blas" else GEMV_MAX_ROWS
     capacity = max_tokens or length + WARMUP + 2 * steps + 2
     backend = HipBackend(gemv_rows=rows)
-    with backend, LlamaDecoder.from_folder(folder, backend, dtype="bfloat16",
-                                           max_tokens=capacity) as decoder:  # fmt: skip
+    with early_start_off(base != engine), backend, LlamaDecoder.from_folder(
+        folder, backend, dtype="bfloat16", max_tokens=capacity
+    ) as decoder:  # fmt: skip
         decoder.chain_products = base == "gemv-chained"
         timer = HipTimer(backend)
         for batch in batches:
@@ -181,14 +194,12 @@ def main() -> None:
                 facts["copy"] = bench_copy(backend, torch, COPY_BYTES, 10)
 
         run((("transformers + torch (model, profile)", setup),))
-        early_start = kernel_cache.EARLY_START
         engines = sorted(args.engines, key=lambda e: not e.endswith("-ordered"))
         for engine in engines if facts else []:
             run(((f"hip_runtime {engine}", lambda e=engine: bench_engine(
                 Path(tmp), settings, torch, e, batches, args.prompt, steps, facts["bytes"],
                 facts["copy"], args.max_tokens
             )),))  # fmt: skip
-            kernel_cache.EARLY_START = early_start
     save(args.out, "bench_roofline", table(facts.get("bytes", 0), facts.get("copy", 1.0)))
     plot(args.out)
 

@@ -117,34 +117,32 @@ __global__ void small(const __nv_bfloat16* q, const __nv_bfloat16* cache, __nv_b
 
 struct Product { int n, k, slices; __nv_bfloat16* w; };
 
-template <int MODE> void launch_gemv(cudaStream_t s, const Product& p, const __nv_bfloat16* x,
-                                     __nv_bfloat16* y) {
-    cudaLaunchConfig_t cfg = {};
-    const int groups = 8 / p.slices;
-    cfg.gridDim = dim3((p.n + groups - 1) / groups);
-    cfg.blockDim = dim3(256);
-    cfg.stream = s;
+// cudaLaunchKernelEx of `kernel`, started early (programmatic serialization) when `early`.
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, bool early,
+            Args... args) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = s;
     cfg.attrs = attr;
-    cfg.numAttrs = MODE >= 1 ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, gemv<MODE>, (const __nv_bfloat16*)p.w, x, y, p.n, p.k,
-                          p.slices));
+    cfg.numAttrs = early ? 1 : 0;
+    CK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+template <int MODE> void launch_gemv(cudaStream_t s, const Product& p, const __nv_bfloat16* x,
+                                     __nv_bfloat16* y) {
+    const int groups = 8 / p.slices;
+    launch(gemv<MODE>, dim3((p.n + groups - 1) / groups), dim3(256), s, MODE >= 1,
+           (const __nv_bfloat16*)p.w, x, y, p.n, p.k, p.slices);
 }
 
 template <int MODE> void launch_small(cudaStream_t s, const __nv_bfloat16* q,
                                       const __nv_bfloat16* cache, __nv_bfloat16* out, int steps) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(8);
-    cfg.blockDim = dim3(128);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = MODE >= 1 ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, small<MODE>, q, cache, out, steps));
+    launch(small<MODE>, dim3(8), dim3(128), s, MODE >= 1, q, cache, out, steps);
 }
 
 struct Buffers { __nv_bfloat16 *h, *qkv, *att, *h2, *gu, *cache; };

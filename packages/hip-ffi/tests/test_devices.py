@@ -13,52 +13,26 @@ import hip_ffi
 from hip_ffi import HipStatusError, PlatformTraits
 
 
-def test_arch_is_cut_at_the_first_colon() -> None:
-    class _Api:  # a runtime answering an AMD-style gcnArchName with target features
-        platform = "amd"
-        device_prop_type = "hipDeviceProp_tR0600"
-
-        def __init__(self, ffi: Any) -> None:
-            self.ffi = ffi
-
-        def hipGetDeviceProperties(self, props: Any, ordinal: int) -> int:
-            props.gcnArchName = b"gfx90a:sramecc+:xnack-"
-            props.name = b"AMD Instinct MI250X"
-            return 0
-
-        def hipDeviceGetPCIBusId(self, out: Any, length: int, ordinal: int) -> int:
-            self.ffi.memmove(out, b"0000:c1:00.0\0", 13)
-            return 0
-
-        def hipDeviceGetAttribute(self, value: Any, attribute: int, ordinal: int) -> int:
-            value[0] = 64
-            return 0
-
-    from hip_ffi._ffi import ffi
-
-    props = hip_ffi.device_properties(_Api(ffi), 0)  # type: ignore[arg-type]
-    assert (props.arch, props.name, props.pci_bus_id) == (
-        "gfx90a",
-        "AMD Instinct MI250X",
-        "0000:c1:00.0",
-    )
-    assert props.warp_size == 64
-
-
-class _AttributeApi:
-    """A runtime of `platform` whose every device attribute is `value`, and which records
-    the attributes asked."""
+class _FakeApi:
+    """A runtime of `platform` naming its device `name` of architecture `arch`, whose every
+    device attribute is `value` (and its driver `driver`), and which records the attributes
+    asked."""
 
     device_prop_type = "hipDeviceProp_tR0600"
 
-    def __init__(self, ffi: Any, platform: str, value: int) -> None:
+    def __init__(
+        self, platform: str, value: int, arch: bytes = b"sm_90", name: bytes = b"a GPU",
+        driver: int = 0,
+    ) -> None:  # fmt: skip
+        from hip_ffi._ffi import ffi
+
         self.ffi, self.platform, self.value = ffi, platform, value
+        self.arch, self.name, self.driver = arch, name, driver
         self.asked: list[int] = []
-        self.driver = 0
 
     def hipGetDeviceProperties(self, props: Any, ordinal: int) -> int:
-        props.gcnArchName = b"sm_90"
-        props.name = b"a GPU"
+        props.gcnArchName = self.arch
+        props.name = self.name
         return 0
 
     def hipDeviceGetPCIBusId(self, out: Any, length: int, ordinal: int) -> int:
@@ -75,6 +49,18 @@ class _AttributeApi:
         return 0
 
 
+def test_arch_is_cut_at_the_first_colon() -> None:
+    # a runtime answering an AMD-style gcnArchName with target features
+    api = _FakeApi("amd", 64, arch=b"gfx90a:sramecc+:xnack-", name=b"AMD Instinct MI250X")
+    props = hip_ffi.device_properties(api, 0)  # type: ignore[arg-type]
+    assert (props.arch, props.name, props.pci_bus_id) == (
+        "gfx90a",
+        "AMD Instinct MI250X",
+        "0000:c1:00.0",
+    )
+    assert props.warp_size == 64
+
+
 @pytest.mark.parametrize(
     ("platform", "major", "driver", "expected"),
     [("nvidia", 9, 12030, True), ("nvidia", 10, 13000, True), ("nvidia", 9, 12020, False),
@@ -83,11 +69,9 @@ class _AttributeApi:
 def test_early_start_is_nvidia_from_compute_capability_9_and_cuda_12_3(
     platform: str, major: int, driver: int, expected: bool
 ) -> None:
-    from hip_ffi._ffi import ffi
     from hip_ffi.constants import DEVICE_ATTRIBUTES
 
-    api = _AttributeApi(ffi, platform, major)
-    api.driver = driver
+    api = _FakeApi(platform, major, driver=driver)
     props = hip_ffi.device_properties(api, 0)  # type: ignore[arg-type]
     assert props.early_start is expected
     # HIP has no programmatic dependent launch: other platforms are not even asked.
