@@ -3,7 +3,7 @@ F.linear) and a copy of the same bytes, in one run (issue 38).
 
 For each of the five products of a decode step (QKV with the attention norm fused, the output
 product with the residual, gate/up with the MLP norm and SwiGLU, down with the residual, the
-head with the final norm) and 1, 2 (, 4, 8) rows of x: device µs per call, the weight's GB/s
+head with the final norm) and 1, 2 (, 4, 8, 16) rows of x: device µs per call, the weight's GB/s
 and that as a fraction of the copy rate of the same run (256 MiB, read + write).
 
 How a call is timed (as a decode step runs it): `CALLS` calls captured into one graph and
@@ -13,10 +13,12 @@ its weight from device memory, as a decode step does (a product's weight is read
 torch's rows are the same calls through torch.cuda.CUDAGraph.
 
 Rows "hip ahead=A slices=S" build the kernel with HIPK_GEMV_AHEAD=A (16-byte chunks a lane
-issues before using any) and split each output column over S teams (0: the op's own choice,
-`gemv_slices`); "hip" is the op as shipped; torch is the same product without the fusions
-(cuBLAS). Kernel registers and spills are printed too. Needs the nvidia platform and torch for
-the anchors (else a skipped row). Writes bench_gemv.jsonl and .md under --out.
+issues before using any; for 3-16 rows the 16-row tile's HIPK_GEMV_MMA_AHEAD, steps) and split
+each output column over S teams (0: the op's own choice, `gemv_slices`, `TILE_SLICES`); "hip"
+is the op as shipped (every row count up to 16 through the kernel); torch is the same product
+without the fusions (cuBLAS). Kernel registers and spills are printed too. Needs the nvidia
+platform and torch for the anchors (else a skipped row). Writes bench_gemv.jsonl and .md
+under --out.
 
     python bench/bench_gemv.py [--quick] [--out DIR] [--rows 1 2] [--ahead 1 2 4 8]
                                [--slices 0]
@@ -34,7 +36,7 @@ from bench_ops import HipTimer, TorchTimer, bench_copy, import_torch
 from hip_core import Program, capture, hip_api
 from hip_runtime import HipBackend
 from hip_runtime.libraries import kernel_sources
-from hip_runtime.ops.gemv import gemv_slices
+from hip_runtime.ops import gemv as gemv_ops
 
 #: (name, fusion, out features n, in features k): a 1B Llama's decode-step products.
 SHAPES = (
@@ -49,10 +51,11 @@ ROTATE_BYTES = 256 << 20  # weight copies cycled through: beyond the H200's 50 M
 
 
 def variant_kernels(backend: HipBackend, ahead: int) -> Any:
-    """gemv.hip built with HIPK_GEMV_AHEAD=ahead, loaded on the backend's device."""
+    """gemv.hip built with HIPK_GEMV_AHEAD=ahead (the scalar tiles) and
+    HIPK_GEMV_MMA_AHEAD=ahead (the 16-row tile), loaded on the backend's device."""
     source = kernel_sources.sources()["gemv.hip"]
-    program = Program(source, name="gemv.hip", options=[f"-DHIPK_GEMV_AHEAD={ahead}"],
-                      headers=kernel_sources.headers())  # fmt: skip
+    options = [f"-DHIPK_GEMV_AHEAD={ahead}", f"-DHIPK_GEMV_MMA_AHEAD={ahead}"]
+    program = Program(source, name="gemv.hip", options=options, headers=kernel_sources.headers())
     return program.load(backend.device)
 
 
@@ -123,14 +126,19 @@ def bench_shape(backend: HipBackend, torch: Any, shape: tuple[str, str, int, int
     op = ops[fusion]
     us = hip_graph_us(backend, [lambda w=w: op(w) for w in weights])
     emit_row(name, rows, "hip", us, nbytes, copy)
-    kernel_name = f"gemv_{'' if fusion == 'residual' else fusion + '_'}r{rows}_bf16"
-    columns = min(rows, 4)
+    tile = gemv_ops.gemv_tile(rows, 2)
+    kernel_name = f"gemv_{'' if fusion == 'residual' else fusion + '_'}r{tile}_bf16"
+    processors = backend.device.properties.multiprocessors
     for ahead in aheads:
         kernel = variant_kernels(backend, ahead).get_kernel(kernel_name)
         for chosen in slice_counts:
-            slices = chosen or gemv_slices(n, k, 2, columns,
-                                           backend.device.properties.multiprocessors)  # fmt: skip
-            grid = -(-n // (8 // slices * columns))
+            if tile == gemv_ops.GEMV_TENSOR_TILE:  # (ops/gemv.py's _gemv_launch)
+                slices = chosen or gemv_ops.TILE_SLICES
+                grid = gemv_ops.tile_blocks(n, slices)
+            else:
+                columns = min(rows, 4)
+                slices = chosen or gemv_ops.gemv_slices(n, k, 2, columns, processors)
+                grid = -(-n // (8 // slices * columns))
 
             def call(w: Any, kernel: Any = kernel, slices: int = slices, grid: int = grid) -> None:
                 args = (w, x, y if fusion != "residual" else r,
@@ -182,7 +190,7 @@ def main() -> None:
     def bench() -> None:
         if torch is None:
             raise RuntimeError("needs the nvidia platform with torch (the anchors, the inputs)")
-        with HipBackend() as backend:
+        with HipBackend(gemv_rows=gemv_ops.GEMV_MAX_ROWS) as backend:
             copy[0] = bench_copy(backend, torch, 256 << 20, 10)
             for shape in shapes:
                 for rows in args.rows:

@@ -13,10 +13,11 @@ replays (torch.profiler's trace, which sees every kernel of the process, ours in
   second, as a fraction of the same run's device-to-device copy rate (256 MiB, read + write,
   the better of hipMemcpyAsync and torch). Issue 38's goal: >= 0.80 at batch 1.
 
-Engines: "gemv" (`HipBackend(gemv_rows=8)`: batches of up to 8 rows through hip-runtime's GEMV
-kernel with the norms, SwiGLU and residual adds fused in, hip_runtime.ops.gemv; the default
-is 2 rows), "gemv-chained" (the same, each layer's products after attention chained into one
-launch: `LlamaDecoder.chain_products`, hip_runtime.ops.gemv_chain) and "blas"
+Engines: "gemv" (`HipBackend(gemv_rows=16)`: batches of up to 16 rows through hip-runtime's
+GEMV kernel with the norms, SwiGLU and residual adds fused in, hip_runtime.ops.gemv, its
+16-row tile from 3 rows of bf16; the default is 2 rows), "gemv-chained" (the same, each
+layer's products after attention chained into one launch: `LlamaDecoder.chain_products`,
+hip_runtime.ops.gemv_chain, up to 2 rows of bf16) and "blas"
 (`HipBackend(gemv_rows=0)`: rmsnorm, BLAS, swiglu as separate ops), in the same run. An
 engine's name with "-ordered" after it ("gemv-ordered") runs it with every launch waiting for
 the kernel ahead (no early start: hip_runtime.libraries.kernel_cache.EARLY_START emptied), the

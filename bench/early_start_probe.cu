@@ -12,7 +12,10 @@
 // It picked the shipped design (kernels/early_start.h, gemv.h): "L2line", an L2 prefetch of
 // each team's first weight line before the wait, then the trigger (H200, 2026-12-03: 603.5 us
 // plain, 586.9 waiting only, 560.4 L2line, 553.8 holding the first chunk in registers, which
-// would read weights before the kernel ahead has finished: unsafe if it writes them).
+// would read weights before the kernel ahead has finished: unsafe if it writes them). Bulk L2
+// prefetches of more of the weights (modes 10-12, 2026-12-03 third session) were all slower:
+// 691.4 us the block's whole rows, 621.7 their first 16 KiB; 757.2 against 713.1 with the
+// attention stand-in prefetching the next product's weight (docs/benchmarks/README.md).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -23,6 +26,10 @@
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+
+__device__ __forceinline__ void bulk_prefetch(const void* p, unsigned bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
 
 __device__ __forceinline__ float dot8(uint4 a, uint4 b) {
     const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&a);
@@ -38,7 +45,10 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 b) {
 
 // MODE 0 plain; 1 wait first; 2 first chunk in registers, trigger at start; 3 same, trigger
 // after the loop; 4 L2 prefetch of the block's rows, trigger at start; 5 L2, trigger late;
-// 6 all of a lane's chunks (<= 4) in registers before the wait, trigger at start
+// 6 all of a lane's chunks (<= 4) in registers before the wait, trigger at start; 7 the L2 line
+// of the lane's first chunk (shipped), 8 wait then trigger, 9 the lines of its first two
+// chunks; 10 the block's rows into L2 in bulk (cp.async.bulk.prefetch), 11 their first 16 KiB;
+// 12 L2 lines as 7, the small kernel prefetching the next product's weight in bulk
 template <int MODE>
 __global__ void __launch_bounds__(256) gemv(const __nv_bfloat16* __restrict__ w,
                                             const __nv_bfloat16* x, __nv_bfloat16* y, int n,
@@ -64,11 +74,19 @@ __global__ void __launch_bounds__(256) gemv(const __nv_bfloat16* __restrict__ w,
         for (int l = t; l < lines; l += 256)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (size_t)l * 128));
     }
-    if (MODE == 7 || MODE == 9) {  // the line of the lane's first chunk(s), into L2 only
+    if (MODE == 7 || MODE == 9 || MODE == 12) {  // the line of the lane's first chunk(s), into L2 only
         if (j < n && c0 < chunks && lane % 8 == 0)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(row + c0));
         if (MODE == 9 && j < n && c0 + step < chunks && lane % 8 == 0)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(row + c0 + step));
+    }
+    if (MODE == 10 || MODE == 11) {  // bulk L2 prefetch of the block's rows (11: first 16 KB)
+        const char* base = reinterpret_cast<const char*>(w + (size_t)j0 * k);
+        unsigned total = (unsigned)(min(groups, n - j0) * k * 2);
+        if (MODE == 11) total = min(total, 16384u);
+        const unsigned piece = 4096;
+        for (unsigned o = t * piece; o < total; o += 256 * piece)
+            bulk_prefetch(base + o, min(piece, total - o));
     }
     if (MODE == 2 || MODE == 4 || MODE == 6) pdl_trigger();
     if (MODE >= 1) pdl_wait();
@@ -100,8 +118,14 @@ __global__ void __launch_bounds__(256) gemv(const __nv_bfloat16* __restrict__ w,
 // Latency-bound like decode attention at a short cache: 8 blocks, a few dependent loads.
 template <int MODE>
 __global__ void small(const __nv_bfloat16* q, const __nv_bfloat16* cache, __nv_bfloat16* out,
-                      int steps) {
+                      int steps, const char* next, unsigned next_bytes) {
     if (MODE >= 1) pdl_trigger();
+    if (next) {  // MODE 12: the next product's weights into L2 while this kernel's latency runs
+        const unsigned share = next_bytes / gridDim.x, piece = 16384;
+        const char* base = next + (size_t)blockIdx.x * share;
+        for (unsigned o = threadIdx.x * piece; o < share; o += blockDim.x * piece)
+            bulk_prefetch(base + o, min(piece, share - o));
+    }
     if (MODE >= 1) pdl_wait();
     float acc = __bfloat162float(q[blockIdx.x * 128 + threadIdx.x]);
     int idx = threadIdx.x;
@@ -141,8 +165,11 @@ template <int MODE> void launch_gemv(cudaStream_t s, const Product& p, const __n
 }
 
 template <int MODE> void launch_small(cudaStream_t s, const __nv_bfloat16* q,
-                                      const __nv_bfloat16* cache, __nv_bfloat16* out, int steps) {
-    launch(small<MODE>, dim3(8), dim3(128), s, MODE >= 1, q, cache, out, steps);
+                                      const __nv_bfloat16* cache, __nv_bfloat16* out, int steps,
+                                      const Product& next) {
+    const char* ahead = MODE == 12 ? reinterpret_cast<const char*>(next.w) : nullptr;
+    launch(small<MODE>, dim3(8), dim3(128), s, MODE >= 1, q, cache, out, steps, ahead,
+           (unsigned)((size_t)next.n * next.k * 2));
 }
 
 struct Buffers { __nv_bfloat16 *h, *qkv, *att, *h2, *gu, *cache; };
@@ -155,7 +182,7 @@ float run(std::vector<Product>& layers, Buffers& b, int steps, bool with_small, 
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (size_t l = 0; l < layers.size(); l += 4) {
         if (only < 0 || only == 0) launch_gemv<MODE>(s, layers[l + 0], b.h, b.qkv);
-        if (with_small) launch_small<MODE>(s, b.qkv, b.cache, b.att, steps);
+        if (with_small) launch_small<MODE>(s, b.qkv, b.cache, b.att, steps, layers[l + 1]);
         if (only < 0 || only == 1) launch_gemv<MODE>(s, layers[l + 1], b.att, b.h2);
         if (only < 0 || only == 2) launch_gemv<MODE>(s, layers[l + 2], b.h2, b.gu);
         if (only < 0 || only == 3) launch_gemv<MODE>(s, layers[l + 3], b.gu, b.h);
@@ -213,11 +240,12 @@ int main() {
     printf("weights %.1f MB, copy rate %.0f GB/s, ideal %.1f us\n", bytes / 1e6, copy,
            bytes / copy / 1e3);
     const char* names[] = {"plain", "wait", "reg1+trig", "reg1+late", "L2+trig", "L2+late",
-                           "reg4+trig", "L2line", "waittrig", "L2line2"};
+                           "reg4+trig", "L2line", "waittrig", "L2line2", "bulk", "bulk16K",
+                           "smallpre"};
     float (*fns[])(std::vector<Product>&, Buffers&, int, bool, int) = {
-        run<0>, run<1>, run<2>, run<3>, run<4>, run<5>, run<6>, run<7>, run<8>, run<9>};
+        run<0>, run<1>, run<2>, run<3>, run<4>, run<5>, run<6>, run<7>, run<8>, run<9>, run<10>, run<11>, run<12>};
     for (int with_small = 0; with_small < 2; ++with_small) {
-        for (int m : {0, 1, 2, 7, 8, 9}) {
+        for (int m : {0, 7, 10, 11, 12}) {
             float us = fns[m](layers, b, 24, with_small, -1);
             printf("%-10s small=%d  %8.1f us/token  %.3f of copy\n", names[m], with_small, us,
                    bytes / copy / 1e3 / us);
@@ -226,7 +254,7 @@ int main() {
     const char* pn[] = {"qkv", "o", "gate/up", "down"};
     for (int only = 0; only < 4; ++only) {
         size_t pb = (size_t)layers[only].n * layers[only].k * 2 * L;
-        for (int m : {0, 2, 7, 8, 9}) {
+        for (int m : {7, 10, 11}) {
             float us = fns[m](layers, b, 24, false, only);
             printf("only %-8s %-10s %7.1f us (16 calls) %.2f us each, %.3f of copy\n", pn[only],
                    names[m], us, us / 16, pb / copy / 1e3 / us);

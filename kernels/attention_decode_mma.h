@@ -25,31 +25,15 @@
 // loads issued before this one's math), Q 16, O 32: 236 in all, two blocks per multiprocessor.
 #pragma once
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define HIPK_DECODE_MMA 1
-#else
-#define HIPK_DECODE_MMA 0
-#endif
+#include "mma_sync.h"  // mma16816
 
+#define HIPK_DECODE_MMA HIPK_MMA_SYNC
 #define HIPK_DECODE_MMA_WARPS 4  // most warps per block (the merge's shared memory)
 
 namespace hipk {
 namespace decode {
 
 #if HIPK_DECODE_MMA
-
-// c += A B for one m16n8k16 tile, f32 accumulators (PTX's fragment layouts), per input type.
-#define HIPK_DECODE_MMA16816(T, NAME)                                                              \
-    HIPK_DEVICE void mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,   \
-                              unsigned b0, unsigned b1, const T*) {                                \
-        asm("mma.sync.aligned.m16n8k16.row.col.f32." NAME "." NAME ".f32 {%0, %1, %2, %3}, "       \
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                                        \
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                       \
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));                               \
-    }
-HIPK_DECODE_MMA16816(bf16, "bf16")
-HIPK_DECODE_MMA16816(f16, "f16")
-#undef HIPK_DECODE_MMA16816
 
 HIPK_DEVICE float shuffle_from(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
 

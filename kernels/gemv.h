@@ -8,7 +8,8 @@
 //       const T* residual, const T* norm, int n, int k, int rows, int slices, float eps,
 //       long long xs, long long ys, long long rs)
 //
-// rows <= R rows of x (R = 1, 2, 4 or 8, registers): row r at x + r * xs; y's at y + r * ys.
+// rows <= R rows of x (R = 1, 2, 4 or 8, registers; 16: gemv_mma.h): row r at x + r * xs; y's
+// at y + r * ys.
 // w: [n, k] row-major ([2 n, k] for gemv_swiglu); w, x and every row 16-byte aligned (k a
 // multiple of 16 / sizeof(T)). The fusions, an entry point each (each its own register budget):
 // - gemv_norm (norm [k]): x's rows are RMS-normalized first, as rmsnorm(x, norm, eps) would,

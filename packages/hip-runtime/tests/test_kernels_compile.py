@@ -81,7 +81,7 @@ EXPECTED["attention_decode.hip"] = {
     for t in TYPES
 }
 EXPECTED["sampling.hip"] = {"sample_rows"}
-EXPECTED["gemv.hip"] = {f"gemv_{f}r{r}_{t}" for f in ("", "norm_", "swiglu_") for r in (1, 2, 4, 8) for t in TYPES}  # fmt: skip  # noqa: E501
+EXPECTED["gemv.hip"] = {f"gemv_{f}r{r}_{t}" for f in ("", "norm_", "swiglu_") for r in (1, 2, 4, 8, 16) for t in TYPES}  # fmt: skip  # noqa: E501
 EXPECTED["gemv_chain.hip"] = {f"gemv_chain_r{r}_{t}" for r in (1, 2, 4, 8) for t in TYPES}
 EXPECTED["gemv_quant.hip"] = {f"gemv_{q}_r{r}_{t}" for q in ("q8_0", "q4_0") for r in (1, 4, 16) for t in TYPES}  # fmt: skip  # noqa: E501
 EXPECTED["gemv_quant_split.hip"] = {f"gemv_split_{q}_r{r}_{t}" for q in ("q8_0", "q4_0") for r in (1, 4, 16) for t in TYPES}  # fmt: skip  # noqa: E501

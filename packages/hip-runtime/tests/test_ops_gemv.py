@@ -2,8 +2,9 @@
 rmsnorm_linear and rmsnorm_swiglu, against float64 references and the unfused ops.
 
 On the cpu platform the kernel is off by default (`gemv_rows=0`); these tests turn it on, so
-every path of the kernel (row tiles 1-8, the fusions, columns that end inside a block) runs
-here, and with HIP_FFI_CPU_WARP_SIZE=64 under 64-lane warps.
+every path of the kernel (row tiles 1-8 and the 16-row tile's portable path, the fusions,
+columns that end inside a block) runs here, and with HIP_FFI_CPU_WARP_SIZE=64 under 64-lane
+warps; on NVIDIA GPUs the 16-row tile's tensor-core path.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 
 from hip_core import Device
 from hip_runtime import HipBackend, testing
-from hip_runtime.ops.gemv import GEMV_MAX_ROWS, gemv_slices
+from hip_runtime.ops import gemv as gemv_module
+from hip_runtime.ops.gemv import gemv_slices, gemv_tile
 from hip_runtime.testing import Reference
 
 DTYPES = ["f32", "f16", "bf16"]
@@ -25,7 +27,7 @@ EPS = 1e-5
 
 @pytest.fixture(scope="module")
 def backend(device: Device, program_cache: Path) -> Iterator[HipBackend]:
-    with HipBackend(device, gemv_rows=GEMV_MAX_ROWS) as backend:
+    with HipBackend(device, gemv_rows=16) as backend:
         yield backend
 
 
@@ -65,7 +67,7 @@ def test_linear_with_residual_in_place_and_apart(
         in_place = backend.from_numpy(r)
         backend.linear(x_d, w_d, residual=in_place, out=in_place)
         testing.assert_close(in_place.to_numpy(), with_residual, dtype)
-    tile = min(t for t in (1, 2, 4, 8) if t >= rows)
+    tile = gemv_tile(rows, np.dtype(testing.DTYPES[dtype]).itemsize)
     assert gemv_launches and set(gemv_launches) == {f"gemv_r{tile}_{dtype}"}
 
 
@@ -93,11 +95,12 @@ def test_rmsnorm_linear_matches_the_reference_and_the_unfused_ops(
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows", [1, 4, 8, 11])
+@pytest.mark.parametrize("rows", [1, 4, 8, 11, 17])
 def test_rmsnorm_swiglu_matches_the_reference(
     backend: HipBackend, gemv_launches: list[str], dtype: str, rows: int
 ) -> None:
-    """11 rows: more than the kernel takes, so the unfused ops give the result."""
+    """11 rows of f32 and 17 of any type: more than the kernel takes, so the unfused ops give
+    the result."""
     rng = np.random.default_rng(20 + rows)
     k, inter = 128, 40
     x = testing.random(rng, (rows, k), dtype)
@@ -112,24 +115,21 @@ def test_rmsnorm_swiglu_matches_the_reference(
         backend.from_numpy(x), backend.from_numpy(g), backend.from_numpy(w), eps=EPS,
     )  # fmt: skip
     testing.assert_close(got, expected, dtype, magnitude=2 * magnitude)
-    assert bool(gemv_launches) == (rows <= GEMV_MAX_ROWS)
+    taken = rows <= 16 and gemv_tile(rows, np.dtype(testing.DTYPES[dtype]).itemsize) is not None
+    assert bool(gemv_launches) == taken
 
 
-@pytest.mark.parametrize("dtype", ["f32", "bf16"])
-@pytest.mark.parametrize(("k", "rows"), [(2048, 1), (8192, 1), (4096, 3)])
-def test_long_rows_split_over_several_teams(
-    backend: HipBackend, dtype: str, k: int, rows: int
-) -> None:
-    """Few columns of long rows: the teams of a block share a column group (`slices`), their
-    sums meeting in shared memory, with every fusion."""
-    n = 20
-    processors = backend.device.properties.multiprocessors
-    columns = 1 if rows == 1 else 4  # (the row tile 4 of rows = 3: four columns a team)
-    assert gemv_slices(n, k, np.dtype(testing.DTYPES[dtype]).itemsize, columns, processors) > 1
-    rng = np.random.default_rng(k + rows)
-    x = testing.random(rng, (rows, k), dtype)
+def _check_every_fusion(
+    backend: HipBackend, rng: np.random.Generator, shape: tuple[int, int, int], dtype: str,
+    *, w_scale: float, rounded: float = 1.0,
+) -> None:  # fmt: skip
+    """linear with the residual in place, rmsnorm_linear and rmsnorm_swiglu of x [rows, k]
+    against float64 references, n output columns; `rounded`: the magnitude's factor for the
+    normed products (2 where x times the norm weight is rounded to the dtype)."""
+    rows, k, n = shape
+    x = testing.random(rng, (rows, k), dtype, scale=2.0)
     g = testing.random(rng, (k,), dtype, shift=1.0)
-    w = testing.random(rng, (2 * n, k), dtype, scale=0.05)
+    w = testing.random(rng, (2 * n, k), dtype, scale=w_scale)
     r = testing.random(rng, (rows, n), dtype)
     x_d, g_d, w_d = backend.from_numpy(x), backend.from_numpy(g), backend.from_numpy(w)
     plain = _product(x.astype(np.float64), w[:n])
@@ -138,13 +138,47 @@ def test_long_rows_split_over_several_teams(
     total = Reference(plain.value + r.astype(np.float64), plain.magnitude + abs(r))
     testing.assert_close(residual.to_numpy(), total, dtype)
     normed = _product(_normed(x, g), w)
-    got = backend.rmsnorm_linear(x_d, g_d, w_d[:n], eps=EPS).to_numpy()
-    first = Reference(normed.value[:, :n], normed.magnitude[:, :n])
-    testing.assert_close(got, first, dtype)
+    got = testing.call_twice(backend.rmsnorm_linear, x_d, g_d, w_d[:n], eps=EPS)
+    testing.assert_close(got, Reference(normed.value[:, :n], rounded * normed.magnitude[:, :n]),
+                         dtype)  # fmt: skip
     gate, up = normed.value[:, :n], normed.value[:, n:]
     magnitude = normed.magnitude[:, :n] * normed.magnitude[:, n:] + np.abs(gate * up)
-    got = backend.rmsnorm_swiglu(x_d, g_d, w_d, eps=EPS).to_numpy()
-    testing.assert_close(got, Reference(testing.swiglu(gate, up), magnitude), dtype)
+    got = testing.call_twice(backend.rmsnorm_swiglu, x_d, g_d, w_d, eps=EPS)
+    testing.assert_close(got, Reference(testing.swiglu(gate, up), rounded * magnitude), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize(("k", "rows"), [(2048, 1), (8192, 1), (4096, 3)])
+def test_long_rows_split_over_several_teams(
+    backend: HipBackend, dtype: str, k: int, rows: int
+) -> None:
+    """Few columns of long rows: the teams of a block share a column group (`slices`), their
+    sums meeting in shared memory, with every fusion (3 rows of bf16: the 16-row tile)."""
+    n = 20
+    processors = backend.device.properties.multiprocessors
+    columns = 1 if rows == 1 else 4  # (the row tile 4 of rows = 3: four columns a team)
+    assert gemv_slices(n, k, np.dtype(testing.DTYPES[dtype]).itemsize, columns, processors) > 1
+    rng = np.random.default_rng(k + rows)
+    _check_every_fusion(backend, rng, (rows, k, n), dtype, w_scale=0.05)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("rows", [3, 8, 9, 16])
+@pytest.mark.parametrize("slices", [1, 2, 8])
+def test_the_16_row_tile_with_every_fusion(
+    backend: HipBackend, gemv_launches: list[str], monkeypatch: pytest.MonkeyPatch, dtype: str,
+    rows: int, slices: int,
+) -> None:  # fmt: skip
+    """3-16 rows of a 16-bit x (kernels/gemv_mma.h): 16-column tiles shared by 1, 2 or 8
+    teams (the op uses 8; the kernel takes any), columns that end inside a tile, rows of k
+    that end inside a team's step (200: 6 whole steps of 32 and a quarter), x's second 8 rows
+    used or not. x times the norm weight is rounded to the dtype for the tensor cores."""
+    monkeypatch.setattr(gemv_module, "TILE_SLICES", slices)
+    rng = np.random.default_rng(rows * 10 + slices)
+    n = 37 + slices  # (a distinct shape a slices: launch plans keep theirs)
+    _check_every_fusion(backend, rng, (rows, 200, n), dtype, w_scale=0.1, rounded=2.0)
+    fusions = {"gemv_r16", "gemv_norm_r16", "gemv_swiglu_r16"}
+    assert set(gemv_launches) == {f"{name}_{dtype}" for name in fusions}
 
 
 def test_calls_the_kernel_does_not_take_run_unfused(
@@ -185,5 +219,5 @@ def test_bad_arguments_raise_before_any_launch(
     with pytest.raises(ValueError, match="residual has shape"):
         backend.rmsnorm_linear(x, g, w, residual=x)
     with pytest.raises(ValueError, match="gemv_rows"):
-        HipBackend(backend.device, gemv_rows=9)
+        HipBackend(backend.device, gemv_rows=17)
     assert gemv_launches == []

@@ -15,9 +15,11 @@ ops in its prologue and epilogue:
 - `linear(x, weight, residual=...)` (ops/linalg.py) takes the kernel too, residual fused.
 
 Which calls the kernel takes: at most `HipBackend.gemv_rows` rows of x (`GEMV_DEFAULT_ROWS`,
-2, on amd and nvidia; up to 8 when asked; 0 on cpu, where the host's BLAS is faster),
-f32/f16/bf16, C-contiguous operands at 16-byte aligned addresses with rows of whole 16-byte
-runs. Others run the unfused ops, with
+2, on amd and nvidia; up to 16 when asked; 0 on cpu, where the host's BLAS is faster),
+f32/f16/bf16 (f32 up to 8 rows), C-contiguous operands at 16-byte aligned addresses with rows
+of whole 16-byte runs. Up to 2 rows of x (any float type) and 3-8 of f32 take the scalar
+tiles of kernels/gemv.h; 3-16 rows of a 16-bit type take the 16-row tile of
+kernels/gemv_mma.h (tensor-core tiles on NVIDIA from sm_80). Others run the unfused ops, with
 the same results up to the rounding of the intermediates (unfused, the normalized rows and
 gate/up are rounded to the storage type; the kernel keeps them in f32). Everything is queued
 on the backend's stream; repeated calls take a launch plan.
@@ -33,16 +35,28 @@ from hip_runtime.ops.plans import address_of, plan_head, plan_key
 from hip_runtime.tensors.dtypes import FLOAT_TYPES, float_type
 from hip_runtime.tensors.tensor import DeviceTensor
 
-GEMV_TILES = (1, 2, 4, 8)  # the kernels' row tiles (kernels/gemv.hip's gemv_*r<R>)
-GEMV_MAX_ROWS = GEMV_TILES[-1]
+GEMV_TILES = (1, 2, 4, 8)  # the scalar row tiles (kernels/gemv.h: gemv.hip's gemv_*r<R>)
+GEMV_TENSOR_TILE = 16  # the 16-row tile (kernels/gemv_mma.h: gemv.hip's gemv_*r16)
+GEMV_MAX_ROWS = GEMV_TENSOR_TILE
+#: Rows of a 16-bit x from which the 16-row tile takes a product (fewer: the scalar tiles).
+_TENSOR_TILE_FROM = 3
 #: The default on amd and nvidia: up to two rows. A 1B Llama's decode step on the H200
 #: (bench_roofline): 902 µs against BLAS's 1224 at batch 1, 1152 against 1234 at 2, 2305
 #: against 1240 at 4 (from four rows cuBLAS's tiles win: the head at 4 rows 243 µs against 129).
+#: The 16-row tile (2026-12-03) halved the kernel's 4-row step (1218 µs) but is still below
+#: cuBLAS per product from 4 rows on (bench_gemv, bf16, 16 rows: the head 196 µs against 126,
+#: down 20.9 against 13.8), so it is only taken when asked (`HipBackend(gemv_rows=16)`).
 GEMV_DEFAULT_ROWS = 2
 _THREADS, _TEAMS = 256, 8  # a block's threads, and its teams of 32 lanes
 _COLUMNS = {1: 1, 2: 2, 4: 4, 8: 4}  # output columns a team takes, by row tile (`Columns`)
 _BLOCKS_PER_MULTIPROCESSOR = 4  # what `gemv_slices` aims for (8 resident at 256 threads)
 _CHUNKS_PER_LANE = 2  # the fewest 16-byte chunks of a row `gemv_slices` leaves a lane
+#: Teams of 32 lanes sharing a 16-column tile of the 16-row tile (kernels/gemv_mma.h's
+#: `slices`): 8, one tile a block. H200 (bench_gemv, bf16, 4 and 16 rows): 8 was the fastest of
+#: 1, 2, 4, 8 for every product of a 1B Llama's decode step, the head (8016 tiles) included:
+#: 164.0 µs at 4 rows against 218.3 with one team a tile (a tile's rows are read in 64-byte
+#: pieces, 8 rows an instruction, and 8 teams read 8 pieces of each row at once).
+TILE_SLICES = 8
 
 
 class GemvOps(OpsBase):
@@ -180,6 +194,8 @@ class GemvOps(OpsBase):
         rows = x.size // x.shape[-1] if x.shape[-1] else 0
         if not 0 < rows <= self.gemv_rows or weight._strides is not None:
             return False
+        if gemv_tile(rows, x.dtype.itemsize) is None:
+            return False
         run = weight.shape[1] * x.dtype.itemsize
         return not (
             run % 16 or x.ptr % 16 or weight.ptr % 16 or (norm is not None and norm.ptr % 16)
@@ -199,14 +215,18 @@ class GemvOps(OpsBase):
         its arguments): what `Kernel.prepare` takes for the plan."""
         k = weight.shape[1]
         rows, n = x.size // k, y.shape[-1]
-        tile = next(r for r in GEMV_TILES if r >= rows)
+        tile = gemv_tile(rows, x.dtype.itemsize)
+        assert tile is not None  # (_gemv_takes)
         fusion = "swiglu_" if pairs else ("norm_" if norm is not None else "")
         name = f"gemv_{fusion}r{tile}_{FLOAT_TYPES[x.dtype].suffix}"
         kernel = self._kernel("gemv.hip", name)
-        slices = gemv_slices(
-            n, k, x.dtype.itemsize, _COLUMNS[tile], self.device.properties.multiprocessors
-        )
-        grid = -(-n // (_TEAMS // slices * _COLUMNS[tile]))
+        processors = self.device.properties.multiprocessors
+        if tile == GEMV_TENSOR_TILE:
+            slices = TILE_SLICES
+            grid = tile_blocks(n, slices)
+        else:
+            slices = gemv_slices(n, k, x.dtype.itemsize, _COLUMNS[tile], processors)
+            grid = -(-n // (_TEAMS // slices * _COLUMNS[tile]))
         args = (weight, x, y, residual, norm, n, k, rows, slices, eps, k, n, n)
         kernel.launch(grid, _THREADS, *args, stream=self.stream)
         return (kernel, grid, _THREADS, *args)
@@ -234,6 +254,21 @@ def gemv_slices(n: int, k: int, itemsize: int, columns: int, multiprocessors: in
     return 8
 
 
+def gemv_tile(rows: int, itemsize: int) -> int | None:
+    """The row tile of a product of `rows` rows of x (elements of `itemsize` bytes): the 16-row
+    tile from _TENSOR_TILE_FROM rows of a 16-bit type, else the smallest scalar tile that holds
+    them; None past the scalar tiles (f32 beyond 8 rows: the unfused ops)."""
+    if itemsize == 2 and _TENSOR_TILE_FROM <= rows <= GEMV_TENSOR_TILE:
+        return GEMV_TENSOR_TILE
+    return next((tile for tile in GEMV_TILES if tile >= rows), None)
+
+
+def tile_blocks(n: int, slices: int) -> int:
+    """The 16-row tile's grid: blocks of 8 / slices tiles of 16 output columns."""
+    tiles = -(-n // GEMV_TENSOR_TILE)
+    return -(-tiles // (_TEAMS // slices))
+
+
 def gemv_row_limit(setting: int | None) -> int:
     """HipBackend's `gemv_rows=` checked: None is the platform's default (GEMV_DEFAULT_ROWS
     where device memory is the GPU's, 0 on cpu); ValueError unless 0..GEMV_MAX_ROWS."""
@@ -245,5 +280,6 @@ def gemv_row_limit(setting: int | None) -> int:
 
 
 __all__ = [
-    "GEMV_DEFAULT_ROWS", "GEMV_MAX_ROWS", "GEMV_TILES", "GemvOps", "gemv_row_limit", "gemv_slices",
+    "GEMV_DEFAULT_ROWS", "GEMV_MAX_ROWS", "GEMV_TENSOR_TILE", "GEMV_TILES", "TILE_SLICES",
+    "GemvOps", "gemv_row_limit", "gemv_slices", "gemv_tile", "tile_blocks",
 ]  # fmt: skip

@@ -35,7 +35,15 @@ import numpy as np
 
 from hip_core import capture_in_progress
 from hip_runtime.libraries.kernel_structs import GEMV_CHAIN, GEMV_LINKS, StructValues
-from hip_runtime.ops.gemv import _COLUMNS, _TEAMS, _THREADS, GEMV_TILES, GemvOps, gemv_slices
+from hip_runtime.ops.gemv import (
+    _COLUMNS,
+    _TEAMS,
+    _THREADS,
+    GEMV_TILES,
+    GemvOps,
+    gemv_slices,
+    gemv_tile,
+)
 from hip_runtime.ops.plans import address_of
 from hip_runtime.tensors.dtypes import FLOAT_TYPES
 from hip_runtime.tensors.tensor import DeviceTensor
@@ -130,11 +138,13 @@ class GemvChainOps(GemvOps):
             for link, x, w, _, _ in links
         ):
             return False
+        rows = x0.size // x0.shape[-1]
+        tile = gemv_tile(rows, x0.dtype.itemsize)
+        if tile not in GEMV_TILES:  # (the 16-row tile is not a link of the chain kernel)
+            return False
         counters = self._gemv_chain_counters()
         if counters is None:
             return False
-        rows = x0.size // x0.shape[-1]
-        tile = next(r for r in GEMV_TILES if r >= rows)
         columns, sms = _COLUMNS[tile], self.device.properties.multiprocessors
         fields: dict[str, list[int]] = {name: [] for name in _LINK_FIELDS}
         end = 0
