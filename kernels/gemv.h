@@ -23,7 +23,8 @@
 //   skip connection; residual may be y itself: each element is read and written by the one
 //   thread that owns it).
 // Everything is accumulated in f32 and rounded once to T; unfused, the intermediates (the
-// normalized row, g and u) are rounded to T on the way, so results differ by T's rounding.
+// normalized row, g and u) are rounded to T on the way, so results differ by T's rounding
+// (gemv_mma.h's tensor-core path also rounds x times the norm weight to T).
 //
 // Work: a block of 256 threads is 8 teams of 32 lanes; `slices` consecutive teams (1, 2, 4 or
 // 8) share C consecutive output columns (weight rows, or gate/up pairs; C = min(R, 4),

@@ -49,8 +49,8 @@ namespace gemv {
 // products (sums 2 with PAIRS: the up rows'), then per team x's squares of its 16 rows.
 template <bool PAIRS> struct TileScratch {
     enum { teams = HIPK_GEMV_THREADS / HIPK_GEMV_TEAM, sums = PAIRS ? 2 : 1 };
-    enum { squares = teams * sums * HIPK_GEMV_TILE * HIPK_GEMV_TILE };
-    enum { floats = squares + teams * HIPK_GEMV_TILE };
+    enum { squares_at = teams * sums * HIPK_GEMV_TILE * HIPK_GEMV_TILE };  // (an offset)
+    enum { floats = squares_at + teams * HIPK_GEMV_TILE };
 };
 
 // A team's partial sums, shared memory's view: part[team][sum][column][row], squares[team][row].
@@ -221,7 +221,7 @@ template <typename T, bool NORM, bool PAIRS>
 HIPK_DEVICE void tile_sums_mma(const T* w, const T* x, const T* norm, int n, int k, int rows,
                                long long xs, int j0, int slice, int slices, int team, int lane,
                                TileSums sums) {
-    constexpr int S = TileScratch<PAIRS>::sums, AT = TileScratch<PAIRS>::squares;
+    constexpr int S = TileScratch<PAIRS>::sums, AT = TileScratch<PAIRS>::squares_at;
     float dot[2][4], up[2][4], squares[2] = {0.0f, 0.0f};
     HIPK_UNROLL
     for (int h = 0; h < 2; ++h) {
@@ -255,7 +255,7 @@ HIPK_DEVICE void tile_sums_portable(const T* w, const T* x, const T* norm, int n
                                     int rows, long long xs, int j0, int slice, int slices,
                                     int team, int lane, TileSums sums) {
     constexpr int V = Chunk<T>::elements, STEP = 4 * V, HALF = HIPK_GEMV_TILE / 2;
-    constexpr int S = TileScratch<PAIRS>::sums, AT = TileScratch<PAIRS>::squares;
+    constexpr int S = TileScratch<PAIRS>::sums, AT = TileScratch<PAIRS>::squares_at;
     const int column = lane % HIPK_GEMV_TILE, r0 = HALF * (lane / HIPK_GEMV_TILE);
     const int j = j0 + column;
     float dot[HALF], up[HALF], squares[HALF];
@@ -325,7 +325,7 @@ HIPK_DEVICE void run_tile(const T* w, const T* x, T* y, const T* residual, const
                           int k, int rows, int slices, float eps, long long xs, long long ys,
                           long long rs, int block, float* scratch) {
     constexpr int THREADS = HIPK_GEMV_THREADS, TEAM = HIPK_GEMV_TEAM, TILE = HIPK_GEMV_TILE;
-    constexpr int S = TileScratch<PAIRS>::sums, AT = TileScratch<PAIRS>::squares;
+    constexpr int S = TileScratch<PAIRS>::sums, AT = TileScratch<PAIRS>::squares_at;
     const int t = (int)threadIdx.x, lane = t % TEAM, team = t / TEAM;
     const int tiles = THREADS / TEAM / slices, slice = team % slices;
     const int j0 = (block * tiles + team / slices) * TILE;

@@ -322,6 +322,47 @@ def test_an_interrupt_inside_work_a_waiting_thread_runs_leaves_the_stream_usable
     assert stream.completed == 2 and engine.synchronize(stream) == status.SUCCESS
 
 
+def test_a_synchronize_inside_a_streams_work_is_refused_not_a_wait_for_itself() -> None:
+    """Garbage collection ran hip-core's pool finalizer (which synchronizes the device) inside
+    an operation that a synchronizing thread ran itself: it waited for that very operation,
+    forever (CI, a convolution test under 64-lane warps). Inside a stream's work a
+    synchronize now returns hipErrorIllegalState at once, as CUDA refuses API calls in stream
+    callbacks; the operation finishes and the outer synchronize returns."""
+    from hip_cpu import status
+    from hip_cpu.streams import Engine, Stream
+
+    engine = Engine()
+    stream = Stream(0, 0)  # no worker thread: only a synchronizing thread runs its work
+    engine.live.append(stream)
+    inside: list[int] = []
+
+    def work() -> int:
+        inside.extend([engine.synchronize_device(), engine.synchronize(stream)])
+        return status.SUCCESS
+
+    engine.submit(stream, work)
+    assert engine.synchronize(stream) == status.SUCCESS
+    assert inside == [status.ILLEGAL_STATE] * 2
+    assert "would wait for itself" in status.error_detail(status.ILLEGAL_STATE)
+    assert engine.synchronize_device() == status.SUCCESS  # outside the work: waits as before
+
+
+def test_a_host_function_that_synchronizes_gets_an_error_not_a_hang(
+    hip: Any, host: Any, streams: Any
+) -> None:
+    """The same on a stream's worker thread, through the API: a host function calling
+    hipDeviceSynchronize and hipStreamSynchronize."""
+    stream = streams(0)
+    results: list[int] = []
+    host.enqueue(
+        stream,
+        lambda: results.extend([hip.hipDeviceSynchronize(), hip.hipStreamSynchronize(stream)]),
+    )
+    assert hip.hipStreamSynchronize(stream) == 0
+    assert results == [E["hipErrorIllegalState"]] * 2
+    hip.hipGetLastError()
+
+
 def test_a_finalizer_that_synchronizes_inside_a_claim_cannot_run_an_operation_twice() -> None:
     """Garbage collection can run a finalizer at any allocation, including inside the engine's
     critical sections; one that synchronizes (hip-core's pool destruction does) lets the lock

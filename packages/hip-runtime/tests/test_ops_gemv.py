@@ -154,10 +154,11 @@ def test_long_rows_split_over_several_teams(
 ) -> None:
     """Few columns of long rows: the teams of a block share a column group (`slices`), their
     sums meeting in shared memory, with every fusion (3 rows of bf16: the 16-row tile)."""
-    n = 20
-    processors = backend.device.properties.multiprocessors
-    columns = 1 if rows == 1 else 4  # (the row tile 4 of rows = 3: four columns a team)
-    assert gemv_slices(n, k, np.dtype(testing.DTYPES[dtype]).itemsize, columns, processors) > 1
+    n, itemsize = 20, np.dtype(testing.DTYPES[dtype]).itemsize
+    if gemv_tile(rows, itemsize) != 16:  # (the 16-row tile always has 8 teams a tile)
+        processors = backend.device.properties.multiprocessors
+        columns = 1 if rows == 1 else 4  # (the row tile 4 of rows = 3: four columns a team)
+        assert gemv_slices(n, k, itemsize, columns, processors) > 1
     rng = np.random.default_rng(k + rows)
     _check_every_fusion(backend, rng, (rows, k, n), dtype, w_scale=0.05)
 
@@ -177,8 +178,32 @@ def test_the_16_row_tile_with_every_fusion(
     rng = np.random.default_rng(rows * 10 + slices)
     n = 37 + slices  # (a distinct shape a slices: launch plans keep theirs)
     _check_every_fusion(backend, rng, (rows, 200, n), dtype, w_scale=0.1, rounded=2.0)
-    fusions = {"gemv_r16", "gemv_norm_r16", "gemv_swiglu_r16"}
+    # (f16's normed products run rmsnorm, then the plain tile: see the next test)
+    fusions = {"gemv_r16"} if dtype == "f16" else {"gemv_r16", "gemv_norm_r16", "gemv_swiglu_r16"}
     assert set(gemv_launches) == {f"{name}_{dtype}" for name in fusions}
+
+
+def test_f16_normed_products_whose_x_times_norm_leaves_f16_stay_finite(
+    backend: HipBackend, gemv_launches: list[str]
+) -> None:
+    """x times the norm weight (300 x 300) is past f16's largest value while the normalized
+    row (~300) is not: the 16-row tile would round that product to f16 for the tensor cores,
+    so f16's normed products from 3 rows run rmsnorm and the plain tile instead."""
+    rng = np.random.default_rng(7)
+    x = (300 * (1 + 0.1 * rng.standard_normal((4, 64)))).astype(np.float16)
+    g = np.full(64, 300, np.float16)
+    w = testing.random(rng, (2 * 24, 64), "f16", scale=0.01)
+    x_d, g_d, w_d = backend.from_numpy(x), backend.from_numpy(g), backend.from_numpy(w)
+    normed = _product(_normed(x, g), w)
+    got = backend.rmsnorm_linear(x_d, g_d, w_d[:24], eps=EPS).to_numpy()
+    assert np.isfinite(got).all()
+    testing.assert_close(got, Reference(normed.value[:, :24], 2 * normed.magnitude[:, :24]), "f16")
+    gate, up = normed.value[:, :24], normed.value[:, 24:]
+    magnitude = normed.magnitude[:, :24] * normed.magnitude[:, 24:] + np.abs(gate * up)
+    got = backend.rmsnorm_swiglu(x_d, g_d, w_d, eps=EPS).to_numpy()
+    assert np.isfinite(got).all()
+    testing.assert_close(got, Reference(testing.swiglu(gate, up), 2 * magnitude), "f16")
+    assert set(gemv_launches) == {"gemv_r16_f16"}
 
 
 def test_calls_the_kernel_does_not_take_run_unfused(

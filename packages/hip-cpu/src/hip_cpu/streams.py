@@ -378,9 +378,27 @@ class Engine:
         own = (stream, stream.enqueued)
         return [*self._implicit(stream), own] if stream.null else [own]
 
+    def runs_work(self) -> bool:
+        """True on a thread that runs streams' work (a stream's worker, or a synchronizing
+        thread inside an operation it runs itself): a wait for the streams there could wait
+        for the operation this very thread is in the middle of."""
+        return bool(getattr(self._local, "worker", False))
+
+    def _refuse_wait(self) -> int:
+        """What a synchronize returns where it cannot wait (`runs_work`: a finalizer that
+        garbage collection ran inside an operation, or a host function): hipErrorIllegalState,
+        as CUDA refuses API calls inside stream callbacks, instead of waiting for itself."""
+        status.publish(status.ILLEGAL_STATE, "a synchronize inside a stream's work (a finalizer "
+                       "or host function running on the thread that runs it) would wait for "
+                       "itself")  # fmt: skip
+        return status.ILLEGAL_STATE
+
     def synchronize(self, stream: Stream) -> int:
         """Wait for all work enqueued so far on `stream` (for the null stream: also on every
-        blocking stream); returns and clears the stream's asynchronous error."""
+        blocking stream); returns and clears the stream's asynchronous error. Inside a
+        stream's work: hipErrorIllegalState at once (`_refuse_wait`)."""
+        if self.runs_work():
+            return self._refuse_wait()
         with self.held:
             if stream.capture is not None:
                 return status.CAPTURE_UNSUPPORTED
@@ -403,7 +421,10 @@ class Engine:
 
     def synchronize_device(self) -> int:
         """Wait for all work on every stream of the current device; returns (and clears) the
-        first error of those streams."""
+        first error of those streams. Inside a stream's work: hipErrorIllegalState at once
+        (`_refuse_wait`)."""
+        if self.runs_work():
+            return self._refuse_wait()
         device = ordinals.current()
         self.wait_all(device)
         error, detail = status.SUCCESS, ""

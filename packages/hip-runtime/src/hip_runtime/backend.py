@@ -78,7 +78,7 @@ class HipBackend(
             cost outweighs a small product; a matmul whose batch layout needs several calls is
             judged per call). None: the platform's default, 64³ on amd and nvidia, 0 on cpu;
             0: always BLAS. Convolutions' products always go to BLAS.
-        gemv_rows: the most rows of x (1-16) that `linear`, `rmsnorm_linear` and
+        gemv_rows: the most rows of x (1-16; f32 at most 8) that `linear`, `rmsnorm_linear` and
             `rmsnorm_swiglu` send to hip-runtime's GEMV kernel with their fusions
             (hip_runtime.ops.gemv); None: the platform's default, 2 on amd and nvidia (from
             four rows on cuBLAS was faster on the H200), 0 on cpu (its host BLAS is faster

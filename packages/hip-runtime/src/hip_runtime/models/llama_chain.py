@@ -1,7 +1,8 @@
 """A LlamaDecoder's decode step with each layer's products after attention in one launch
 (`LlamaDecoder.chain_products`; off by default, see there).
 
-For a batch the GEMV kernel takes (at most `HipBackend.gemv_rows` sequences) and dense fused
+For a batch the GEMV kernel takes (at most `HipBackend.gemv_rows` sequences; from 3 sequences
+of a 16-bit model each link runs as its own launch, ops/gemv_chain.py) and dense fused
 weights, a step is: the first layer's normed QKV product, then per layer rope_and_cache and
 attention_decode, then one `gemv_chain` (hip_runtime.ops.gemv_chain) of the output product
 into the residual stream, the normed gate/up product with SwiGLU, the down product into the

@@ -19,10 +19,13 @@ Which calls the kernel takes: at most `HipBackend.gemv_rows` rows of x (`GEMV_DE
 f32/f16/bf16 (f32 up to 8 rows), C-contiguous operands at 16-byte aligned addresses with rows
 of whole 16-byte runs. Up to 2 rows of x (any float type) and 3-8 of f32 take the scalar
 tiles of kernels/gemv.h; 3-16 rows of a 16-bit type take the 16-row tile of
-kernels/gemv_mma.h (tensor-core tiles on NVIDIA from sm_80). Others run the unfused ops, with
-the same results up to the rounding of the intermediates (unfused, the normalized rows and
-gate/up are rounded to the storage type; the kernel keeps them in f32). Everything is queued
-on the backend's stream; repeated calls take a launch plan.
+kernels/gemv_mma.h (tensor-core tiles on NVIDIA from sm_80; its portable path elsewhere, not
+measured on AMD yet), except the normed ops of f16 (x times the norm weight, rounded to f16
+for the tensor cores, can overflow where the normalized row does not). Others run the unfused
+ops, with the same results up to the rounding of the intermediates (unfused, the normalized
+rows and gate/up are rounded to the storage type; the kernel keeps them in f32, but for x
+times the norm weight in the 16-row tile). Everything is queued on the backend's stream;
+repeated calls take a launch plan.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from hip_core import hip_api
 from hip_runtime.ops.base import OpsBase
 from hip_runtime.ops.plans import address_of, plan_head, plan_key
-from hip_runtime.tensors.dtypes import FLOAT_TYPES, float_type
+from hip_runtime.tensors.dtypes import FLOAT_TYPES, float16, float_type
 from hip_runtime.tensors.tensor import DeviceTensor
 
 GEMV_TILES = (1, 2, 4, 8)  # the scalar row tiles (kernels/gemv.h: gemv.hip's gemv_*r<R>)
@@ -194,8 +197,9 @@ class GemvOps(OpsBase):
         rows = x.size // x.shape[-1] if x.shape[-1] else 0
         if not 0 < rows <= self.gemv_rows or weight._strides is not None:
             return False
-        if gemv_tile(rows, x.dtype.itemsize) is None:
-            return False
+        tile = gemv_tile(rows, x.dtype.itemsize)
+        if tile is None or (tile == GEMV_TENSOR_TILE and norm is not None and x.dtype == float16):
+            return False  # (f16 x times the norm weight may overflow: the module's doc)
         run = weight.shape[1] * x.dtype.itemsize
         return not (
             run % 16 or x.ptr % 16 or weight.ptr % 16 or (norm is not None and norm.ptr % 16)

@@ -22,8 +22,10 @@ Each link is what `linear(x, weight, residual=, out=)`, `rmsnorm_linear(x, norm,
 residual=, out=)` or `rmsnorm_swiglu(x, norm, weight, out=)` computes, with the same results
 (the same kernel code runs each product). The chain runs as one launch when the GEMV kernel
 takes every link (ops/gemv.py: at most `gemv_rows` rows, 16-byte aligned rows, contiguous x)
-and the backend's counters exist (made by the first chain outside a graph capture; a capture
-that makes none runs the links one by one, as does a chain the kernel does not take).
+with one of its scalar row tiles (the 16-row tile, 3-16 rows of a 16-bit type, is no link of
+the chain kernel) and the backend's counters exist (made by the first chain outside a graph
+capture; a capture that makes none runs the links one by one, as does a chain the kernel does
+not take).
 """
 
 from __future__ import annotations
