@@ -351,15 +351,22 @@ def test_a_host_function_that_synchronizes_gets_an_error_not_a_hang(
     hip: Any, host: Any, streams: Any
 ) -> None:
     """The same on a stream's worker thread, through the API: a host function calling
-    hipDeviceSynchronize and hipStreamSynchronize."""
+    hipDeviceSynchronize, hipStreamSynchronize and hipEventSynchronize on an event recorded
+    behind it (refused), and on one its stream has passed already (returns at once)."""
     stream = streams(0)
+    behind, passed = hip.ffi.new("hipEvent_t*"), hip.ffi.new("hipEvent_t*")
+    assert hip.hipEventCreateWithFlags(behind, 0) == 0
+    assert hip.hipEventCreateWithFlags(passed, 0) == 0
+    assert hip.hipEventRecord(passed[0], stream) == 0
     results: list[int] = []
-    host.enqueue(
-        stream,
-        lambda: results.extend([hip.hipDeviceSynchronize(), hip.hipStreamSynchronize(stream)]),
-    )
+    host.enqueue(stream, lambda: results.extend([
+        hip.hipDeviceSynchronize(), hip.hipStreamSynchronize(stream),
+        hip.hipEventSynchronize(behind[0]), hip.hipEventSynchronize(passed[0]),
+    ]))  # fmt: skip
+    assert hip.hipEventRecord(behind[0], stream) == 0
     assert hip.hipStreamSynchronize(stream) == 0
-    assert results == [E["hipErrorIllegalState"]] * 2
+    assert results == [E["hipErrorIllegalState"]] * 3 + [0]
+    assert hip.hipEventDestroy(behind[0]) == 0 and hip.hipEventDestroy(passed[0]) == 0
     hip.hipGetLastError()
 
 

@@ -139,9 +139,8 @@ def hipEventRecord(event: Any, stream: Any) -> int:
 def hipEventSynchronize(event: Event) -> int:
     if event.shared is not None:
         shared_events.synchronize(event.shared)
-    else:
-        ENGINE.event_synchronize(event)
-    return status.SUCCESS
+        return status.SUCCESS
+    return ENGINE.event_synchronize(event)
 
 
 @on_event

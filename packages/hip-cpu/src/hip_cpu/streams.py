@@ -467,12 +467,19 @@ class Engine:
         record = event.record
         return record is None or record.stream.completed >= record.ticket
 
-    def event_synchronize(self, event: Event) -> None:
+    def event_synchronize(self, event: Event) -> int:
+        """Wait until the stream reaches `event`; inside a stream's work, hipErrorIllegalState
+        unless it has already (`_refuse_wait`: the event may be queued behind this work)."""
         record = event.record
         if record is None:
-            return
+            return status.SUCCESS
+        if self.runs_work():
+            with self.held:
+                done = self.event_done(event)
+            return status.SUCCESS if done else self._refuse_wait()
         with self.held:
             self._wait(lambda: self.event_done(event), [*self.live])
+        return status.SUCCESS
 
     def wait_event(self, stream: Stream, event: Event) -> int:
         """Make later work on `stream` wait for `event` (as recorded now)."""
