@@ -301,7 +301,8 @@ def test_an_interrupt_inside_work_a_waiting_thread_runs_leaves_the_stream_usable
     operation still finishes (as failed), the interrupt reaches the caller, and the stream
     goes on; a finalizer that runs meanwhile defers its release instead of waiting."""
     from hip_cpu import status
-    from hip_cpu.streams import Engine, Stream
+    from hip_cpu.stream_state import Stream
+    from hip_cpu.streams import Engine
 
     engine = Engine()
     stream = Stream(0, 0)  # no worker thread: only a synchronizing thread runs its work
@@ -329,7 +330,8 @@ def test_a_synchronize_inside_a_streams_work_is_refused_not_a_wait_for_itself() 
     synchronize now returns hipErrorIllegalState at once, as CUDA refuses API calls in stream
     callbacks; the operation finishes and the outer synchronize returns."""
     from hip_cpu import status
-    from hip_cpu.streams import Engine, Stream
+    from hip_cpu.stream_state import Stream
+    from hip_cpu.streams import Engine
 
     engine = Engine()
     stream = Stream(0, 0)  # no worker thread: only a synchronizing thread runs its work
@@ -379,7 +381,8 @@ def test_a_finalizer_that_synchronizes_inside_a_claim_cannot_run_an_operation_tw
     fail with 'an operation finished that was not claimed', leaving the stream stuck), nor
     sleep through the finish it missed."""
     from hip_cpu import status
-    from hip_cpu.streams import Engine, Stream
+    from hip_cpu.stream_state import Stream
+    from hip_cpu.streams import Engine
 
     engine = Engine()
     stream = Stream(0, 0)  # no worker thread: only synchronizing threads run its work

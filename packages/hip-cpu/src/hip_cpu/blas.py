@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from hip_cpu import shared_objects
-from hip_cpu.streams import ENGINE, Stream
+from hip_cpu.stream_state import Stream
+from hip_cpu.streams import ENGINE
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import (
     HIP_R_16BF,

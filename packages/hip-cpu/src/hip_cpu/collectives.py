@@ -49,7 +49,8 @@ from hip_cpu.collective_rendezvous import (
     new_id,
     timeout_seconds,
 )
-from hip_cpu.streams import ENGINE, LEGACY_STREAM, Stream
+from hip_cpu.stream_state import Stream
+from hip_cpu.streams import ENGINE, LEGACY_STREAM
 from hip_ffi._ffi import ffi
 from hip_ffi.collective_constants import (
     INTERNAL_ERROR,

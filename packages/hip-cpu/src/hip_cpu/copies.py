@@ -22,7 +22,8 @@ from typing import Any
 from hip_cpu import ordinals, status
 from hip_cpu.memory import check_range, is_pinned
 from hip_cpu.shared_objects import libc
-from hip_cpu.streams import ENGINE, Stream
+from hip_cpu.stream_state import Stream
+from hip_cpu.streams import ENGINE
 from hip_ffi.handles import address
 
 _KINDS = range(0, 5)  # hipMemcpyHostToHost .. hipMemcpyDefault

@@ -19,7 +19,8 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from hip_cpu.streams import ENGINE, Stream
+from hip_cpu.stream_state import Stream
+from hip_cpu.streams import ENGINE
 from hip_ffi import dnn_constants as dc
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import ERROR_CODES

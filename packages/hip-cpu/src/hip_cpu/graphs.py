@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from hip_cpu import status
-from hip_cpu.streams import ENGINE, Stream, Work, on_stream
+from hip_cpu.stream_state import Stream, Work
+from hip_cpu.streams import ENGINE, on_stream
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_NONE, ERROR_CODES
 from hip_ffi.handles import Registry, address

@@ -35,7 +35,7 @@ from typing import Any
 
 from hip_cpu import arena, memory, ordinals, shared_events, status
 from hip_cpu.stream_api import EVENTS
-from hip_cpu.streams import Event
+from hip_cpu.stream_state import Event
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import (
     ERROR_CODES,

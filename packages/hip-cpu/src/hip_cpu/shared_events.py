@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hip_cpu import arena, faults, status
-from hip_cpu.streams import ENGINE, Stream
+from hip_cpu.stream_state import Stream
+from hip_cpu.streams import ENGINE
 from hip_ffi._ffi import ffi
 
 _RECORDS, _COMPLETED = 1, 2  # word indices

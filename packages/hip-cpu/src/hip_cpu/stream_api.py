@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from hip_cpu import shared_events, status
-from hip_cpu.streams import ENGINE, Event, Stream, on_stream
+from hip_cpu.stream_state import Event, Stream
+from hip_cpu.streams import ENGINE, on_stream
 from hip_ffi._ffi import ffi
 from hip_ffi.constants import (
     EVENT_BLOCKING_SYNC,

@@ -29,82 +29,22 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hip_cpu import ordinals, status
 from hip_cpu.engine_lock import Held
+from hip_cpu.stream_state import Dependency, Event, Operation, Record, Stream, Work, all_done
 from hip_ffi.constants import ERROR_CODES, STREAM_NON_BLOCKING
 from hip_ffi.handles import Registry, address, takes_handle
 
 if TYPE_CHECKING:
     from hip_cpu.graphs import Capture
-    from hip_cpu.shared_events import Shared
-
-Work = Callable[[], int]  # runs one operation; returns a hipError_t
-Dependency = tuple["Stream", int]  # (stream, ticket): done once stream.completed >= ticket
 
 LEGACY_STREAM = 0x1  # hipStreamLegacy
 PER_THREAD_STREAM = 0x2  # hipStreamPerThread
 CAPTURE_ISOLATION = ERROR_CODES["hipErrorStreamCaptureIsolation"]
 CAPTURED_EVENT = ERROR_CODES["hipErrorCapturedEvent"]
-
-
-class Stream:
-    """One queue. Tickets number its operations 1, 2, ...; `completed` is the last finished."""
-
-    def __init__(self, flags: int, priority: int, *, null: bool = False, device: int = 0) -> None:
-        self.handle = 0
-        self.device = device  # the ordinal it belongs to
-        self.flags = flags
-        self.priority = priority
-        self.null = null
-        self.blocking = not null and not (flags & STREAM_NON_BLOCKING)
-        self.queue: deque[_Op] = deque()
-        self.enqueued = 0
-        self.completed = 0
-        self.error = status.SUCCESS
-        self.error_detail = ""  # what the failing operation said about its error
-        self.thread: threading.Thread | None = None
-        self.capture: Capture | None = None  # the stream capture this stream takes part in
-        self.destroyed = False
-        self.running = False  # its head operation is being executed (by its worker or a helper)
-
-
-class _Op:
-    __slots__ = ("deps", "detail", "result", "sticky", "ticket", "work")
-
-    def __init__(self, ticket: int, deps: Sequence[Dependency], work: Work, sticky: bool) -> None:
-        self.ticket = ticket
-        self.deps = deps
-        self.work = work
-        self.sticky = sticky  # an error of asynchronous work is kept for the next synchronize
-        self.result = status.SUCCESS
-        self.detail = ""  # what the work noted about its failure (status.note_failure)
-
-
-class _Record:
-    __slots__ = ("stream", "ticket", "time_ns")
-
-    def __init__(self, stream: Stream, ticket: int) -> None:
-        self.stream = stream
-        self.ticket = ticket
-        self.time_ns: int | None = None
-
-
-class Event:
-    def __init__(self, flags: int) -> None:
-        self.flags = flags
-        self.record: _Record | None = None  # the latest hipEventRecord
-        # The latest record, when it was made on a capturing stream: (capture, point).
-        self.captured: tuple[Capture, dict[Stream, int]] | None = None
-        # An interprocess event's state, which other processes see (shared_events.py).
-        self.shared: Shared | None = None
-
-
-def _done(deps: Sequence[Dependency]) -> bool:
-    return all(stream.completed >= ticket for stream, ticket in deps)
 
 
 class Engine:
@@ -204,10 +144,10 @@ class Engine:
             return [(null, null.enqueued)]
         return []
 
-    def _ready(self, stream: Stream, op: _Op) -> bool:
-        return stream.completed >= op.ticket - 1 and _done(op.deps)
+    def _ready(self, stream: Stream, op: Operation) -> bool:
+        return stream.completed >= op.ticket - 1 and all_done(op.deps)
 
-    def _enqueue(self, stream: Stream, op: _Op) -> None:
+    def _enqueue(self, stream: Stream, op: Operation) -> None:
         """Give `op` the stream's next ticket and queue it (no allocation: no GC here)."""
         stream.enqueued += 1
         op.ticket = stream.enqueued
@@ -223,7 +163,7 @@ class Engine:
             if stream.capture is not None:
                 stream.capture.append(stream, work)
                 return status.SUCCESS
-            op = _Op(0, [*self._implicit(stream), *deps], work, sticky=True)
+            op = Operation(0, [*self._implicit(stream), *deps], work, sticky=True)
             self._enqueue(stream, op)
         return status.SUCCESS
 
@@ -236,7 +176,9 @@ class Engine:
             return status.SUCCESS
 
         with self.held:
-            op = _Op(0, [(stream, stream.enqueued) for stream in self.live], work, sticky=False)
+            op = Operation(
+                0, [(stream, stream.enqueued) for stream in self.live], work, sticky=False
+            )
             self._enqueue(self._reaper, op)
 
     def run_sync(self, stream: Stream, work: Work) -> int:
@@ -245,9 +187,9 @@ class Engine:
             if stream.capture is not None:
                 return status.CAPTURE_UNSUPPORTED
             deps = self._implicit(stream)
-            op = _Op(0, deps, work, sticky=False)
+            op = Operation(0, deps, work, sticky=False)
             # _done allocates (see the class doc): the stream is read after it.
-            idle = _done(deps) and not stream.queue and stream.completed == stream.enqueued
+            idle = all_done(deps) and not stream.queue and stream.completed == stream.enqueued
             # (an empty queue means nothing is running either: ops leave it when finished)
             if idle:  # nothing to wait for: run it here, as the stream's next operation
                 stream.enqueued += 1
@@ -265,7 +207,7 @@ class Engine:
             self._wait(lambda: stream.completed >= op.ticket, [d for d, _ in deps] + [stream])
         return op.result
 
-    def _claim(self, stream: Stream) -> _Op | None:
+    def _claim(self, stream: Stream) -> Operation | None:
         """The stream's head operation, marked running, if it may run now (lock held)."""
         if stream.running or not stream.queue:
             return None
@@ -279,7 +221,7 @@ class Engine:
         stream.running = True
         return op
 
-    def _execute(self, op: _Op) -> int:
+    def _execute(self, op: Operation) -> int:
         """Run one operation (lock not held) as a stream worker would."""
         was_worker = getattr(self._local, "worker", False)
         self._local.worker = True  # a finalizer running inside it must not wait for streams
@@ -294,7 +236,7 @@ class Engine:
             op.detail = status.take_note()
         return result
 
-    def _finish(self, stream: Stream, op: _Op, result: int) -> None:
+    def _finish(self, stream: Stream, op: Operation, result: int) -> None:
         """Record the operation's completion (lock held); `op` is the stream's claimed head."""
         if not stream.running or not stream.queue or stream.queue[0] is not op:
             raise RuntimeError("hip-ffi cpu engine: an operation finished that was not claimed")
@@ -403,21 +345,21 @@ class Engine:
             if stream.capture is not None:
                 return status.CAPTURE_UNSUPPORTED
             deps = self._pending_for(stream)
-            self._wait(lambda: _done(deps), [d for d, _ in deps])
+            self._wait(lambda: all_done(deps), [d for d, _ in deps])
             error, stream.error = stream.error, status.SUCCESS
             status.publish(error, stream.error_detail)
         return error
 
     def query(self, stream: Stream) -> int:
         with self.held:
-            return status.SUCCESS if _done(self._pending_for(stream)) else status.NOT_READY
+            return status.SUCCESS if all_done(self._pending_for(stream)) else status.NOT_READY
 
     def wait_all(self, device: int | None = None) -> None:
         """Wait for all work on every stream (of `device` only, when given), leaving their
         errors for their synchronize."""
         with self.held:
             deps = [(s, s.enqueued) for s in self.live if device is None or s.device == device]
-            self._wait(lambda: _done(deps), [d for d, _ in deps])
+            self._wait(lambda: all_done(deps), [d for d, _ in deps])
 
     def synchronize_device(self) -> int:
         """Wait for all work on every stream of the current device; returns (and clears) the
@@ -440,7 +382,7 @@ class Engine:
 
     # ---- events ---------------------------------------------------------------------------
     def record(self, event: Event, stream: Stream) -> int:
-        record = _Record(stream, 0)
+        record = Record(stream, 0)
 
         def stamp() -> int:
             record.time_ns = time.perf_counter_ns()
@@ -451,8 +393,8 @@ class Engine:
                 event.captured = (stream.capture, stream.capture.point(stream))
                 return status.SUCCESS
             event.captured = None
-            op = _Op(0, self._implicit(stream), stamp, sticky=True)
-            if _done(op.deps) and not stream.queue and stream.completed == stream.enqueued:
+            op = Operation(0, self._implicit(stream), stamp, sticky=True)
+            if all_done(op.deps) and not stream.queue and stream.completed == stream.enqueued:
                 stream.enqueued += 1  # the stream is there already: complete it now
                 record.ticket = stream.completed = stream.enqueued
                 record.time_ns = time.perf_counter_ns()
