@@ -22,12 +22,15 @@ hip_runtime.ops.gemv_chain, up to 2 rows of bf16) and "blas"
 engine's name with "-ordered" after it ("gemv-ordered") runs it with every launch waiting for
 the kernel ahead (no early start: hip_runtime.libraries.kernel_cache.EARLY_START emptied), the
 anchor of the early-start kernels; such engines run first (a kernel, once started early, stays
-so for the process). Needs the
+so for the process). `--without rope attention rmsnorm` runs every engine a second time with
+those ops of the step replaced by no-ops (`REMOVABLE`; the step's results are then wrong):
+an ablation that bounds what fusing them away could save, in the same run. Needs the
 nvidia platform with torch and transformers (the profile and the model); otherwise one skipped
 row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.
 
     python bench/bench_roofline.py [--quick] [--out DIR] [--batches 1 2 4 8 16 32 64]
         [--prompt 32] [--steps 50] [--engines gemv gemv-chained blas] [--max-tokens N]
+        [--without rope attention rmsnorm]
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ from hip_runtime.libraries import kernel_cache
 
 COPY_BYTES = 256 << 20
 WARMUP = 8
+#: --without's choices: the HipBackend method each names and its stand-in (timing only).
+REMOVABLE = {
+    "rope": ("rope_and_cache", lambda self, *args, **kwargs: None),
+    "attention": ("attention_decode", lambda self, q, *args, **kwargs: q),
+    "rmsnorm": ("rmsnorm", lambda self, x, *args, **kwargs: x),
+}
 
 
 def weight_bytes(model: Any) -> int:
@@ -68,18 +77,39 @@ def early_start_off(off: bool) -> Iterator[None]:
         kernel_cache.EARLY_START = saved
 
 
+@contextlib.contextmanager
+def ops_removed(names: tuple[str, ...]) -> Iterator[None]:
+    """Inside, HipBackend's methods named by `names` (REMOVABLE's keys) are no-ops."""
+    from hip_runtime import HipBackend
+
+    saved = {}
+    for name in names:
+        method, stand_in = REMOVABLE[name]
+        saved[method] = HipBackend.__dict__.get(method)
+        setattr(HipBackend, method, stand_in)
+    try:
+        yield
+    finally:
+        for method, own in saved.items():
+            if own is None:
+                delattr(HipBackend, method)  # the inherited op again
+            else:
+                setattr(HipBackend, method, own)
+
+
 def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str,
                  batches: list[int], length: int, steps: int, nbytes: int, copy: float,
-                 max_tokens: int | None) -> None:  # fmt: skip
+                 max_tokens: int | None, without: tuple[str, ...] = ()) -> None:  # fmt: skip
     from hip_runtime import HipBackend
     from hip_runtime.models import LlamaDecoder
     from hip_runtime.ops.gemv import GEMV_MAX_ROWS
 
+    label = f"{engine} without {'+'.join(without)}" if without else engine
     base = engine.removesuffix("-ordered")
     rows = 0 if base == "blas" else GEMV_MAX_ROWS
     capacity = max_tokens or length + WARMUP + 2 * steps + 2
     backend = HipBackend(gemv_rows=rows)
-    with early_start_off(base != engine), backend, LlamaDecoder.from_folder(
+    with ops_removed(without), early_start_off(base != engine), backend, LlamaDecoder.from_folder(
         folder, backend, dtype="bfloat16", max_tokens=capacity
     ) as decoder:  # fmt: skip
         decoder.chain_products = base == "gemv-chained"
@@ -98,9 +128,9 @@ def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str
                 torch, lambda s=step, t=token: s(t), steps, backend.synchronize
             )
             for name, (count, total) in sorted(by_name.items(), key=lambda e: -e[1][1])[:8]:
-                emit(bench="kernel", engine=engine, batch=batch, kernel=name[:60],
+                emit(bench="kernel", engine=label, batch=batch, kernel=name[:60],
                      per_token=count / steps, us=total / steps)  # fmt: skip
-            emit(bench="roofline", engine=engine, batch=batch, us=us, tokens_s=batch / us * 1e6,
+            emit(bench="roofline", engine=label, batch=batch, us=us, tokens_s=batch / us * 1e6,
                  kernels=kernels, kernel_us=kernel_us, gb_s=nbytes / us / 1e3,
                  of_copy=nbytes / us / 1e3 / copy, platform=hip_api().platform)  # fmt: skip
 
@@ -175,6 +205,13 @@ def main() -> None:
         default=None,
         help="the KV cache's capacity a sequence (default: what the run needs)",
     )
+    flags.add_argument(
+        "--without",
+        nargs="+",
+        choices=sorted(REMOVABLE),
+        default=[],
+        help="also run each engine with these ops as no-ops (timing only)",
+    )
     args = flags.parse_args()
     settings, batches, steps = (TINY, [1, 2], 5) if args.quick else (ONE_B, args.batches,
                                                                       args.steps)  # fmt: skip
@@ -196,11 +233,11 @@ def main() -> None:
 
         run((("transformers + torch (model, profile)", setup),))
         engines = sorted(args.engines, key=lambda e: not e.endswith("-ordered"))
-        for engine in engines if facts else []:
-            run(((f"hip_runtime {engine}", lambda e=engine: bench_engine(
-                Path(tmp), settings, torch, e, batches, args.prompt, steps, facts["bytes"],
-                facts["copy"], args.max_tokens
-            )),))  # fmt: skip
+        ablations = [(), tuple(args.without)] if args.without else [()]
+        for engine, without in [(e, w) for e in engines for w in ablations] if facts else []:
+            run(((f"hip_runtime {engine} {' '.join(without)}", lambda e=engine, w=without:
+                  bench_engine(Path(tmp), settings, torch, e, batches, args.prompt, steps,
+                               facts["bytes"], facts["copy"], args.max_tokens, w)),))  # fmt: skip
     save(args.out, "bench_roofline", table(facts.get("bytes", 0), facts.get("copy", 1.0)))
     plot(args.out)
 
