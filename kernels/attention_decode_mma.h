@@ -29,6 +29,9 @@
 
 #define HIPK_DECODE_MMA HIPK_MMA_SYNC
 #define HIPK_DECODE_MMA_WARPS 4  // most warps per block (the merge's shared memory)
+#ifndef HIPK_DECODE_EARLY_LOADS  // 0: wait first, then the length, then the keys (bench A/B)
+#define HIPK_DECODE_EARLY_LOADS 1
+#endif
 
 namespace hipk {
 namespace decode {
@@ -76,7 +79,39 @@ template <typename T, int DT> struct MmaStep {
             v[n].load(values + at * vs, t, d, valid);
         }
     }
+
+    // Zeros for the keys from `end` on (loaded before the length was known: a cache row past
+    // the length may hold anything, and a NaN there times p = 0 is still NaN).
+    HIPK_DEVICE void clear_from(int k0, int end, int g) {
+        HIPK_UNROLL
+        for (int n = 0; n < 2; ++n) {
+            if (k0 + 8 * n + g < end) continue;
+            HIPK_UNROLL
+            for (int w = 0; w < MmaRow<T, DT>::WORDS; ++w) k[n].w[w] = v[n].w[w] = 0u;
+        }
+    }
 };
+
+// Before the wait for the kernel ahead (early_start.h): the L2 lines of the cache rows that
+// warp `warp` of a chunk-0 block loads first (its first two steps' 16 keys and values; rows
+// below smax, whatever the length: the length may still be being written). Rows before the
+// newest were stored by earlier steps and are read from device memory, a round trip that the
+// kernel ahead's tail now hides; the lines still being written are current after the wait
+// (every write meets in L2).
+template <typename T>
+HIPK_DEVICE void prefetch_first_steps(const T* keys, const T* values, long long ks,
+                                      long long vs, int smax, int d, int warp, int warps,
+                                      int lane) {
+    const int lines = (int)((d * sizeof(T) + 127) / 128);
+    HIPK_UNROLL
+    for (int s = 0; s < 2; ++s) {
+        const int key = 16 * (warp + s * warps) + lane % 16;
+        if (key >= smax) continue;
+        const char* row = reinterpret_cast<const char*>(lane < 16 ? keys + key * ks
+                                                                  : values + key * vs);
+        for (int line = 0; line < lines; ++line) prefetch_l2(row + 128 * line);
+    }
+}
 
 template <typename T, int DT> struct MmaState {
     enum { CH = DT / 32, TILES = 2 * CH };
@@ -161,20 +196,26 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
     const int row_groups = (group_rows + ROWS - 1) / ROWS;
     const int rg = (int)blockIdx.x % row_groups, c = (int)blockIdx.x / row_groups;
     const int hk = (int)blockIdx.y, b = (int)blockIdx.z;
+    const T* keys = k + b * a.kb + hk * a.kh;
+    const T* values = v + b * a.vb + hk * a.vh;
+    // Chunk 0 starts at key 0 whatever the length: its first step's loads need not wait for
+    // the length's (the length, q and the keys and values are three loads in flight at once).
+    const bool early = HIPK_DECODE_EARLY_LOADS && c == 0;
+    if (early) prefetch_first_steps(keys, values, a.ks, a.vs, a.smax, a.d, warp, warps, lane);
+    start_after_previous_grid();
+    MmaStep<T, DT> x;
+    if (early && 16 * warp < a.smax) x.load(keys, values, a.ks, a.vs, 16 * warp, a.smax, g, t, a.d);
+
+    State st;
+    const int rho = rg * ROWS + g, gg = rho / a.sq, i = rho - gg * a.sq;
+    const bool real = g < ROWS && rho < group_rows;
+    st.q.load(q + (real ? b * a.qb + (hk * per_kv + gg) * a.qh + i * a.qs : 0), t, a.d, real);
     const int len = clamped_length(lengths, b, a.smax);
     const KeySplit keyed = split_keys(len, a);
     if (c >= keyed.used) return;  // the whole block: no keys of the sequence left for it
     const int c0 = keyed.begin(c), end = keyed.end(c);
     const bool direct = keyed.used == 1;  // the block has all the keys: out, no partials
-
-    State st;
-    {
-        const int rho = rg * ROWS + g, gg = rho / a.sq, i = rho - gg * a.sq;
-        const bool real = g < ROWS && rho < group_rows;
-        const int h = hk * per_kv + gg;
-        st.q.load(q + (real ? b * a.qb + h * a.qh + i * a.qs : 0), t, a.d, real);
-        st.lim = real ? imin(len - a.sq + i, end - 1) : -1;
-    }
+    st.lim = real ? imin(len - a.sq + i, end - 1) : -1;
     st.m = neg_inf();
     st.l = 0.0f;
     HIPK_UNROLL
@@ -182,15 +223,16 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
         HIPK_UNROLL
         for (int e = 0; e < 4; ++e) st.o[j][e] = 0.0f;
     }
-    const T* keys = k + b * a.kb + hk * a.kh;
-    const T* values = v + b * a.vb + hk * a.vh;
     const int stride = 16 * warps;
     // The next step's loads are issued before this step's math: two steps (16 KB) in flight
     // per warp. (H200, bf16 B32 Hq32/Hkv8 KV4096 D128 unsplit: 4195 GB/s against 2615 with
     // one step per warp, 2626 with that step's loads non-coherent and not allocated in L1.)
-    MmaStep<T, DT> x;
     int k0 = c0 + 16 * warp;
-    if (k0 < end) x.load(keys, values, a.ks, a.vs, k0, end, g, t, a.d);
+    if (early) {
+        x.clear_from(k0, end, g);
+    } else if (k0 < end) {
+        x.load(keys, values, a.ks, a.vs, k0, end, g, t, a.d);
+    }
     for (; k0 < end; k0 += stride) {
         MmaStep<T, DT> next;
         if (k0 + stride < end) next.load(keys, values, a.ks, a.vs, k0 + stride, end, g, t, a.d);
@@ -246,11 +288,12 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
 #endif  // HIPK_DECODE_MMA
 
 // The entry points' body: the tensor-core block where it is compiled (16-bit types, DT <= 128),
-// else the portable one.
+// else the portable one. Each waits for the kernel ahead itself (split_mma prefetches first).
 template <typename T, int DT> struct MmaOrSplit {
     HIPK_DEVICE static void run(const T* q, const T* k, const T* v, const int* lengths, T* out,
                                 float* part, float* stats, unsigned int* counters,
                                 const Args& a) {
+        start_after_previous_grid();
         split<T, DT>(q, k, v, lengths, out, part, stats, counters, a);
     }
 };
