@@ -24,13 +24,16 @@ the kernel ahead (no early start: hip_runtime.libraries.kernel_cache.EARLY_START
 anchor of the early-start kernels; such engines run first (a kernel, once started early, stays
 so for the process). `--without rope attention rmsnorm` runs every engine a second time with
 those ops of the step replaced by no-ops (`REMOVABLE`; the step's results are then wrong):
-an ablation that bounds what fusing them away could save, in the same run. Needs the
+an ablation that bounds what fusing them away could save, in the same run. `--variant
+SOURCE:OPTIONS` (e.g. `attention_decode.hip:-DHIPK_DECODE_EARLY_LOADS=0`) runs every engine
+once more with that kernel source built with those compiler options (`kernel_cache.
+extra_options`): a kernel switch's A/B in one run. Needs the
 nvidia platform with torch and transformers (the profile and the model); otherwise one skipped
 row. Writes bench_roofline.jsonl, .md and a plot (.png, matplotlib) under --out.
 
     python bench/bench_roofline.py [--quick] [--out DIR] [--batches 1 2 4 8 16 32 64]
         [--prompt 32] [--steps 50] [--engines gemv gemv-chained blas] [--max-tokens N]
-        [--without rope attention rmsnorm]
+        [--without rope attention rmsnorm] [--variant SOURCE:OPTIONS ...]
 """
 
 from __future__ import annotations
@@ -99,19 +102,25 @@ def ops_removed(names: tuple[str, ...]) -> Iterator[None]:
 
 def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str,
                  batches: list[int], length: int, steps: int, nbytes: int, copy: float,
-                 max_tokens: int | None, without: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 max_tokens: int | None, without: tuple[str, ...] = (),
+                 variant: str = "") -> None:  # fmt: skip
     from hip_runtime import HipBackend
     from hip_runtime.models import LlamaDecoder
     from hip_runtime.ops.gemv import GEMV_MAX_ROWS
 
     label = f"{engine} without {'+'.join(without)}" if without else engine
+    label += f" [{variant}]" if variant else ""
+    source, _, options = variant.partition(":")
     base = engine.removesuffix("-ordered")
     rows = 0 if base == "blas" else GEMV_MAX_ROWS
     capacity = max_tokens or length + WARMUP + 2 * steps + 2
     backend = HipBackend(gemv_rows=rows)
-    with ops_removed(without), early_start_off(base != engine), backend, LlamaDecoder.from_folder(
-        folder, backend, dtype="bfloat16", max_tokens=capacity
-    ) as decoder:  # fmt: skip
+    built = (
+        kernel_cache.extra_options(source, options.split()) if variant else contextlib.nullcontext()
+    )
+    with ops_removed(without), early_start_off(base != engine), built, backend, \
+            LlamaDecoder.from_folder(folder, backend, dtype="bfloat16",
+                                     max_tokens=capacity) as decoder:  # fmt: skip
         decoder.chain_products = base == "gemv-chained"
         timer = HipTimer(backend)
         for batch in batches:
@@ -212,6 +221,13 @@ def main() -> None:
         default=[],
         help="also run each engine with these ops as no-ops (timing only)",
     )
+    flags.add_argument(
+        "--variant",
+        nargs="+",
+        default=[],
+        metavar="SOURCE:OPTIONS",
+        help="also run each engine with SOURCE built with OPTIONS added (space-separated)",
+    )
     args = flags.parse_args()
     settings, batches, steps = (TINY, [1, 2], 5) if args.quick else (ONE_B, args.batches,
                                                                       args.steps)  # fmt: skip
@@ -234,10 +250,12 @@ def main() -> None:
         run((("transformers + torch (model, profile)", setup),))
         engines = sorted(args.engines, key=lambda e: not e.endswith("-ordered"))
         ablations = [(), tuple(args.without)] if args.without else [()]
-        for engine, without in [(e, w) for e in engines for w in ablations] if facts else []:
-            run(((f"hip_runtime {engine} {' '.join(without)}", lambda e=engine, w=without:
-                  bench_engine(Path(tmp), settings, torch, e, batches, args.prompt, steps,
-                               facts["bytes"], facts["copy"], args.max_tokens, w)),))  # fmt: skip
+        runs = [(e, w, v) for e in engines for w in ablations for v in ["", *args.variant]]
+        for engine, without, variant in runs if facts else []:
+            run(((f"hip_runtime {engine} {' '.join(without)} {variant}",
+                  lambda e=engine, w=without, v=variant: bench_engine(
+                      Path(tmp), settings, torch, e, batches, args.prompt, steps, facts["bytes"],
+                      facts["copy"], args.max_tokens, w, v)),))  # fmt: skip
     save(args.out, "bench_roofline", table(facts.get("bytes", 0), facts.get("copy", 1.0)))
     plot(args.out)
 

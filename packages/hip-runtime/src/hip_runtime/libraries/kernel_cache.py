@@ -7,14 +7,17 @@ loaded modules. Loading is synchronous (compilation happens on the host).
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator, Sequence
 
 from hip_core import Device, Kernel, Module
 from hip_core import hip_api as hip  # identifies the loaded platform: tests switch it per session
 from hip_runtime.libraries import kernel_sources
 
 _lock = threading.Lock()
-_modules: dict[tuple[int, int, str], Module] = {}
+_modules: dict[tuple[int, int, str, tuple[str, ...]], Module] = {}
+_options: dict[str, tuple[str, ...]] = {}  # extra_options' compiler options per source
 
 #: Sources whose every entry point waits for the kernel ahead before it touches memory
 #: (kernels/early_start.h): their kernels start early where the device can (`Kernel.start_early`),
@@ -33,11 +36,13 @@ class KernelCache:
 
     def module(self, source: str) -> Module:
         """The loaded module of `source` (compiled on first use, from the cache after)."""
-        key = (id(hip()), self.device.ordinal, source)
         with _lock:
+            options = _options.get(source, ())
+            key = (id(hip()), self.device.ordinal, source, options)
             found = _modules.get(key)
             if found is None or found.closed:
-                found = _modules[key] = kernel_sources.program(source).load(self.device)
+                program = kernel_sources.program(source, options=options)
+                found = _modules[key] = program.load(self.device)
             return found
 
     def get(self, source: str, name: str) -> Kernel:
@@ -55,4 +60,23 @@ class KernelCache:
             self.module(source)
 
 
-__all__ = ["KernelCache"]
+@contextlib.contextmanager
+def extra_options(source: str, options: Sequence[str]) -> Iterator[None]:
+    """Inside, `source` (e.g. "attention_decode.hip") compiles with `options` added (e.g.
+    "-DHIPK_DECODE_EARLY_LOADS=0"): a kernel variant beside the shipped one in one process, for
+    benches (`bench_roofline.py --variant`) and tuning. Backends' caches get the variant's
+    kernels for what they first ask for inside; a kernel already handed out stays as it was."""
+    with _lock:
+        saved = _options.get(source)
+        _options[source] = (*(saved or ()), *options)
+    try:
+        yield
+    finally:
+        with _lock:
+            if saved is None:
+                del _options[source]
+            else:
+                _options[source] = saved
+
+
+__all__ = ["KernelCache", "extra_options"]
