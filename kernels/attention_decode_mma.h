@@ -22,14 +22,15 @@
 //   g (A's row) is dim 8 (4 i + g / 2) + 2 w + g % 2 (MmaState::dim). The accumulators of lane
 //   (g, t) are rows 2t, 2t + 1 (t < 2 real), whose softmax rescales come from lanes 8t, 8t + 4.
 // Registers (DT 128, sm_90): K and V 64 words per step and two steps in flight (the next one's
-// loads issued before this one's math), Q 16, O 32: 236 in all, two blocks per multiprocessor.
+// loads issued before this one's math), Q 16, O 32: 228 in all (CUDA 13), two blocks per
+// multiprocessor.
 #pragma once
 
 #include "mma_sync.h"  // mma16816
 
 #define HIPK_DECODE_MMA HIPK_MMA_SYNC
 #define HIPK_DECODE_MMA_WARPS 4  // most warps per block (the merge's shared memory)
-#ifndef HIPK_DECODE_EARLY_LOADS  // 0: wait first, then the length, then the keys (bench A/B)
+#ifndef HIPK_DECODE_EARLY_LOADS  // 0: no prefetch, the keys loaded once the length is (A/B)
 #define HIPK_DECODE_EARLY_LOADS 1
 #endif
 
@@ -93,8 +94,8 @@ template <typename T, int DT> struct MmaStep {
 };
 
 // Before the wait for the kernel ahead (early_start.h): the L2 lines of the cache rows that
-// warp `warp` of a chunk-0 block loads first (its first two steps' 16 keys and values; rows
-// below smax, whatever the length: the length may still be being written). Rows before the
+// warp `warp` of a chunk-0 block loads first (the keys and values of its first two 16-key
+// steps; rows below smax, whatever the length: it may still be being written). Rows before the
 // newest were stored by earlier steps and are read from device memory, a round trip that the
 // kernel ahead's tail now hides; the lines still being written are current after the wait
 // (every write meets in L2).
@@ -102,14 +103,15 @@ template <typename T>
 HIPK_DEVICE void prefetch_first_steps(const T* keys, const T* values, long long ks,
                                       long long vs, int smax, int d, int warp, int warps,
                                       int lane) {
-    const int lines = (int)((d * sizeof(T) + 127) / 128);
     HIPK_UNROLL
     for (int s = 0; s < 2; ++s) {
         const int key = 16 * (warp + s * warps) + lane % 16;
         if (key >= smax) continue;
-        const char* row = reinterpret_cast<const char*>(lane < 16 ? keys + key * ks
-                                                                  : values + key * vs);
-        for (int line = 0; line < lines; ++line) prefetch_l2(row + 128 * line);
+        const T* row = lane < 16 ? keys + key * ks : values + key * vs;
+        // Every 128-byte line the row touches (a row need not start on one).
+        const unsigned long long last = (unsigned long long)(row + d) - 1;
+        for (unsigned long long at = (unsigned long long)row & ~127ull; at <= last; at += 128)
+            prefetch_l2(reinterpret_cast<const void*>(at));
     }
 }
 
@@ -199,23 +201,26 @@ HIPK_DEVICE void split_mma(const T* q, const T* k, const T* v, const int* length
     const T* keys = k + b * a.kb + hk * a.kh;
     const T* values = v + b * a.vb + hk * a.vh;
     // Chunk 0 starts at key 0 whatever the length: its first step's loads need not wait for
-    // the length's (the length, q and the keys and values are three loads in flight at once).
+    // the length's (the keys and values, q and the length are loads in flight at once; the
+    // rows from the chunk's end on are zeroed once the length gives it).
     const bool early = HIPK_DECODE_EARLY_LOADS && c == 0;
     if (early) prefetch_first_steps(keys, values, a.ks, a.vs, a.smax, a.d, warp, warps, lane);
     start_after_previous_grid();
     MmaStep<T, DT> x;
     if (early && 16 * warp < a.smax) x.load(keys, values, a.ks, a.vs, 16 * warp, a.smax, g, t, a.d);
 
-    State st;
-    const int rho = rg * ROWS + g, gg = rho / a.sq, i = rho - gg * a.sq;
-    const bool real = g < ROWS && rho < group_rows;
-    st.q.load(q + (real ? b * a.qb + (hk * per_kv + gg) * a.qh + i * a.qs : 0), t, a.d, real);
+    State st;  // lane row g: query row_of_g (query q_index of head group q_group)
+    const int row_of_g = rg * ROWS + g, q_group = row_of_g / a.sq;
+    const int q_index = row_of_g - q_group * a.sq;
+    const bool real = g < ROWS && row_of_g < group_rows;
+    const long long q_at = b * a.qb + (hk * per_kv + q_group) * a.qh + q_index * a.qs;
+    st.q.load(q + (real ? q_at : 0), t, a.d, real);
     const int len = clamped_length(lengths, b, a.smax);
     const KeySplit keyed = split_keys(len, a);
     if (c >= keyed.used) return;  // the whole block: no keys of the sequence left for it
     const int c0 = keyed.begin(c), end = keyed.end(c);
     const bool direct = keyed.used == 1;  // the block has all the keys: out, no partials
-    st.lim = real ? imin(len - a.sq + i, end - 1) : -1;
+    st.lim = real ? imin(len - a.sq + q_index, end - 1) : -1;
     st.m = neg_inf();
     st.l = 0.0f;
     HIPK_UNROLL

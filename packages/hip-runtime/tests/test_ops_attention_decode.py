@@ -2,7 +2,7 @@
 batch, heads and grouped-query ratios, 1..16 new queries, per-sequence lengths (0, 1, the whole
 cache, anything between) read on the device, head sizes across the three head tiles, each dtype,
 and caches read through strided views ([B, Smax, Hkv, D] storage, a longer cache narrowed, rows
-that are not 16-byte aligned). Positions past a sequence's length hold NaN: never read. Keys
+that are not 16-byte aligned). Positions past a sequence's length hold NaN: never counted. Keys
 split in chunks are merged in the same launch (the last block of each row group) or, before the
 merge's counters exist during a capture, by a second kernel: both are covered. How many chunks
 there are comes from the shapes, the keys each takes from the length on the device: pass 1's

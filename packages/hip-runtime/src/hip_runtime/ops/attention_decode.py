@@ -76,7 +76,9 @@ class AttentionDecodeOps(OpsBase):
                 kv_lengths[b] - Sq + i and sees keys 0..that position (none when negative).
             k, v: [B, Hkv, Smax, D] keys and values, Hq a multiple of Hkv (query head h reads
                 head h // (Hq // Hkv)); any strides with the last axis contiguous. Positions
-                at or past a sequence's length are never read.
+                at or past a sequence's length never count, whatever they hold (NaN
+                included); the first few may be read (the tensor-core block loads its first
+                keys before the length arrives), so they must be memory of the view.
             kv_lengths: int32 [B] on the device, read by the kernels (never by the host);
                 values are clamped to [0, Smax].
             scale: the scores' factor, 1/sqrt(D) by default (rounded to f32).
