@@ -100,6 +100,12 @@ def ops_removed(names: tuple[str, ...]) -> Iterator[None]:
                 setattr(HipBackend, method, own)
 
 
+def engine_label(engine: str, without: tuple[str, ...], variant: str) -> str:
+    """The engine's name in the rows: e.g. "gemv without rope+attention [norms.hip:-DX=1]"."""
+    label = f"{engine} without {'+'.join(without)}" if without else engine
+    return f"{label} [{variant}]" if variant else label
+
+
 def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str,
                  batches: list[int], length: int, steps: int, nbytes: int, copy: float,
                  max_tokens: int | None, without: tuple[str, ...] = (),
@@ -108,8 +114,7 @@ def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str
     from hip_runtime.models import LlamaDecoder
     from hip_runtime.ops.gemv import GEMV_MAX_ROWS
 
-    label = f"{engine} without {'+'.join(without)}" if without else engine
-    label += f" [{variant}]" if variant else ""
+    label = engine_label(engine, without, variant)
     source, _, options = variant.partition(":")
     base = engine.removesuffix("-ordered")
     rows = 0 if base == "blas" else GEMV_MAX_ROWS
@@ -252,7 +257,7 @@ def main() -> None:
         ablations = [(), tuple(args.without)] if args.without else [()]
         runs = [(e, w, v) for e in engines for w in ablations for v in ["", *args.variant]]
         for engine, without, variant in runs if facts else []:
-            run(((f"hip_runtime {engine} {' '.join(without)} {variant}",
+            run(((f"hip_runtime {engine_label(engine, without, variant)}",
                   lambda e=engine, w=without, v=variant: bench_engine(
                       Path(tmp), settings, torch, e, batches, args.prompt, steps, facts["bytes"],
                       facts["copy"], args.max_tokens, w, v)),))  # fmt: skip

@@ -385,7 +385,7 @@ HIPK_DEVICE void split(const T* q, const T* k, const T* v, const int* lengths, T
                                      chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs,       \
                                      ob, oh, os};                                                  \
     hipk::decode::split<T, DT>(q, k, v, lengths, out, part, stats, counters, args)
-#define HIPK_DECODE_MMA_BODY(T, DT) /* (MmaOrSplit waits for the kernel ahead) */              \
+#define HIPK_DECODE_MMA_BODY(T, DT) /* (MmaOrSplit waits for the kernel ahead) */                  \
     const hipk::decode::Args args = {heads, kv_heads, sq, d, smax, chunk_min, chunk_step,          \
                                      chunks, vec, scale, qb, qh, qs, kb, kh, ks, vb, vh, vs,       \
                                      ob, oh, os};                                                  \
