@@ -22,7 +22,10 @@ hip_runtime.ops.gemv_chain, up to 2 rows of bf16) and "blas"
 engine's name with "-ordered" after it ("gemv-ordered") runs it with every launch waiting for
 the kernel ahead (no early start: hip_runtime.libraries.kernel_cache.EARLY_START emptied), the
 anchor of the early-start kernels; such engines run first (a kernel, once started early, stays
-so for the process). `--without rope attention rmsnorm` runs every engine a second time with
+so for the process). "-unfolded" after a name ("blas-unfolded") loads the model without its
+norm weights folded into the QKV and gate/up weights (models.llama_weights.fold_norms): BLAS
+batches then run their rmsnorm launches, the anchor of the folded norms. `--without rope
+attention rmsnorm` runs every engine a second time with
 those ops of the step replaced by no-ops (`REMOVABLE`; the step's results are then wrong):
 an ablation that bounds what fusing them away could save, in the same run. `--variant
 SOURCE:OPTIONS` (e.g. `attention_decode.hip:-DHIPK_DECODE_EARLY_LOADS=0`) runs every engine
@@ -100,6 +103,21 @@ def ops_removed(names: tuple[str, ...]) -> Iterator[None]:
                 setattr(HipBackend, method, own)
 
 
+@contextlib.contextmanager
+def norms_unfolded(unfolded: bool) -> Iterator[None]:
+    """Inside, when `unfolded`, LlamaDecoder loads keep each norm's weight apart (no layer is
+    `foldable`)."""
+    from hip_runtime.models import llama_weights
+
+    saved = llama_weights.foldable
+    if unfolded:
+        llama_weights.foldable = lambda layer: False
+    try:
+        yield
+    finally:
+        llama_weights.foldable = saved
+
+
 def engine_label(engine: str, without: tuple[str, ...], variant: str) -> str:
     """The engine's name in the rows: e.g. "gemv without rope+attention [norms.hip:-DX=1]"."""
     label = f"{engine} without {'+'.join(without)}" if without else engine
@@ -116,14 +134,16 @@ def bench_engine(folder: Path, settings: dict[str, Any], torch: Any, engine: str
 
     label = engine_label(engine, without, variant)
     source, _, options = variant.partition(":")
-    base = engine.removesuffix("-ordered")
+    folded = engine.removesuffix("-unfolded")
+    base = folded.removesuffix("-ordered")
     rows = 0 if base == "blas" else GEMV_MAX_ROWS
     capacity = max_tokens or length + WARMUP + 2 * steps + 2
     backend = HipBackend(gemv_rows=rows)
     built = (
         kernel_cache.extra_options(source, options.split()) if variant else contextlib.nullcontext()
     )
-    with ops_removed(without), early_start_off(base != engine), built, backend, \
+    with ops_removed(without), early_start_off(base != folded), built, \
+            norms_unfolded(folded != engine), backend, \
             LlamaDecoder.from_folder(folder, backend, dtype="bfloat16",
                                      max_tokens=capacity) as decoder:  # fmt: skip
         decoder.chain_products = base == "gemv-chained"
@@ -253,7 +273,7 @@ def main() -> None:
                 facts["copy"] = bench_copy(backend, torch, COPY_BYTES, 10)
 
         run((("transformers + torch (model, profile)", setup),))
-        engines = sorted(args.engines, key=lambda e: not e.endswith("-ordered"))
+        engines = sorted(args.engines, key=lambda e: "-ordered" not in e)
         ablations = [(), tuple(args.without)] if args.without else [()]
         runs = [(e, w, v) for e in engines for w in ablations for v in ["", *args.variant]]
         for engine, without, variant in runs if facts else []:

@@ -29,26 +29,38 @@
 //       [0, table_rows) (-1: a padding token) stores nothing. One launch for what two ropes
 //       and two scatters did: the per-op host cost of a decode step is what this saves.
 //       Launch: any 1-D grid and block (grid-stride over a token's q pairs, k pairs, then v).
+//   rope_and_cache_rms_half_<t>(... the same ..., x, x_token, hidden, eps)
+//   rope_and_cache_rms_interleaved_<t>(... the same ..., x, x_token, hidden, eps)
+//       the same for q, k and v that are products of rows x[t] (x_token elements apart,
+//       `hidden` long) not yet RMS-normalized (row_rms.h: the norm weight folded into the
+//       QKV weight): each token's q, k and v are first multiplied by
+//       1 / sqrt(mean(x[t]^2) + eps), as if the product had read rmsnorm(x); v is scaled in
+//       place too (v is written: not const).
+//       Launch: 1-D blocks, 2-D grid (items, tokens): a block takes tokens blockIdx.y,
+//       + gridDim.y, ..., and of each the items blockIdx.x * blockDim.x + threadIdx.x,
+//       + gridDim.x * blockDim.x, ...
 //
 // Every entry point may be started early (early_start.h): each block waits for the kernel
 // ahead before it reads anything.
 #include "common.h"
 #include "early_start.h"
+#include "row_rms.h"
 
 namespace hipk {
 
-// One rotated pair (or copied tail element) k of the head at `in`, written to `out` (and
-// to `stored` when not null): the body of both kernels.
+// One rotated pair (or copied tail element) k of the head at `in`, times `scale`, written to
+// `out` (and to `stored` when not null): the body of every kernel here.
 template <typename T, bool INTERLEAVED>
 HIPK_DEVICE void rotate_pair(const T* in, T* out, T* stored, int k, int half, int rot_dim,
-                             long long p, const float* cos, const float* sin, int max_position) {
+                             long long p, const float* cos, const float* sin, int max_position,
+                             float scale) {
     if (k < half) {
         const bool inside = 0 <= p && p < max_position;
         const float c = inside ? cos[p * half + k] : 0.0f;
         const float s = inside ? sin[p * half + k] : 0.0f;
         const int i = INTERLEAVED ? 2 * k : k;
         const int j = INTERLEAVED ? 2 * k + 1 : k + half;
-        const float a = to_float(in[i]), b = to_float(in[j]);
+        const float a = to_float(in[i]) * scale, b = to_float(in[j]) * scale;
         const T ri = from_float<T>(a * c - b * s), rj = from_float<T>(b * c + a * s);
         out[i] = ri;
         out[j] = rj;
@@ -58,7 +70,7 @@ HIPK_DEVICE void rotate_pair(const T* in, T* out, T* stored, int k, int half, in
         }
     } else {
         const int i = rot_dim + (k - half);
-        const T value = in[i];
+        const T value = from_float<T>(to_float(in[i]) * scale);  // (exact for scale 1)
         out[i] = value;
         if (stored) stored[i] = value;
     }
@@ -78,47 +90,87 @@ HIPK_DEVICE void rope(const T* x, const float* cos, const float* sin, const int*
         const long long token = head / heads;
         const long long p = positions ? (long long)positions[token] : token;
         rotate_pair<T, INTERLEAVED>(x + head * head_dim, y + head * head_dim, (T*)nullptr, k, half,
-                                    rot_dim, p, cos, sin, max_position);
+                                    rot_dim, p, cos, sin, max_position, 1.0f);
     }
 }
 
-template <typename T, bool INTERLEAVED>
-HIPK_DEVICE void rope_and_cache(T* q, T* k, const T* v, const float* cos, const float* sin,
-                                const int* positions, const int* rows, T* k_table, T* v_table,
-                                int tokens, int heads, int kv_heads, int head_dim, int rot_dim,
-                                int max_position, int table_rows, long long q_token,
-                                long long q_head, long long k_token, long long k_head,
-                                long long v_token, long long v_head) {
-    start_after_previous_grid();
-    const int half = rot_dim / 2;
-    const int per_head = half + (head_dim - rot_dim);
+// rope_and_cache's arguments, and one work item of a token: a pair of q or k rotated (k's
+// stored too), or an element of v stored (and, NORMED, scaled in place).
+template <typename T> struct CacheItems {
+    T* q;
+    T* k;
+    T* v;  // (written only by the _rms entry points, whose v is not const)
+    const float* cos;
+    const float* sin;
+    const int* positions;
+    const int* rows;
+    T* k_table;
+    T* v_table;
+    int heads, kv_heads, head_dim, rot_dim, max_position, table_rows;
+    long long q_token, q_head, k_token, k_head, v_token, v_head;
+
+    HIPK_DEVICE int per_head() const { return rot_dim / 2 + (head_dim - rot_dim); }
     // A token's work items: q's pairs, k's pairs, then v's elements.
-    const long long q_items = (long long)heads * per_head;
-    const long long k_items = (long long)kv_heads * per_head;
-    const long long per_token = q_items + k_items + (long long)kv_heads * head_dim;
-    const long long total = (long long)tokens * per_token;
-    for (long long w = global_thread(); w < total; w += grid_threads()) {
-        const long long token = w / per_token;
-        long long r = w - token * per_token;
+    HIPK_DEVICE long long per_token() const {
+        return (long long)(heads + kv_heads) * per_head() + (long long)kv_heads * head_dim;
+    }
+
+    template <bool INTERLEAVED, bool NORMED>
+    HIPK_DEVICE void run(long long token, long long r, float scale) const {
+        const int half = rot_dim / 2, each = per_head();
+        const long long q_items = (long long)heads * each, k_items = (long long)kv_heads * each;
         const long long row = rows[token];
         const bool store = 0 <= row && row < table_rows;
         if (r < q_items + k_items) {
             const bool is_q = r < q_items;
             if (!is_q) r -= q_items;
-            const long long head = r / per_head;
-            const int pair = (int)(r - head * per_head);
+            const long long head = r / each;
+            const int pair = (int)(r - head * each);
             T* x = is_q ? q + token * q_token + head * q_head : k + token * k_token + head * k_head;
             T* stored = (!is_q && store) ? k_table + (row * kv_heads + head) * head_dim : nullptr;
             const long long p = positions ? (long long)positions[token] : token;
             rotate_pair<T, INTERLEAVED>(x, x, stored, pair, half, rot_dim, p, cos, sin,
-                                        max_position);
-        } else if (store) {
+                                        max_position, scale);
+        } else if (store || NORMED) {
             r -= q_items + k_items;
             const long long head = r / head_dim;
             const long long i = r - head * head_dim;
-            const T* from = v + token * v_token + head * v_head;
-            v_table[(row * kv_heads + head) * head_dim + i] = from[i];
+            T* from = v + token * v_token + head * v_head;
+            const T value = from_float<T>(to_float(from[i]) * scale);  // (exact for scale 1)
+            if (NORMED) from[i] = value;
+            if (store) v_table[(row * kv_heads + head) * head_dim + i] = value;
         }
+    }
+};
+
+template <typename T, bool INTERLEAVED>
+HIPK_DEVICE void rope_and_cache(const CacheItems<T>& items, int tokens) {
+    start_after_previous_grid();
+    const long long per_token = items.per_token();
+    const long long total = (long long)tokens * per_token;
+    for (long long w = global_thread(); w < total; w += grid_threads()) {
+        const long long token = w / per_token;
+        items.template run<INTERLEAVED, false>(token, w - token * per_token, 1.0f);
+    }
+}
+
+// rope_and_cache of products of rows x[t] not yet normalized (row_rms.h): blockIdx.y picks the
+// token (+ gridDim.y, ...), blockIdx.x its items (one a thread when the grid covers them; each
+// block computes the token's factor itself: a row of L2-resident x, where a loop over a
+// token's items would chain their loads); v is scaled in place too (a prefill's attention
+// reads q, k and v themselves).
+template <typename T, bool INTERLEAVED>
+HIPK_DEVICE void rope_and_cache_rms(const CacheItems<T>& items, int tokens, const T* x,
+                                    long long x_token, int hidden, float eps) {
+    start_after_previous_grid();
+    __shared__ float scratch[HIPK_REDUCER_SCRATCH];
+    BlockReducer reduce = whole_block_reducer(scratch);
+    const long long per_token = items.per_token();
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (long long token = blockIdx.y; token < tokens; token += gridDim.y) {
+        const float scale = block_row_rrms(reduce, x + token * x_token, hidden, eps);
+        for (long long r = first; r < per_token; r += (long long)gridDim.x * blockDim.x)
+            items.template run<INTERLEAVED, true>(token, r, scale);
     }
 }
 
@@ -167,28 +219,49 @@ extern "C" __global__ void rope_interleaved_bf16(const hipk::bf16* x, const floa
                                  max_position);
 }
 
-// The entry points of rope_and_cache: rotate-half and interleaved pairing, per type.
+// The entry points of rope_and_cache: rotate-half and interleaved pairing, per type, plain and
+// of un-normalized products (_rms). (Written out: hip-core reads their parameters from the text
+// with only the type list expanded.)
+#define HIPK_CACHE_ITEMS(T)                                                                        \
+    const hipk::CacheItems<T> items = {q, k, const_cast<T*>(v), cos, sin, positions, rows,        \
+                                       k_table, v_table, heads, kv_heads, head_dim, rot_dim,       \
+                                       max_position, table_rows, q_token, q_head, k_token,         \
+                                       k_head, v_token, v_head}
 #define HIPK_ROPE_AND_CACHE(S, T)                                                                  \
-    extern "C" __global__ void rope_and_cache_half_##S(                                           \
-        T* q, T* k, const T* v, const float* cos, const float* sin, const int* positions,         \
-        const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,             \
-        int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,           \
-        long long q_head, long long k_token, long long k_head, long long v_token,                 \
-        long long v_head) {                                                                       \
-        hipk::rope_and_cache<T, false>(q, k, v, cos, sin, positions, rows, k_table, v_table,       \
-                                      tokens, heads, kv_heads, head_dim, rot_dim, max_position,   \
-                                      table_rows, q_token, q_head, k_token, k_head, v_token,      \
-                                      v_head);                                                    \
+    extern "C" __global__ void rope_and_cache_half_##S(                                            \
+        T* q, T* k, const T* v, const float* cos, const float* sin, const int* positions,          \
+        const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,              \
+        int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,            \
+        long long q_head, long long k_token, long long k_head, long long v_token,                  \
+        long long v_head) {                                                                        \
+        HIPK_CACHE_ITEMS(T);                                                                       \
+        hipk::rope_and_cache<T, false>(items, tokens);                                             \
     }                                                                                              \
-    extern "C" __global__ void rope_and_cache_interleaved_##S(                                    \
-        T* q, T* k, const T* v, const float* cos, const float* sin, const int* positions,         \
-        const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,             \
-        int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,           \
-        long long q_head, long long k_token, long long k_head, long long v_token,                 \
-        long long v_head) {                                                                       \
-        hipk::rope_and_cache<T, true>(q, k, v, cos, sin, positions, rows, k_table, v_table,        \
-                                      tokens, heads, kv_heads, head_dim, rot_dim, max_position,   \
-                                      table_rows, q_token, q_head, k_token, k_head, v_token,      \
-                                      v_head);                                                    \
+    extern "C" __global__ void rope_and_cache_rms_half_##S(                                        \
+        T* q, T* k, T* v, const float* cos, const float* sin, const int* positions,          \
+        const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,              \
+        int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,            \
+        long long q_head, long long k_token, long long k_head, long long v_token,                  \
+        long long v_head, const T* x, long long x_token, int hidden, float eps) {                  \
+        HIPK_CACHE_ITEMS(T);                                                                       \
+        hipk::rope_and_cache_rms<T, false>(items, tokens, x, x_token, hidden, eps);                \
+    }                                                                                              \
+    extern "C" __global__ void rope_and_cache_interleaved_##S(                                     \
+        T* q, T* k, const T* v, const float* cos, const float* sin, const int* positions,          \
+        const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,              \
+        int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,            \
+        long long q_head, long long k_token, long long k_head, long long v_token,                  \
+        long long v_head) {                                                                        \
+        HIPK_CACHE_ITEMS(T);                                                                       \
+        hipk::rope_and_cache<T, true>(items, tokens);                                              \
+    }                                                                                              \
+    extern "C" __global__ void rope_and_cache_rms_interleaved_##S(                                 \
+        T* q, T* k, T* v, const float* cos, const float* sin, const int* positions,          \
+        const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,              \
+        int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,            \
+        long long q_head, long long k_token, long long k_head, long long v_token,                  \
+        long long v_head, const T* x, long long x_token, int hidden, float eps) {                  \
+        HIPK_CACHE_ITEMS(T);                                                                       \
+        hipk::rope_and_cache_rms<T, true>(items, tokens, x, x_token, hidden, eps);                 \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_ROPE_AND_CACHE)

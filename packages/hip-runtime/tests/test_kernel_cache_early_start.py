@@ -17,14 +17,16 @@ from hip_runtime.libraries.kernel_cache import EARLY_START, KernelCache
 
 
 def test_the_early_start_sources_are_the_decode_steps_chain() -> None:
-    assert {"gemv.hip", "rope.hip", "attention_decode.hip", "norms.hip"} == EARLY_START
+    chain = {"gemv.hip", "rope.hip", "attention_decode.hip", "norms.hip", "swiglu_rms.hip"}
+    assert chain == EARLY_START
 
 
 @pytest.mark.parametrize(
     ("source", "name", "early"),
     [("gemv.hip", "gemv_norm_r1_f32", True), ("rope.hip", "rope_and_cache_half_f32", True),
      ("attention_decode.hip", "attention_decode_d64_f32", True),
-     ("norms.hip", "rmsnorm_f32", True), ("softmax.hip", "softmax_f32", False)],
+     ("norms.hip", "rmsnorm_f32", True), ("swiglu_rms.hip", "swiglu_rms_bf16", True),
+     ("softmax.hip", "softmax_f32", False)],
 )  # fmt: skip
 def test_kernels_of_early_start_sources_start_early_where_the_device_can(
     device: Device, program_cache: Path, monkeypatch: pytest.MonkeyPatch, source: str,

@@ -36,7 +36,10 @@ FAMILIES = {
         "rope_interleaved",
         "rope_and_cache_half",
         "rope_and_cache_interleaved",
+        "rope_and_cache_rms_half",
+        "rope_and_cache_rms_interleaved",
     ),
+    "swiglu_rms.hip": ("swiglu_rms",),
     "transpose.hip": ("transpose",),
     "bias_gelu.hip": ("bias_gelu",),
 }

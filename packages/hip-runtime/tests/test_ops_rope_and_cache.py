@@ -176,7 +176,8 @@ def test_overlaps_raise_on_a_plans_path(backend: HipBackend, overlap: str) -> No
     args = bad(backend, valid(backend))
     order = ("q", "k", "v", "cos", "sin", "positions", "rows", "k_table", "v_table")
     rot = 8 if "rot_dim" in args else None
-    key = ("rope_and_cache", *plan_key(*(args[name] for name in order), None), rot, False)
+    tensors = (*(args[name] for name in order), None)  # (rms_of: none)
+    key = ("rope_and_cache", *plan_key(*tensors, None), rot, False, None)
     assert key in (backend._plans or {})  # the bad call's layouts have the valid call's plan
     unchanged_after_refusal(backend, args)
 
@@ -279,7 +280,7 @@ def test_the_overlap_test_of_q_k_v_misses_no_shared_element(data: Any) -> None:
         starts = np.cumsum([0, *heads]) * d
         views = [_Heads(1000 + int(starts[i]), (tokens, heads[i], d),
                         (int(starts[-1]), d, 1)) for i in range(3)]  # fmt: skip
-    tensors = (*views, None, None, None, None, None, None)
+    tensors = (*views, None, None, None, None, None, None, None)
     found = layout._aliased(tensors, *layout._layouts(tensors))  # type: ignore[arg-type]
     if any(views[i].elements & views[j].elements for i, j in layout._HEADS):
         assert found is not None

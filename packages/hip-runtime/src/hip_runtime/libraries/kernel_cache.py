@@ -24,7 +24,9 @@ _options: dict[str, tuple[str, ...]] = {}  # extra_options' compiler options per
 #: so a chain of them, a decode step's products, norms, rope and attention, overlaps each launch and
 #: first loads with the kernel ahead's last blocks. A source joins only with that wait in every
 #: entry point: one without it, started early, would race the kernel ahead.
-EARLY_START = frozenset({"gemv.hip", "rope.hip", "attention_decode.hip", "norms.hip"})
+EARLY_START = frozenset(
+    {"gemv.hip", "rope.hip", "attention_decode.hip", "norms.hip", "swiglu_rms.hip"}
+)
 
 
 class KernelCache:

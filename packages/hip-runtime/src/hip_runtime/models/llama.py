@@ -345,12 +345,17 @@ class LlamaDecoder(Resource):
         the output product with x as its addend, rmsnorm and the fused gate/up product and
         swiglu, the down product with x as addend. With dense weights and a decode step's few
         rows, each norm and the product after it, and the gate/up product and swiglu, are one
-        launch of the GEMV kernel (hip_runtime.ops.gemv): six launches a layer."""
+        launch of the GEMV kernel (hip_runtime.ops.gemv): six launches a layer. Rows that BLAS
+        multiplies, in a layer whose norm weights are folded into its products
+        (llama_weights.fold_norms), skip both rmsnorm launches: the QKV and gate/up products
+        read x itself and rope_and_cache and swiglu divide by x's RMS (`rms_of`)."""
         c = self.config
         batch, seq, _ = x.shape
-        context = self._attention(x, n, self._qkv(x, layer), positions, prompt, step)
+        rms_of = x if layer.norms_folded and batch * seq > self.backend.gemv_rows else None
+        qkv = self._qkv(x, layer, rms_of)
+        context = self._attention(x, n, qkv, positions, prompt, step, rms_of)
         self._linear(context.reshape(batch, seq, c.heads * c.head_dim), layer.o, residual=x)
-        self._mlp(x, layer)
+        self._mlp(x, layer, rms_of)
 
     def _attention(
         self,
@@ -360,17 +365,19 @@ class LlamaDecoder(Resource):
         positions: DeviceTensor,
         prompt: tuple[np.ndarray, DeviceTensor] | None,
         step: tuple[DeviceTensor, DeviceTensor] | None,
+        rms_of: DeviceTensor | None,
     ) -> DeviceTensor:
         """Layer n's attention context [B, S, heads, D] from its queries, keys and values
-        (`_qkv`'s views; q and k are rotated in place, k and v stored in the cache): `_layer`'s
-        first half, whose arguments it takes."""
+        (`_qkv`'s views; q and k are rotated in place, k and v stored in the cache; divided by
+        the RMS of `rms_of`'s rows first when given): `_layer`'s first half."""
         c, backend = self.config, self.backend
         batch, seq, _ = x.shape
         q, k, v = qkv  # [B * S, heads, D] each
         cache = self.cache
         assert cache is not None
         rows = cache.reserve(n, seq, prompt[0]) if prompt is not None else step[0]  # type: ignore[index]
-        backend.rope_and_cache(q, k, v, self._cos, self._sin, positions, *cache.tables(n), rows)
+        backend.rope_and_cache(q, k, v, self._cos, self._sin, positions, *cache.tables(n), rows,
+                               rms_of=rms_of, eps=c.rms_norm_eps)  # fmt: skip
         heads_first = (0, 2, 1, 3)  # [B, S, heads, D] -> [B, heads, S, D], a view
         q4 = q.reshape(batch, seq, c.heads, c.head_dim).permute(*heads_first)
         if prompt is not None:
@@ -387,10 +394,11 @@ class LlamaDecoder(Resource):
         return context
 
     def _qkv(
-        self, x: DeviceTensor, layer: LlamaLayer
+        self, x: DeviceTensor, layer: LlamaLayer, rms_of: DeviceTensor | None
     ) -> tuple[DeviceTensor, DeviceTensor, DeviceTensor]:
         """Queries [T, heads, D], keys and values [T, kv_heads, D] of rmsnorm(x) (x [B, S, H],
-        T = B·S): column views of one product with the fused weight, or three products."""
+        T = B·S): column views of one product with the fused weight, or three products; of x
+        itself with `rms_of` (folded norms: rope_and_cache divides)."""
         c = self.config
         tokens, d = x.shape[0] * x.shape[1], c.head_dim
         shapes = ((tokens, c.heads, d), (tokens, c.kv_heads, d), (tokens, c.kv_heads, d))
@@ -400,6 +408,8 @@ class LlamaDecoder(Resource):
                 self._linear(h, weight).reshape(shape)
                 for weight, shape in zip((layer.q, layer.k, layer.v), shapes, strict=True)
             )
+        if rms_of is not None:
+            return self._split_qkv(self._linear(x, layer.qkv))
         return self._split_qkv(self._normed_linear(x, layer.attn_norm, layer.qkv))
 
     def _split_qkv(self, qkv: DeviceTensor) -> tuple[DeviceTensor, DeviceTensor, DeviceTensor]:
@@ -431,21 +441,23 @@ class LlamaDecoder(Resource):
             return self._linear(self.backend.rmsnorm(x, norm, eps=eps), weight)
         return self.backend.rmsnorm_linear(x, norm, weight, eps=eps)
 
-    def _mlp(self, x: DeviceTensor, layer: LlamaLayer) -> None:
+    def _mlp(self, x: DeviceTensor, layer: LlamaLayer, rms_of: DeviceTensor | None) -> None:
         """x += SwiGLU(rmsnorm(x)): down(silu(gate(h)) · up(h)); the norm, the stacked gate/up
-        product and swiglu one op (rmsnorm_swiglu) when gate and up are one dense weight."""
+        product and swiglu one op (rmsnorm_swiglu) when gate and up are one dense weight; with
+        `rms_of` (folded norms), the product of x itself and swiglu dividing by its RMS."""
         gate_up, eps = layer.gate_up, self.config.rms_norm_eps
-        if isinstance(gate_up, DeviceTensor):
+        if isinstance(gate_up, DeviceTensor) and rms_of is None:
             g = self.backend.rmsnorm_swiglu(x, layer.mlp_norm, gate_up, eps=eps)
         else:
-            h = self.backend.rmsnorm(x, layer.mlp_norm, eps=eps)
+            h = x if rms_of is not None else self.backend.rmsnorm(x, layer.mlp_norm, eps=eps)
             if gate_up is None:
                 g = self._linear(h, layer.gate)
                 self.backend.swiglu(g, self._linear(h, layer.up), out=g)
             else:
                 inter = self.config.intermediate_size
                 both = self._linear(h, gate_up)
-                g = self.backend.swiglu(both[:, :, :inter], both[:, :, inter:])
+                g = self.backend.swiglu(both[:, :, :inter], both[:, :, inter:], rms_of=rms_of,
+                                        eps=eps)  # fmt: skip
         self._linear(g, layer.down, residual=x)
 
     def _cache_for(self, batch: int) -> KVCache:

@@ -57,7 +57,7 @@ def chained_step(decoder: LlamaDecoder, x: DeviceTensor, state: DeviceTensor) ->
     logits = backend.empty((batch, c.vocab_size), x.dtype)
     for n, layer in enumerate(layers):
         queries = decoder._split_qkv(qkv)
-        context = decoder._attention(x, n, queries, state[0], None, (state[1], state[2]))
+        context = decoder._attention(x, n, queries, state[0], None, (state[1], state[2]), None)
         links = [
             GemvLink(context.reshape(batch, 1, c.heads * c.head_dim), _dense(layer.o), x, x),
             GemvLink(x, _dense(layer.gate_up), g, norm=layer.mlp_norm, swiglu=True),

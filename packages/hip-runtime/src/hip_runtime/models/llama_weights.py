@@ -8,6 +8,8 @@ checkpoint's tensors afterwards, so the caller may free them once the stream has
 
 The weights that read one input are stacked into one (`FUSED`: q, k, v; gate, up), so a layer
 runs one product for each group; the parts stay fields of `LlamaLayer` as row views of it.
+In f32 and bf16, each norm's weight is then folded into the stacked product after it
+(`fold_norms`), so that product can read the residual stream un-normalized.
 
 llama.cpp's converter permutes the rows of attn_q and attn_k within each head (HF's
 rotate-half pairs (i, i + d/2) become ggml's adjacent pairs (2i, 2i + 1)); `prepare` undoes it
@@ -83,6 +85,9 @@ class LlamaLayer:
     #: or None when they cannot be one weight (dense and quantized, or two encodings).
     qkv: Linear | None = None
     gate_up: Linear | None = None  # gate and up stacked ([2 I, H]), or None
+    #: The norms' weights are folded into qkv and gate_up (`fold_norms`): attn_norm and
+    #: mlp_norm are ones, and the products may read x un-normalized.
+    norms_folded: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,10 @@ class LlamaWeights:
     head: Linear  # [vocab, H]: lm_head, or `embed` itself when tied
 
     def named(self) -> dict[str, DeviceTensor]:
-        """Every tensor under its HF name, for ModelRuntime.weights. q/k/v and gate/up are row
-        views of their stacked weight (`qkv`, `gate_up`). A quantized weight is its blocks, in
+        """Every tensor under its HF name, for ModelRuntime.weights, as the decoder holds it.
+        q/k/v and gate/up are row views of their stacked weight (`qkv`, `gate_up`); in a layer
+        whose norms are folded (`LlamaLayer.norms_folded`) they hold W·diag(norm weight) and
+        the two norms are ones. A quantized weight is its blocks, in
         that QuantizedWeight's layout: "split" for rows of K a multiple of 256, so rebuild one
         with `QuantizedWeight(..., layout="split")`."""
         embed, norm, head = TOP_NAMES["hf"]
@@ -247,7 +254,7 @@ def prepare(
 
     head_counts = {"q": config.heads, "k": config.kv_heads}
     embed_name, norm_name, _ = TOP_NAMES[naming]
-    layers = []
+    layers, ones = [], None
     for n in range(config.layers):
         names = {
             field: f"model.layers.{n}.{hf}.weight" if naming == "hf" else f"blk.{n}.{gguf}.weight"
@@ -260,7 +267,11 @@ def prepare(
             fields.update(zip(group, parts, strict=True))
         for field in ("attn_norm", "o", "mlp_norm", "down"):
             fields[field] = cast(names[field])
-        layers.append(LlamaLayer(**fields))
+        layer = LlamaLayer(**fields)
+        if foldable(layer):
+            ones = ones if ones is not None else backend.full((config.hidden_size,), 1.0, dtype)
+            layer = fold_norms(backend, layer, ones)
+        layers.append(layer)
     embed = cast(embed_name)
     return LlamaWeights(
         embed=embed,
@@ -268,6 +279,33 @@ def prepare(
         norm=cast(norm_name),
         head=embed if tied else cast(head_name),
     )
+
+
+#: Dtypes whose layers get their norms folded: a product of x un-normalized may exceed f16's
+#: range where the normalized one does not (a residual stream of |x| in the hundreds).
+FOLDED_DTYPES = ("float32", "bfloat16")
+
+
+def foldable(layer: LlamaLayer) -> bool:
+    """Whether `fold_norms` takes the layer: its QKV and gate/up weights are each one dense
+    tensor of a FOLDED_DTYPES dtype (not GGUF blocks: folding would re-quantize them)."""
+    dense = isinstance(layer.qkv, DeviceTensor) and isinstance(layer.gate_up, DeviceTensor)
+    return dense and layer.attn_norm.dtype.name in FOLDED_DTYPES
+
+
+def fold_norms(backend: HipBackend, layer: LlamaLayer, ones: DeviceTensor) -> LlamaLayer:
+    """The layer with each norm's weight g folded into the product that reads the norm, in
+    place: W' = W diag(g) for the stacked QKV and gate/up weights (their q/k/v and gate/up
+    views too), the norms replaced by `ones` [H]. rmsnorm(x, g) Wᵀ = rmsnorm(x) W'ᵀ =
+    (x W'ᵀ) / rms(x), so a product may read x itself and leave the division to the op that
+    consumes it (rope_and_cache's and swiglu's `rms_of`): a batch that BLAS multiplies then
+    needs no rmsnorm launch (LlamaDecoder._layer). W' is W times g rounded once to the
+    weights' dtype (rmsnorm(x, g) rounds x·g instead: the same size of rounding)."""
+    qkv, gate_up = layer.qkv, layer.gate_up
+    assert isinstance(qkv, DeviceTensor) and isinstance(gate_up, DeviceTensor)  # (foldable)
+    backend.mul(qkv, layer.attn_norm, out=qkv)
+    backend.mul(gate_up, layer.mlp_norm, out=gate_up)
+    return replace(layer, attn_norm=ones, mlp_norm=ones, norms_folded=True)
 
 
 #: Per-layer tensors a Hugging Face checkpoint may hold that the decoder does not need:
@@ -317,6 +355,6 @@ def _rope_rows(heads: int, head_dim: int) -> np.ndarray:
 
 
 __all__ = [
-    "LAYER_NAMES", "LINEAR_FIELDS", "Linear", "LlamaLayer", "LlamaWeights", "checkpoint_names",
-    "keep_quantized", "prepare", "read_host",
+    "FOLDED_DTYPES", "LAYER_NAMES", "LINEAR_FIELDS", "Linear", "LlamaLayer", "LlamaWeights",
+    "checkpoint_names", "fold_norms", "foldable", "keep_quantized", "prepare", "read_host",
 ]  # fmt: skip

@@ -3,16 +3,21 @@
 Float tensors (f32, f64, f16, bf16) of any layout, computed in f32 (f64 for f64) and stored in
 the input type; `out=x` works in place. swiglu broadcasts its operands as numpy. The kernels
 are math.hip's and binary.hip's (ops/pointwise.py has the other unary functions), and
-bias_gelu.hip's for gelu(x + bias) over aligned rows of whole 16-byte vectors. Queued on the
-backend's stream.
+bias_gelu.hip's for gelu(x + bias) over aligned rows of whole 16-byte vectors, swiglu_rms.hip's
+for swiglu of products of rows not yet RMS-normalized (`rms_of`). Queued on the backend's
+stream.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from hip_runtime.ops.base import INT_MAX
+from hip_runtime.ops.norms import real_number
 from hip_runtime.ops.pointwise_codes import BINARY_CODE, MATH_CODE
 from hip_runtime.ops.pointwise_core import FLOATS, PointwiseCore
-from hip_runtime.tensors.dtypes import SUFFIXES
+from hip_runtime.ops.reduce_layout import row_strides
+from hip_runtime.tensors.dtypes import SUFFIXES, float_type
 from hip_runtime.tensors.tensor import DeviceTensor
 
 _GELU = {kind: MATH_CODE[f"gelu_{kind}"] for kind in ("erf", "tanh")}
@@ -22,6 +27,11 @@ _BIAS_GELU["none"] = _BIAS_GELU["erf"]
 # The types of kernels/bias_gelu.hip, by dtype, and its blocks (8 warps, 4 wavefronts).
 _BIAS_GELU_TYPES = {dtype: s for dtype, s in SUFFIXES.items() if s in ("f32", "f16", "bf16")}
 _BIAS_GELU_THREADS = 256
+# swiglu_rms.hip's blocks and a thread's columns (its SWIGLU_RMS_COLUMNS): a 16 x 8192 decode
+# step's MLP takes 16 x 8 blocks, each reading its row of x (the factor) once.
+_SWIGLU_RMS_THREADS = 256
+_SWIGLU_RMS_COLUMNS = 4
+_SWIGLU_RMS_TYPES = ("f32", "f16", "bf16")
 
 
 class ActivationOps(PointwiseCore):
@@ -92,10 +102,70 @@ class ActivationOps(PointwiseCore):
         return y
 
     def swiglu(
-        self, gate: DeviceTensor, up: DeviceTensor, *, out: DeviceTensor | None = None
+        self,
+        gate: DeviceTensor,
+        up: DeviceTensor,
+        *,
+        out: DeviceTensor | None = None,
+        rms_of: DeviceTensor | None = None,
+        eps: float = 1e-6,
     ) -> DeviceTensor:
-        """silu(gate) · up, the Llama MLP's gating (the silu is on the gate, not on up)."""
-        return self._pw_binary("binary.hip", "binary", BINARY_CODE["swiglu"], gate, up, out, FLOATS)
+        """silu(gate) · up, the Llama MLP's gating (the silu is on the gate, not on up).
+
+        rms_of: x [..., hidden] (C-contiguous, of gate's dtype), or None. Given, gate and up
+        are taken as products of x's rows not yet RMS-normalized (the MLP norm's weight folded
+        into the gate/up weight: rmsnorm(x, g) Wᵀ = x (W diag(g))ᵀ / rms(x)), and both are
+        first multiplied by 1 / sqrt(mean(x[r]²) + eps) of their row r, as `rmsnorm` computes
+        it (kernels/swiglu_rms.hip; rows whose f32 sum of squares overflows get factor 0).
+        Then gate and up are [..., inter] of one float dtype with x's rows, no broadcasting,
+        each row's elements contiguous and the rows evenly strided (column views of one
+        stacked product need no copy); the result is [..., inter], C-contiguous, and `out`
+        must not overlap the operands."""
+        if rms_of is None:
+            return self._pw_binary(
+                "binary.hip", "binary", BINARY_CODE["swiglu"], gate, up, out, FLOATS
+            )
+        return self._swiglu_rms(gate, up, out, rms_of, eps)
+
+    def _swiglu_rms(
+        self, gate: Any, up: Any, out: DeviceTensor | None, x: Any, eps: Any
+    ) -> DeviceTensor:
+        """swiglu with `rms_of` (its docstring), checked then queued."""
+        eps = real_number(eps, "eps", "swiglu")
+        gate, up = self._operand(gate, "gate"), self._operand(up, "up")  # (strided views too)
+        t, x = float_type(gate.dtype, "gate"), self._tensor(x, "rms_of")
+        if t.suffix not in _SWIGLU_RMS_TYPES:
+            raise ValueError(f"swiglu: rms_of takes f32, f16 or bf16 operands, not {gate.dtype}")
+        if up.shape != gate.shape or up.dtype != gate.dtype or gate.ndim == 0:
+            raise ValueError(f"swiglu: gate {gate.shape} {gate.dtype} and up {up.shape} "
+                             f"{up.dtype} must be one shape [..., inter] and dtype")  # fmt: skip
+        inter = gate.shape[-1]
+        rows = gate.size // inter if inter else 0
+        hidden = x.shape[-1] if x.ndim else 0
+        if x.dtype != gate.dtype or not hidden or x.size // hidden != rows:
+            raise ValueError(f"swiglu: rms_of is {x.shape} {x.dtype}; expected [..., hidden] "
+                             f"{gate.dtype} with {rows} rows")  # fmt: skip
+        if not x.is_contiguous or max(hidden, rows, inter) > INT_MAX:
+            raise ValueError("swiglu: rms_of must be C-contiguous; rows, inter and hidden < 2^31")
+        strides = [_row_stride(operand, name) for operand, name in ((gate, "gate"), (up, "up"))]
+        y = self._output(out, gate.shape, gate.dtype, distinct_from=(gate, up, x))
+        if rows and inter:
+            threads = _SWIGLU_RMS_THREADS
+            grid = (-(-inter // (threads * _SWIGLU_RMS_COLUMNS)), min(rows, 65535))
+            kernel = self._kernel("swiglu_rms.hip", f"swiglu_rms_{t.suffix}")
+            kernel.launch(grid, threads, gate, up, y, x, rows, inter, *strides, hidden, hidden,
+                          eps, stream=self.stream)  # fmt: skip
+        return y
+
+
+def _row_stride(t: DeviceTensor, name: str) -> int:
+    """The elements between consecutive rows of t [..., cols] (last axis contiguous, the
+    leading axes one evenly strided run of rows); ValueError otherwise."""
+    found = row_strides(t.shape, t.strides) if t.ndim > 1 else (1, t.shape[-1], 0)
+    if found is None or found[0] != 1 or found[1] < 0:
+        raise ValueError(f"swiglu: {name}'s rows must be evenly strided with contiguous "
+                         f"elements (strides {t.strides})")  # fmt: skip
+    return found[1]
 
 
 __all__ = ["ActivationOps"]

@@ -9,6 +9,7 @@ from numbers import Integral
 from typing import Any
 
 from hip_runtime.ops.base import INT_MAX, OpsBase
+from hip_runtime.ops.norms import real_number
 from hip_runtime.ops.plans import byte_extent, launch_pointers, plan_key
 from hip_runtime.tensors.dtypes import FloatType, float32, int32
 from hip_runtime.tensors.strided_copy import check_writable
@@ -66,6 +67,8 @@ class LayoutOps(OpsBase):
         *,
         rot_dim: int | None = None,
         interleaved: bool = False,
+        rms_of: DeviceTensor | None = None,
+        eps: float = 1e-6,
     ) -> None:
         """A transformer layer's rotary step and KV-cache write in one launch: q [tokens,
         heads, head_dim] and k [tokens, kv_heads, head_dim] rotated in place as `rope` rotates
@@ -80,35 +83,81 @@ class LayoutOps(OpsBase):
         interleaved: as `rope`. rows: int32 [tokens] on the device, read by the kernel only:
         a row outside [0, table_rows) (-1 for a padding token) stores nothing; two tokens
         storing one row race (which lands is undefined). The tables:
-        C-contiguous, of q's dtype. Nothing that is written (q, k, the tables) may overlap
-        another argument. ValueError before anything is queued; queued on the backend's
-        stream."""
-        tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table)  # the kernel's order
+        C-contiguous, of q's dtype. q, k, v and the tables may not overlap another argument
+        (q, k and v each other's elements). ValueError before anything is queued; queued on
+        the backend's stream.
+
+        rms_of: x [..., hidden], C-contiguous, of q's dtype, with `tokens` rows, or None. Given,
+        q, k and v are taken as products of x's rows not yet RMS-normalized (the norm's weight
+        folded into the QKV weight: rmsnorm(x, g) Wᵀ = x (W diag(g))ᵀ / rms(x)), and each
+        token's are first multiplied by 1 / sqrt(mean(x[t]²) + eps), as `rmsnorm` computes it
+        (but for rows whose f32 sum of squares overflows, |x| from about 1e19: factor 0);
+        v is then written too, scaled in place (a prefill's attention reads q, k and v). The
+        norm's launch between two BLAS products is what this saves (kernels/row_rms.h)."""
+        # the kernel's order (rms_of after the ints in the kernel's arguments)
+        tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table, rms_of)
         key = plan_key(*tensors, None)
-        if key is not None and (rot_dim is None or type(rot_dim) is int):
-            key = ("rope_and_cache", *key, rot_dim, bool(interleaved))
-            plan = self._planned(key)
-            if plan is not None and self._inputs_open(tensors):
-                kernel, grid, ints, extents, periods = plan
-                if _aliased(tensors, extents, periods) is None:
-                    kernel.launch(grid, 256, *launch_pointers(tensors), *ints, stream=self.stream)
-                    return
+        if (
+            key is not None
+            and (rot_dim is None or type(rot_dim) is int)
+            and (rms_of is None or type(eps) is float)
+        ):
+            normed_eps = None if rms_of is None else eps
+            key = ("rope_and_cache", *key, rot_dim, bool(interleaved), normed_eps)
+            if self._planned_rope_and_cache(self._planned(key), tensors):
+                return
         else:
-            key = None  # (a rot_dim of another type: checked every call)
+            key = None  # (a rot_dim or eps of another type: checked every call)
         t, rot, ints = self._rope_and_cache_checks(*tensors, rot_dim)
         mode = "interleaved" if interleaved else "half"
-        kernel = self._kernel("rope.hip", f"rope_and_cache_{mode}_{t.suffix}")
         tokens, heads, head_dim = q.shape
         half, kv_heads = rot // 2, k.shape[1]
         work = tokens * ((heads + kv_heads) * (half + head_dim - rot) + kv_heads * head_dim)
-        grid = self._flat_grid(max(work, 1), 16)  # (one element per thread and pass)
+        if rms_of is None:
+            kernel = self._kernel("rope.hip", f"rope_and_cache_{mode}_{t.suffix}")
+            grid: int | tuple[int, int] = self._flat_grid(max(work, 1), 16)
+            normed: tuple[DeviceTensor, ...] = ()
+            tail: tuple[int | float, ...] = ()
+        else:  # blocks of (a token's items, the token): each the token's factor, an item a thread
+            rms_of, hidden = self._rms_rows(rms_of, q, eps)
+            kernel = self._kernel("rope.hip", f"rope_and_cache_rms_{mode}_{t.suffix}")
+            grid = (-(-max(work, 1) // max(tokens * 256, 1)), min(max(tokens, 1), 65535))
+            normed = (rms_of,)
+            tail = (hidden, hidden, float(eps))  # (x_token: rows `hidden` apart)
         if work:
-            kernel.launch(grid, 256, *tensors, *ints, stream=self.stream)
-        self._keep_plan(key, (kernel, grid, ints, *_layouts(tensors)))
+            kernel.launch(grid, 256, *tensors[:9], *ints, *normed, *tail, stream=self.stream)
+        self._keep_plan(key, (kernel, grid, ints, tail, *_layouts(tensors)))
+
+    def _planned_rope_and_cache(self, plan: Any, tensors: tuple[Any, ...]) -> bool:
+        """Queue rope_and_cache by its plan (None: none yet) when the tensors are open and do
+        not overlap; whether it did."""
+        if plan is None or not self._inputs_open(tensors):
+            return False
+        kernel, grid, ints, tail, extents, periods = plan
+        if _aliased(tensors, extents, periods) is not None:
+            return False
+        normed = launch_pointers(tensors[9:10]) if tail else ()  # (rms_of, after the ints)
+        kernel.launch(grid, 256, *launch_pointers(tensors[:9]), *ints, *normed, *tail,
+                      stream=self.stream)  # fmt: skip
+        return True
+
+    def _rms_rows(self, x: Any, q: DeviceTensor, eps: Any) -> tuple[DeviceTensor, int]:
+        """rope_and_cache's rms_of checked against q [tokens, heads, head_dim]: (x, its row
+        length). ValueError unless x is C-contiguous [..., hidden] of q's dtype with `tokens`
+        rows and eps a real number."""
+        x = self._tensor(x, "rms_of")
+        real_number(eps, "eps", "rope_and_cache")
+        hidden = x.shape[-1] if x.ndim else 0
+        if x.dtype != q.dtype or not hidden or x.size // hidden != q.shape[0]:
+            raise ValueError(f"rope_and_cache: rms_of is {x.shape} {x.dtype}; expected "
+                             f"[..., hidden] {q.dtype} with {q.shape[0]} rows")  # fmt: skip
+        if not x.is_contiguous or hidden > INT_MAX:
+            raise ValueError("rope_and_cache: rms_of must be C-contiguous, rows < 2^31 elements")
+        return x, hidden
 
     def _rope_and_cache_checks(
         self, q: Any, k: Any, v: Any, cos: Any, sin: Any, positions: Any, rows: Any,
-        k_table: Any, v_table: Any, rot_dim: int | None,
+        k_table: Any, v_table: Any, rms_of: Any, rot_dim: int | None,
     ) -> tuple[FloatType, int, tuple[int, ...]]:  # fmt: skip
         """rope_and_cache's validation: (q's float type, rot_dim, the kernel's int arguments)."""
         q, k, v = self._operand(q, "q"), self._operand(k, "k"), self._operand(v, "v")
@@ -137,7 +186,10 @@ class LayoutOps(OpsBase):
         check_writable(q)
         check_writable(k)
         rot, cos, sin, positions = self._rope_tables(q, rot_dim, cos, sin, positions)
-        tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table)
+        if rms_of is not None:
+            rms_of = self._tensor(rms_of, "rms_of")
+            check_writable(v)
+        tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table, rms_of)
         aliased = _aliased(tensors, *_layouts(tensors))
         if aliased is not None:
             raise ValueError(f"rope_and_cache: {aliased} overlap (q, k and the tables are "
@@ -195,10 +247,11 @@ class LayoutOps(OpsBase):
 
 
 #: rope_and_cache's tensors, in the kernel's order, and the pairs whose spans must be disjoint:
-#: each written one (q, k, the tables) against every other, but q, k and v among themselves,
-#: which interleave as views of one fused product (`_HEADS`: decided by `_period`).
-_NAMES = ("q", "k", "v", "cos", "sin", "positions", "rows", "k_table", "v_table")
-_WRITTEN = (0, 1, 7, 8)
+#: each written one (q, k, v with rms_of, the tables) against every other, but q, k and v
+#: among themselves, which interleave as views of one fused product (`_HEADS`: decided by
+#: `_period`). (v counts as written either way: one plan's checks for both kernels.)
+_NAMES = ("q", "k", "v", "cos", "sin", "positions", "rows", "k_table", "v_table", "rms_of")
+_WRITTEN = (0, 1, 2, 7, 8)
 _DISJOINT = tuple(
     (i, j) for i in _WRITTEN for j in range(len(_NAMES))
     if j != i and not (i in _WRITTEN and j in _WRITTEN and j < i) and {i, j} - {0, 1, 2}
