@@ -44,6 +44,7 @@ from hip_runtime.models.llama_weights import (
     prepare,
     read_host,
 )
+from hip_runtime.models.prompts import check_prompts, token_ids_checked
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.runtime.kv_cache import KVCache
 from hip_runtime.runtime.model_runtime import ModelRuntime
@@ -235,7 +236,8 @@ class LlamaDecoder(Resource):
                                  f"int [{batch}]")  # fmt: skip
             ids = token_ids.reshape(batch, 1)
         else:
-            host = self._ids(np.asarray(token_ids).reshape(-1), "token_ids")
+            ids_host = np.asarray(token_ids).reshape(-1)
+            host = token_ids_checked(ids_host, "token_ids", self.config.vocab_size)
             if host.shape != (batch,):
                 raise ValueError(f"token_ids has {host.size} tokens; the batch has {batch}")
             ids = self.backend.from_numpy(host.reshape(batch, 1))
@@ -270,29 +272,9 @@ class LlamaDecoder(Resource):
 
     def check_prompts(self, input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
         """(ids int32 [B, S], mask int64 [B, S]): host prompts as `forward` takes them, checked
-        on the host. ValueError for ids not [B, S] with both > 0 or outside the vocabulary, a
-        mask of another shape or with values other than 0 and 1 (None: all ones), a sequence
-        with no real token, more tokens than the KV cache holds."""
-        ids = self._ids(np.asarray(input_ids), "input_ids")
-        if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
-            raise ValueError(f"input_ids must be [batch, tokens] with both > 0, not {ids.shape}")
-        if attention_mask is None:
-            mask = np.ones(ids.shape, np.int64)
-        else:
-            mask = np.asarray(attention_mask)
-            if mask.shape != ids.shape or not (mask.dtype == bool or mask.dtype.kind in "iu"):
-                raise ValueError(f"attention_mask is {mask.shape} {mask.dtype}; expected 0/1 "
-                                 f"{ids.shape}")  # fmt: skip
-            if ((mask != 0) & (mask != 1)).any():
-                raise ValueError("attention_mask holds values other than 0 and 1")
-            mask = mask.astype(np.int64)
-        real = mask.sum(axis=1)
-        if (real == 0).any():
-            raise ValueError(f"sequence {int(np.argmin(real))} has no real token (all padding)")
-        if ids.shape[1] > self.max_tokens:
-            raise ValueError(f"{ids.shape[1]} tokens do not fit the KV cache "
-                             f"(max_tokens={self.max_tokens})")  # fmt: skip
-        return ids, mask
+        on the host (models.prompts.check_prompts: ValueError for ids not [B, S] or outside
+        the vocabulary, a bad mask, an all-padding sequence, more tokens than the cache holds)."""
+        return check_prompts(input_ids, attention_mask, self.config.vocab_size, self.max_tokens)
 
     # --- private ------------------------------------------------------------------------------
 
@@ -477,14 +459,6 @@ class LlamaDecoder(Resource):
             kv_heads=c.kv_heads, head_dim=c.head_dim, dtype=self.dtype, batch=batch,
         )  # fmt: skip
         return self.runtime.kv_cache
-
-    def _ids(self, ids: np.ndarray, name: str) -> np.ndarray:
-        if ids.dtype.kind not in "iu":
-            raise ValueError(f"{name} must be integer token ids, not {ids.dtype}")
-        vocab = self.config.vocab_size
-        if ids.size and (ids.min() < 0 or ids.max() >= vocab):
-            raise ValueError(f"{name} holds ids outside [0, {vocab}) (the vocabulary)")
-        return ids.astype(np.int32)
 
     def __repr__(self) -> str:
         c = self.config
