@@ -48,31 +48,44 @@
 
 namespace hipk {
 
-// One rotated pair (or copied tail element) k of the head at `in`, times `scale`, written to
-// `out` (and to `stored` when not null): the body of every kernel here.
+// A work item's inputs: a pair (a, b) at offsets (i, j) of a head and its angle's (c, s), or a
+// lone element a at i (j < 0, b = 0, c = 1, s = 0: a copied tail element or a value). Loading
+// them apart from the arithmetic lets a kernel put its loads in flight before other work
+// (rope_and_cache_rms: before the row's factor).
+struct PairValues {
+    float a, b, c, s;
+    int i, j;
+};
+
+// Pair k (or tail element k - half) of the head at `in`, loaded.
 template <typename T, bool INTERLEAVED>
-HIPK_DEVICE void rotate_pair(const T* in, T* out, T* stored, int k, int half, int rot_dim,
-                             long long p, const float* cos, const float* sin, int max_position,
-                             float scale) {
+HIPK_DEVICE PairValues load_pair(const T* in, int k, int half, int rot_dim, long long p,
+                                 const float* cos, const float* sin, int max_position) {
+    PairValues v = {0.0f, 0.0f, 1.0f, 0.0f, rot_dim + (k - half), -1};
     if (k < half) {
         const bool inside = 0 <= p && p < max_position;
-        const float c = inside ? cos[p * half + k] : 0.0f;
-        const float s = inside ? sin[p * half + k] : 0.0f;
-        const int i = INTERLEAVED ? 2 * k : k;
-        const int j = INTERLEAVED ? 2 * k + 1 : k + half;
-        const float a = to_float(in[i]) * scale, b = to_float(in[j]) * scale;
-        const T ri = from_float<T>(a * c - b * s), rj = from_float<T>(b * c + a * s);
-        out[i] = ri;
-        out[j] = rj;
-        if (stored) {
-            stored[i] = ri;
-            stored[j] = rj;
-        }
-    } else {
-        const int i = rot_dim + (k - half);
-        const T value = from_float<T>(to_float(in[i]) * scale);  // (exact for scale 1)
-        out[i] = value;
-        if (stored) stored[i] = value;
+        v.c = inside ? cos[p * half + k] : 0.0f;
+        v.s = inside ? sin[p * half + k] : 0.0f;
+        v.i = INTERLEAVED ? 2 * k : k;
+        v.j = INTERLEAVED ? 2 * k + 1 : k + half;
+        v.b = to_float(in[v.j]);
+    }
+    v.a = to_float(in[v.i]);
+    return v;
+}
+
+// The loaded item times `scale`, rotated, written to `out` and `stored` (each when not null).
+// A lone element is a * scale (exact for scale 1).
+template <typename T>
+HIPK_DEVICE void store_pair(const PairValues& v, float scale, T* out, T* stored) {
+    const float a = v.a * scale, b = v.b * scale;
+    const T ri = v.j < 0 ? from_float<T>(a) : from_float<T>(a * v.c - b * v.s);
+    if (out) out[v.i] = ri;
+    if (stored) stored[v.i] = ri;
+    if (v.j >= 0) {
+        const T rj = from_float<T>(b * v.c + a * v.s);
+        if (out) out[v.j] = rj;
+        if (stored) stored[v.j] = rj;
     }
 }
 
@@ -89,8 +102,10 @@ HIPK_DEVICE void rope(const T* x, const float* cos, const float* sin, const int*
         const int k = (int)(w - head * per_head);
         const long long token = head / heads;
         const long long p = positions ? (long long)positions[token] : token;
-        rotate_pair<T, INTERLEAVED>(x + head * head_dim, y + head * head_dim, (T*)nullptr, k, half,
-                                    rot_dim, p, cos, sin, max_position, 1.0f);
+        const PairValues v =
+            load_pair<T, INTERLEAVED>(x + head * head_dim, k, half, rot_dim, p, cos, sin,
+                                      max_position);
+        store_pair<T>(v, 1.0f, y + head * head_dim, (T*)nullptr);
     }
 }
 
@@ -115,31 +130,47 @@ template <typename T> struct CacheItems {
         return (long long)(heads + kv_heads) * per_head() + (long long)kv_heads * head_dim;
     }
 
+    // A work item's inputs, and where its results go (`finish`).
+    struct Item {
+        PairValues v;
+        T* out;     // q's or k's head, rotated in place; v's head (NORMED: scaled in place)
+        T* stored;  // the KV table's row of k's or v's head, or null (nothing stored)
+    };
+
     template <bool INTERLEAVED, bool NORMED>
-    HIPK_DEVICE void run(long long token, long long r, float scale) const {
+    HIPK_DEVICE Item load(long long token, long long r) const {
         const int half = rot_dim / 2, each = per_head();
         const long long q_items = (long long)heads * each, k_items = (long long)kv_heads * each;
         const long long row = rows[token];
         const bool store = 0 <= row && row < table_rows;
+        Item item = {};
         if (r < q_items + k_items) {
             const bool is_q = r < q_items;
             if (!is_q) r -= q_items;
             const long long head = r / each;
             const int pair = (int)(r - head * each);
-            T* x = is_q ? q + token * q_token + head * q_head : k + token * k_token + head * k_head;
-            T* stored = (!is_q && store) ? k_table + (row * kv_heads + head) * head_dim : nullptr;
+            item.out =
+                is_q ? q + token * q_token + head * q_head : k + token * k_token + head * k_head;
+            item.stored =
+                (!is_q && store) ? k_table + (row * kv_heads + head) * head_dim : nullptr;
             const long long p = positions ? (long long)positions[token] : token;
-            rotate_pair<T, INTERLEAVED>(x, x, stored, pair, half, rot_dim, p, cos, sin,
-                                        max_position, scale);
-        } else if (store || NORMED) {
+            item.v = load_pair<T, INTERLEAVED>(item.out, pair, half, rot_dim, p, cos, sin,
+                                               max_position);
+        } else {
             r -= q_items + k_items;
             const long long head = r / head_dim;
-            const long long i = r - head * head_dim;
+            const int i = (int)(r - head * head_dim);
             T* from = v + token * v_token + head * v_head;
-            const T value = from_float<T>(to_float(from[i]) * scale);  // (exact for scale 1)
-            if (NORMED) from[i] = value;
-            if (store) v_table[(row * kv_heads + head) * head_dim + i] = value;
+            const PairValues lone = {to_float(from[i]), 0.0f, 1.0f, 0.0f, i, -1};
+            item.v = lone;
+            item.out = NORMED ? from : nullptr;
+            item.stored = store ? v_table + (row * kv_heads + head) * head_dim : nullptr;
         }
+        return item;
+    }
+
+    HIPK_DEVICE void finish(const Item& item, float scale) const {
+        store_pair<T>(item.v, scale, item.out, item.stored);
     }
 };
 
@@ -150,9 +181,15 @@ HIPK_DEVICE void rope_and_cache(const CacheItems<T>& items, int tokens) {
     const long long total = (long long)tokens * per_token;
     for (long long w = global_thread(); w < total; w += grid_threads()) {
         const long long token = w / per_token;
-        items.template run<INTERLEAVED, false>(token, w - token * per_token, 1.0f);
+        items.finish(items.template load<INTERLEAVED, false>(token, w - token * per_token), 1.0f);
     }
 }
+
+// 1: rope_and_cache_rms loads a thread's first item before the row's factor (0: after it; a
+// bench variant, `-DHIPK_ROPE_LOADS_FIRST=0`).
+#ifndef HIPK_ROPE_LOADS_FIRST
+#define HIPK_ROPE_LOADS_FIRST 1
+#endif
 
 // rope_and_cache of products of rows x[t] not yet normalized (row_rms.h): blockIdx.y picks the
 // token (+ gridDim.y, ...), blockIdx.x its items (one a thread when the grid covers them; each
@@ -167,10 +204,16 @@ HIPK_DEVICE void rope_and_cache_rms(const CacheItems<T>& items, int tokens, cons
     BlockReducer reduce = whole_block_reducer(scratch);
     const long long per_token = items.per_token();
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    const bool early = HIPK_ROPE_LOADS_FIRST && first < per_token;
     for (long long token = blockIdx.y; token < tokens; token += gridDim.y) {
+        // The first item's loads in flight while the block reduces the factor.
+        typename CacheItems<T>::Item item = {};
+        if (early) item = items.template load<INTERLEAVED, true>(token, first);
         const float scale = block_row_rrms(reduce, x + token * x_token, hidden, eps);
-        for (long long r = first; r < per_token; r += (long long)gridDim.x * blockDim.x)
-            items.template run<INTERLEAVED, true>(token, r, scale);
+        if (early) items.finish(item, scale);
+        for (long long r = early ? first + step : first; r < per_token; r += step)
+            items.finish(items.template load<INTERLEAVED, true>(token, r), scale);
     }
 }
 
