@@ -266,7 +266,7 @@ extern "C" __global__ void rope_interleaved_bf16(const hipk::bf16* x, const floa
 // of un-normalized products (_rms). (Written out: hip-core reads their parameters from the text
 // with only the type list expanded.)
 #define HIPK_CACHE_ITEMS(T)                                                                        \
-    const hipk::CacheItems<T> items = {q, k, const_cast<T*>(v), cos, sin, positions, rows,        \
+    const hipk::CacheItems<T> items = {q, k, const_cast<T*>(v), cos, sin, positions, rows,         \
                                        k_table, v_table, heads, kv_heads, head_dim, rot_dim,       \
                                        max_position, table_rows, q_token, q_head, k_token,         \
                                        k_head, v_token, v_head}
@@ -281,7 +281,7 @@ extern "C" __global__ void rope_interleaved_bf16(const hipk::bf16* x, const floa
         hipk::rope_and_cache<T, false>(items, tokens);                                             \
     }                                                                                              \
     extern "C" __global__ void rope_and_cache_rms_half_##S(                                        \
-        T* q, T* k, T* v, const float* cos, const float* sin, const int* positions,          \
+        T* q, T* k, T* v, const float* cos, const float* sin, const int* positions,                \
         const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,              \
         int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,            \
         long long q_head, long long k_token, long long k_head, long long v_token,                  \
@@ -299,7 +299,7 @@ extern "C" __global__ void rope_interleaved_bf16(const hipk::bf16* x, const floa
         hipk::rope_and_cache<T, true>(items, tokens);                                              \
     }                                                                                              \
     extern "C" __global__ void rope_and_cache_rms_interleaved_##S(                                 \
-        T* q, T* k, T* v, const float* cos, const float* sin, const int* positions,          \
+        T* q, T* k, T* v, const float* cos, const float* sin, const int* positions,                \
         const int* rows, T* k_table, T* v_table, int tokens, int heads, int kv_heads,              \
         int head_dim, int rot_dim, int max_position, int table_rows, long long q_token,            \
         long long q_head, long long k_token, long long k_head, long long v_token,                  \

@@ -53,10 +53,10 @@ HIPK_DEVICE void swiglu_rms(const T* gate, const T* up, T* y, const T* x, int ro
 // --- entry points: one per type (hip-core reads the parameter types from these lines) -------
 
 #define HIPK_SWIGLU_RMS(S, T)                                                                      \
-    extern "C" __global__ void swiglu_rms_##S(const T* gate, const T* up, T* y, const T* x,       \
-                                              int rows, int inter, long long gate_row,            \
-                                              long long up_row, long long x_row, int hidden,      \
-                                              float eps) {                                        \
-        hipk::swiglu_rms<T>(gate, up, y, x, rows, inter, gate_row, up_row, x_row, hidden, eps);   \
+    extern "C" __global__ void swiglu_rms_##S(const T* gate, const T* up, T* y, const T* x,        \
+                                              int rows, int inter, long long gate_row,             \
+                                              long long up_row, long long x_row, int hidden,       \
+                                              float eps) {                                         \
+        hipk::swiglu_rms<T>(gate, up, y, x, rows, inter, gate_row, up_row, x_row, hidden, eps);    \
     }
 HIPK_F32_AND_16BIT_TYPES(HIPK_SWIGLU_RMS)
