@@ -5,8 +5,8 @@
 // rmsnorm launch between two BLAS calls disappears.
 //
 // rrms = 1 / sqrt(mean(row^2) + eps), the squares summed in f32 as norms.hip's rmsnorm sums
-// them. Unlike rmsnorm it does not rescale a row whose f32 sum of squares overflows (|x| from
-// about 1.8e19 on): such a row's factor is 0. Every thread of a 1-D block calls it with the
+// them. Unlike rmsnorm it does not rescale a row whose f32 sum of squares overflows (elements
+// of about 1.8e19 / sqrt(cols) and more): such a row's factor is 0. Every thread of a 1-D block calls it with the
 // same row (it synchronizes the block).
 #pragma once
 #include "common.h"

@@ -45,10 +45,12 @@ def test_rope_and_cache_divides_each_token_by_its_rms(backend: HipBackend, data:
     heads, d = kv_heads * data.draw(st.sampled_from([1, 4])), data.draw(st.sampled_from([8, 64]))
     hidden = data.draw(st.sampled_from([16, 300, 2048]))  # (a block's threads: fewer, more)
     interleaved, eps = data.draw(st.booleans()), data.draw(st.sampled_from([1e-6, 1e-5, 0.5]))
+    rot = data.draw(st.sampled_from([2, d // 2, d]))  # (partial rotary: the tail copied, scaled)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    x = testing.random(rng, (tokens, hidden), dtype, scale=data.draw(st.sampled_from([0.1, 30])))
+    scale = data.draw(st.sampled_from([0.1, 30]))
+    x = testing.random(rng, (tokens, hidden), dtype, scale=scale)
     qkv = testing.random(rng, (tokens, (heads + 2 * kv_heads) * d), dtype, scale=8)
-    cos, sin = testing.rope_tables(16, d)
+    cos, sin = testing.rope_tables(16, rot)
     positions = rng.integers(0, 16, tokens).astype(np.int32)
     rows = rng.permutation(np.array([*range(12), *[-1] * tokens], np.int32))[:tokens]
     fused = backend.from_numpy(qkv)
@@ -59,14 +61,14 @@ def test_rope_and_cache_divides_each_token_by_its_rms(backend: HipBackend, data:
     k_table, v_table = backend.from_numpy(empty), backend.from_numpy(empty)
     backend.rope_and_cache(
         q, k, v, backend.from_numpy(cos), backend.from_numpy(sin), backend.from_numpy(positions),
-        k_table, v_table, backend.from_numpy(rows), interleaved=interleaved,
+        k_table, v_table, backend.from_numpy(rows), rot_dim=rot, interleaved=interleaved,
         rms_of=backend.from_numpy(x.reshape(tokens, 1, hidden)), eps=eps,
     )  # fmt: skip
     normed = qkv.astype(np.float64) * inverse_rms(x, eps)
     shape = (tokens, -1, d)
     q_in, k_in, v_in = (part.reshape(shape) for part in np.split(normed, [q_end, k_end], axis=1))
-    q_rot = testing.rope(q_in, cos, sin, positions, interleaved=interleaved)
-    k_rot = testing.rope(k_in, cos, sin, positions, interleaved=interleaved)
+    q_rot = testing.rope(q_in, cos, sin, positions, rot_dim=rot, interleaved=interleaved)
+    k_rot = testing.rope(k_in, cos, sin, positions, rot_dim=rot, interleaved=interleaved)
     magnitude = np.abs(normed).max()  # (the rotation mixes a pair's roundings)
     testing.assert_close(q.to_numpy(), q_rot, dtype, magnitude)
     testing.assert_close(k.to_numpy(), k_rot, dtype, magnitude)
@@ -91,8 +93,10 @@ def test_swiglu_divides_gate_and_up_by_the_rms(backend: HipBackend, data: Any) -
     x = testing.random(rng, (batch, seq, hidden), dtype, scale=scale)
     both = testing.random(rng, (batch, seq, 2 * inter), dtype, scale=4)
     product = backend.from_numpy(both)
+    out = backend.zeros((batch, seq, inter), both.dtype) if data.draw(st.booleans()) else None
     got = backend.swiglu(product[:, :, :inter], product[:, :, inter:],
-                         rms_of=backend.from_numpy(x), eps=eps)  # fmt: skip
+                         rms_of=backend.from_numpy(x), eps=eps, out=out)  # fmt: skip
+    assert out is None or got is out
     normed = both.astype(np.float64) * inverse_rms(x, eps)
     expected = testing.swiglu(normed[..., :inter], normed[..., inter:])
     testing.assert_close(got.to_numpy(), expected, dtype)
@@ -141,6 +145,11 @@ BAD_SWIGLU = {
     "up shape": lambda b, g, u: (g, u[:, :4], b.zeros((3, 16), np.float32)),
     "f64": lambda b, g, u: tuple(b.zeros(shape, np.float64) for shape in ((3, 8), (3, 8), (3, 16))),
     "strided rms_of": lambda b, g, u: (g, u, b.zeros((3, 32), np.float32)[:, ::2]),
+    "a strided row": lambda b, g, u: (
+        b.zeros(16, np.float32)[::2],
+        b.zeros(16, np.float32)[1::2],
+        b.zeros((1, 16), np.float32),
+    ),
 }
 
 
@@ -161,12 +170,17 @@ def test_swiglu_out_may_not_overlap_an_operand(backend: HipBackend) -> None:
     assert (both.to_numpy() == 1).all()
 
 
-def test_the_planned_rope_call_takes_new_rows_and_eps(backend: HipBackend) -> None:
-    """A second call of one layout (the plan's) reads its own x and eps."""
+def test_a_planned_rope_call_reads_its_own_x(backend: HipBackend) -> None:
+    """A second call of one layout and eps (the plan's, made by the first) reads its own x;
+    another eps is another plan."""
     first, second = rope_arguments(backend), rope_arguments(backend)
-    backend.rope_and_cache(**first)
-    x = np.full((3, 16), 2.0, np.float32)
-    second.update(rms_of=backend.from_numpy(x), eps=1.0)
+    backend.rope_and_cache(**first, eps=0.5)
+    plans = len(backend._plans or {})
+    second.update(rms_of=backend.from_numpy(np.full((3, 16), 2.0, np.float32)))
     v_in = second["v"].to_numpy()
-    backend.rope_and_cache(**second)
-    testing.assert_close(second["v"].to_numpy(), v_in / np.sqrt(5.0), "f32")
+    backend.rope_and_cache(**second, eps=0.5)
+    assert len(backend._plans or {}) == plans  # (the first call's plan served it)
+    testing.assert_close(second["v"].to_numpy(), v_in / np.sqrt(4.5), "f32")
+    third = rope_arguments(backend)
+    backend.rope_and_cache(**third, eps=1.0)
+    assert len(backend._plans or {}) == plans + 1

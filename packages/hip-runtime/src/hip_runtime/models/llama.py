@@ -45,6 +45,7 @@ from hip_runtime.models.llama_weights import (
     read_host,
 )
 from hip_runtime.models.prompts import check_prompts, token_ids_checked
+from hip_runtime.ops.gemv import gemv_tile
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.runtime.kv_cache import KVCache
 from hip_runtime.runtime.model_runtime import ModelRuntime
@@ -333,7 +334,9 @@ class LlamaDecoder(Resource):
         read x itself and rope_and_cache and swiglu divide by x's RMS (`rms_of`)."""
         c = self.config
         batch, seq, _ = x.shape
-        rms_of = x if layer.norms_folded and batch * seq > self.backend.gemv_rows else None
+        rows = batch * seq  # (the GEMV kernel's rows keep the norm inside the product)
+        fused = rows <= self.backend.gemv_rows and gemv_tile(rows, x.dtype.itemsize) is not None
+        rms_of = x if layer.norms_folded and not fused else None
         qkv = self._qkv(x, layer, rms_of)
         context = self._attention(x, n, qkv, positions, prompt, step, rms_of)
         self._linear(context.reshape(batch, seq, c.heads * c.head_dim), layer.o, residual=x)

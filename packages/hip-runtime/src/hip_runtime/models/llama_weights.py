@@ -8,8 +8,9 @@ checkpoint's tensors afterwards, so the caller may free them once the stream has
 
 The weights that read one input are stacked into one (`FUSED`: q, k, v; gate, up), so a layer
 runs one product for each group; the parts stay fields of `LlamaLayer` as row views of it.
-In f32 and bf16, each norm's weight is then folded into the stacked product after it
-(`fold_norms`), so that product can read the residual stream un-normalized.
+In f32 and bf16, where a layer's QKV and gate/up weights are both dense, each norm's weight is
+then folded into the stacked product after it (`fold_norms`), so that product can read the
+residual stream un-normalized.
 
 llama.cpp's converter permutes the rows of attn_q and attn_k within each head (HF's
 rotate-half pairs (i, i + d/2) become ggml's adjacent pairs (2i, 2i + 1)); `prepare` undoes it

@@ -10,6 +10,7 @@ stream.
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 from hip_runtime.ops.base import INT_MAX
@@ -116,7 +117,8 @@ class ActivationOps(PointwiseCore):
         are taken as products of x's rows not yet RMS-normalized (the MLP norm's weight folded
         into the gate/up weight: rmsnorm(x, g) Wᵀ = x (W diag(g))ᵀ / rms(x)), and both are
         first multiplied by 1 / sqrt(mean(x[r]²) + eps) of their row r, as `rmsnorm` computes
-        it (kernels/swiglu_rms.hip; rows whose f32 sum of squares overflows get factor 0).
+        it (kernels/swiglu_rms.hip; a row whose f32 sum of squares overflows gets factor 0;
+        `eps` is read only with rms_of).
         Then gate and up are [..., inter] of one float dtype with x's rows, no broadcasting,
         each row's elements contiguous and the rows evenly strided (column views of one
         stacked product need no copy); the result is [..., inter], C-contiguous, and `out`
@@ -139,8 +141,7 @@ class ActivationOps(PointwiseCore):
         if up.shape != gate.shape or up.dtype != gate.dtype or gate.ndim == 0:
             raise ValueError(f"swiglu: gate {gate.shape} {gate.dtype} and up {up.shape} "
                              f"{up.dtype} must be one shape [..., inter] and dtype")  # fmt: skip
-        inter = gate.shape[-1]
-        rows = gate.size // inter if inter else 0
+        inter, rows = gate.shape[-1], prod(gate.shape[:-1])
         hidden = x.shape[-1] if x.ndim else 0
         if x.dtype != gate.dtype or not hidden or x.size // hidden != rows:
             raise ValueError(f"swiglu: rms_of is {x.shape} {x.dtype}; expected [..., hidden] "
@@ -161,7 +162,10 @@ class ActivationOps(PointwiseCore):
 def _row_stride(t: DeviceTensor, name: str) -> int:
     """The elements between consecutive rows of t [..., cols] (last axis contiguous, the
     leading axes one evenly strided run of rows); ValueError otherwise."""
-    found = row_strides(t.shape, t.strides) if t.ndim > 1 else (1, t.shape[-1], 0)
+    if t.ndim == 1:  # one row: its elements must be contiguous
+        found = (1, t.shape[0], 0) if t.shape[0] <= 1 or t.strides[0] == 1 else None
+    else:
+        found = row_strides(t.shape, t.strides)
     if found is None or found[0] != 1 or found[1] < 0:
         raise ValueError(f"swiglu: {name}'s rows must be evenly strided with contiguous "
                          f"elements (strides {t.strides})")  # fmt: skip

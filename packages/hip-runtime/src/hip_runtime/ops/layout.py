@@ -91,9 +91,9 @@ class LayoutOps(OpsBase):
         q, k and v are taken as products of x's rows not yet RMS-normalized (the norm's weight
         folded into the QKV weight: rmsnorm(x, g) Wᵀ = x (W diag(g))ᵀ / rms(x)), and each
         token's are first multiplied by 1 / sqrt(mean(x[t]²) + eps), as `rmsnorm` computes it
-        (but for rows whose f32 sum of squares overflows, |x| from about 1e19: factor 0);
-        v is then written too, scaled in place (a prefill's attention reads q, k and v). The
-        norm's launch between two BLAS products is what this saves (kernels/row_rms.h)."""
+        (but a row whose f32 sum of squares overflows gets factor 0; `eps` is read only with
+        rms_of); v is then written too, scaled in place (a prefill's attention reads q, k and
+        v). The norm's launch between two BLAS products is what this saves (row_rms.h)."""
         # the kernel's order (rms_of after the ints in the kernel's arguments)
         tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table, rms_of)
         key = plan_key(*tensors, None)
@@ -192,7 +192,7 @@ class LayoutOps(OpsBase):
         tensors = (q, k, v, cos, sin, positions, rows, k_table, v_table, rms_of)
         aliased = _aliased(tensors, *_layouts(tensors))
         if aliased is not None:
-            raise ValueError(f"rope_and_cache: {aliased} overlap (q, k and the tables are "
+            raise ValueError(f"rope_and_cache: {aliased} overlap (q, k, v and the tables are "
                              "written)")  # fmt: skip
         if max(tokens, k_table.shape[0]) > INT_MAX:
             raise ValueError("rope_and_cache: shapes exceed the kernel's int range")
