@@ -45,7 +45,6 @@ from hip_runtime.models.llama_weights import (
     read_host,
 )
 from hip_runtime.models.prompts import check_prompts, token_ids_checked
-from hip_runtime.ops.gemv import gemv_tile
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.runtime.kv_cache import KVCache
 from hip_runtime.runtime.model_runtime import ModelRuntime
@@ -334,8 +333,7 @@ class LlamaDecoder(Resource):
         read x itself and rope_and_cache and swiglu divide by x's RMS (`rms_of`)."""
         c = self.config
         batch, seq, _ = x.shape
-        rows = batch * seq  # (the GEMV kernel's rows keep the norm inside the product)
-        fused = rows <= self.backend.gemv_rows and gemv_tile(rows, x.dtype.itemsize) is not None
+        fused = self.backend.gemv_takes_rows(batch * seq, x.dtype.itemsize)  # (norms inside)
         rms_of = x if layer.norms_folded and not fused else None
         qkv = self._qkv(x, layer, rms_of)
         context = self._attention(x, n, qkv, positions, prompt, step, rms_of)

@@ -14,7 +14,7 @@ from math import prod
 from typing import Any
 
 from hip_runtime.ops.base import INT_MAX
-from hip_runtime.ops.norms import real_number
+from hip_runtime.ops.norms import real_number, rms_of_rows
 from hip_runtime.ops.pointwise_codes import BINARY_CODE, MATH_CODE
 from hip_runtime.ops.pointwise_core import FLOATS, PointwiseCore
 from hip_runtime.ops.reduce_layout import row_strides
@@ -142,12 +142,9 @@ class ActivationOps(PointwiseCore):
             raise ValueError(f"swiglu: gate {gate.shape} {gate.dtype} and up {up.shape} "
                              f"{up.dtype} must be one shape [..., inter] and dtype")  # fmt: skip
         inter, rows = gate.shape[-1], prod(gate.shape[:-1])
-        hidden = x.shape[-1] if x.ndim else 0
-        if x.dtype != gate.dtype or not hidden or x.size // hidden != rows:
-            raise ValueError(f"swiglu: rms_of is {x.shape} {x.dtype}; expected [..., hidden] "
-                             f"{gate.dtype} with {rows} rows")  # fmt: skip
-        if not x.is_contiguous or max(hidden, rows, inter) > INT_MAX:
-            raise ValueError("swiglu: rms_of must be C-contiguous; rows, inter and hidden < 2^31")
+        hidden = rms_of_rows(x, gate.dtype, rows, "swiglu")
+        if max(rows, inter) > INT_MAX:
+            raise ValueError("swiglu: rows and inter must be < 2^31")
         strides = [_row_stride(operand, name) for operand, name in ((gate, "gate"), (up, "up"))]
         y = self._output(out, gate.shape, gate.dtype, distinct_from=(gate, up, x))
         if rows and inter:

@@ -188,6 +188,12 @@ class GemvOps(OpsBase):
             self._same(x, residual, f"{op}: residual", (*x.shape[:-1], n))
         return x, weight, n
 
+    def gemv_takes_rows(self, rows: int, itemsize: int) -> bool:
+        """Whether `rows` rows of x (elements of `itemsize` bytes) are within what the GEMV
+        kernel takes (`gemv_rows`, and a tile for them): the fused ops' rows, where each norm
+        stays inside its product. Its operands' layouts decide the rest (`_gemv_takes`)."""
+        return 0 < rows <= self.gemv_rows and gemv_tile(rows, itemsize) is not None
+
     def _gemv_takes(
         self, x: DeviceTensor, weight: DeviceTensor, norm: DeviceTensor | None = None
     ) -> bool:
@@ -195,10 +201,10 @@ class GemvOps(OpsBase):
         if x.ndim == 0 or x.dtype not in FLOAT_TYPES or x._strides is not None:
             return False
         rows = x.size // x.shape[-1] if x.shape[-1] else 0
-        if not 0 < rows <= self.gemv_rows or weight._strides is not None:
+        if not self.gemv_takes_rows(rows, x.dtype.itemsize) or weight._strides is not None:
             return False
         tile = gemv_tile(rows, x.dtype.itemsize)
-        if tile is None or (tile == GEMV_TENSOR_TILE and norm is not None and x.dtype == float16):
+        if tile == GEMV_TENSOR_TILE and norm is not None and x.dtype == float16:
             return False  # (f16 x times the norm weight may overflow: the module's doc)
         run = weight.shape[1] * x.dtype.itemsize
         return not (

@@ -9,7 +9,7 @@ from numbers import Integral
 from typing import Any
 
 from hip_runtime.ops.base import INT_MAX, OpsBase
-from hip_runtime.ops.norms import real_number
+from hip_runtime.ops.norms import real_number, rms_of_rows
 from hip_runtime.ops.plans import byte_extent, launch_pointers, plan_key
 from hip_runtime.tensors.dtypes import FloatType, float32, int32
 from hip_runtime.tensors.strided_copy import check_writable
@@ -147,13 +147,7 @@ class LayoutOps(OpsBase):
         rows and eps a real number."""
         x = self._tensor(x, "rms_of")
         real_number(eps, "eps", "rope_and_cache")
-        hidden = x.shape[-1] if x.ndim else 0
-        if x.dtype != q.dtype or not hidden or x.size // hidden != q.shape[0]:
-            raise ValueError(f"rope_and_cache: rms_of is {x.shape} {x.dtype}; expected "
-                             f"[..., hidden] {q.dtype} with {q.shape[0]} rows")  # fmt: skip
-        if not x.is_contiguous or hidden > INT_MAX:
-            raise ValueError("rope_and_cache: rms_of must be C-contiguous, rows < 2^31 elements")
-        return x, hidden
+        return x, rms_of_rows(x, q.dtype, q.shape[0], "rope_and_cache")
 
     def _rope_and_cache_checks(
         self, q: Any, k: Any, v: Any, cos: Any, sin: Any, positions: Any, rows: Any,

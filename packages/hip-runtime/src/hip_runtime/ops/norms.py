@@ -34,6 +34,19 @@ def real_number(value: Any, name: str, op: str) -> float:
     return float(value)
 
 
+def rms_of_rows(x: DeviceTensor, dtype: Any, rows: int, op: str) -> int:
+    """The row length of an `rms_of` operand (a tensor whose rows' RMS an op divides by:
+    kernels/row_rms.h); ValueError naming `op` unless x is C-contiguous [..., hidden] of
+    `dtype` with `rows` rows and hidden < 2^31."""
+    hidden = x.shape[-1] if x.ndim else 0
+    if x.dtype != dtype or not hidden or x.size // hidden != rows:
+        raise ValueError(f"{op}: rms_of is {x.shape} {x.dtype}; expected [..., hidden] {dtype} "
+                         f"with {rows} rows")  # fmt: skip
+    if not x.is_contiguous or hidden >= 1 << 31:
+        raise ValueError(f"{op}: rms_of must be C-contiguous, rows < 2^31 elements")
+    return hidden
+
+
 def narrow_rows_per_warp(op: str, itemsize: int) -> int:
     """Rows a warp of `op`'s narrow kernel takes (kernels/rows.h's NarrowTile::rows, which
     must agree): 16-bit layernorm rows are held packed, four a warp; f32 rows and
