@@ -45,6 +45,7 @@ from hip_runtime.models.llama_weights import (
     read_host,
 )
 from hip_runtime.models.prompts import check_prompts, token_ids_checked
+from hip_runtime.ops.gemv import gemv_takes_rows
 from hip_runtime.ops.quantized_matmul import QuantizedWeight
 from hip_runtime.runtime.kv_cache import KVCache
 from hip_runtime.runtime.model_runtime import ModelRuntime
@@ -333,7 +334,7 @@ class LlamaDecoder(Resource):
         read x itself and rope_and_cache and swiglu divide by x's RMS (`rms_of`)."""
         c = self.config
         batch, seq, _ = x.shape
-        fused = self.backend.gemv_takes_rows(batch * seq, x.dtype.itemsize)  # (norms inside)
+        fused = gemv_takes_rows(batch * seq, x.dtype.itemsize, self.backend.gemv_rows)
         rms_of = x if layer.norms_folded and not fused else None
         qkv = self._qkv(x, layer, rms_of)
         context = self._attention(x, n, qkv, positions, prompt, step, rms_of)

@@ -188,12 +188,6 @@ class GemvOps(OpsBase):
             self._same(x, residual, f"{op}: residual", (*x.shape[:-1], n))
         return x, weight, n
 
-    def gemv_takes_rows(self, rows: int, itemsize: int) -> bool:
-        """Whether `rows` rows of x (elements of `itemsize` bytes) are within what the GEMV
-        kernel takes (`gemv_rows`, and a tile for them): the fused ops' rows, where each norm
-        stays inside its product. Its operands' layouts decide the rest (`_gemv_takes`)."""
-        return 0 < rows <= self.gemv_rows and gemv_tile(rows, itemsize) is not None
-
     def _gemv_takes(
         self, x: DeviceTensor, weight: DeviceTensor, norm: DeviceTensor | None = None
     ) -> bool:
@@ -201,7 +195,8 @@ class GemvOps(OpsBase):
         if x.ndim == 0 or x.dtype not in FLOAT_TYPES or x._strides is not None:
             return False
         rows = x.size // x.shape[-1] if x.shape[-1] else 0
-        if not self.gemv_takes_rows(rows, x.dtype.itemsize) or weight._strides is not None:
+        within = gemv_takes_rows(rows, x.dtype.itemsize, self.gemv_rows)
+        if not within or weight._strides is not None:
             return False
         tile = gemv_tile(rows, x.dtype.itemsize)
         if tile == GEMV_TENSOR_TILE and norm is not None and x.dtype == float16:
@@ -264,6 +259,13 @@ def gemv_slices(n: int, k: int, itemsize: int, columns: int, multiprocessors: in
     return 8
 
 
+def gemv_takes_rows(rows: int, itemsize: int, limit: int) -> bool:
+    """Whether `rows` rows of x (elements of `itemsize` bytes) are within what the GEMV kernel
+    takes under a `gemv_rows` of `limit` (and a tile holds them): the fused ops' rows, where
+    each norm stays inside its product. The operands' layouts decide the rest (`_gemv_takes`)."""
+    return 0 < rows <= limit and gemv_tile(rows, itemsize) is not None
+
+
 def gemv_tile(rows: int, itemsize: int) -> int | None:
     """The row tile of a product of `rows` rows of x (elements of `itemsize` bytes): the 16-row
     tile from _TENSOR_TILE_FROM rows of a 16-bit type, else the smallest scalar tile that holds
@@ -291,5 +293,5 @@ def gemv_row_limit(setting: int | None) -> int:
 
 __all__ = [
     "GEMV_DEFAULT_ROWS", "GEMV_MAX_ROWS", "GEMV_TENSOR_TILE", "GEMV_TILES", "TILE_SLICES",
-    "GemvOps", "gemv_row_limit", "gemv_slices", "gemv_tile", "tile_blocks",
+    "GemvOps", "gemv_row_limit", "gemv_slices", "gemv_takes_rows", "gemv_tile", "tile_blocks",
 ]  # fmt: skip
